@@ -1,0 +1,69 @@
+"""In-memory adapters: a list of events and CTIs in, a list of results out."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from cti.adapters import AdapterItem, Arriving, InvalidInput
+from cti.events import SHAPE_KINDS, EventShape, StreamItem, kind_of
+from cti.settings import AdapterAdvanceTimeSettings
+
+
+class MemoryInputAdapter:
+    """The items of a list, in order. Items are events, CTIs, ``Arriving`` or ``InvalidInput``."""
+
+    def __init__(self, items: Sequence[AdapterItem], shape: EventShape) -> None:
+        self.items = list(items)
+        self.shape = shape
+
+    def latest_offset(self) -> int:
+        return len(self.items)
+
+    def read(self, start: int, end: int) -> Iterable[AdapterItem]:
+        for item in self.items[start:end]:
+            inner = item.item if isinstance(item, Arriving) else item
+            if isinstance(inner, InvalidInput):
+                yield inner
+                continue
+            kind = kind_of(inner)
+            if kind != "cti" and kind not in SHAPE_KINDS[self.shape]:
+                yield InvalidInput(f"a {kind} event on a {self.shape.value} stream", repr(item))
+            else:
+                yield item
+
+    def is_complete(self) -> bool:
+        return True
+
+
+class MemoryInputAdapterFactory:
+    """``create(items, shape)``: config is the list of items.
+
+    ``advance_time_settings``, when given, is what the factory declares for its streams
+    (``declare_advance_time_properties``); binding settings still replace it.
+    """
+
+    def __init__(self, advance_time_settings: AdapterAdvanceTimeSettings | None = None) -> None:
+        self.advance_time_settings = advance_time_settings
+
+    def create(self, config: Sequence[AdapterItem], shape: EventShape) -> MemoryInputAdapter:
+        return MemoryInputAdapter(config, shape)
+
+    def declare_advance_time_properties(
+        self, config: Any, shape: EventShape
+    ) -> AdapterAdvanceTimeSettings | None:
+        return self.advance_time_settings
+
+
+class CollectingOutputAdapter:
+    """Keeps every item written to it, in order (in-process outputs)."""
+
+    def __init__(self) -> None:
+        self.items: list[StreamItem] = []
+        self.closed = False
+
+    def write(self, items: Sequence[StreamItem]) -> None:
+        self.items.extend(items)
+
+    def close(self) -> None:
+        self.closed = True

@@ -1,0 +1,42 @@
+"""cti: Microsoft StreamInsight's temporal model (CTIs, advance-time settings) on Apache Spark."""
+
+from cti.adapters import (
+    Arriving,
+    EnqueuingInputAdapter,
+    InputAdapter,
+    InputAdapterFactory,
+    InvalidInput,
+    OutputAdapter,
+    OutputAdapterFactory,
+)
+from cti.errors import (
+    BadInputError,
+    BindingError,
+    CtiError,
+    CtiViolationError,
+    InvalidEventError,
+    InvalidSettingsError,
+)
+from cti.events import Cti, EdgeEvent, EdgeType, EventShape, IntervalEvent, PointEvent
+from cti.query import Application, CepStream
+from cti.results import Diagnostic, RunResult, StreamResult
+from cti.runtime.base import set_default_runtime
+from cti.settings import (
+    AdapterAdvanceTimeSettings,
+    AdvanceTimeGenerationSettings,
+    AdvanceTimeImportSettings,
+    AdvanceTimePolicy,
+    AdvanceTimeSettings,
+)
+from cti.time import MAX_TIME, MIN_TIME, TICK, to_datetime, to_ticks
+
+__all__ = [
+    "MAX_TIME", "MIN_TIME", "TICK",
+    "AdapterAdvanceTimeSettings", "AdvanceTimeGenerationSettings", "AdvanceTimeImportSettings",
+    "AdvanceTimePolicy", "AdvanceTimeSettings", "Application", "Arriving", "BadInputError",
+    "BindingError", "CepStream", "Cti", "CtiError", "CtiViolationError", "Diagnostic",
+    "EdgeEvent", "EdgeType", "EnqueuingInputAdapter", "EventShape", "InputAdapter",
+    "InputAdapterFactory", "IntervalEvent", "InvalidEventError", "InvalidInput",
+    "InvalidSettingsError", "OutputAdapter", "OutputAdapterFactory", "PointEvent", "RunResult",
+    "StreamResult", "set_default_runtime", "to_datetime", "to_ticks",
+]

@@ -1,0 +1,136 @@
+"""Input and output adapter protocols, and a base class for adapters that enqueue items.
+
+An input adapter is a *replayable* sequence of items in arrival order, addressed by offset
+(0, 1, 2, ...). That is what lets Spark re-read a micro-batch after a failure and restart
+exactly once from a checkpoint. Items are events, CTIs, ``Arriving`` wrappers that carry an
+arrival time, and ``InvalidInput`` for rows the adapter could not read.
+
+Adapters and their factories are created in Spark's executors, so factory and config must be
+picklable (module-level classes, plain data).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import attrs
+
+from cti.events import Cti, EventShape, StreamItem
+from cti.settings import AdapterAdvanceTimeSettings
+from cti.time import TimeLike, to_ticks
+
+
+@attrs.frozen
+class Arriving:
+    """An item with the time the source received it (its arrival time, in ticks)."""
+
+    item: StreamItem
+    arrival: int = attrs.field(converter=to_ticks)
+
+
+@attrs.frozen
+class InvalidInput:
+    """A row the adapter could not turn into an event: it goes to an error or the dead letters."""
+
+    reason: str
+    raw: str = ""
+
+
+AdapterItem = StreamItem | Arriving | InvalidInput
+
+
+@runtime_checkable
+class InputAdapter(Protocol):
+    """A replayable input: ``read(start, end)`` yields the items at offsets [start, end)."""
+
+    def latest_offset(self) -> int:
+        """How many items are available now."""
+
+    def read(self, start: int, end: int) -> Iterable[AdapterItem]:
+        """The items at offsets [start, end), in arrival order."""
+
+    def is_complete(self) -> bool:
+        """True when no item beyond ``latest_offset()`` will ever come (a bounded input)."""
+
+
+@runtime_checkable
+class InputAdapterFactory(Protocol):
+    """Creates input adapters (StreamInsight's ``ITypedInputAdapterFactory``).
+
+    A factory may also define ``declare_advance_time_properties(config, shape)`` returning
+    ``AdapterAdvanceTimeSettings`` (StreamInsight's ``IDeclareAdvanceTimeProperties``).
+    """
+
+    def create(self, config: Any, shape: EventShape) -> InputAdapter: ...
+
+
+def declared_settings(
+    factory: Any, config: Any, shape: EventShape
+) -> AdapterAdvanceTimeSettings | None:
+    """The factory's declared advance-time settings, or None if it declares none."""
+    declare = getattr(factory, "declare_advance_time_properties", None)
+    if declare is None:
+        return None
+    settings = declare(config, shape)
+    if settings is not None and not isinstance(settings, AdapterAdvanceTimeSettings):
+        raise TypeError(
+            f"{type(factory).__name__}.declare_advance_time_properties must return "
+            f"AdapterAdvanceTimeSettings or None, got {settings!r}"
+        )
+    return settings
+
+
+class EnqueuingInputAdapter:
+    """Base class for a bounded adapter written in StreamInsight's push style.
+
+    Subclasses implement ``produce()`` and call ``enqueue(event)``, ``enqueue_cti(time)`` and
+    ``enqueue_invalid(reason, raw)`` from it. ``produce`` must give the same items every time it
+    runs (it is replayed by offset).
+    """
+
+    def __init__(self) -> None:
+        self._items: list[AdapterItem] | None = None
+
+    def produce(self) -> None:
+        raise NotImplementedError
+
+    def enqueue(self, item: StreamItem, arrival: TimeLike | None = None) -> None:
+        assert self._items is not None, "enqueue is called from produce()"
+        self._items.append(item if arrival is None else Arriving(item, arrival))
+
+    def enqueue_cti(self, time: TimeLike, arrival: TimeLike | None = None) -> None:
+        self.enqueue(Cti(time), arrival)
+
+    def enqueue_invalid(self, reason: str, raw: str = "") -> None:
+        assert self._items is not None, "enqueue_invalid is called from produce()"
+        self._items.append(InvalidInput(reason, raw))
+
+    def _all(self) -> Sequence[AdapterItem]:
+        if self._items is None:
+            self._items = []
+            self.produce()
+        return self._items
+
+    def latest_offset(self) -> int:
+        return len(self._all())
+
+    def read(self, start: int, end: int) -> Iterable[AdapterItem]:
+        return self._all()[start:end]
+
+    def is_complete(self) -> bool:
+        return True
+
+
+@runtime_checkable
+class OutputAdapter(Protocol):
+    """Receives a stream's output, in order, a batch at a time."""
+
+    def write(self, items: Sequence[StreamItem]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class OutputAdapterFactory(Protocol):
+    def create(self, config: Any, shape: EventShape) -> OutputAdapter: ...

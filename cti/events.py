@@ -1,0 +1,172 @@
+"""Event shapes, events and CTIs: the immutable object model."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from cti.errors import InvalidEventError
+from cti.time import MAX_TIME, MIN_TIME, format_time, to_ticks
+
+
+class EventShape(enum.Enum):
+    """How an event's lifetime is given (StreamInsight's ``EventShape``)."""
+
+    POINT = "point"
+    INTERVAL = "interval"
+    EDGE = "edge"
+
+
+class EdgeType(enum.Enum):
+    START = "start"
+    END = "end"
+
+
+def _payload(value: Mapping[str, Any] | None) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise InvalidEventError(f"payload must be a mapping of field names to values, got {value!r}")
+    return dict(value)
+
+
+def _time(value: Any) -> int:
+    try:
+        return to_ticks(value)
+    except (TypeError, ValueError) as exc:
+        raise InvalidEventError(f"invalid time {value!r}: {exc}") from None
+
+
+def _check_finite(name: str, t: int) -> None:
+    if t in (MIN_TIME, MAX_TIME):
+        raise InvalidEventError(f"{name} {format_time(t)} is a sentinel, not an event time")
+
+
+@attrs.frozen
+class PointEvent:
+    """An event at one instant: lifetime [start, start + 1 tick)."""
+
+    start: int = attrs.field(converter=_time)
+    payload: dict[str, Any] = attrs.field(factory=dict, converter=_payload, hash=False)
+
+    def __attrs_post_init__(self) -> None:
+        _check_finite("point start", self.start)
+
+    @property
+    def end(self) -> int:
+        return self.start + 1
+
+    @property
+    def sync_time(self) -> int:
+        return self.start
+
+
+@attrs.frozen
+class IntervalEvent:
+    """An event with lifetime [start, end), start < end."""
+
+    start: int = attrs.field(converter=_time)
+    end: int = attrs.field(converter=_time)
+    payload: dict[str, Any] = attrs.field(factory=dict, converter=_payload, hash=False)
+
+    def __attrs_post_init__(self) -> None:
+        _check_finite("interval start", self.start)
+        if self.end <= self.start:
+            raise InvalidEventError(
+                f"interval end {format_time(self.end)} must be after its start "
+                f"{format_time(self.start)} (rule: end > start)"
+            )
+
+    @property
+    def sync_time(self) -> int:
+        return self.start
+
+
+@attrs.frozen
+class EdgeEvent:
+    """An edge: a START opens [start, +inf); the END with the same start and payload closes it.
+
+    For an END edge, ``end`` is the closing time (> start). For a START edge ``end`` is MAX_TIME.
+    """
+
+    edge_type: EdgeType = attrs.field(converter=EdgeType)
+    start: int = attrs.field(converter=_time)
+    end: int = attrs.field(default=MAX_TIME, converter=_time)
+    payload: dict[str, Any] = attrs.field(factory=dict, converter=_payload, hash=False)
+
+    def __attrs_post_init__(self) -> None:
+        _check_finite("edge start", self.start)
+        if self.edge_type is EdgeType.START and self.end != MAX_TIME:
+            raise InvalidEventError("an edge START has no end (it is open until its END arrives)")
+        if self.edge_type is EdgeType.END:
+            _check_finite("edge end", self.end)
+            if self.end <= self.start:
+                raise InvalidEventError(
+                    f"edge end {format_time(self.end)} must be after its start "
+                    f"{format_time(self.start)} (rule: end > start)"
+                )
+
+    @classmethod
+    def start_edge(cls, start: Any, payload: Mapping[str, Any] | None = None) -> EdgeEvent:
+        return cls(EdgeType.START, start, MAX_TIME, payload)
+
+    @classmethod
+    def end_edge(cls, start: Any, end: Any, payload: Mapping[str, Any] | None = None) -> EdgeEvent:
+        return cls(EdgeType.END, start, end, payload)
+
+    @property
+    def sync_time(self) -> int:
+        return self.start if self.edge_type is EdgeType.START else self.end
+
+
+@attrs.frozen
+class Cti:
+    """Current Time Increment: no later event of the stream has a sync time below ``time``."""
+
+    time: int = attrs.field(converter=_time)
+
+    @property
+    def sync_time(self) -> int:
+        return self.time
+
+
+Event = PointEvent | IntervalEvent | EdgeEvent
+StreamItem = PointEvent | IntervalEvent | EdgeEvent | Cti
+
+
+def kind_of(item: StreamItem) -> str:
+    """The row kind of an item: point, interval, edge_start, edge_end or cti."""
+    if isinstance(item, PointEvent):
+        return "point"
+    if isinstance(item, IntervalEvent):
+        return "interval"
+    if isinstance(item, EdgeEvent):
+        return "edge_start" if item.edge_type is EdgeType.START else "edge_end"
+    if isinstance(item, Cti):
+        return "cti"
+    raise InvalidEventError(f"not an event or CTI: {item!r}")
+
+
+SHAPE_KINDS: dict[EventShape, frozenset[str]] = {
+    EventShape.POINT: frozenset({"point"}),
+    EventShape.INTERVAL: frozenset({"interval"}),
+    EventShape.EDGE: frozenset({"edge_start", "edge_end"}),
+}
+
+
+def item_from_kind(kind: str, start: int, end: int | None, payload: dict[str, Any]) -> StreamItem:
+    """Build an item back from its row form (the inverse of :func:`kind_of`)."""
+    if kind == "point":
+        return PointEvent(start, payload)
+    if kind == "interval":
+        return IntervalEvent(start, end, payload)
+    if kind == "edge_start":
+        return EdgeEvent(EdgeType.START, start, MAX_TIME, payload)
+    if kind == "edge_end":
+        return EdgeEvent(EdgeType.END, start, end, payload)
+    if kind == "cti":
+        return Cti(start)
+    raise InvalidEventError(f"unknown event kind {kind!r}")

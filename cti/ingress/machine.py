@@ -1,0 +1,312 @@
+"""Ingress: CTI generation, CTI import and the DROP/ADJUST policies (SPEC sections 3-6).
+
+``IngressMachine`` is a deterministic state machine over one *ingress group*: the streams that
+are linked by CTI imports. It takes input rows (each stream's rows in its own order, in any
+number of batches) and returns output rows. The streams are merged by (arrival time, declaration
+order, sequence); a row is processed only once no stream of the group can still deliver an
+earlier one, so the output does not depend on how the input is split into batches. The whole
+state is plain data (``state``), so Spark can keep it in its state store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from cti.errors import BadInputError, CtiViolationError
+from cti.events import SHAPE_KINDS
+from cti.ingress.spec import StreamSpec
+from cti.rows import EOS, INVALID, InRow, OutRow
+from cti.settings import AdvanceTimePolicy
+from cti.time import MAX_TIME, MIN_TIME, add, format_time
+
+COUNTED = frozenset({"point", "interval", "edge_start"})
+METRICS = ("accepted", "adjusted", "dropped", "invalid", "cti_regressions", "ctis")
+
+
+def _new_stream_state() -> dict[str, Any]:
+    return {
+        "cti": MIN_TIME,  # the stream's current time
+        "count": 0,  # counted events since the last count-generated CTI
+        "max_start": None,  # largest start among counted events
+        "gen_ref": None,  # start of the event that made the previous duration CTI
+        "open_edges": {},  # (orig start, payload) -> [adjusted start, or None if dropped]
+        "out_seq": 0,
+        "next_in_seq": 0,
+        "last_arrival": MIN_TIME,
+        "last_key": None,  # merge key of the last row received
+        "eos": False,  # end of input received
+        "pending": [],  # rows received but not yet merged
+        "metrics": dict.fromkeys(METRICS, 0),
+    }
+
+
+def _describe(row: InRow) -> str:
+    if row.kind in ("cti", EOS):
+        return f"{row.kind} at {format_time(row.start)}"
+    times = format_time(row.start)
+    if row.end is not None:
+        times += f", {format_time(row.end)}"
+    return f"{row.kind}({times}) payload={row.payload}"
+
+
+class IngressMachine:
+    """Runs ingress for one group of streams. ``state`` is plain, picklable data."""
+
+    def __init__(self, specs: Sequence[StreamSpec], state: dict[str, Any] | None = None) -> None:
+        self.specs = list(specs)
+        self.importers: list[list[int]] = [[] for _ in self.specs]
+        for i, spec in enumerate(self.specs):
+            if spec.import_from is not None:
+                self.importers[spec.import_from].append(i)
+        self.state = state if state is not None else {
+            "streams": [_new_stream_state() for _ in self.specs]
+        }
+        self._out: list[OutRow] = []
+
+    # ---- public -----------------------------------------------------------------------------
+
+    def process(self, rows: Iterable[InRow]) -> list[OutRow]:
+        """Take rows (any streams, any order within the batch) and return the output they release."""
+        self._out = []
+        streams = self.state["streams"]
+        for row in sorted(rows, key=lambda r: (r.stream, r.seq)):
+            self._receive(streams[row.stream], row)
+        self._merge()
+        out, self._out = self._out, []
+        return out
+
+    def metrics(self) -> list[dict[str, int]]:
+        return [dict(s["metrics"]) for s in self.state["streams"]]
+
+    @property
+    def finished(self) -> bool:
+        return all(s["eos"] and not s["pending"] for s in self.state["streams"])
+
+    # ---- merge --------------------------------------------------------------------------------
+
+    def _receive(self, st: dict[str, Any], row: InRow) -> None:
+        spec = self.specs[row.stream]
+        if row.seq < st["next_in_seq"]:
+            return  # already received: a replayed row
+        if row.seq > st["next_in_seq"]:
+            raise BadInputError(
+                f"stream {spec.name!r}: input row #{row.seq} arrived before row "
+                f"#{st['next_in_seq']} (rule: a stream's rows arrive in sequence)"
+            )
+        if st["eos"]:
+            raise BadInputError(f"stream {spec.name!r}: row #{row.seq} after the end of input")
+        st["next_in_seq"] = row.seq + 1
+        if row.kind == EOS:
+            arrival = MAX_TIME
+            st["eos"] = True
+        elif row.arrival is not None:
+            if row.arrival < st["last_arrival"]:
+                self._bad(
+                    row,
+                    f"arrival time {format_time(row.arrival)} is before the previous arrival "
+                    f"{format_time(st['last_arrival'])} (rule: arrival time never goes back "
+                    "within a stream)",
+                    emit=False,
+                )
+                arrival = st["last_arrival"]
+            else:
+                arrival = row.arrival
+        else:
+            sync = row.end if row.kind == "edge_end" else row.start
+            arrival = st["last_arrival"] if sync is None else max(st["last_arrival"], sync)
+        st["last_arrival"] = arrival
+        key = (arrival, row.stream, row.seq)
+        st["last_key"] = key
+        st["pending"].append((key, row))
+
+    def _merge(self) -> None:
+        streams = self.state["streams"]
+        while True:
+            best = None
+            for st in streams:
+                if st["pending"] and (best is None or st["pending"][0][0] < best[0]):
+                    best = st["pending"][0]
+            if best is None:
+                return
+            key = best[0]
+            for st in streams:
+                if not st["eos"] and (st["last_key"] is None or st["last_key"] < key):
+                    return  # that stream may still deliver a row that comes first
+            streams[key[1]]["pending"].pop(0)
+            self._process_row(best[1])
+
+    # ---- one row ------------------------------------------------------------------------------
+
+    def _emit(self, i: int, in_seq: int, kind: str, start: int | None, end: int | None,
+              payload: str | None, status: str, orig_start: int | None = None,
+              orig_end: int | None = None, reason: str | None = None) -> None:
+        st = self.state["streams"][i]
+        self._out.append(OutRow(i, st["out_seq"], in_seq, kind, start, end, payload, status,
+                                orig_start, orig_end, st["cti"], reason))
+        st["out_seq"] += 1
+        metric = {"cti": "ctis", "cti_regression": "cti_regressions"}.get(status, status)
+        st["metrics"][metric] += 1
+
+    def _bad(self, row: InRow, rule: str, emit: bool = True) -> None:
+        spec = self.specs[row.stream]
+        if not spec.dead_letter:
+            raise BadInputError(
+                f"stream {spec.name!r}, input #{row.seq} ({_describe(row)}): {rule}"
+            )
+        if emit:
+            self._emit(row.stream, row.seq, row.kind, row.start, row.end, row.payload,
+                       "invalid", row.start, row.end, rule)
+
+    def _advance(self, i: int, t: int) -> None:
+        """Move stream i's time to t (if that moves it forward) and pass the CTI to importers."""
+        st = self.state["streams"][i]
+        if t <= st["cti"]:
+            return
+        st["cti"] = t
+        self._emit(i, -1, "cti", t, None, None, "cti")
+        for j in self.importers[i]:
+            self._advance(j, t)
+
+    def _process_row(self, row: InRow) -> None:
+        i = row.stream
+        spec = self.specs[i]
+        st = self.state["streams"][i]
+        if row.kind == EOS:
+            if spec.generates and spec.advance_to_infinity_on_shutdown:
+                self._advance(i, MAX_TIME)
+            return
+        if row.kind == INVALID:
+            self._bad(row, row.error or "the adapter could not read this row")
+            return
+        if row.kind == "cti":
+            if row.start is None:
+                self._bad(row, "a CTI needs a time (rule: no null timestamps)")
+            elif row.start <= st["cti"]:
+                self._emit(i, row.seq, "cti", row.start, None, None, "cti_regression",
+                           reason=f"CTI {format_time(row.start)} does not move the stream's "
+                           f"time {format_time(st['cti'])} forward; ignored")
+            else:
+                self._advance(i, row.start)
+            return
+        problem = self._validate(row)
+        if problem:
+            self._bad(row, problem)
+            return
+        if row.kind in COUNTED:
+            st["max_start"] = row.start if st["max_start"] is None else max(st["max_start"],
+                                                                            row.start)
+        if row.kind == "edge_end":
+            self._edge_end(row)
+        else:
+            self._start_event(row)
+        if row.kind in COUNTED and spec.generates:
+            self._generate(i, row.start)
+
+    def _validate(self, row: InRow) -> str | None:
+        spec = self.specs[row.stream]
+        if row.kind not in SHAPE_KINDS[spec.shape]:
+            return f"a {row.kind} event on a {spec.shape.value} stream (rule: events match the " \
+                   "stream's shape)"
+        if row.start is None:
+            return "null start time (rule: no null timestamps)"
+        if row.kind in ("interval", "edge_end"):
+            if row.end is None:
+                return "null end time (rule: no null timestamps)"
+            if row.end <= row.start:
+                return "end <= start (rule: a lifetime is non-empty)"
+        for t in (row.start, row.end):
+            if t is not None and t in (MIN_TIME, MAX_TIME):
+                return f"time {format_time(t)} is a sentinel (rule: events lie strictly " \
+                       "between MIN_TIME and MAX_TIME)"
+        return None
+
+    def _violation(self, row: InRow, c: int) -> bool:
+        """True when the event should get the policy; raises for a stream with no policy."""
+        spec = self.specs[row.stream]
+        if spec.policy is not None:
+            return True
+        msg = (f"stream {spec.name!r}, input #{row.seq} ({_describe(row)}) violates CTI "
+               f"{format_time(c)} enqueued by its adapter, and the stream declares no "
+               "AdvanceTimePolicy (rule: sync time >= the latest CTI)")
+        if spec.dead_letter:
+            self._emit(row.stream, row.seq, row.kind, row.start, row.end, row.payload,
+                       "invalid", row.start, row.end, msg)
+            return False
+        raise CtiViolationError(msg)
+
+    def _start_event(self, row: InRow) -> None:
+        i = row.stream
+        st = self.state["streams"][i]
+        c = st["cti"]
+        s, e = row.start, row.end
+        edge_key = (s, row.payload)
+        if s >= c:
+            self._emit(i, row.seq, row.kind, s, e, row.payload, "accepted", s, e)
+            if row.kind == "edge_start":
+                st["open_edges"].setdefault(edge_key, []).append(s)
+            return
+        if not self._violation(row, c):
+            return
+        policy = self.specs[i].policy
+        if policy is AdvanceTimePolicy.ADJUST and row.kind == "edge_start":
+            self._emit(i, row.seq, row.kind, c, e, row.payload, "adjusted", s, e, "cti_violation")
+            st["open_edges"].setdefault(edge_key, []).append(c)
+        elif policy is AdvanceTimePolicy.ADJUST and row.kind == "interval" and e > c:
+            self._emit(i, row.seq, row.kind, c, e, row.payload, "adjusted", s, e, "cti_violation")
+        else:
+            self._emit(i, row.seq, row.kind, None, None, row.payload, "dropped", s, e,
+                       "cti_violation")
+            if row.kind == "edge_start":
+                st["open_edges"].setdefault(edge_key, []).append(None)
+
+    def _edge_end(self, row: InRow) -> None:
+        i = row.stream
+        st = self.state["streams"][i]
+        c = st["cti"]
+        s, e = row.start, row.end
+        edge_key = (s, row.payload)
+        opens = st["open_edges"].get(edge_key)
+        if not opens:
+            self._bad(row, "edge end with no open edge start of the same start time and "
+                      "payload (rule: an edge end closes an open start)")
+            return
+        a = opens.pop(0)  # first in, first out among equal (start, payload)
+        if not opens:
+            del st["open_edges"][edge_key]
+        if a is None:
+            self._emit(i, row.seq, row.kind, None, None, row.payload, "dropped", s, e,
+                       "start_dropped")
+            return
+        reason = None if a == s else "start_adjusted"
+        if e < c:
+            if not self._violation(row, c):
+                st["open_edges"].setdefault(edge_key, []).insert(0, a)
+                return
+            if self.specs[i].policy is AdvanceTimePolicy.DROP:
+                # The end is dropped; its start stays open (and can still be closed).
+                st["open_edges"].setdefault(edge_key, []).insert(0, a)
+                self._emit(i, row.seq, row.kind, None, None, row.payload, "dropped", s, e,
+                           "cti_violation")
+                return
+            e, reason = c, "cti_violation"
+        if e <= a:
+            # The end lies at or before its adjusted start. The start is already final output,
+            # so close the edge at the earliest time the CTI still allows: one tick after it.
+            e, reason = add(a, 1), "end_before_adjusted_start"
+        status = "accepted" if reason is None else "adjusted"
+        self._emit(i, row.seq, row.kind, a, e, row.payload, status, s, row.end, reason)
+
+    def _generate(self, i: int, start: int) -> None:
+        spec = self.specs[i]
+        st = self.state["streams"][i]
+        if spec.event_count is not None:
+            st["count"] += 1
+            if st["count"] < spec.event_count:
+                return
+            st["count"] = 0
+        else:
+            if st["gen_ref"] is not None and start - st["gen_ref"] < spec.duration:
+                return
+            st["gen_ref"] = start
+        self._advance(i, add(st["max_start"], -spec.delay))

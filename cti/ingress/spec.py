@@ -1,0 +1,56 @@
+"""What the ingress machine needs to know about one stream: plain, picklable data."""
+
+from __future__ import annotations
+
+import attrs
+
+from cti.events import EventShape
+from cti.settings import AdvanceTimePolicy, AdvanceTimeSettings
+
+
+@attrs.frozen
+class StreamSpec:
+    """One input stream of an ingress group, resolved at binding time.
+
+    ``import_from`` is the index (within the group) of the stream whose CTIs this one imports.
+    ``policy`` is None when the stream has no advance-time settings at all: then only the
+    adapter's own CTIs advance it, and a violation raises ``CtiViolationError``.
+    """
+
+    name: str
+    shape: EventShape
+    event_count: int | None = None
+    duration: int | None = None
+    delay: int = 0
+    advance_to_infinity_on_shutdown: bool = False
+    import_from: int | None = None
+    policy: AdvanceTimePolicy | None = None
+    dead_letter: bool = False
+
+    @property
+    def generates(self) -> bool:
+        return self.event_count is not None or self.duration is not None
+
+    @classmethod
+    def from_settings(
+        cls,
+        name: str,
+        shape: EventShape,
+        settings: AdvanceTimeSettings | None,
+        import_from: int | None = None,
+        dead_letter: bool = False,
+    ) -> StreamSpec:
+        if settings is None:
+            return cls(name, shape, dead_letter=dead_letter)
+        gen = settings.generation_settings
+        return cls(
+            name,
+            shape,
+            event_count=gen.event_count if gen else None,
+            duration=gen.duration if gen else None,
+            delay=gen.delay if gen else 0,
+            advance_to_infinity_on_shutdown=gen.advance_to_infinity_on_shutdown if gen else False,
+            import_from=import_from,
+            policy=settings.policy,
+            dead_letter=dead_letter,
+        )

@@ -1,0 +1,192 @@
+"""Binding streams: ``CepStream.create`` and the application that holds the streams by name."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import attrs
+
+from cti.adapters import declared_settings
+from cti.errors import BindingError, InvalidSettingsError
+from cti.events import EventShape
+from cti.ingress.spec import StreamSpec
+from cti.settings import AdvanceTimeSettings
+
+if TYPE_CHECKING:
+    from cti.results import RunResult
+    from cti.runtime.base import Runtime
+
+
+class Application:
+    """A namespace of bound streams (StreamInsight's ``Application``).
+
+    Streams find the streams they import CTIs from by name here. ``Application.default()`` is
+    the one ``CepStream.create`` uses when no application is given.
+    """
+
+    _default: ClassVar[Application | None] = None
+
+    def __init__(self, name: str = "default") -> None:
+        self.name = name
+        self._streams: dict[str, CepStream] = {}
+
+    @classmethod
+    def default(cls) -> Application:
+        if cls._default is None:
+            cls._default = cls()
+        return cls._default
+
+    def stream(self, name: str) -> CepStream:
+        try:
+            return self._streams[name]
+        except KeyError:
+            raise BindingError(
+                f"application {self.name!r} has no stream {name!r}; it has {sorted(self._streams)}"
+            ) from None
+
+    @property
+    def streams(self) -> list[CepStream]:
+        return list(self._streams.values())
+
+    def _register(self, stream: CepStream) -> None:
+        if stream.name in self._streams:
+            raise BindingError(
+                f"application {self.name!r} already has a stream named {stream.name!r}; "
+                "choose another name or bind into a new Application()"
+            )
+        self._streams[stream.name] = stream
+
+
+def _check_shape(value: Any) -> EventShape:
+    if isinstance(value, EventShape):
+        return value
+    try:
+        return EventShape(str(value).lower())
+    except ValueError:
+        raise InvalidSettingsError(f"shape must be an EventShape, got {value!r}") from None
+
+
+@attrs.frozen(eq=False)
+class CepStream:
+    """An input stream bound to an adapter factory, with its effective advance-time settings."""
+
+    name: str
+    factory: Any
+    config: Any
+    shape: EventShape
+    advance_time_settings: AdvanceTimeSettings | None
+    settings_origin: str  # "binding", "adapter" or "none"
+    application: Application
+    dead_letter: bool = False
+
+    @classmethod
+    def create(
+        cls,
+        name: str,
+        factory: Any,
+        config: Any,
+        shape: EventShape | str,
+        advance_time_settings: AdvanceTimeSettings | None = None,
+        *,
+        application: Application | None = None,
+        on_bad_input: str = "raise",
+    ) -> CepStream:
+        """Bind a stream. Settings given here replace what the factory declares.
+
+        ``on_bad_input``: ``"raise"`` (default) stops with an error naming the stream, event and
+        rule; ``"dead_letter"`` keeps going and reports the row in the diagnostics output.
+        """
+        if not isinstance(name, str) or not name:
+            raise BindingError(f"a stream needs a non-empty name, got {name!r}")
+        if not callable(getattr(factory, "create", None)):
+            raise BindingError(
+                f"stream {name!r}: the factory must have create(config, shape), got {factory!r}"
+            )
+        if on_bad_input not in ("raise", "dead_letter"):
+            raise InvalidSettingsError(
+                f"stream {name!r}: on_bad_input is 'raise' or 'dead_letter', got {on_bad_input!r}"
+            )
+        if advance_time_settings is not None and not isinstance(
+            advance_time_settings, AdvanceTimeSettings
+        ):
+            raise InvalidSettingsError(
+                f"stream {name!r}: advance_time_settings must be AdvanceTimeSettings, "
+                f"got {advance_time_settings!r}"
+            )
+        shape = _check_shape(shape)
+        app = application or Application.default()
+        origin = "binding"
+        settings = advance_time_settings
+        if settings is None:
+            declared = declared_settings(factory, config, shape)
+            settings = declared.to_advance_time_settings() if declared else None
+            origin = "adapter" if declared else "none"
+        imp = settings.import_settings if settings else None
+        if imp is not None:
+            if imp.stream_name == name:
+                raise BindingError(f"stream {name!r} cannot import its own CTIs (import cycle)")
+            if imp.stream_name not in app._streams:
+                raise BindingError(
+                    f"stream {name!r} imports CTIs from unknown stream {imp.stream_name!r}; "
+                    f"bind that stream first (known: {sorted(app._streams)})"
+                )
+        stream = cls(name, factory, config, shape, settings, origin, app,
+                     on_bad_input == "dead_letter")
+        app._register(stream)
+        return stream
+
+    # ---- ingress group ------------------------------------------------------------------------
+
+    def ingress_group(self) -> IngressGroup:
+        """This stream and every stream linked to it by CTI imports, in declaration order."""
+        streams = self.application.streams
+        by_name = {s.name: s for s in streams}
+        links: dict[str, set[str]] = {s.name: set() for s in streams}
+        for s in streams:
+            imp = s.advance_time_settings.import_settings if s.advance_time_settings else None
+            if imp is not None:
+                links[s.name].add(imp.stream_name)
+                links[imp.stream_name].add(s.name)
+        seen, todo = {self.name}, [self.name]
+        while todo:
+            for other in links[todo.pop()]:
+                if other not in seen:
+                    seen.add(other)
+                    todo.append(other)
+        return IngressGroup([by_name[n] for n in by_name if n in seen])
+
+    # ---- running ------------------------------------------------------------------------------
+
+    def run(self, runtime: Runtime | str | None = None) -> RunResult:
+        """Run this stream's ingress group to the end of its input; results of every stream."""
+        from cti.runtime.base import resolve_runtime
+
+        return resolve_runtime(runtime).run(self.ingress_group())
+
+    def collect(self, runtime: Runtime | str | None = None) -> list:
+        """This stream's output: its events (after the policy) and CTIs, in order."""
+        return self.run(runtime).items(self.name)
+
+
+@attrs.frozen
+class IngressGroup:
+    """Streams whose ingress runs together because CTIs flow between them by import."""
+
+    streams: Sequence[CepStream]
+
+    @property
+    def names(self) -> list[str]:
+        return [s.name for s in self.streams]
+
+    def specs(self) -> list[StreamSpec]:
+        index = {s.name: i for i, s in enumerate(self.streams)}
+        specs = []
+        for s in self.streams:
+            imp = s.advance_time_settings.import_settings if s.advance_time_settings else None
+            specs.append(StreamSpec.from_settings(
+                s.name, s.shape, s.advance_time_settings,
+                import_from=index[imp.stream_name] if imp else None,
+                dead_letter=s.dead_letter,
+            ))
+        return specs

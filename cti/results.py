@@ -1,0 +1,101 @@
+"""What a run returns: each stream's output, its diagnostics (the side output) and its counts."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import attrs
+
+from cti.events import StreamItem
+from cti.ingress.machine import METRICS
+from cti.rows import OUTPUT_STATUSES, OutRow, payload_from_json, row_to_item
+from cti.time import format_time
+
+DIAGNOSTIC_STATUSES = ("adjusted", "dropped", "invalid", "cti_regression")
+
+
+@attrs.frozen
+class Diagnostic:
+    """One side-output row: an event that was adjusted, dropped or rejected, or an ignored CTI.
+
+    ``original_*`` are the times the event arrived with; ``start``/``end`` what it became (None
+    when dropped); ``cti`` the stream's CTI when it was processed; ``reason`` why.
+    """
+
+    stream: str
+    status: str
+    reason: str | None
+    kind: str
+    original_start: int | None
+    original_end: int | None
+    start: int | None
+    end: int | None
+    cti: int | None
+    payload: dict[str, Any] | str | None
+    input_seq: int
+
+    def __str__(self) -> str:
+        return (f"{self.stream}: {self.status} {self.kind} #{self.input_seq} "
+                f"[{format_time(self.original_start)}, {format_time(self.original_end)}) -> "
+                f"[{format_time(self.start)}, {format_time(self.end)}) at CTI "
+                f"{format_time(self.cti)}: {self.reason}")
+
+
+def _payload(row: OutRow) -> dict[str, Any] | str | None:
+    if row.payload is None:
+        return None
+    try:
+        return payload_from_json(row.payload)
+    except ValueError:
+        return row.payload  # the raw text of an unreadable row
+
+
+@attrs.frozen
+class StreamResult:
+    name: str
+    items: list[StreamItem]
+    diagnostics: list[Diagnostic]
+    metrics: dict[str, int]
+
+    @property
+    def dropped(self) -> list[Diagnostic]:
+        return [d for d in self.diagnostics if d.status == "dropped"]
+
+    @property
+    def adjusted(self) -> list[Diagnostic]:
+        return [d for d in self.diagnostics if d.status == "adjusted"]
+
+
+@attrs.frozen
+class RunResult:
+    streams: dict[str, StreamResult]
+
+    @classmethod
+    def from_rows(cls, names: Sequence[str], rows: Iterable[OutRow]) -> RunResult:
+        per: dict[int, list[OutRow]] = {i: [] for i in range(len(names))}
+        for r in rows:
+            per[r.stream].append(r)
+        streams = {}
+        for i, name in enumerate(names):
+            ordered = sorted(per[i], key=lambda r: r.seq)
+            if [r.seq for r in ordered] != list(range(len(ordered))):
+                raise RuntimeError(f"stream {name!r}: output sequence has gaps or duplicates")
+            metrics = dict.fromkeys(METRICS, 0)
+            for r in ordered:
+                key = {"cti": "ctis", "cti_regression": "cti_regressions"}.get(r.status, r.status)
+                metrics[key] += 1
+            items = [row_to_item(r) for r in ordered if r.status in OUTPUT_STATUSES]
+            diags = [
+                Diagnostic(name, r.status, r.reason, r.kind, r.orig_start, r.orig_end,
+                           r.start, r.end, r.cti, _payload(r), r.in_seq)
+                for r in ordered if r.status in DIAGNOSTIC_STATUSES
+            ]
+            streams[name] = StreamResult(name, items, diags, metrics)
+        return cls(streams)
+
+    def __getitem__(self, name: str) -> StreamResult:
+        return self.streams[name]
+
+    def items(self, name: str) -> list[StreamItem]:
+        return self.streams[name].items

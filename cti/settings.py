@@ -1,0 +1,175 @@
+"""Advance-time settings, mirroring StreamInsight's ``AdvanceTime*`` classes.
+
+All settings are immutable and validated at construction.
+"""
+
+from __future__ import annotations
+
+import enum
+from datetime import timedelta
+from typing import Any
+
+import attrs
+
+from cti.errors import InvalidSettingsError
+from cti.time import TICK, to_duration_ticks
+
+
+class AdvanceTimePolicy(enum.Enum):
+    """What happens to an event that violates a CTI (SPEC section 3)."""
+
+    DROP = "drop"
+    ADJUST = "adjust"
+
+
+def _policy(value: Any) -> AdvanceTimePolicy:
+    if isinstance(value, AdvanceTimePolicy):
+        return value
+    try:
+        return AdvanceTimePolicy(str(value).lower())
+    except ValueError:
+        raise InvalidSettingsError(
+            f"policy must be AdvanceTimePolicy.DROP or ADJUST, got {value!r}"
+        ) from None
+
+
+def _delay(value: Any) -> int:
+    try:
+        return to_duration_ticks(value)
+    except TypeError as exc:
+        raise InvalidSettingsError(f"delay: {exc}") from None
+
+
+@attrs.frozen(init=False)
+class AdvanceTimeGenerationSettings:
+    """Generate CTIs from the events: every ``event_count`` events or every ``duration``.
+
+    ``AdvanceTimeGenerationSettings(10, timedelta(seconds=5))`` is a CTI after every 10th event,
+    ``AdvanceTimeGenerationSettings(timedelta(minutes=1))`` a CTI whenever an event is at least a
+    minute past the event that made the previous one. The CTI is the largest start seen minus
+    ``delay`` (negative delays allowed). ``advance_to_infinity_on_shutdown`` adds a CTI at
+    MAX_TIME when the input ends.
+    """
+
+    event_count: int | None
+    duration: int | None
+    delay: int
+    advance_to_infinity_on_shutdown: bool
+
+    def __init__(
+        self,
+        frequency: int | timedelta | None = None,
+        delay: int | timedelta = 0,
+        advance_to_infinity_on_shutdown: bool = False,
+        *,
+        event_count: int | None = None,
+        duration: int | timedelta | None = None,
+    ) -> None:
+        if frequency is not None:
+            if event_count is not None or duration is not None:
+                raise InvalidSettingsError(
+                    "give the frequency once: positionally, or as event_count= or duration="
+                )
+            if isinstance(frequency, timedelta):
+                duration = frequency
+            else:
+                event_count = frequency
+        if (event_count is None) == (duration is None):
+            raise InvalidSettingsError(
+                "AdvanceTimeGenerationSettings needs exactly one frequency: an event count "
+                "(int >= 1) or a duration (timedelta > 0)"
+            )
+        if event_count is not None:
+            if isinstance(event_count, bool) or not isinstance(event_count, int) or event_count < 1:
+                raise InvalidSettingsError(
+                    f"event count must be an int >= 1, got {event_count!r}"
+                )
+        dur_ticks = None
+        if duration is not None:
+            try:
+                dur_ticks = to_duration_ticks(duration)
+            except TypeError as exc:
+                raise InvalidSettingsError(f"duration: {exc}") from None
+            if dur_ticks <= 0:
+                raise InvalidSettingsError(f"duration must be positive, got {duration!r}")
+        if not isinstance(advance_to_infinity_on_shutdown, bool):
+            raise InvalidSettingsError("advance_to_infinity_on_shutdown must be a bool")
+        self.__attrs_init__(event_count, dur_ticks, _delay(delay), advance_to_infinity_on_shutdown)
+
+
+@attrs.frozen(init=False)
+class AdvanceTimeImportSettings:
+    """Import every CTI of the stream named ``stream_name`` (a name or a bound ``CepStream``)."""
+
+    stream_name: str
+
+    def __init__(self, stream_name: Any) -> None:
+        name = getattr(stream_name, "name", stream_name)
+        if not isinstance(name, str) or not name:
+            raise InvalidSettingsError(
+                f"AdvanceTimeImportSettings needs a stream name or stream, got {stream_name!r}"
+            )
+        self.__attrs_init__(name)
+
+
+def _check_gen(_inst: Any, _attr: Any, value: Any) -> None:
+    if value is not None and not isinstance(value, AdvanceTimeGenerationSettings):
+        raise InvalidSettingsError(
+            f"generation_settings must be AdvanceTimeGenerationSettings, got {value!r}"
+        )
+
+
+def _check_import(_inst: Any, _attr: Any, value: Any) -> None:
+    if value is not None and not isinstance(value, AdvanceTimeImportSettings):
+        raise InvalidSettingsError(
+            f"import_settings must be AdvanceTimeImportSettings, got {value!r}"
+        )
+
+
+@attrs.frozen
+class AdvanceTimeSettings:
+    """Advance-time settings given at query binding; they replace the adapter's own."""
+
+    generation_settings: AdvanceTimeGenerationSettings | None = attrs.field(
+        default=None, validator=_check_gen
+    )
+    import_settings: AdvanceTimeImportSettings | None = attrs.field(
+        default=None, validator=_check_import
+    )
+    policy: AdvanceTimePolicy = attrs.field(default=AdvanceTimePolicy.DROP, converter=_policy)
+
+    def __attrs_post_init__(self) -> None:
+        if self.generation_settings is None and self.import_settings is None:
+            raise InvalidSettingsError(
+                "AdvanceTimeSettings needs generation settings, import settings or both"
+            )
+
+    @classmethod
+    def increasing_start_time(cls) -> AdvanceTimeSettings:
+        """A CTI at every event's start; equal start times are legal."""
+        return cls(AdvanceTimeGenerationSettings(1, 0, True), None, AdvanceTimePolicy.DROP)
+
+    @classmethod
+    def strictly_increasing_start_time(cls) -> AdvanceTimeSettings:
+        """A CTI one tick after every event: each event is final at once."""
+        return cls(AdvanceTimeGenerationSettings(1, -TICK, True), None, AdvanceTimePolicy.DROP)
+
+    @classmethod
+    def unordered_start_time(cls, delay: int | timedelta) -> AdvanceTimeSettings:
+        """A CTI at every event, ``delay`` behind the largest start: tolerates that much disorder."""
+        return cls(AdvanceTimeGenerationSettings(1, delay, True), None, AdvanceTimePolicy.DROP)
+
+
+@attrs.frozen
+class AdapterAdvanceTimeSettings:
+    """What an input adapter factory declares (no import at this level)."""
+
+    generation_settings: AdvanceTimeGenerationSettings = attrs.field(validator=_check_gen)
+    policy: AdvanceTimePolicy = attrs.field(default=AdvanceTimePolicy.DROP, converter=_policy)
+
+    def __attrs_post_init__(self) -> None:
+        if self.generation_settings is None:
+            raise InvalidSettingsError("AdapterAdvanceTimeSettings needs generation settings")
+
+    def to_advance_time_settings(self) -> AdvanceTimeSettings:
+        return AdvanceTimeSettings(self.generation_settings, None, self.policy)

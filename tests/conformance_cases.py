@@ -1,0 +1,82 @@
+"""Load the shared conformance cases (``../shared/conformance``) into streams and expectations."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from adapters.memory import MemoryInputAdapterFactory
+from cti import (
+    MAX_TIME,
+    AdvanceTimeGenerationSettings,
+    AdvanceTimeImportSettings,
+    AdvanceTimeSettings,
+    Application,
+    Arriving,
+    CepStream,
+    Cti,
+    EdgeEvent,
+    EventShape,
+    IntervalEvent,
+    PointEvent,
+)
+
+CONFORMANCE = Path(__file__).resolve().parents[2] / "shared" / "conformance"
+
+
+def case_files(prefix: str) -> list[Path]:
+    files = sorted(CONFORMANCE.glob(f"{prefix}*.json"))
+    assert files, f"no {prefix}*.json conformance cases under {CONFORMANCE}"
+    return files
+
+
+def _time(value: Any) -> int:
+    return MAX_TIME if value == "MAX_TIME" else int(value)
+
+
+def si_item(e: dict[str, Any]) -> Any:
+    kind, payload = e["kind"], e.get("payload", {})
+    if kind == "point":
+        return PointEvent(e["start"], payload)
+    if kind == "interval":
+        return IntervalEvent(e["start"], e["end"], payload)
+    if kind == "edge_start":
+        return EdgeEvent.start_edge(e["start"], payload)
+    if kind == "edge_end":
+        return EdgeEvent.end_edge(e["start"], e["end"], payload)
+    if kind == "cti":
+        return Cti(_time(e["time"]))
+    raise ValueError(kind)
+
+
+def si_settings(s: dict[str, Any]) -> AdvanceTimeSettings:
+    gen = s.get("generation")
+    generation = None
+    if gen:
+        generation = AdvanceTimeGenerationSettings(
+            event_count=gen.get("event_count"),
+            duration=gen.get("duration_ticks"),
+            delay=gen.get("delay_ticks", 0),
+            advance_to_infinity_on_shutdown=gen.get("advance_to_infinity_on_shutdown", False),
+        )
+    imp = AdvanceTimeImportSettings(s["import"]) if s.get("import") else None
+    return AdvanceTimeSettings(generation, imp, s.get("policy", "drop"))
+
+
+def bind_si_case(case: dict[str, Any], app: Application) -> list[CepStream]:
+    streams = []
+    for st in case["streams"]:
+        items = [
+            Arriving(si_item(e), e["arrival"]) if "arrival" in e else si_item(e)
+            for e in st["events"]
+        ]
+        streams.append(CepStream.create(
+            st["name"], MemoryInputAdapterFactory(), items, EventShape(st["shape"]),
+            si_settings(st["settings"]), application=app,
+        ))
+    return streams
+
+
+def load(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text())
