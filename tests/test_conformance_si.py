@@ -1,4 +1,8 @@
-"""Every si_*.json case of ../shared/conformance, on both runtimes (SPEC sections 3-6)."""
+"""Every si_*.json case of ../shared/conformance, on both runtimes (SPEC sections 3-6).
+
+On Spark all cases run as separate ingress groups of one streaming query (one group key each),
+once delivered in whole micro-batches and once split into micro-batches of 1 to 3 items.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from cti import Application
 from cti.runtime.local import LocalRuntime
 
 CASES = case_files("si_")
+RUNTIMES = ["local", "local-batches", "spark", "spark-batches"]
 
 
 def check_case(case, result):
@@ -22,20 +27,32 @@ def check_case(case, result):
         assert metrics["accepted"] + metrics["adjusted"] + metrics["dropped"] == n_in
 
 
-def run_case(path, runtime):
-    case = load(path)
-    streams = bind_si_case(case, Application())
-    return case, streams[0].run(runtime)
+def _groups():
+    cases = [load(p) for p in CASES]
+    return cases, [bind_si_case(c, Application())[0].ingress_group() for c in cases]
 
 
-@pytest.mark.parametrize("path", CASES, ids=[f"{p.stem}-local" for p in CASES])
-def test_conformance_local(path):
-    case, result = run_case(path, LocalRuntime())
-    check_case(case, result)
+@pytest.fixture(scope="module")
+def spark_results(spark):
+    from cti.runtime.spark import SparkRuntime
+
+    _, groups = _groups()
+    return {
+        "spark": SparkRuntime(spark).run_groups(groups),
+        "spark-batches": SparkRuntime(spark, batch_sizes=[1, 3, 2]).run_groups(groups),
+    }
 
 
-@pytest.mark.parametrize("path", CASES, ids=[f"{p.stem}-local-batches" for p in CASES])
-@pytest.mark.parametrize("size", [1, 2])
-def test_conformance_local_batches(path, size):
-    case, result = run_case(path, LocalRuntime(batch_sizes=[size]))
-    check_case(case, result)
+@pytest.mark.parametrize(
+    ("index", "runtime"),
+    [(i, r) for i in range(len(CASES)) for r in RUNTIMES],
+    ids=[f"{p.stem}-{r}" for p in CASES for r in RUNTIMES],
+)
+def test_conformance(index, runtime, request):
+    cases, groups = _groups()
+    if runtime.startswith("spark"):
+        result = request.getfixturevalue("spark_results")[runtime][index]
+    else:
+        sizes = [1, 3, 2] if runtime == "local-batches" else None
+        result = LocalRuntime(batch_sizes=sizes).run(groups[index])
+    check_case(cases[index], result)
