@@ -28,7 +28,7 @@ from cti.settings import (
     AdvanceTimePolicy,
     AdvanceTimeSettings,
 )
-from cti.time import MAX_TIME, MIN_TIME, TICK, to_datetime, to_ticks
+from cti.time import MAX_TIME, MIN_TIME, TICK, to_datetime, to_duration_ticks, to_ticks
 
 __all__ = [
     "MAX_TIME", "MIN_TIME", "TICK",
@@ -38,5 +38,5 @@ __all__ = [
     "EdgeEvent", "EdgeType", "EnqueuingInputAdapter", "EventShape", "InputAdapter",
     "InputAdapterFactory", "IntervalEvent", "InvalidEventError", "InvalidInput",
     "InvalidSettingsError", "OutputAdapter", "OutputAdapterFactory", "PointEvent", "RunResult",
-    "StreamResult", "set_default_runtime", "to_datetime", "to_ticks",
+    "StreamResult", "set_default_runtime", "to_datetime", "to_duration_ticks", "to_ticks",
 ]

@@ -1,0 +1,31 @@
+"""Every script in examples/ runs and checks itself (asserts), as a user would run it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = sorted((ROOT / "examples").glob("*.py"))
+
+
+def run_example(path: Path, *args: str) -> str:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.run([sys.executable, str(path), *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, f"{path.name} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return proc.stdout
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
+def test_example_runs_in_process(path):
+    assert run_example(path, "--runtime", "local").strip()
+
+
+def test_quickstart_on_embedded_spark():
+    out = run_example(ROOT / "examples" / "quickstart.py")
+    assert "registrations imported all" in out and "runtime: spark" in out
