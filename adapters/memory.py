@@ -56,14 +56,28 @@ class MemoryInputAdapterFactory:
 
 
 class CollectingOutputAdapter:
-    """Keeps every item written to it, in order (in-process outputs)."""
+    """Keeps every item written to it, in batch order (in-process runs only)."""
 
     def __init__(self) -> None:
-        self.items: list[StreamItem] = []
+        self.batches: dict[int, list[StreamItem]] = {}
         self.closed = False
 
-    def write(self, items: Sequence[StreamItem]) -> None:
-        self.items.extend(items)
+    @property
+    def items(self) -> list[StreamItem]:
+        return [item for b in sorted(self.batches) for item in self.batches[b]]
+
+    def write(self, items: Sequence[StreamItem], batch_id: int) -> None:
+        self.batches[batch_id] = list(items)
 
     def close(self) -> None:
         self.closed = True
+
+
+class CollectingOutputAdapterFactory:
+    """Hands out one ``CollectingOutputAdapter`` per config key: ``factory.adapters[key]``."""
+
+    def __init__(self) -> None:
+        self.adapters: dict[Any, CollectingOutputAdapter] = {}
+
+    def create(self, config: Any, shape: EventShape) -> CollectingOutputAdapter:
+        return self.adapters.setdefault(config, CollectingOutputAdapter())

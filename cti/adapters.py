@@ -124,9 +124,14 @@ class EnqueuingInputAdapter:
 
 @runtime_checkable
 class OutputAdapter(Protocol):
-    """Receives a stream's output, in order, a batch at a time."""
+    """Receives a stream's output (events and CTIs), in order, one batch at a time.
 
-    def write(self, items: Sequence[StreamItem]) -> None: ...
+    ``batch_id`` increases with each batch. A batch may be delivered again after a failure
+    (Spark replays the micro-batch): writing it again must replace, not append, so that the
+    output is exactly once. Spark creates output adapters in its executors.
+    """
+
+    def write(self, items: Sequence[StreamItem], batch_id: int) -> None: ...
 
     def close(self) -> None: ...
 

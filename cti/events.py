@@ -29,7 +29,7 @@ def _payload(value: Mapping[str, Any] | None) -> dict[str, Any]:
     if value is None:
         return {}
     if not isinstance(value, Mapping):
-        raise InvalidEventError(f"payload must be a mapping of field names to values, got {value!r}")
+        raise InvalidEventError(f"payload must be a mapping of field names, got {value!r}")
     return dict(value)
 
 

@@ -168,6 +168,45 @@ class CepStream:
         """This stream's output: its events (after the policy) and CTIs, in order."""
         return self.run(runtime).items(self.name)
 
+    def to(self, factory: Any, config: Any) -> Query:
+        """Bind this stream's output to an output adapter factory; ``.run()`` the query."""
+        if not callable(getattr(factory, "create", None)):
+            raise BindingError(
+                f"stream {self.name!r}: the output factory must have create(config, shape), "
+                f"got {factory!r}"
+            )
+        return Query(self, factory, config)
+
+
+@attrs.frozen
+class OutputBinding:
+    """Stream ``stream`` (index in its ingress group) written to ``factory.create(config)``."""
+
+    stream: int
+    factory: Any
+    config: Any
+    shape: EventShape
+
+
+@attrs.frozen
+class Query:
+    """A stream bound to an output adapter."""
+
+    stream: CepStream
+    factory: Any
+    config: Any
+
+    def output_binding(self, group: IngressGroup) -> OutputBinding:
+        return OutputBinding(group.names.index(self.stream.name), self.factory, self.config,
+                             self.stream.shape)
+
+    def run(self, runtime: Runtime | str | None = None) -> None:
+        """Run to the end of the available input, writing the stream's output to the adapter."""
+        from cti.runtime.base import resolve_runtime
+
+        group = self.stream.ingress_group()
+        resolve_runtime(runtime).write(group, [self.output_binding(group)])
+
 
 @attrs.frozen
 class IngressGroup:

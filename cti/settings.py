@@ -156,7 +156,7 @@ class AdvanceTimeSettings:
 
     @classmethod
     def unordered_start_time(cls, delay: int | timedelta) -> AdvanceTimeSettings:
-        """A CTI at every event, ``delay`` behind the largest start: tolerates that much disorder."""
+        """A CTI at every event, ``delay`` behind the largest start (tolerates that disorder)."""
         return cls(AdvanceTimeGenerationSettings(1, delay, True), None, AdvanceTimePolicy.DROP)
 
 

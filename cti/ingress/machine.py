@@ -67,7 +67,7 @@ class IngressMachine:
     # ---- public -----------------------------------------------------------------------------
 
     def process(self, rows: Iterable[InRow]) -> list[OutRow]:
-        """Take rows (any streams, any order within the batch) and return the output they release."""
+        """Take rows (any streams, any order in the batch); return the output they release."""
         self._out = []
         streams = self.state["streams"]
         for row in sorted(rows, key=lambda r: (r.stream, r.seq)):

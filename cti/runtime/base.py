@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from cti.query import IngressGroup
+    from cti.query import IngressGroup, OutputBinding
     from cti.results import RunResult
 
 
@@ -13,12 +14,15 @@ class Runtime(Protocol):
     def run(self, group: IngressGroup) -> RunResult:
         """Run the group's ingress over all available input and return every stream's result."""
 
+    def write(self, group: IngressGroup, outputs: Sequence[OutputBinding]) -> None:
+        """Run the group's ingress over all available input into output adapters."""
+
 
 _default: Runtime | None = None
 
 
 def set_default_runtime(runtime: Runtime | str) -> None:
-    """Make ``runtime`` (a Runtime, ``"spark"`` or ``"local"``) the default of ``collect``/``run``."""
+    """Make ``runtime`` (a Runtime, ``"spark"`` or ``"local"``) the default of ``run``."""
     global _default
     _default = resolve_runtime(runtime)
 

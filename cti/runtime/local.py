@@ -6,13 +6,20 @@ splits each stream's input into batches the way Spark micro-batches would (for t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from cti.adapters import InputAdapter
 from cti.ingress.machine import IngressMachine
-from cti.query import IngressGroup
+from cti.query import IngressGroup, OutputBinding
 from cti.results import RunResult
-from cti.rows import InRow, OutRow, adapter_item_to_row, eos_row
+from cti.rows import (
+    OUTPUT_STATUSES,
+    InRow,
+    OutRow,
+    adapter_item_to_row,
+    eos_row,
+    row_to_item,
+)
 
 
 def read_rows(index: int, adapter: InputAdapter, start: int, end: int) -> list[InRow]:
@@ -25,7 +32,8 @@ class LocalRuntime:
     def __init__(self, batch_sizes: Sequence[int] | None = None) -> None:
         self.batch_sizes = list(batch_sizes) if batch_sizes else None
 
-    def run(self, group: IngressGroup) -> RunResult:
+    def _batches(self, group: IngressGroup) -> Iterator[list[OutRow]]:
+        """Run the group; yield the output of each batch."""
         machine = IngressMachine(group.specs())
         inputs: list[list[InRow]] = []
         for i, s in enumerate(group.streams):
@@ -35,18 +43,29 @@ class LocalRuntime:
             if adapter.is_complete():
                 rows.append(eos_row(i, n))
             inputs.append(rows)
-        out: list[OutRow] = []
         if self.batch_sizes is None:
-            out += machine.process([r for rows in inputs for r in rows])
-        else:
-            pos = [0] * len(inputs)
-            k = 0
-            while any(p < len(rows) for p, rows in zip(pos, inputs, strict=True)):
-                size = self.batch_sizes[k % len(self.batch_sizes)]
-                batch = []
-                for i, rows in enumerate(inputs):
-                    batch += rows[pos[i]:pos[i] + size]
-                    pos[i] += size
-                out += machine.process(batch)
-                k += 1
-        return RunResult.from_rows(group.names, out)
+            yield machine.process([r for rows in inputs for r in rows])
+            return
+        pos = [0] * len(inputs)
+        k = 0
+        while any(p < len(rows) for p, rows in zip(pos, inputs, strict=True)):
+            size = self.batch_sizes[k % len(self.batch_sizes)]
+            batch = []
+            for i, rows in enumerate(inputs):
+                batch += rows[pos[i]:pos[i] + size]
+                pos[i] += size
+            yield machine.process(batch)
+            k += 1
+
+    def run(self, group: IngressGroup) -> RunResult:
+        return RunResult.from_rows(group.names, [r for out in self._batches(group) for r in out])
+
+    def write(self, group: IngressGroup, outputs: Sequence[OutputBinding]) -> None:
+        adapters = [o.factory.create(o.config, o.shape) for o in outputs]
+        for batch_id, out in enumerate(self._batches(group)):
+            for o, adapter in zip(outputs, adapters, strict=True):
+                rows = [r for r in out if r.stream == o.stream and r.status in OUTPUT_STATUSES]
+                if rows:
+                    adapter.write([row_to_item(r) for r in rows], batch_id)
+        for adapter in adapters:
+            adapter.close()

@@ -1,4 +1,4 @@
-"""The Spark runtime (the product): adapters as streaming sources, operators as stateful functions."""
+"""The Spark runtime (the product): adapters as streaming sources, stateful ingress."""
 
 from cti.runtime.spark.runtime import SparkRuntime
 from cti.runtime.spark.session import get_spark

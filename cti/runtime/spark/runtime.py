@@ -6,16 +6,19 @@ import re
 import shutil
 import tempfile
 import uuid
-from collections.abc import Sequence
-from functools import reduce
+from collections.abc import Iterable, Sequence
+from functools import partial, reduce
+from typing import Any
 
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.streaming import StreamingQuery
 
 from cti import errors
-from cti.query import IngressGroup
+from cti.query import IngressGroup, OutputBinding
 from cti.results import RunResult
+from cti.rows import OUTPUT_STATUSES, row_to_item
 from cti.runtime.spark.ingress import apply_ingress
 from cti.runtime.spark.schema import out_row_from_spark
 from cti.runtime.spark.session import get_spark
@@ -30,6 +33,16 @@ def _raise_cti_error(exc: Exception) -> None:
     if match and isinstance(getattr(errors, match.group(1), None), type):
         raise getattr(errors, match.group(1))(match.group(2)) from exc
     raise exc
+
+
+def _write_partition(factory: Any, config: Any, shape: Any, batch_id: int,
+                     rows: Iterable[Any]) -> None:
+    """Executor side: one stream's output rows of one micro-batch, in order, to its adapter."""
+    out = sorted((out_row_from_spark(tuple(r)[1:]) for r in rows), key=lambda r: r.seq)
+    if out:
+        adapter = factory.create(config, shape)
+        adapter.write([row_to_item(r) for r in out], batch_id)
+        adapter.close()
 
 
 class SparkRuntime:
@@ -68,6 +81,33 @@ class SparkRuntime:
         ]
         return apply_ingress(reduce(DataFrame.unionByName, sources),
                              [group.specs() for group in groups])
+
+    def write(self, group: IngressGroup, outputs: Sequence[OutputBinding]) -> None:
+        """Run the group into output adapters, written by the executors, batch by batch."""
+        query = self.start(group, outputs)
+        try:
+            query.processAllAvailable()
+        except StreamingQueryException as exc:
+            _raise_cti_error(exc)
+        finally:
+            query.stop()
+
+    def start(self, group: IngressGroup, outputs: Sequence[OutputBinding]) -> StreamingQuery:
+        """Start the group's query writing to output adapters; the caller stops it."""
+        outputs = list(outputs)
+        checkpoint = self.checkpoint_location or tempfile.mkdtemp(prefix="cti-checkpoint-")
+
+        def write_batch(batch: DataFrame, batch_id: int) -> None:
+            batch.persist()
+            for o in outputs:
+                rows = batch.filter((F.col("stream") == o.stream)
+                                    & F.col("status").isin(*OUTPUT_STATUSES))
+                rows.repartition(1).foreachPartition(
+                    partial(_write_partition, o.factory, o.config, o.shape, batch_id))
+            batch.unpersist()
+
+        return (self.ingress_frame([group]).writeStream.foreachBatch(write_batch)
+                .option("checkpointLocation", checkpoint).start())
 
     def run(self, group: IngressGroup) -> RunResult:
         return self.run_groups([group])[0]

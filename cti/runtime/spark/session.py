@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import sys
-
 from pathlib import Path
 
 from pyspark.sql import SparkSession

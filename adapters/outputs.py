@@ -1,0 +1,60 @@
+"""JSON-lines output: one file per batch in a directory, so a replayed batch replaces itself."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from cti.events import EventShape, StreamItem, item_from_kind, kind_of
+from cti.rows import payload_to_json
+
+
+def item_to_json(item: StreamItem) -> str:
+    kind = kind_of(item)
+    if kind == "cti":
+        return json.dumps({"kind": kind, "time": item.time})
+    end = None if kind in ("point", "edge_start") else item.end
+    return (f'{{"kind":"{kind}","start":{item.start},"end":{json.dumps(end)},'
+            f'"payload":{payload_to_json(item.payload)}}}')
+
+
+def item_from_json(line: str) -> StreamItem:
+    d = json.loads(line)
+    if d["kind"] == "cti":
+        return item_from_kind("cti", d["time"], None, {})
+    return item_from_kind(d["kind"], d["start"], d["end"], d["payload"])
+
+
+class JsonLinesOutputAdapter:
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    def write(self, items: Sequence[StreamItem], batch_id: int) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        final = self.directory / f"batch-{batch_id:010d}.jsonl"
+        tmp = final.with_suffix(".tmp")
+        with tmp.open("w", encoding="utf-8") as f:
+            for item in items:
+                f.write(item_to_json(item) + "\n")
+        os.replace(tmp, final)  # atomic: a replayed batch replaces the earlier attempt
+
+    def close(self) -> None:
+        pass
+
+
+class JsonLinesOutputAdapterFactory:
+    """``create(directory, shape)``: writes ``directory/batch-NNNNNNNNNN.jsonl`` per batch."""
+
+    def create(self, config: Any, shape: EventShape) -> JsonLinesOutputAdapter:
+        return JsonLinesOutputAdapter(Path(config))
+
+
+def read_json_lines_output(directory: str | os.PathLike) -> list[StreamItem]:
+    """Everything a ``JsonLinesOutputAdapter`` wrote to ``directory``, in order."""
+    items = []
+    for path in sorted(Path(directory).glob("batch-*.jsonl")):
+        items += [item_from_json(line) for line in path.read_text().splitlines() if line]
+    return items
