@@ -3,9 +3,9 @@
 ``IngressMachine`` is a deterministic state machine over one *ingress group*: the streams that
 are linked by CTI imports. It takes input rows (each stream's rows in its own order, in any
 number of batches) and returns output rows. The streams are merged by (arrival time, declaration
-order, sequence); a row is processed only once no stream of the group can still deliver an
-earlier one, so the output does not depend on how the input is split into batches. The whole
-state is plain data (``state``), so Spark can keep it in its state store.
+order, sequence); a row is processed only once no stream it depends on (by import) can still
+deliver an earlier one, so the output does not depend on how the input is split into batches.
+The whole state is plain data (``state``), so Spark can keep it in its state store.
 """
 
 from __future__ import annotations
@@ -36,7 +36,8 @@ def _new_stream_state() -> dict[str, Any]:
         "last_arrival": MIN_TIME,
         "last_key": None,  # merge key of the last row received
         "eos": False,  # end of input received
-        "pending": [],  # rows received but not yet merged
+        "pending": [],  # (merge key, row) received but not yet processed
+        "imported": [],  # (merge key, time) CTIs imported but not yet processed
         "metrics": dict.fromkeys(METRICS, 0),
     }
 
@@ -63,6 +64,7 @@ class IngressMachine:
             "streams": [_new_stream_state() for _ in self.specs]
         }
         self._out: list[OutRow] = []
+        self._current_key: tuple = ()
 
     # ---- public -----------------------------------------------------------------------------
 
@@ -81,7 +83,8 @@ class IngressMachine:
 
     @property
     def finished(self) -> bool:
-        return all(s["eos"] and not s["pending"] for s in self.state["streams"])
+        return all(s["eos"] and not s["pending"] and not s["imported"]
+                   for s in self.state["streams"])
 
     # ---- merge --------------------------------------------------------------------------------
 
@@ -121,20 +124,46 @@ class IngressMachine:
         st["pending"].append((key, row))
 
     def _merge(self) -> None:
+        """Process every row whose place in arrival order is certain.
+
+        A stream depends only on the stream it imports CTIs from: its own rows wait until that
+        stream has processed every row that comes earlier (so each imported CTI is already in
+        its queue), and an imported CTI waits until the stream itself has received every row
+        that comes earlier. A stream that imports nothing never waits.
+        """
         streams = self.state["streams"]
-        while True:
-            best = None
-            for st in streams:
-                if st["pending"] and (best is None or st["pending"][0][0] < best[0]):
-                    best = st["pending"][0]
-            if best is None:
-                return
-            key = best[0]
-            for st in streams:
-                if not st["eos"] and (st["last_key"] is None or st["last_key"] < key):
-                    return  # that stream may still deliver a row that comes first
-            streams[key[1]]["pending"].pop(0)
-            self._process_row(best[1])
+        progress = True
+        while progress:
+            progress = False
+            for i, st in enumerate(streams):
+                while self._process_next(i, st):
+                    progress = True
+
+    def _done_below(self, st: dict[str, Any], key: tuple) -> bool:
+        """Has this stream received and processed every row that comes before ``key``?"""
+        received = st["eos"] or (st["last_key"] is not None and st["last_key"] > key)
+        return received and (not st["pending"] or st["pending"][0][0] > key)
+
+    def _process_next(self, i: int, st: dict[str, Any]) -> bool:
+        own = st["pending"][0] if st["pending"] else None
+        imp = st["imported"][0] if st["imported"] else None
+        if imp is not None and (own is None or imp[0] < own[0]):
+            received = st["eos"] or (st["last_key"] is not None and st["last_key"] > imp[0])
+            if not received:
+                return False
+            st["imported"].pop(0)
+            self._current_key = imp[0]
+            self._advance(i, imp[1])
+            return True
+        if own is None:
+            return False
+        exporter = self.specs[i].import_from
+        if exporter is not None and not self._done_below(self.state["streams"][exporter], own[0]):
+            return False
+        st["pending"].pop(0)
+        self._current_key = own[0]
+        self._process_row(own[1])
+        return True
 
     # ---- one row ------------------------------------------------------------------------------
 
@@ -166,7 +195,8 @@ class IngressMachine:
         st["cti"] = t
         self._emit(i, -1, "cti", t, None, None, "cti")
         for j in self.importers[i]:
-            self._advance(j, t)
+            # Imported at this row's place in arrival order; processed when j reaches it.
+            self.state["streams"][j]["imported"].append((self._current_key, t))
 
     def _process_row(self, row: InRow) -> None:
         i = row.stream
