@@ -27,6 +27,7 @@ from cti.settings import (
     AdvanceTimeImportSettings,
     AdvanceTimePolicy,
     AdvanceTimeSettings,
+    EventOrderingPolicy,
 )
 from cti.time import MAX_TIME, MIN_TIME, TICK, to_datetime, to_duration_ticks, to_ticks
 
@@ -35,7 +36,8 @@ __all__ = [
     "AdapterAdvanceTimeSettings", "AdvanceTimeGenerationSettings", "AdvanceTimeImportSettings",
     "AdvanceTimePolicy", "AdvanceTimeSettings", "Application", "Arriving", "BadInputError",
     "BindingError", "CepStream", "Cti", "CtiError", "CtiViolationError", "Diagnostic",
-    "EdgeEvent", "EdgeType", "EnqueuingInputAdapter", "EventShape", "InputAdapter",
+    "EdgeEvent", "EdgeType", "EnqueuingInputAdapter", "EventOrderingPolicy", "EventShape",
+    "InputAdapter",
     "InputAdapterFactory", "IntervalEvent", "InvalidEventError", "InvalidInput",
     "InvalidSettingsError", "OutputAdapter", "OutputAdapterFactory", "PointEvent", "RunResult",
     "StreamResult", "set_default_runtime", "to_datetime", "to_duration_ticks", "to_ticks",

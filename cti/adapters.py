@@ -21,12 +21,18 @@ from cti.settings import AdapterAdvanceTimeSettings
 from cti.time import TimeLike, to_ticks
 
 
+def _partition(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
 @attrs.frozen
 class Arriving:
-    """An item with the time the source received it (its arrival time, in ticks)."""
+    """An item with the time the source received it (its arrival time, in ticks) and,
+    optionally, the input partition it came from."""
 
     item: StreamItem
     arrival: int = attrs.field(converter=to_ticks)
+    partition: str | None = attrs.field(default=None, converter=_partition)
 
 
 @attrs.frozen

@@ -11,7 +11,7 @@ from cti.adapters import declared_settings
 from cti.errors import BindingError, InvalidSettingsError
 from cti.events import EventShape
 from cti.ingress.spec import StreamSpec
-from cti.settings import AdvanceTimeSettings
+from cti.settings import AdvanceTimeSettings, EventOrderingPolicy
 
 if TYPE_CHECKING:
     from cti.results import RunResult
@@ -79,6 +79,8 @@ class CepStream:
     settings_origin: str  # "binding", "adapter" or "none"
     application: Application
     dead_letter: bool = False
+    event_ordering_policy: EventOrderingPolicy | None = None
+    declared_partitions: tuple[str, ...] = ()
 
     @classmethod
     def create(
@@ -91,9 +93,14 @@ class CepStream:
         *,
         application: Application | None = None,
         on_bad_input: str = "raise",
+        event_ordering_policy: EventOrderingPolicy | None = None,
     ) -> CepStream:
         """Bind a stream. Settings given here replace what the factory declares.
 
+        ``event_ordering_policy`` (instead of advance-time settings) stamps and orders events by
+        Azure Stream Analytics' rules (arrival time, tolerances) and produces the stream's CTIs;
+        a factory may declare one with ``declare_event_ordering_policy(config, shape)`` and its
+        partitions with ``declare_partitions(config, shape)``.
         ``on_bad_input``: ``"raise"`` (default) stops with an error naming the stream, event and
         rule; ``"dead_letter"`` keeps going and reports the row in the diagnostics output.
         """
@@ -116,9 +123,29 @@ class CepStream:
             )
         shape = _check_shape(shape)
         app = application or Application.default()
+        if advance_time_settings is not None and event_ordering_policy is not None:
+            raise InvalidSettingsError(
+                f"stream {name!r}: give advance_time_settings or event_ordering_policy, not both"
+            )
+        if event_ordering_policy is not None and not isinstance(
+            event_ordering_policy, EventOrderingPolicy
+        ):
+            raise InvalidSettingsError(
+                f"stream {name!r}: event_ordering_policy must be EventOrderingPolicy, "
+                f"got {event_ordering_policy!r}"
+            )
+        ordering = event_ordering_policy
+        if ordering is None and advance_time_settings is None:
+            declare = getattr(factory, "declare_event_ordering_policy", None)
+            ordering = declare(config, shape) if declare else None
+        declare_parts = getattr(factory, "declare_partitions", None)
+        partitions = tuple(str(p) for p in (declare_parts(config, shape) or ())) \
+            if declare_parts else ()
         origin = "binding"
         settings = advance_time_settings
-        if settings is None:
+        if ordering is not None:
+            settings, origin = None, "binding" if event_ordering_policy else "adapter"
+        elif settings is None:
             declared = declared_settings(factory, config, shape)
             settings = declared.to_advance_time_settings() if declared else None
             origin = "adapter" if declared else "none"
@@ -132,7 +159,7 @@ class CepStream:
                     f"bind that stream first (known: {sorted(app._streams)})"
                 )
         stream = cls(name, factory, config, shape, settings, origin, app,
-                     on_bad_input == "dead_letter")
+                     on_bad_input == "dead_letter", ordering, partitions)
         app._register(stream)
         return stream
 
@@ -227,5 +254,7 @@ class IngressGroup:
                 s.name, s.shape, s.advance_time_settings,
                 import_from=index[imp.stream_name] if imp else None,
                 dead_letter=s.dead_letter,
+                ordering=s.event_ordering_policy,
+                declared_partitions=s.declared_partitions,
             ))
         return specs

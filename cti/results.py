@@ -34,6 +34,7 @@ class Diagnostic:
     cti: int | None
     payload: dict[str, Any] | str | None
     input_seq: int
+    partition: str | None = None
 
     def __str__(self) -> str:
         return (f"{self.stream}: {self.status} {self.kind} #{self.input_seq} "
@@ -53,10 +54,24 @@ def _payload(row: OutRow) -> dict[str, Any] | str | None:
 
 @attrs.frozen
 class StreamResult:
+    """One stream's output (``items``), side output (``diagnostics``) and counts (``metrics``).
+
+    For a stream with an event-ordering policy, ``ordering`` holds the last snapshot: the
+    arrival clock, the CTI and, per timeline (partition, or key with ``over``), its counters,
+    watermark, watermark delay and whether it is progressing.
+    """
+
     name: str
     items: list[StreamItem]
     diagnostics: list[Diagnostic]
     metrics: dict[str, int]
+    ordering: dict[str, Any] | None = None
+
+    @property
+    def not_progressing(self) -> dict[str, dict[str, Any]]:
+        """Timelines that delivered nothing for longer than the late-arrival tolerance."""
+        timelines = (self.ordering or {}).get("timelines", {})
+        return {k: v for k, v in timelines.items() if v["not_progressing"]}
 
     @property
     def dropped(self) -> list[Diagnostic]:
@@ -82,16 +97,20 @@ class RunResult:
             if [r.seq for r in ordered] != list(range(len(ordered))):
                 raise RuntimeError(f"stream {name!r}: output sequence has gaps or duplicates")
             metrics = dict.fromkeys(METRICS, 0)
+            snapshot = None
             for r in ordered:
+                if r.status == "metrics":
+                    snapshot = payload_from_json(r.payload)
+                    continue
                 key = {"cti": "ctis", "cti_regression": "cti_regressions"}.get(r.status, r.status)
                 metrics[key] += 1
             items = [row_to_item(r) for r in ordered if r.status in OUTPUT_STATUSES]
             diags = [
                 Diagnostic(name, r.status, r.reason, r.kind, r.orig_start, r.orig_end,
-                           r.start, r.end, r.cti, _payload(r), r.in_seq)
+                           r.start, r.end, r.cti, _payload(r), r.in_seq, r.partition)
                 for r in ordered if r.status in DIAGNOSTIC_STATUSES
             ]
-            streams[name] = StreamResult(name, items, diags, metrics)
+            streams[name] = StreamResult(name, items, diags, metrics, snapshot)
         return cls(streams)
 
     def __getitem__(self, name: str) -> StreamResult:

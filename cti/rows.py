@@ -34,6 +34,7 @@ class InRow(NamedTuple):
     end: int | None
     payload: str | None
     error: str | None = None
+    partition: str | None = None
 
 
 class OutRow(NamedTuple):
@@ -55,6 +56,7 @@ class OutRow(NamedTuple):
     orig_end: int | None
     cti: int | None
     reason: str | None
+    partition: str | None = None
 
 
 OUTPUT_STATUSES = ("accepted", "adjusted", "cti")
@@ -81,13 +83,15 @@ def payload_from_json(text: str | None) -> dict[str, Any]:
     return {} if not text else json.loads(text)
 
 
-def item_to_row(stream: int, seq: int, item: StreamItem, arrival: int | None = None) -> InRow:
+def item_to_row(stream: int, seq: int, item: StreamItem, arrival: int | None = None,
+                partition: str | None = None) -> InRow:
     """An event or CTI as an input row."""
     kind = kind_of(item)
     if kind == "cti":
-        return InRow(stream, seq, arrival, kind, item.time, None, None)
+        return InRow(stream, seq, arrival, kind, item.time, None, None, None, partition)
     end = None if kind in ("point", "edge_start") else item.end
-    return InRow(stream, seq, arrival, kind, item.start, end, payload_to_json(item.payload))
+    return InRow(stream, seq, arrival, kind, item.start, end, payload_to_json(item.payload),
+                 None, partition)
 
 
 def eos_row(stream: int, seq: int) -> InRow:
@@ -103,10 +107,10 @@ def adapter_item_to_row(stream: int, seq: int, item: AdapterItem) -> InRow:
     """What an adapter produced, as an input row (invalid items become ``invalid`` rows)."""
     if isinstance(item, InvalidInput):
         return InRow(stream, seq, None, INVALID, None, None, item.raw, item.reason)
-    arrival = None
+    arrival = partition = None
     if isinstance(item, Arriving):
-        item, arrival = item.item, item.arrival
+        item, arrival, partition = item.item, item.arrival, item.partition
     try:
-        return item_to_row(stream, seq, item, arrival)
+        return item_to_row(stream, seq, item, arrival, partition)
     except (InvalidEventError, TypeError, ValueError) as exc:
         return InRow(stream, seq, arrival, INVALID, None, None, repr(item)[:500], str(exc))

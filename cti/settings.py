@@ -173,3 +173,65 @@ class AdapterAdvanceTimeSettings:
 
     def to_advance_time_settings(self) -> AdvanceTimeSettings:
         return AdvanceTimeSettings(self.generation_settings, None, self.policy)
+
+
+def _tolerance(name: str, value: Any, allow_none: bool = False) -> int | None:
+    if value is None:
+        if allow_none:
+            return None
+        raise InvalidSettingsError(f"{name} is required")
+    try:
+        ticks = to_duration_ticks(value)
+    except TypeError as exc:
+        raise InvalidSettingsError(f"{name}: {exc}") from None
+    if ticks < 0:
+        raise InvalidSettingsError(f"{name} must not be negative, got {value!r}")
+    return ticks
+
+
+@attrs.frozen(init=False)
+class EventOrderingPolicy:
+    """Azure Stream Analytics' event-ordering policy, on events with an arrival time (SPEC 7).
+
+    Durations are ``timedelta`` or int ticks. ``early_arrival_window=None`` turns the early
+    rule off. ``action`` (ADJUST or DROP) applies to late and out-of-order events,
+    ``early_action`` to early ones. ``over`` names a payload field: each value gets its own
+    timeline (substreams). ``partitioned=True`` makes each input partition its own timeline
+    (Stream Analytics' ``PARTITION BY PartitionId``). ``timestamp_by_arrival=True`` stamps
+    events with their arrival time (no application time).
+    """
+
+    late_arrival_tolerance: int
+    out_of_order_tolerance: int
+    early_arrival_window: int | None
+    action: AdvanceTimePolicy
+    early_action: AdvanceTimePolicy
+    over: str | None
+    partitioned: bool
+    timestamp_by_arrival: bool
+
+    def __init__(
+        self,
+        late_arrival_tolerance: int | timedelta = timedelta(seconds=5),
+        out_of_order_tolerance: int | timedelta = 0,
+        early_arrival_window: int | timedelta | None = timedelta(minutes=5),
+        action: AdvanceTimePolicy | str = AdvanceTimePolicy.ADJUST,
+        early_action: AdvanceTimePolicy | str = AdvanceTimePolicy.DROP,
+        over: str | None = None,
+        partitioned: bool = False,
+        timestamp_by_arrival: bool = False,
+    ) -> None:
+        if over is not None and (not isinstance(over, str) or not over):
+            raise InvalidSettingsError(f"over must name a payload field, got {over!r}")
+        if over is not None and partitioned:
+            raise InvalidSettingsError("give over= or partitioned=True, not both")
+        self.__attrs_init__(
+            _tolerance("late_arrival_tolerance", late_arrival_tolerance),
+            _tolerance("out_of_order_tolerance", out_of_order_tolerance),
+            _tolerance("early_arrival_window", early_arrival_window, allow_none=True),
+            _policy(action),
+            _policy(early_action),
+            over,
+            bool(partitioned),
+            bool(timestamp_by_arrival),
+        )

@@ -80,3 +80,52 @@ def bind_si_case(case: dict[str, Any], app: Application) -> list[CepStream]:
 
 def load(path: Path) -> dict[str, Any]:
     return json.loads(path.read_text())
+
+
+def _iso(text: str) -> int:
+    from datetime import datetime
+
+    from cti import to_ticks
+
+    return to_ticks(datetime.fromisoformat(text.replace("Z", "+00:00")))
+
+
+def asa_policy(p: dict[str, Any]) -> Any:
+    from cti.settings import EventOrderingPolicy
+
+    def ticks(name: str) -> int | None:
+        v = p.get(name)
+        return None if v is None else int(v * 1_000_000)
+
+    return EventOrderingPolicy(
+        late_arrival_tolerance=ticks("late_arrival_tolerance_s"),
+        out_of_order_tolerance=ticks("out_of_order_tolerance_s"),
+        early_arrival_window=ticks("early_arrival_window_s"),
+        action=p.get("action", "adjust"),
+        early_action=p.get("early_action", "drop"),
+        over=p.get("over"),
+    )
+
+
+def bind_asa_case(case: dict[str, Any], app: Application) -> CepStream:
+    items = [
+        Arriving(PointEvent(_iso(e["app_time"]),
+                            {"id": e["id"], "key": e.get("key"), "app_time": e["app_time"]}),
+                 _iso(e["arrival_time"]), e.get("partition"))
+        for e in case["events"]
+    ]
+    return CepStream.create(case["name"], MemoryInputAdapterFactory(), items, EventShape.POINT,
+                            application=app, event_ordering_policy=asa_policy(case["policy"]))
+
+
+def asa_expected(e: dict[str, Any]) -> tuple[int | None, str, str | None]:
+    """(timestamp, status, reason) that the case expects for event e."""
+    ts = e["expected"]["timestamp"]
+    action = e["expected"]["action"]
+    ts = None if ts is None else _iso(ts)
+    if action == "accepted":
+        return ts, "accepted", None
+    status, _, reason = action.partition("_")
+    if status == "dropped":
+        return None, "dropped", reason
+    return ts, "adjusted", action.removesuffix("_adjusted")

@@ -15,8 +15,9 @@ from typing import Any
 
 from cti.errors import BadInputError, CtiViolationError
 from cti.events import SHAPE_KINDS
+from cti.ingress import ordering
 from cti.ingress.spec import StreamSpec
-from cti.rows import EOS, INVALID, InRow, OutRow
+from cti.rows import EOS, INVALID, InRow, OutRow, payload_to_json
 from cti.settings import AdvanceTimePolicy
 from cti.time import MAX_TIME, MIN_TIME, add, format_time
 
@@ -24,8 +25,10 @@ COUNTED = frozenset({"point", "interval", "edge_start"})
 METRICS = ("accepted", "adjusted", "dropped", "invalid", "cti_regressions", "ctis")
 
 
-def _new_stream_state() -> dict[str, Any]:
+def _new_stream_state(spec: StreamSpec) -> dict[str, Any]:
     return {
+        "ordering": ordering.new_state(spec.declared_partitions) if spec.ordering else None,
+        "partition_arrival": {},  # partition -> last arrival (event-ordering streams)
         "cti": MIN_TIME,  # the stream's current time
         "count": 0,  # counted events since the last count-generated CTI
         "max_start": None,  # largest start among counted events
@@ -61,7 +64,7 @@ class IngressMachine:
             if spec.import_from is not None:
                 self.importers[spec.import_from].append(i)
         self.state = state if state is not None else {
-            "streams": [_new_stream_state() for _ in self.specs]
+            "streams": [_new_stream_state(spec) for spec in self.specs]
         }
         self._out: list[OutRow] = []
         self._current_key: tuple = ()
@@ -75,6 +78,7 @@ class IngressMachine:
         for row in sorted(rows, key=lambda r: (r.stream, r.seq)):
             self._receive(streams[row.stream], row)
         self._merge()
+        self._emit_ordering_metrics()
         out, self._out = self._out, []
         return out
 
@@ -103,18 +107,15 @@ class IngressMachine:
         if row.kind == EOS:
             arrival = MAX_TIME
             st["eos"] = True
+        elif spec.ordering is not None and row.kind not in (INVALID,):
+            arrival, row = self._ordering_arrival(st, row)
         elif row.arrival is not None:
-            if row.arrival < st["last_arrival"]:
-                self._bad(
-                    row,
-                    f"arrival time {format_time(row.arrival)} is before the previous arrival "
-                    f"{format_time(st['last_arrival'])} (rule: arrival time never goes back "
-                    "within a stream)",
-                    emit=False,
-                )
-                arrival = st["last_arrival"]
-            else:
-                arrival = row.arrival
+            arrival = max(row.arrival, st["last_arrival"])
+            if row.arrival < st["last_arrival"] and row.kind != INVALID:
+                row = row._replace(
+                    error=f"arrival time {format_time(row.arrival)} is before the previous "
+                          f"arrival {format_time(st['last_arrival'])} (rule: arrival time "
+                          "never goes back within a stream)")
         else:
             sync = row.end if row.kind == "edge_end" else row.start
             arrival = st["last_arrival"] if sync is None else max(st["last_arrival"], sync)
@@ -122,6 +123,23 @@ class IngressMachine:
         key = (arrival, row.stream, row.seq)
         st["last_key"] = key
         st["pending"].append((key, row))
+
+    def _ordering_arrival(self, st: dict[str, Any], row: InRow) -> tuple[int, InRow]:
+        """The merge arrival of a row of an event-ordering stream: arrival never goes back
+        within a partition; across partitions the merge takes the running maximum. A row that
+        breaks the rule carries the problem in ``error``, reported when it is processed."""
+        if row.arrival is None:
+            return st["last_arrival"], row._replace(
+                error="no arrival time (rule: an event-ordering policy needs each event's "
+                      "arrival time)")
+        last = st["partition_arrival"].get(row.partition)
+        if last is not None and row.arrival < last:
+            return st["last_arrival"], row._replace(
+                error=f"arrival time {format_time(row.arrival)} is before the previous arrival "
+                      f"{format_time(last)} in partition {row.partition!r} (rule: arrival "
+                      "time never goes back within a partition)")
+        st["partition_arrival"][row.partition] = row.arrival
+        return max(st["last_arrival"], row.arrival), row
 
     def _merge(self) -> None:
         """Process every row whose place in arrival order is certain.
@@ -169,23 +187,24 @@ class IngressMachine:
 
     def _emit(self, i: int, in_seq: int, kind: str, start: int | None, end: int | None,
               payload: str | None, status: str, orig_start: int | None = None,
-              orig_end: int | None = None, reason: str | None = None) -> None:
+              orig_end: int | None = None, reason: str | None = None,
+              partition: str | None = None) -> None:
         st = self.state["streams"][i]
         self._out.append(OutRow(i, st["out_seq"], in_seq, kind, start, end, payload, status,
-                                orig_start, orig_end, st["cti"], reason))
+                                orig_start, orig_end, st["cti"], reason, partition))
         st["out_seq"] += 1
         metric = {"cti": "ctis", "cti_regression": "cti_regressions"}.get(status, status)
-        st["metrics"][metric] += 1
+        if metric in st["metrics"]:
+            st["metrics"][metric] += 1
 
-    def _bad(self, row: InRow, rule: str, emit: bool = True) -> None:
+    def _bad(self, row: InRow, rule: str) -> None:
         spec = self.specs[row.stream]
         if not spec.dead_letter:
             raise BadInputError(
                 f"stream {spec.name!r}, input #{row.seq} ({_describe(row)}): {rule}"
             )
-        if emit:
-            self._emit(row.stream, row.seq, row.kind, row.start, row.end, row.payload,
-                       "invalid", row.start, row.end, rule)
+        self._emit(row.stream, row.seq, row.kind, row.start, row.end, row.payload,
+                   "invalid", row.start, row.end, rule, row.partition)
 
     def _advance(self, i: int, t: int) -> None:
         """Move stream i's time to t (if that moves it forward) and pass the CTI to importers."""
@@ -202,11 +221,17 @@ class IngressMachine:
         i = row.stream
         spec = self.specs[i]
         st = self.state["streams"][i]
+        if spec.ordering is not None and row.kind not in (EOS, INVALID):
+            self._ordered_row(row)
+            return
         if row.kind == EOS:
+            if spec.ordering is not None:
+                self._ordered_release(i, None, flush=True)
+                return
             if spec.generates and spec.advance_to_infinity_on_shutdown:
                 self._advance(i, MAX_TIME)
             return
-        if row.kind == INVALID:
+        if row.kind == INVALID or row.error:
             self._bad(row, row.error or "the adapter could not read this row")
             return
         if row.kind == "cti":
@@ -232,6 +257,50 @@ class IngressMachine:
             self._start_event(row)
         if row.kind in COUNTED and spec.generates:
             self._generate(i, row.start)
+
+    # ---- event-ordering streams (SPEC 7) -------------------------------------------------------
+
+    def _ordered_emit(self, i: int) -> ordering.Emit:
+        def emit(row: InRow, status: str, start: int | None, end: int | None,
+                 reason: str | None, timeline: str) -> None:
+            self._emit(i, row.seq, row.kind, start, end, row.payload, status, row.start,
+                       row.end, reason, row.partition)
+        return emit
+
+    def _ordered_row(self, row: InRow) -> None:
+        i = row.stream
+        spec = self.specs[i]
+        st = self.state["streams"][i]
+        ost = st["ordering"]
+        if row.kind == "cti":
+            self._bad(row, "an event-ordering stream takes no CTIs from its adapter (rule: "
+                      "the policy produces the stream's CTIs)")
+            return
+        problem = row.error or self._validate(row)
+        tid = None
+        if problem is None:
+            tid, problem = ordering.timeline_id(spec.ordering, row)
+        if problem:
+            self._bad(row, problem)
+            return
+        ost["A"] = max(ost["A"], row.arrival)
+        ordering.process_event(spec.ordering, ost, row, tid, self._ordered_emit(i))
+        self._ordered_release(i, tid)
+
+    def _ordered_release(self, i: int, tid: str | None, flush: bool = False) -> None:
+        spec = self.specs[i]
+        cti = ordering.release(spec.ordering, self.state["streams"][i]["ordering"], tid,
+                               self._ordered_emit(i), flush)
+        if cti is not None:
+            self._advance(i, cti)
+
+    def _emit_ordering_metrics(self) -> None:
+        for i, spec in enumerate(self.specs):
+            ost = self.state["streams"][i]["ordering"]
+            if ost is not None:
+                snapshot = {"arrival_clock": ost["A"], "cti": ost["cti"],
+                            "timelines": ordering.metrics(spec.ordering, ost)}
+                self._emit(i, -1, "metrics", None, None, payload_to_json(snapshot), "metrics")
 
     def _validate(self, row: InRow) -> str | None:
         spec = self.specs[row.stream]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import attrs
 
 from cti.events import EventShape
-from cti.settings import AdvanceTimePolicy, AdvanceTimeSettings
+from cti.settings import AdvanceTimePolicy, AdvanceTimeSettings, EventOrderingPolicy
 
 
 @attrs.frozen
@@ -26,6 +26,8 @@ class StreamSpec:
     import_from: int | None = None
     policy: AdvanceTimePolicy | None = None
     dead_letter: bool = False
+    ordering: EventOrderingPolicy | None = None
+    declared_partitions: tuple[str, ...] = ()
 
     @property
     def generates(self) -> bool:
@@ -39,7 +41,12 @@ class StreamSpec:
         settings: AdvanceTimeSettings | None,
         import_from: int | None = None,
         dead_letter: bool = False,
+        ordering: EventOrderingPolicy | None = None,
+        declared_partitions: tuple[str, ...] = (),
     ) -> StreamSpec:
+        if ordering is not None:
+            return cls(name, shape, dead_letter=dead_letter, ordering=ordering,
+                       declared_partitions=tuple(declared_partitions))
         if settings is None:
             return cls(name, shape, dead_letter=dead_letter)
         gen = settings.generation_settings

@@ -26,6 +26,7 @@ IN_SCHEMA = StructType([
     StructField("end", LongType(), False),
     StructField("payload", StringType(), True),
     StructField("error", StringType(), True),
+    StructField("partition", StringType(), True),
 ])
 
 OUT_SCHEMA = StructType([
@@ -41,6 +42,7 @@ OUT_SCHEMA = StructType([
     StructField("orig_end", LongType(), False),
     StructField("cti", LongType(), False),
     StructField("reason", StringType(), True),
+    StructField("partition", StringType(), True),
 ])
 
 _IN_TIMES = (2, 4, 5)
@@ -62,15 +64,15 @@ def _text(v: object) -> str | None:
 
 def in_row_to_tuple(r: InRow) -> tuple:
     return (r.stream, r.seq, _enc(r.arrival), r.kind, _enc(r.start), _enc(r.end), r.payload,
-            r.error)
+            r.error, r.partition)
 
 
 def in_rows_from_pandas(pdf: pd.DataFrame) -> list[InRow]:
     return [
-        InRow(int(s), int(q), _dec(a), k, _dec(st), _dec(e), _text(p), _text(err))
-        for s, q, a, k, st, e, p, err in zip(
+        InRow(int(s), int(q), _dec(a), k, _dec(st), _dec(e), _text(p), _text(err), _text(part))
+        for s, q, a, k, st, e, p, err, part in zip(
             pdf["stream"], pdf["seq"], pdf["arrival"], pdf["kind"], pdf["start"], pdf["end"],
-            pdf["payload"], pdf["error"], strict=True)
+            pdf["payload"], pdf["error"], pdf["partition"], strict=True)
     ]
 
 

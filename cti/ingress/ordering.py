@@ -1,0 +1,197 @@
+"""Event-ordering policies (Azure Stream Analytics' model, SPEC section 7) for one stream.
+
+Each *timeline* (an input partition by default; a key value with ``over``; a partition with
+``partitioned=True``) keeps ``max``, the largest timestamp it assigned. With A the arrival
+clock (largest arrival seen), L the late-arrival tolerance and O the out-of-order tolerance,
+the timeline's watermark is ``w = max(max - O, A - L)``, and the stream's CTI is the minimum
+over timelines, which is ``max(min(max) - O, A - L)``: a ``SortedList`` of the timelines' max
+values gives it in O(log n) per event.
+
+Kept events wait in a buffer and are released in timestamp order (ties in arrival order) once
+the watermark reaches them: the stream's CTI when the timelines are combined, the timeline's
+own watermark when each timeline stands alone (``over`` / ``partitioned``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from sortedcontainers import SortedList
+
+from cti.rows import InRow
+from cti.settings import AdvanceTimePolicy, EventOrderingPolicy
+from cti.time import MAX_TIME, MIN_TIME, add
+
+TIMELINE_METRICS = ("input", "accepted", "adjusted", "dropped", "late", "early", "out_of_order")
+
+# emit(row, status, start, end, reason, timeline)
+Emit = Callable[[InRow, str, int | None, int | None, str | None, str], None]
+
+
+def new_state(declared_partitions: tuple[str, ...] = ()) -> dict[str, Any]:
+    st: dict[str, Any] = {
+        "A": MIN_TIME,
+        "timelines": {},  # id -> {"max", "last_arrival", "metrics", "partition"}
+        "maxes": SortedList(),  # max of every timeline that has one
+        "silent": 0,  # declared timelines with no event yet (their max is -infinity)
+        "buffer": SortedList(),  # (timestamp, seq, timeline, row, status, start, end, reason)
+        "per_timeline": {},  # timeline -> SortedList of buffered (timestamp, seq), independent
+        "cti": MIN_TIME,
+    }
+    for p in declared_partitions:
+        _timeline(st, p, p)
+    return st
+
+
+def _timeline(st: dict[str, Any], tid: str, partition: str | None) -> dict[str, Any]:
+    tl = st["timelines"].get(tid)
+    if tl is None:
+        tl = {"max": None, "last_arrival": None, "partition": partition,
+              "metrics": dict.fromkeys(TIMELINE_METRICS, 0)}
+        st["timelines"][tid] = tl
+        st["silent"] += 1
+    return tl
+
+
+def _set_max(st: dict[str, Any], tl: dict[str, Any], ts: int) -> None:
+    if tl["max"] is None:
+        st["silent"] -= 1
+    elif ts <= tl["max"]:
+        return
+    else:
+        st["maxes"].remove(tl["max"])
+    tl["max"] = ts
+    st["maxes"].add(ts)
+
+
+def watermark(policy: EventOrderingPolicy, st: dict[str, Any], tl: dict[str, Any]) -> int:
+    a_term = add(st["A"], -policy.late_arrival_tolerance)
+    if tl["max"] is None:
+        return a_term
+    return max(add(tl["max"], -policy.out_of_order_tolerance), a_term)
+
+
+def stream_cti(policy: EventOrderingPolicy, st: dict[str, Any]) -> int:
+    a_term = add(st["A"], -policy.late_arrival_tolerance)
+    if st["silent"] or not st["maxes"]:
+        return a_term
+    return max(add(st["maxes"][0], -policy.out_of_order_tolerance), a_term)
+
+
+def timeline_id(policy: EventOrderingPolicy, row: InRow) -> tuple[str | None, str | None]:
+    """(timeline id, problem): the key value with ``over``, else the partition."""
+    if policy.over is None:
+        return (row.partition or ""), None
+    payload = json.loads(row.payload or "{}")
+    if policy.over not in payload:
+        return None, f"the payload has no field {policy.over!r} named by over= (rule: the " \
+                     "substream key is present)"
+    return json.dumps(payload[policy.over], sort_keys=True), None
+
+
+def independent(policy: EventOrderingPolicy) -> bool:
+    return policy.over is not None or policy.partitioned
+
+
+def process_event(policy: EventOrderingPolicy, st: dict[str, Any], row: InRow, tid: str,
+                  emit: Emit) -> None:
+    """Steps 1-4 of SPEC 7 for one event (its arrival already checked and counted in A)."""
+    tl = _timeline(st, tid, row.partition)
+    m = tl["metrics"]
+    m["input"] += 1
+    tl["last_arrival"] = row.arrival
+    w = watermark(policy, st, tl)  # as it stood before this event
+    app = row.arrival if policy.timestamp_by_arrival else row.start
+    ts, status, reason = app, "accepted", None
+    window = policy.early_arrival_window
+    if window is not None and app > add(row.arrival, window):
+        m["early"] += 1
+        if policy.early_action is AdvanceTimePolicy.DROP:
+            m["dropped"] += 1
+            emit(row, "dropped", None, None, "early", tid)
+            return
+        ts, status, reason = add(row.arrival, window), "adjusted", "early"
+    late_bound = add(row.arrival, -policy.late_arrival_tolerance)
+    if app < late_bound:
+        m["late"] += 1
+        if policy.action is AdvanceTimePolicy.DROP:
+            m["dropped"] += 1
+            emit(row, "dropped", None, None, "late", tid)
+            return
+        ts, status, reason = late_bound, "adjusted", "late"
+    if ts < w:
+        m["out_of_order"] += 1
+        if policy.action is AdvanceTimePolicy.DROP:
+            m["dropped"] += 1
+            emit(row, "dropped", None, None, "out_of_order", tid)
+            return
+        ts, status, reason = w, "adjusted", "out_of_order"
+    m[status] += 1
+    _set_max(st, tl, ts)
+    end = None if row.end is None else add(row.end, ts - row.start)  # lifetimes keep length
+    entry = (ts, row.seq, tid, tuple(row), status, ts, end, reason)
+    st["buffer"].add(entry)
+    if independent(policy):
+        st["per_timeline"].setdefault(tid, SortedList()).add((ts, row.seq))
+
+
+def release(policy: EventOrderingPolicy, st: dict[str, Any], tid: str | None,
+            emit: Emit, flush: bool = False) -> int | None:
+    """Release what the watermarks allow; return the new stream CTI if it moved forward."""
+    cti = MAX_TIME if flush else stream_cti(policy, st)
+    buffer = st["buffer"]
+    if independent(policy) and not flush:
+        # Everything at or below A - L is final on every timeline; the current timeline's own
+        # watermark may release more of it.
+        _release_upto(st, buffer, add(st["A"], -policy.late_arrival_tolerance), None, emit)
+        if tid is not None:
+            tl = st["timelines"][tid]
+            _release_upto(st, buffer, watermark(policy, st, tl), tid, emit)
+    else:
+        _release_upto(st, buffer, cti, None, emit)
+    if cti > st["cti"]:
+        st["cti"] = cti
+        return cti
+    return None
+
+
+def _release_upto(st: dict[str, Any], buffer: SortedList, limit: int, tid: str | None,
+                  emit: Emit) -> None:
+    if tid is None:
+        while buffer and buffer[0][0] <= limit:
+            _emit_entry(st, buffer.pop(0), emit)
+        return
+    mine = st["per_timeline"].get(tid)
+    while mine and mine[0][0] <= limit:
+        ts, seq = mine[0]
+        i = buffer.bisect_left((ts, seq))
+        _emit_entry(st, buffer.pop(i), emit)
+
+
+def _emit_entry(st: dict[str, Any], entry: tuple, emit: Emit) -> None:
+    ts, seq, tid, row, status, start, end, reason = entry
+    mine = st["per_timeline"].get(tid)
+    if mine is not None:
+        mine.discard((ts, seq))
+    emit(InRow(*row), status, start, end, reason, tid)
+
+
+def metrics(policy: EventOrderingPolicy, st: dict[str, Any]) -> dict[str, Any]:
+    """Per timeline: the counters, the watermark and its delay; and which are not progressing."""
+    a = st["A"]
+    out = {}
+    for tid, tl in st["timelines"].items():
+        w = watermark(policy, st, tl)
+        last = tl["last_arrival"]
+        out[tid] = {
+            **tl["metrics"],
+            "partition": tl["partition"],
+            "watermark": w,
+            "watermark_delay": None if a == MIN_TIME else a - w,
+            "last_arrival": last,
+            "not_progressing": a != MIN_TIME and (last is None or
+                                                  last < a - policy.late_arrival_tolerance),
+        }
+    return out
