@@ -298,7 +298,9 @@ class IngressMachine:
         for i, spec in enumerate(self.specs):
             ost = self.state["streams"][i]["ordering"]
             if ost is not None:
-                snapshot = {"arrival_clock": ost["A"], "cti": ost["cti"],
+                # The policy's watermark: the end-of-input flush to MAX_TIME is not a delay.
+                snapshot = {"arrival_clock": ost["A"],
+                            "cti": ordering.stream_cti(spec.ordering, ost),
                             "timelines": ordering.metrics(spec.ordering, ost)}
                 self._emit(i, -1, "metrics", None, None, payload_to_json(snapshot), "metrics")
 

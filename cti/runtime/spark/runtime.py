@@ -20,6 +20,7 @@ from cti.query import IngressGroup, OutputBinding
 from cti.results import RunResult
 from cti.rows import OUTPUT_STATUSES, row_to_item
 from cti.runtime.spark.ingress import apply_ingress
+from cti.runtime.spark.metrics import OBSERVATION, observe
 from cti.runtime.spark.schema import out_row_from_spark
 from cti.runtime.spark.session import get_spark
 from cti.runtime.spark.source import FORMAT, CtiAdapterSource, encode_source
@@ -45,6 +46,12 @@ def _write_partition(factory: Any, config: Any, shape: Any, batch_id: int,
         adapter.close()
 
 
+def _observed(query: StreamingQuery) -> list[dict[str, Any]]:
+    """The ingress metrics of each micro-batch the query has reported, oldest first."""
+    return [p["observedMetrics"][OBSERVATION].asDict() for p in query.recentProgress
+            if OBSERVATION in p.get("observedMetrics", {})]
+
+
 class SparkRuntime:
     """Runs ingress on Spark: adapters as streaming sources, ingress in the state store.
 
@@ -52,6 +59,8 @@ class SparkRuntime:
     restarts from it, exactly once); by default a fresh temporary one per run.
     ``batch_sizes``: cap each source's micro-batches to these item counts, in turn (tests,
     back-pressure); by default each micro-batch takes all that is available.
+    After a run, ``progress`` holds the ingress metrics Spark reported per micro-batch
+    (``observedMetrics["cti"]``, see ``cti.runtime.spark.metrics``).
     """
 
     def __init__(self, spark: SparkSession | None = None,
@@ -60,6 +69,7 @@ class SparkRuntime:
         self._spark = spark
         self.checkpoint_location = checkpoint_location
         self.batch_sizes = list(batch_sizes) if batch_sizes else None
+        self.progress: list[dict[str, Any]] = []
 
     @property
     def spark(self) -> SparkSession:
@@ -79,8 +89,9 @@ class SparkRuntime:
             for g, group in enumerate(groups)
             for i, s in enumerate(group.streams)
         ]
-        return apply_ingress(reduce(DataFrame.unionByName, sources),
-                             [group.specs() for group in groups])
+        frame = apply_ingress(reduce(DataFrame.unionByName, sources),
+                              [group.specs() for group in groups])
+        return observe(frame, groups)
 
     def write(self, group: IngressGroup, outputs: Sequence[OutputBinding]) -> None:
         """Run the group into output adapters, written by the executors, batch by batch."""
@@ -90,6 +101,7 @@ class SparkRuntime:
         except StreamingQueryException as exc:
             _raise_cti_error(exc)
         finally:
+            self.progress = _observed(query)
             query.stop()
 
     def start(self, group: IngressGroup, outputs: Sequence[OutputBinding]) -> StreamingQuery:
@@ -125,6 +137,7 @@ class SparkRuntime:
         except StreamingQueryException as exc:
             _raise_cti_error(exc)
         finally:
+            self.progress = _observed(query)
             query.stop()
             if self.checkpoint_location is None:
                 shutil.rmtree(checkpoint, ignore_errors=True)
