@@ -1,4 +1,7 @@
-"""JSON-lines output: one file per batch in a directory, so a replayed batch replaces itself."""
+"""JSON-lines output: one file per batch in a directory, so a replayed batch replaces itself.
+
+Writes stream items, or ``Diagnostic`` rows when bound with ``stream.diagnostics_to(...)``.
+"""
 
 from __future__ import annotations
 
@@ -8,11 +11,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from cti.events import EventShape, StreamItem, item_from_kind, kind_of
+from cti.results import Diagnostic
 from cti.rows import payload_to_json
 
 
-def item_to_json(item: StreamItem) -> str:
+def item_to_json(item: StreamItem | Diagnostic) -> str:
+    if isinstance(item, Diagnostic):
+        return json.dumps(attrs.asdict(item), sort_keys=True, default=str)
     kind = kind_of(item)
     if kind == "cti":
         return json.dumps({"kind": kind, "time": item.time})
@@ -21,8 +29,10 @@ def item_to_json(item: StreamItem) -> str:
             f'"payload":{payload_to_json(item.payload)}}}')
 
 
-def item_from_json(line: str) -> StreamItem:
+def item_from_json(line: str) -> StreamItem | Diagnostic:
     d = json.loads(line)
+    if "status" in d:
+        return Diagnostic(**d)
     if d["kind"] == "cti":
         return item_from_kind("cti", d["time"], None, {})
     return item_from_kind(d["kind"], d["start"], d["end"], d["payload"])
@@ -32,7 +42,7 @@ class JsonLinesOutputAdapter:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
 
-    def write(self, items: Sequence[StreamItem], batch_id: int) -> None:
+    def write(self, items: Sequence[StreamItem | Diagnostic], batch_id: int) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
         final = self.directory / f"batch-{batch_id:010d}.jsonl"
         tmp = final.with_suffix(".tmp")
@@ -52,7 +62,7 @@ class JsonLinesOutputAdapterFactory:
         return JsonLinesOutputAdapter(Path(config))
 
 
-def read_json_lines_output(directory: str | os.PathLike) -> list[StreamItem]:
+def read_json_lines_output(directory: str | os.PathLike) -> list[StreamItem | Diagnostic]:
     """Everything a ``JsonLinesOutputAdapter`` wrote to ``directory``, in order."""
     items = []
     for path in sorted(Path(directory).glob("batch-*.jsonl")):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
@@ -11,6 +11,7 @@ from cti.adapters import declared_settings
 from cti.errors import BindingError, InvalidSettingsError
 from cti.events import EventShape
 from cti.ingress.spec import StreamSpec
+from cti.rows import OUTPUT_STATUSES, OutRow, row_to_item
 from cti.settings import AdvanceTimeSettings, EventOrderingPolicy
 
 if TYPE_CHECKING:
@@ -204,15 +205,36 @@ class CepStream:
             )
         return Query(self, factory, config)
 
+    def diagnostics_to(self, factory: Any, config: Any) -> Query:
+        """Bind this stream's side output (``Diagnostic`` rows: adjusted, dropped, invalid
+        events and ignored CTIs) to an output adapter; ``.run()`` the query."""
+        return attrs.evolve(self.to(factory, config), diagnostics=True)
+
 
 @attrs.frozen
 class OutputBinding:
-    """Stream ``stream`` (index in its ingress group) written to ``factory.create(config)``."""
+    """Stream ``stream`` (index in its ingress group) written to ``factory.create(config)``.
+
+    With ``diagnostics`` the adapter gets the stream's ``Diagnostic`` rows instead of its output.
+    """
 
     stream: int
     factory: Any
     config: Any
     shape: EventShape
+    name: str = ""
+    diagnostics: bool = False
+    over: str | None = None
+
+    def select(self, rows: Iterable[OutRow]) -> list[Any]:
+        """What this binding writes, from one batch's output rows (in order)."""
+        from cti.results import DIAGNOSTIC_STATUSES, diagnostic_from_row
+
+        mine = sorted((r for r in rows if r.stream == self.stream), key=lambda r: r.seq)
+        if self.diagnostics:
+            return [diagnostic_from_row(self.name, r, self.over)
+                    for r in mine if r.status in DIAGNOSTIC_STATUSES]
+        return [row_to_item(r) for r in mine if r.status in OUTPUT_STATUSES]
 
 
 @attrs.frozen
@@ -222,10 +244,13 @@ class Query:
     stream: CepStream
     factory: Any
     config: Any
+    diagnostics: bool = False
 
     def output_binding(self, group: IngressGroup) -> OutputBinding:
+        policy = self.stream.event_ordering_policy
         return OutputBinding(group.names.index(self.stream.name), self.factory, self.config,
-                             self.stream.shape)
+                             self.stream.shape, self.stream.name, self.diagnostics,
+                             policy.over if policy else None)
 
     def run(self, runtime: Runtime | str | None = None) -> None:
         """Run to the end of the available input, writing the stream's output to the adapter."""
@@ -244,6 +269,12 @@ class IngressGroup:
     @property
     def names(self) -> list[str]:
         return [s.name for s in self.streams]
+
+    @property
+    def overs(self) -> list[str | None]:
+        """Each stream's substream key field (``EventOrderingPolicy.over``), or None."""
+        return [s.event_ordering_policy.over if s.event_ordering_policy else None
+                for s in self.streams]
 
     def specs(self) -> list[StreamSpec]:
         index = {s.name: i for i, s in enumerate(self.streams)}

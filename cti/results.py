@@ -35,6 +35,7 @@ class Diagnostic:
     payload: dict[str, Any] | str | None
     input_seq: int
     partition: str | None = None
+    key: Any = None
 
     def __str__(self) -> str:
         return (f"{self.stream}: {self.status} {self.kind} #{self.input_seq} "
@@ -50,6 +51,14 @@ def _payload(row: OutRow) -> dict[str, Any] | str | None:
         return payload_from_json(row.payload)
     except ValueError:
         return row.payload  # the raw text of an unreadable row
+
+
+def diagnostic_from_row(name: str, r: OutRow, over: str | None = None) -> Diagnostic:
+    """A side-output row as a Diagnostic; ``over`` names the substream key field, if any."""
+    payload = _payload(r)
+    key = payload.get(over) if over and isinstance(payload, dict) else None
+    return Diagnostic(name, r.status, r.reason, r.kind, r.orig_start, r.orig_end, r.start, r.end,
+                      r.cti, payload, r.in_seq, r.partition, key)
 
 
 @attrs.frozen
@@ -87,7 +96,10 @@ class RunResult:
     streams: dict[str, StreamResult]
 
     @classmethod
-    def from_rows(cls, names: Sequence[str], rows: Iterable[OutRow]) -> RunResult:
+    def from_rows(cls, names: Sequence[str], rows: Iterable[OutRow],
+                  overs: Sequence[str | None] | None = None) -> RunResult:
+        """Build the result from output rows; ``overs[i]`` is stream i's substream key field."""
+        overs = list(overs) if overs else [None] * len(names)
         per: dict[int, list[OutRow]] = {i: [] for i in range(len(names))}
         for r in rows:
             per[r.stream].append(r)
@@ -105,11 +117,8 @@ class RunResult:
                 key = {"cti": "ctis", "cti_regression": "cti_regressions"}.get(r.status, r.status)
                 metrics[key] += 1
             items = [row_to_item(r) for r in ordered if r.status in OUTPUT_STATUSES]
-            diags = [
-                Diagnostic(name, r.status, r.reason, r.kind, r.orig_start, r.orig_end,
-                           r.start, r.end, r.cti, _payload(r), r.in_seq, r.partition)
-                for r in ordered if r.status in DIAGNOSTIC_STATUSES
-            ]
+            diags = [diagnostic_from_row(name, r, overs[i])
+                     for r in ordered if r.status in DIAGNOSTIC_STATUSES]
             streams[name] = StreamResult(name, items, diags, metrics, snapshot)
         return cls(streams)
 

@@ -190,8 +190,9 @@ class IngressMachine:
               orig_end: int | None = None, reason: str | None = None,
               partition: str | None = None) -> None:
         st = self.state["streams"][i]
+        cti = None if st["cti"] == MIN_TIME else st["cti"]  # None: no CTI yet
         self._out.append(OutRow(i, st["out_seq"], in_seq, kind, start, end, payload, status,
-                                orig_start, orig_end, st["cti"], reason, partition))
+                                orig_start, orig_end, cti, reason, partition))
         st["out_seq"] += 1
         metric = {"cti": "ctis", "cti_regression": "cti_regressions"}.get(status, status)
         if metric in st["metrics"]:

@@ -10,6 +10,11 @@ values gives it in O(log n) per event.
 Kept events wait in a buffer and are released in timestamp order (ties in arrival order) once
 the watermark reaches them: the stream's CTI when the timelines are combined, the timeline's
 own watermark when each timeline stands alone (``over`` / ``partitioned``).
+
+The stream's CTI is a promise for every timeline, including those not seen yet. A partition
+that first delivers after the CTI advanced starts with its watermark at that CTI (its events
+below it are out of order); with independent timelines the CTI is the arrival clock minus the
+late-arrival tolerance, the bound that every key, seen or not, respects.
 """
 
 from __future__ import annotations
@@ -48,7 +53,8 @@ def new_state(declared_partitions: tuple[str, ...] = ()) -> dict[str, Any]:
 def _timeline(st: dict[str, Any], tid: str, partition: str | None) -> dict[str, Any]:
     tl = st["timelines"].get(tid)
     if tl is None:
-        tl = {"max": None, "last_arrival": None, "partition": partition,
+        # A timeline first seen after the stream's CTI advanced cannot go below that CTI.
+        tl = {"max": None, "last_arrival": None, "partition": partition, "floor": st["cti"],
               "metrics": dict.fromkeys(TIMELINE_METRICS, 0)}
         st["timelines"][tid] = tl
         st["silent"] += 1
@@ -67,15 +73,18 @@ def _set_max(st: dict[str, Any], tl: dict[str, Any], ts: int) -> None:
 
 
 def watermark(policy: EventOrderingPolicy, st: dict[str, Any], tl: dict[str, Any]) -> int:
-    a_term = add(st["A"], -policy.late_arrival_tolerance)
+    a_term = max(add(st["A"], -policy.late_arrival_tolerance), tl["floor"])
     if tl["max"] is None:
         return a_term
     return max(add(tl["max"], -policy.out_of_order_tolerance), a_term)
 
 
 def stream_cti(policy: EventOrderingPolicy, st: dict[str, Any]) -> int:
+    """The stream's CTI by the rules: the minimum watermark over the partitions when they are
+    combined; with independent timelines (substreams), the bound every timeline, even one not
+    seen yet, respects: the arrival clock minus the late-arrival tolerance."""
     a_term = add(st["A"], -policy.late_arrival_tolerance)
-    if st["silent"] or not st["maxes"]:
+    if independent(policy) or st["silent"] or not st["maxes"]:
         return a_term
     return max(add(st["maxes"][0], -policy.out_of_order_tolerance), a_term)
 

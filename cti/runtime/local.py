@@ -12,14 +12,7 @@ from cti.adapters import InputAdapter
 from cti.ingress.machine import IngressMachine
 from cti.query import IngressGroup, OutputBinding
 from cti.results import RunResult
-from cti.rows import (
-    OUTPUT_STATUSES,
-    InRow,
-    OutRow,
-    adapter_item_to_row,
-    eos_row,
-    row_to_item,
-)
+from cti.rows import InRow, OutRow, adapter_item_to_row, eos_row
 
 
 def read_rows(index: int, adapter: InputAdapter, start: int, end: int) -> list[InRow]:
@@ -58,14 +51,15 @@ class LocalRuntime:
             k += 1
 
     def run(self, group: IngressGroup) -> RunResult:
-        return RunResult.from_rows(group.names, [r for out in self._batches(group) for r in out])
+        rows = [r for out in self._batches(group) for r in out]
+        return RunResult.from_rows(group.names, rows, group.overs)
 
     def write(self, group: IngressGroup, outputs: Sequence[OutputBinding]) -> None:
         adapters = [o.factory.create(o.config, o.shape) for o in outputs]
         for batch_id, out in enumerate(self._batches(group)):
             for o, adapter in zip(outputs, adapters, strict=True):
-                rows = [r for r in out if r.stream == o.stream and r.status in OUTPUT_STATUSES]
-                if rows:
-                    adapter.write([row_to_item(r) for r in rows], batch_id)
+                selected = o.select(out)
+                if selected:
+                    adapter.write(selected, batch_id)
         for adapter in adapters:
             adapter.close()

@@ -17,8 +17,8 @@ from pyspark.sql.streaming import StreamingQuery
 
 from cti import errors
 from cti.query import IngressGroup, OutputBinding
-from cti.results import RunResult
-from cti.rows import OUTPUT_STATUSES, row_to_item
+from cti.results import DIAGNOSTIC_STATUSES, RunResult
+from cti.rows import OUTPUT_STATUSES
 from cti.runtime.spark.ingress import apply_ingress
 from cti.runtime.spark.metrics import OBSERVATION, observe
 from cti.runtime.spark.schema import out_row_from_spark
@@ -36,13 +36,12 @@ def _raise_cti_error(exc: Exception) -> None:
     raise exc
 
 
-def _write_partition(factory: Any, config: Any, shape: Any, batch_id: int,
-                     rows: Iterable[Any]) -> None:
-    """Executor side: one stream's output rows of one micro-batch, in order, to its adapter."""
-    out = sorted((out_row_from_spark(tuple(r)[1:]) for r in rows), key=lambda r: r.seq)
-    if out:
-        adapter = factory.create(config, shape)
-        adapter.write([row_to_item(r) for r in out], batch_id)
+def _write_partition(output: OutputBinding, batch_id: int, rows: Iterable[Any]) -> None:
+    """Executor side: one stream's rows of one micro-batch, in order, to its output adapter."""
+    selected = output.select(out_row_from_spark(tuple(r)[1:]) for r in rows)
+    if selected:
+        adapter = output.factory.create(output.config, output.shape)
+        adapter.write(selected, batch_id)
         adapter.close()
 
 
@@ -112,10 +111,10 @@ class SparkRuntime:
         def write_batch(batch: DataFrame, batch_id: int) -> None:
             batch.persist()
             for o in outputs:
+                statuses = DIAGNOSTIC_STATUSES if o.diagnostics else OUTPUT_STATUSES
                 rows = batch.filter((F.col("stream") == o.stream)
-                                    & F.col("status").isin(*OUTPUT_STATUSES))
-                rows.repartition(1).foreachPartition(
-                    partial(_write_partition, o.factory, o.config, o.shape, batch_id))
+                                    & F.col("status").isin(*statuses))
+                rows.repartition(1).foreachPartition(partial(_write_partition, o, batch_id))
             batch.unpersist()
 
         return (self.ingress_frame([group]).writeStream.foreachBatch(write_batch)
@@ -148,5 +147,5 @@ class SparkRuntime:
                 per_group[r[0]].append(out_row_from_spark(r[1:]))
         finally:
             self.spark.sql(f"DROP VIEW IF EXISTS {table}")
-        return [RunResult.from_rows(g.names, rows)
+        return [RunResult.from_rows(g.names, rows, g.overs)
                 for g, rows in zip(groups, per_group, strict=True)]
