@@ -1,5 +1,6 @@
 """Adapters shipped with cti: in-memory, JSON lines and CSV inputs, and collecting outputs."""
 
+from adapters.files import CsvInputAdapterFactory, FileInputConfig, JsonLinesInputAdapterFactory
 from adapters.memory import (
     CollectingOutputAdapter,
     CollectingOutputAdapterFactory,
@@ -10,6 +11,9 @@ from adapters.outputs import JsonLinesOutputAdapterFactory, read_json_lines_outp
 __all__ = [
     "CollectingOutputAdapter",
     "CollectingOutputAdapterFactory",
+    "CsvInputAdapterFactory",
+    "FileInputConfig",
+    "JsonLinesInputAdapterFactory",
     "JsonLinesOutputAdapterFactory",
     "MemoryInputAdapterFactory",
     "read_json_lines_output",

@@ -1,0 +1,503 @@
+"""File inputs: JSON lines (or one JSON array) and CSV, one event (or CTI) per data row.
+
+``CepStream.create("entries", JsonLinesInputAdapterFactory(), FileInputConfig(
+"Entry.json", start_column="EntryTime"), EventShape.POINT, settings)``.
+
+Offsets are data-row indices: 0 is the first data row (a CSV header is not a row, blank lines
+are skipped and never count). ``latest_offset()`` is the number of data rows in the file now,
+``read(start, end)`` gives rows [start, end), so a replay reads the same rows again; files are
+bounded (``is_complete()`` is True). Line numbers in messages are physical lines, from 1.
+
+A row that cannot become an event (bad JSON, a missing, null or unparseable time, end <= start,
+an unknown edge type, a missing payload column) is not an exception: ``read`` yields
+``InvalidInput`` whose reason names the file, the line and the rule, and ingress then raises
+``BadInputError`` naming the stream, or dead-letters the row (``on_bad_input="dead_letter"``).
+
+Times: ISO-8601 strings (an offset such as ``-07:00`` or ``Z`` is converted to UTC; a time
+without an offset is taken as UTC) or int ticks (microseconds since the Unix epoch, UTC).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator
+from datetime import datetime
+from typing import Any
+
+import attrs
+
+from cti.adapters import AdapterItem, Arriving, InvalidInput
+from cti.errors import InvalidEventError, InvalidSettingsError
+from cti.events import Cti, EdgeEvent, EdgeType, EventShape, IntervalEvent, PointEvent, StreamItem
+from cti.settings import AdapterAdvanceTimeSettings
+from cti.time import to_ticks
+
+TIME_FORMATS = (None, "ticks", "iso")
+_RAW_LIMIT = 2000  # characters of a bad row's text kept in its InvalidInput
+_INT = re.compile(r"[+-]?\d+")
+_TRUE = frozenset({"1", "true", "yes", "y", "cti"})
+_FALSE = frozenset({"", "0", "false", "no", "n"})
+
+
+def _columns(value: Iterable[str] | str | None) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return (value,)
+    return tuple(str(c) for c in value)
+
+
+def _opt_column(_inst: Any, attr: attrs.Attribute, value: Any) -> None:
+    if value is not None and (not isinstance(value, str) or not value):
+        raise InvalidSettingsError(f"{attr.name} must be a column name or None, got {value!r}")
+
+
+@attrs.frozen
+class FileInputConfig:
+    """Where a file input finds its events.
+
+    - ``path``: the file (JSON lines, a JSON array, or CSV with a header row).
+    - ``start_column``: the start time (a point's time, a CTI's time).
+    - ``end_column``: the end time (intervals, and edge ends).
+    - ``edge_type_column``: ``"start"`` or ``"end"`` (edges; case and spaces ignored).
+    - ``arrival_column``: the arrival time; items are then ``Arriving(item, arrival)``.
+    - ``partition_column``: the input partition (needs ``arrival_column``).
+    - ``cti_column``: a row whose value here is true (``true``/``1``/``yes``/``cti``) is a CTI
+      at its start time; false, empty or missing means an event.
+    - ``time_format``: ``"iso"`` (ISO-8601 strings), ``"ticks"`` (ints, or digit strings), or
+      None: ints and digit strings are ticks, other strings ISO-8601.
+    - ``payload_columns``: the payload fields; None means every column not named above. A
+      listed column that a row lacks makes the row bad input. JSON values are kept as they are
+      (nested objects too), CSV values stay strings.
+    - ``delimiter``: the CSV field delimiter (CSV only).
+    """
+
+    path: str = attrs.field(converter=os.fspath)
+    start_column: str = attrs.field()
+    end_column: str | None = attrs.field(default=None, validator=_opt_column)
+    edge_type_column: str | None = attrs.field(default=None, validator=_opt_column)
+    arrival_column: str | None = attrs.field(default=None, validator=_opt_column)
+    time_format: str | None = attrs.field(default=None)
+    payload_columns: tuple[str, ...] | None = attrs.field(default=None, converter=_columns)
+    partition_column: str | None = attrs.field(default=None, validator=_opt_column)
+    cti_column: str | None = attrs.field(default=None, validator=_opt_column)
+    delimiter: str = ","
+
+    @start_column.validator
+    def _check_start(self, _attr: Any, value: Any) -> None:
+        if not isinstance(value, str) or not value:
+            raise InvalidSettingsError(f"start_column must be a column name, got {value!r}")
+
+    @time_format.validator
+    def _check_format(self, _attr: Any, value: Any) -> None:
+        if value not in TIME_FORMATS:
+            raise InvalidSettingsError(
+                f"time_format is None, 'ticks' or 'iso', got {value!r}"
+            )
+
+    def __attrs_post_init__(self) -> None:
+        if not self.path:
+            raise InvalidSettingsError("FileInputConfig needs a path")
+        if self.partition_column is not None and self.arrival_column is None:
+            raise InvalidSettingsError(
+                "partition_column needs arrival_column (a partition travels with an arrival time)"
+            )
+        named = [c for c in self.time_columns if c is not None]
+        if len(set(named)) != len(named):
+            raise InvalidSettingsError(f"a column is used for two roles: {named}")
+        if not isinstance(self.delimiter, str) or len(self.delimiter) != 1:
+            raise InvalidSettingsError(f"delimiter must be one character, got {self.delimiter!r}")
+
+    @property
+    def time_columns(self) -> tuple[str | None, ...]:
+        """The columns with a role other than payload."""
+        return (self.start_column, self.end_column, self.edge_type_column, self.arrival_column,
+                self.partition_column, self.cti_column)
+
+
+# ---- scanning a file into records ----------------------------------------------------------
+
+
+@attrs.frozen
+class _Record:
+    """One data row: its first physical line, its text, and its fields or why it has none."""
+
+    line: int
+    raw: str
+    fields: dict[str, Any] | None = None
+    error: str | None = None
+
+
+def _split_lines(data: bytes) -> Iterator[tuple[int, str, bool]]:
+    """(line number, text with its line ending, decoded cleanly) for each physical line."""
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    for number, chunk in enumerate(data.splitlines(keepends=True), start=1):
+        try:
+            yield number, chunk.decode("utf-8"), True
+        except UnicodeDecodeError:
+            yield number, chunk.decode("utf-8", errors="replace"), False
+
+
+_NOT_UTF8 = "the line is not valid UTF-8 (rule: files are UTF-8)"
+
+
+def _first_char(data: bytes) -> str:
+    text = data[3:] if data.startswith(b"\xef\xbb\xbf") else data
+    stripped = text.lstrip()
+    return chr(stripped[0]) if stripped else ""
+
+
+def _json_object(value: Any) -> tuple[dict[str, Any] | None, str | None]:
+    if isinstance(value, dict):
+        return value, None
+    return None, (f"a row must be a JSON object, got {type(value).__name__} "
+                  "(rule: one JSON object per row)")
+
+
+def _scan_json_lines(data: bytes) -> list[_Record]:
+    records = []
+    for number, text, clean in _split_lines(data):
+        line = text.rstrip("\r\n")
+        if not line.strip():
+            continue
+        if not clean:
+            records.append(_Record(number, line, error=_NOT_UTF8))
+            continue
+        try:
+            value = json.loads(line)
+        except ValueError as exc:
+            records.append(_Record(number, line, error=f"not valid JSON: {exc} "
+                                                       "(rule: one JSON object per line)"))
+            continue
+        fields, error = _json_object(value)
+        records.append(_Record(number, line, fields, error))
+    return records
+
+
+def _scan_json_array(data: bytes) -> list[_Record]:
+    """The elements of a file that is one JSON array; a syntax error ends the file with a bad
+    record (the elements before it are kept)."""
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    try:
+        text, clean = data.decode("utf-8"), True
+    except UnicodeDecodeError:
+        text, clean = data.decode("utf-8", errors="replace"), False
+    decoder = json.JSONDecoder()
+    records: list[_Record] = []
+    line, counted = 1, 0
+
+    def line_at(pos: int) -> int:
+        nonlocal line, counted
+        line += text.count("\n", counted, pos)
+        counted = pos
+        return line
+
+    def skip(pos: int) -> int:
+        while pos < len(text) and text[pos] in " \t\r\n":
+            pos += 1
+        return pos
+
+    def fail(pos: int, what: str) -> list[_Record]:
+        snippet = text[pos:pos + 200]
+        records.append(_Record(line_at(pos), snippet,
+                               error=f"not valid JSON: {what} (rule: a JSON array of objects)"))
+        return records
+
+    pos = skip(0) + 1  # past the "["
+    first = True
+    while True:
+        pos = skip(pos)
+        if pos >= len(text):
+            return fail(pos, "the array is not closed with ']'")
+        if text[pos] == "]":
+            end = skip(pos + 1)
+            if end < len(text):
+                return fail(end, "text after the closing ']'")
+            return records
+        if not first:
+            if text[pos] != ",":
+                return fail(pos, "expected ',' or ']' between elements")
+            pos = skip(pos + 1)
+        try:
+            value, end = decoder.raw_decode(text, pos)
+        except ValueError as exc:
+            return fail(pos, str(exc))
+        raw = text[pos:end]
+        number = line_at(pos)
+        if not clean and "\ufffd" in raw:
+            records.append(_Record(number, raw[:_RAW_LIMIT], error=_NOT_UTF8))
+        else:
+            fields, error = _json_object(value)
+            records.append(_Record(number, raw[:_RAW_LIMIT], fields, error))
+        pos, first = end, False
+
+
+def _scan_csv(data: bytes, delimiter: str) -> list[_Record]:
+    lines = list(_split_lines(data))
+    texts = (text for _, text, _ in lines)
+    reader = csv.reader(texts, delimiter=delimiter)
+    records: list[_Record] = []
+    header: list[str] | None = None
+    header_error: str | None = None
+    consumed = 0
+    while True:
+        first = consumed  # index into lines of this record's first line
+        try:
+            fields = next(reader)
+            error = None
+        except StopIteration:
+            break
+        except csv.Error as exc:
+            fields, error = None, f"not valid CSV: {exc} (rule: CSV rows)"
+        consumed = reader.line_num
+        span = lines[first:consumed] or lines[first:first + 1]
+        raw = "".join(text for _, text, _ in span).rstrip("\r\n")
+        number = span[0][0] if span else first + 1
+        if fields is not None and not any(f.strip() for f in fields) and len(fields) <= 1:
+            continue  # a blank line
+        if error is None and not all(ok for _, _, ok in span):
+            error = _NOT_UTF8
+        if header is None and error is None:
+            header = [h.strip() for h in fields]
+            dupes = sorted({h for h in header if header.count(h) > 1})
+            if dupes:
+                header_error = f"the header names {dupes} more than once (rule: CSV header)"
+            continue
+        if error is None and header_error is not None:
+            error = header_error
+        if error is None and header is not None and len(fields) != len(header):
+            error = (f"{len(fields)} fields, but the header has {len(header)} "
+                     "(rule: CSV rows match the header)")
+        if error is not None:
+            records.append(_Record(number, raw[:_RAW_LIMIT], error=error))
+            continue
+        records.append(_Record(number, raw[:_RAW_LIMIT], dict(zip(header, fields, strict=True))))
+    return records
+
+
+# Scans are cached per process by (path, format, file identity), so the executors of one batch
+# (which each create an adapter) and later batches do not parse the file again.
+_CACHE: OrderedDict[tuple, list[_Record]] = OrderedDict()
+_CACHE_SIZE = 16
+_CACHE_LOCK = threading.Lock()
+
+
+def _scan(path: str, fmt: str, delimiter: str) -> list[_Record]:
+    st = os.stat(path)
+    key = (os.path.abspath(path), fmt, delimiter, st.st_dev, st.st_ino, st.st_size,
+           st.st_mtime_ns)
+    with _CACHE_LOCK:
+        if key in _CACHE:
+            _CACHE.move_to_end(key)
+            return _CACHE[key]
+    with open(path, "rb") as f:
+        data = f.read()
+    if fmt == "csv":
+        records = _scan_csv(data, delimiter)
+    elif _first_char(data) == "[":
+        records = _scan_json_array(data)
+    else:
+        records = _scan_json_lines(data)
+    with _CACHE_LOCK:
+        _CACHE[key] = records
+        while len(_CACHE) > _CACHE_SIZE:
+            _CACHE.popitem(last=False)
+    return records
+
+
+# ---- records into events ------------------------------------------------------------------
+
+
+class _RowError(Exception):
+    """Why a record is not an event (becomes an InvalidInput reason)."""
+
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, str) and not value.strip())
+
+
+def parse_time(value: Any, time_format: str | None, column: str) -> int:
+    """A time cell as ticks; raises ``_RowError`` naming the column and the rule."""
+    if _missing(value):
+        raise _RowError(f"{column} is missing or null (rule: no null timestamps)")
+    if isinstance(value, bool):
+        raise _RowError(f"{column} {value!r} is not a time (rule: timestamps must parse)")
+    if isinstance(value, int):
+        if time_format == "iso":
+            raise _RowError(f"{column} {value!r} is not an ISO-8601 string "
+                            "(rule: time_format 'iso')")
+        return _ticks(value, column)
+    if isinstance(value, str):
+        text = value.strip()
+        if time_format != "iso" and _INT.fullmatch(text):
+            return _ticks(int(text), column)
+        if time_format == "ticks":
+            raise _RowError(f"{column} {value!r} is not int ticks (rule: time_format 'ticks')")
+        try:
+            return to_ticks(datetime.fromisoformat(text))
+        except ValueError as exc:
+            raise _RowError(f"{column} {value!r} is not an ISO-8601 time ({exc}) "
+                            "(rule: timestamps must parse)") from None
+    raise _RowError(f"{column} {value!r} ({type(value).__name__}) is not a time; give an "
+                    "ISO-8601 string or int ticks (rule: timestamps must parse)")
+
+
+def _ticks(value: int, column: str) -> int:
+    try:
+        return to_ticks(value)
+    except ValueError as exc:
+        raise _RowError(f"{column} {value}: {exc} (rule: times within range)") from None
+
+
+def _flag(value: Any, column: str) -> bool:
+    if value is None or isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, int):
+        if value in (0, 1):
+            return bool(value)
+    elif isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+        return value.strip().lower() in _TRUE
+    raise _RowError(f"{column} {value!r} is neither true nor false (rule: CTI marker)")
+
+
+class FileInputAdapter:
+    """The data rows of one file, as events, CTIs or ``InvalidInput`` (see the module doc)."""
+
+    def __init__(self, config: FileInputConfig, shape: EventShape, fmt: str) -> None:
+        if not isinstance(config, FileInputConfig):
+            raise InvalidSettingsError(
+                f"a file input's config must be FileInputConfig, got {config!r}"
+            )
+        shape = EventShape(shape)
+        if shape is EventShape.INTERVAL and config.end_column is None:
+            raise InvalidSettingsError(f"{config.path}: an interval input needs end_column")
+        if shape is EventShape.EDGE and (config.end_column is None
+                                         or config.edge_type_column is None):
+            raise InvalidSettingsError(
+                f"{config.path}: an edge input needs edge_type_column and end_column"
+            )
+        self.config = config
+        self.shape = shape
+        self.format = fmt
+        self._reserved = frozenset(c for c in config.time_columns if c is not None)
+
+    def _records(self) -> list[_Record]:
+        return _scan(self.config.path, self.format, self.config.delimiter)
+
+    def latest_offset(self) -> int:
+        return len(self._records())
+
+    def read(self, start: int, end: int) -> Iterator[AdapterItem]:
+        for record in self._records()[start:end]:
+            yield self.to_item(record)
+
+    def is_complete(self) -> bool:
+        return True
+
+    def to_item(self, record: _Record) -> AdapterItem:
+        where = f"{self.config.path}, line {record.line}"
+        if record.error is not None:
+            return InvalidInput(f"{where}: {record.error}", record.raw)
+        try:
+            return self._build(record.fields)
+        except (_RowError, InvalidEventError, TypeError, ValueError) as exc:
+            return InvalidInput(f"{where}: {exc}", record.raw)
+
+    def _build(self, fields: dict[str, Any]) -> AdapterItem:
+        cfg = self.config
+        start = parse_time(fields.get(cfg.start_column), cfg.time_format, cfg.start_column)
+        item: StreamItem
+        if cfg.cti_column is not None and _flag(fields.get(cfg.cti_column), cfg.cti_column):
+            item = Cti(start)
+        else:
+            payload = self._payload(fields)
+            if self.shape is EventShape.POINT:
+                item = PointEvent(start, payload)
+            elif self.shape is EventShape.INTERVAL:
+                end = parse_time(fields.get(cfg.end_column), cfg.time_format, cfg.end_column)
+                item = IntervalEvent(start, end, payload)
+            else:
+                item = self._edge(fields, start, payload)
+        if cfg.arrival_column is None:
+            return item
+        arrival = parse_time(fields.get(cfg.arrival_column), cfg.time_format, cfg.arrival_column)
+        partition = fields.get(cfg.partition_column) if cfg.partition_column else None
+        if _missing(partition):
+            partition = None
+        return Arriving(item, arrival, partition)
+
+    def _edge(self, fields: dict[str, Any], start: int, payload: dict[str, Any]) -> EdgeEvent:
+        cfg = self.config
+        col = cfg.edge_type_column
+        value = fields.get(col)
+        kind = value.strip().lower() if isinstance(value, str) else None
+        if kind == "start":
+            if not _missing(fields.get(cfg.end_column)):
+                raise _RowError(f"an edge start has an end ({cfg.end_column} "
+                                f"{fields.get(cfg.end_column)!r}); it is open until its end "
+                                "edge (rule: edge start has no end)")
+            return EdgeEvent(EdgeType.START, start, payload=payload)
+        if kind == "end":
+            end = parse_time(fields.get(cfg.end_column), cfg.time_format, cfg.end_column)
+            return EdgeEvent.end_edge(start, end, payload)
+        raise _RowError(f"{col} {value!r} is not 'start' or 'end' (rule: edge type)")
+
+    def _payload(self, fields: dict[str, Any]) -> dict[str, Any]:
+        columns = self.config.payload_columns
+        if columns is None:
+            return {k: v for k, v in fields.items() if k not in self._reserved}
+        lacking = [c for c in columns if c not in fields]
+        if lacking:
+            raise _RowError(f"payload column(s) {lacking} missing "
+                            "(rule: payloads match the declared columns)")
+        return {c: fields[c] for c in columns}
+
+
+class _FileInputAdapterFactory:
+    format = ""
+
+    def __init__(self, advance_time_settings: AdapterAdvanceTimeSettings | None = None) -> None:
+        if advance_time_settings is not None and not isinstance(
+            advance_time_settings, AdapterAdvanceTimeSettings
+        ):
+            raise InvalidSettingsError(
+                f"advance_time_settings must be AdapterAdvanceTimeSettings, "
+                f"got {advance_time_settings!r}"
+            )
+        self.advance_time_settings = advance_time_settings
+
+    def create(self, config: FileInputConfig, shape: EventShape) -> FileInputAdapter:
+        return FileInputAdapter(config, shape, self.format)
+
+    def declare_advance_time_properties(
+        self, config: Any, shape: EventShape
+    ) -> AdapterAdvanceTimeSettings | None:
+        return self.advance_time_settings
+
+
+class JsonLinesInputAdapterFactory(_FileInputAdapterFactory):
+    """``create(FileInputConfig, shape)``: one JSON object per line, or a file that is one JSON
+    array of objects (its first non-space character is ``[``).
+
+    ``advance_time_settings``, when given, is what the factory declares for its streams;
+    binding settings still replace it.
+    """
+
+    format = "json"
+
+
+class CsvInputAdapterFactory(_FileInputAdapterFactory):
+    """``create(FileInputConfig, shape)``: CSV with a header row naming the columns.
+
+    ``advance_time_settings``, when given, is what the factory declares for its streams;
+    binding settings still replace it.
+    """
+
+    format = "csv"
