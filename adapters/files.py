@@ -75,6 +75,8 @@ class FileInputConfig:
       listed column that a row lacks makes the row bad input. JSON values are kept as they are
       (nested objects too), CSV values stay strings.
     - ``delimiter``: the CSV field delimiter (CSV only).
+    - ``live``: the file may still grow (a tailed log): the input never ends, so there is no
+      end-of-input flush; each run reads what has been appended since the last one.
     """
 
     path: str = attrs.field(converter=os.fspath)
@@ -87,6 +89,7 @@ class FileInputConfig:
     partition_column: str | None = attrs.field(default=None, validator=_opt_column)
     cti_column: str | None = attrs.field(default=None, validator=_opt_column)
     delimiter: str = ","
+    live: bool = attrs.field(default=False, converter=bool)
 
     @start_column.validator
     def _check_start(self, _attr: Any, value: Any) -> None:
@@ -399,7 +402,7 @@ class FileInputAdapter:
             yield self.to_item(record)
 
     def is_complete(self) -> bool:
-        return True
+        return not self.config.live
 
     def to_item(self, record: _Record) -> AdapterItem:
         where = f"{self.config.path}, line {record.line}"
