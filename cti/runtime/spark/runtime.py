@@ -7,7 +7,7 @@ import shutil
 import tempfile
 import uuid
 from collections.abc import Iterable, Sequence
-from functools import partial, reduce
+from functools import partial
 from typing import Any
 
 from pyspark.errors import StreamingQueryException
@@ -23,7 +23,7 @@ from cti.runtime.spark.ingress import apply_ingress
 from cti.runtime.spark.metrics import OBSERVATION, observe
 from cti.runtime.spark.schema import out_row_from_spark
 from cti.runtime.spark.session import get_spark
-from cti.runtime.spark.source import FORMAT, CtiAdapterSource, encode_source
+from cti.runtime.spark.source import FORMAT, CtiAdapterSource, encode_sources
 
 _ERROR = re.compile(r"cti\.errors\.(\w+): (.*)")
 
@@ -79,17 +79,11 @@ class SparkRuntime:
 
     def ingress_frame(self, groups: Sequence[IngressGroup]) -> DataFrame:
         """The streaming DataFrame of the groups' ingress output rows (with a ``group`` column)."""
-        spark = self.spark
-        sources = [
-            spark.readStream.format(FORMAT)
-            .option("spec", encode_source(i, s.factory, s.config, s.shape, self.batch_sizes))
-            .load()
-            .withColumn("group", F.lit(g))
-            for g, group in enumerate(groups)
-            for i, s in enumerate(group.streams)
-        ]
-        frame = apply_ingress(reduce(DataFrame.unionByName, sources),
-                              [group.specs() for group in groups])
+        streams = [(g, i, s.factory, s.config, s.shape)
+                   for g, group in enumerate(groups) for i, s in enumerate(group.streams)]
+        source = (self.spark.readStream.format(FORMAT)
+                  .option("spec", encode_sources(streams, self.batch_sizes)).load())
+        frame = apply_ingress(source, [group.specs() for group in groups])
         return observe(frame, groups)
 
     def write(self, group: IngressGroup, outputs: Sequence[OutputBinding]) -> None:

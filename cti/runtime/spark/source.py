@@ -1,9 +1,12 @@
-"""Input adapters as Spark streaming sources (PySpark Python Data Source API).
+"""Input adapters as one Spark streaming source (PySpark Python Data Source API).
 
-Each bound stream becomes one source. Its options carry the pickled factory, config and shape;
-the driver asks the adapter how far its input goes (``latestOffset``), the executors create
-the adapter again and read the rows of their offset range (``read``). When a bounded adapter
-is exhausted, the last batch ends with an end-of-input row, so ingress can flush at shutdown.
+One source reads every stream of a query: its options carry the pickled list of streams
+(group, index in group, factory, config, shape). The driver asks each adapter how far its input
+goes (``latestOffset``: one entry per stream), executors re-create the adapters and read the
+rows of their offset ranges (one partition per stream with new rows), so a micro-batch can be
+replayed after a failure. When a bounded adapter (``is_complete()``) is exhausted, its last
+batch ends with an end-of-input row, where ingress flushes at shutdown. Factories are pickled
+with cloudpickle, so classes defined in a script or notebook work too.
 """
 
 from __future__ import annotations
@@ -13,7 +16,9 @@ import pickle
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from pyspark import cloudpickle
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.types import IntegerType, StructField, StructType
 
 from cti.rows import eos_row
 from cti.runtime.local import read_rows
@@ -21,74 +26,88 @@ from cti.runtime.spark.schema import IN_SCHEMA, in_row_to_tuple
 
 FORMAT = "cti_adapter"
 
+SourceStream = tuple[int, int, Any, Any, Any]  # group, index in group, factory, config, shape
 
-def encode_source(index: int, factory: Any, config: Any, shape: Any,
-                  batch_sizes: Sequence[int] | None) -> str:
-    blob = pickle.dumps((index, factory, config, shape, list(batch_sizes or [])))
+
+def encode_sources(streams: Sequence[SourceStream], batch_sizes: Sequence[int] | None) -> str:
+    blob = cloudpickle.dumps((list(streams), list(batch_sizes or [])))
     return base64.b64encode(blob).decode("ascii")
 
 
-def _decode(text: str) -> tuple:
+def _decode(text: str) -> tuple[list[SourceStream], list[int]]:
     return pickle.loads(base64.b64decode(text))
 
 
 class _Range(InputPartition):
-    def __init__(self, start: int, end: int, eos: bool) -> None:
-        super().__init__((start, end, eos))
-        self.start, self.end, self.eos = start, end, eos
+    def __init__(self, stream: int, start: int, end: int, eos: bool) -> None:
+        super().__init__((stream, start, end, eos))
 
 
 class CtiAdapterStreamReader(DataSourceStreamReader):
     def __init__(self, spec: str) -> None:
         self.spec = spec
-        self.index, self.factory, self.config, self.shape, self.batch_sizes = _decode(spec)
+        self.streams, self.batch_sizes = _decode(spec)
 
     def initialOffset(self) -> dict:
-        return {"pos": 0, "eos": False, "batch": 0}
+        return {"batch": 0, **{str(k): {"pos": 0, "eos": False} for k in range(len(self.streams))}}
 
     def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:
         start = start or self.initialOffset()
-        if start["eos"]:
+        size = self.batch_sizes[start["batch"] % len(self.batch_sizes)] if self.batch_sizes \
+            else None
+        end: dict[str, Any] = {"batch": start["batch"]}
+        moved = False
+        for k, (_g, _i, factory, config, shape) in enumerate(self.streams):
+            s = start[str(k)]
+            if s["eos"]:
+                end[str(k)] = s
+                continue
+            adapter = factory.create(config, shape)
+            available = adapter.latest_offset()
+            pos = available if size is None else min(available, s["pos"] + size)
+            eos = pos == available and adapter.is_complete()
+            end[str(k)] = {"pos": pos, "eos": eos}
+            moved = moved or pos != s["pos"] or eos
+        if not moved:
             return start
-        adapter = self.factory.create(self.config, self.shape)
-        available = adapter.latest_offset()
-        end = available
-        if self.batch_sizes:
-            size = self.batch_sizes[start["batch"] % len(self.batch_sizes)]
-            end = min(available, start["pos"] + size)
-        eos = end == available and adapter.is_complete()
-        if end == start["pos"] and not eos:
-            return start
-        return {"pos": end, "eos": eos, "batch": start["batch"] + 1}
+        end["batch"] += 1
+        return end
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
-        if start["pos"] == end["pos"] and start["eos"] == end["eos"]:
-            return []
-        return [_Range(start["pos"], end["pos"], end["eos"] and not start["eos"])]
+        parts: list[InputPartition] = []
+        for k in range(len(self.streams)):
+            s, e = start[str(k)], end[str(k)]
+            if e["pos"] > s["pos"] or (e["eos"] and not s["eos"]):
+                parts.append(_Range(k, s["pos"], e["pos"], e["eos"] and not s["eos"]))
+        return parts
 
     def read(self, partition: InputPartition) -> Iterator[tuple]:
-        index, factory, config, shape, _ = _decode(self.spec)
-        start, end, eos = partition.value
+        streams, _ = _decode(self.spec)
+        k, start, end, eos = partition.value
+        group, index, factory, config, shape = streams[k]
         if end > start:
             adapter = factory.create(config, shape)
             for row in read_rows(index, adapter, start, end):
-                yield in_row_to_tuple(row)
+                yield (*in_row_to_tuple(row), group)
         if eos:
-            yield in_row_to_tuple(eos_row(index, end))
+            yield (*in_row_to_tuple(eos_row(index, end)), group)
 
     def commit(self, end: dict) -> None:
         pass
 
 
 class CtiAdapterSource(DataSource):
-    """``spark.readStream.format("cti_adapter").option("spec", encode_source(...)).load()``."""
+    """``spark.readStream.format("cti_adapter").option("spec", encode_sources(...)).load()``."""
 
     @classmethod
     def name(cls) -> str:
         return FORMAT
 
     def schema(self) -> Any:
-        return IN_SCHEMA
+        return SOURCE_SCHEMA
 
     def streamReader(self, schema: Any) -> DataSourceStreamReader:
         return CtiAdapterStreamReader(self.options["spec"])
+
+
+SOURCE_SCHEMA = StructType([*IN_SCHEMA.fields, StructField("group", IntegerType(), False)])
