@@ -28,7 +28,8 @@ class MemoryInputAdapter:
                 continue
             kind = kind_of(inner)
             if kind != "cti" and kind not in SHAPE_KINDS[self.shape]:
-                yield InvalidInput(f"a {kind} event on a {self.shape.value} stream", repr(item))
+                yield InvalidInput(f"{kind} event on a {self.shape.value} stream (rule: events "
+                                   "match the stream's shape)", repr(item))
             else:
                 yield item
 

@@ -17,7 +17,15 @@ from cti.errors import (
     InvalidEventError,
     InvalidSettingsError,
 )
-from cti.events import Cti, EdgeEvent, EdgeType, EventShape, IntervalEvent, PointEvent
+from cti.events import (
+    Cti,
+    EdgeEvent,
+    EdgeType,
+    EventShape,
+    IntervalEvent,
+    PointEvent,
+    StreamItem,
+)
 from cti.query import Application, CepStream
 from cti.results import Diagnostic, RunResult, StreamResult
 from cti.runtime.base import set_default_runtime
@@ -40,5 +48,6 @@ __all__ = [
     "InputAdapter",
     "InputAdapterFactory", "IntervalEvent", "InvalidEventError", "InvalidInput",
     "InvalidSettingsError", "OutputAdapter", "OutputAdapterFactory", "PointEvent", "RunResult",
-    "StreamResult", "set_default_runtime", "to_datetime", "to_duration_ticks", "to_ticks",
+    "StreamItem", "StreamResult", "set_default_runtime", "to_datetime", "to_duration_ticks",
+    "to_ticks",
 ]

@@ -101,21 +101,28 @@ class EnqueuingInputAdapter:
     def produce(self) -> None:
         raise NotImplementedError
 
-    def enqueue(self, item: StreamItem, arrival: TimeLike | None = None) -> None:
-        assert self._items is not None, "enqueue is called from produce()"
-        self._items.append(item if arrival is None else Arriving(item, arrival))
+    def enqueue(self, item: StreamItem, arrival: TimeLike | None = None,
+                partition: str | None = None) -> None:
+        self._buffer().append(
+            item if arrival is None else Arriving(item, arrival, partition))
 
     def enqueue_cti(self, time: TimeLike, arrival: TimeLike | None = None) -> None:
         self.enqueue(Cti(time), arrival)
 
     def enqueue_invalid(self, reason: str, raw: str = "") -> None:
-        assert self._items is not None, "enqueue_invalid is called from produce()"
-        self._items.append(InvalidInput(reason, raw))
+        self._buffer().append(InvalidInput(reason, raw))
+
+    def _buffer(self) -> list[AdapterItem]:
+        if getattr(self, "_producing", None) is None:
+            raise RuntimeError("enqueue is called from produce()")
+        return self._producing
 
     def _all(self) -> Sequence[AdapterItem]:
-        if self._items is None:
-            self._items = []
+        # getattr: subclasses that forget super().__init__() still work.
+        if getattr(self, "_items", None) is None:
+            self._producing: list[AdapterItem] | None = []
             self.produce()
+            self._items, self._producing = self._producing, None
         return self._items
 
     def latest_offset(self) -> int:

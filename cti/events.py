@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 import attrs
 
 from cti.errors import InvalidEventError
-from cti.time import MAX_TIME, MIN_TIME, format_time, to_ticks
+from cti.time import MAX_TIME, MIN_TIME, format_time, to_datetime, to_ticks
 
 
 class EventShape(enum.Enum):
@@ -45,8 +46,20 @@ def _check_finite(name: str, t: int) -> None:
         raise InvalidEventError(f"{name} {format_time(t)} is a sentinel, not an event time")
 
 
+class _Datetimes:
+    """``start_datetime`` / ``end_datetime``: the lifetime as aware UTC datetimes."""
+
+    @property
+    def start_datetime(self) -> datetime:
+        return to_datetime(self.start)
+
+    @property
+    def end_datetime(self) -> datetime:
+        return to_datetime(self.end)
+
+
 @attrs.frozen
-class PointEvent:
+class PointEvent(_Datetimes):
     """An event at one instant: lifetime [start, start + 1 tick)."""
 
     start: int = attrs.field(converter=_time)
@@ -65,7 +78,7 @@ class PointEvent:
 
 
 @attrs.frozen
-class IntervalEvent:
+class IntervalEvent(_Datetimes):
     """An event with lifetime [start, end), start < end."""
 
     start: int = attrs.field(converter=_time)
@@ -74,6 +87,7 @@ class IntervalEvent:
 
     def __attrs_post_init__(self) -> None:
         _check_finite("interval start", self.start)
+        _check_finite("interval end", self.end)
         if self.end <= self.start:
             raise InvalidEventError(
                 f"interval end {format_time(self.end)} must be after its start "
@@ -86,7 +100,7 @@ class IntervalEvent:
 
 
 @attrs.frozen
-class EdgeEvent:
+class EdgeEvent(_Datetimes):
     """An edge: a START opens [start, +inf); the END with the same start and payload closes it.
 
     For an END edge, ``end`` is the closing time (> start). For a START edge ``end`` is MAX_TIME.
@@ -131,6 +145,11 @@ class Cti:
     @property
     def sync_time(self) -> int:
         return self.time
+
+    @property
+    def datetime(self) -> datetime:
+        """The CTI's time as an aware UTC datetime (``datetime.max`` for MAX_TIME)."""
+        return to_datetime(self.time)
 
 
 Event = PointEvent | IntervalEvent | EdgeEvent

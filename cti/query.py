@@ -27,15 +27,17 @@ class Application:
     """
 
     _default: ClassVar[Application | None] = None
+    _count: ClassVar[int] = 0
 
-    def __init__(self, name: str = "default") -> None:
-        self.name = name
+    def __init__(self, name: str | None = None) -> None:
+        Application._count += 1
+        self.name = name or f"application-{Application._count}"
         self._streams: dict[str, CepStream] = {}
 
     @classmethod
     def default(cls) -> Application:
         if cls._default is None:
-            cls._default = cls()
+            cls._default = cls("default")
         return cls._default
 
     def stream(self, name: str) -> CepStream:

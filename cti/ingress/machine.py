@@ -27,7 +27,8 @@ METRICS = ("accepted", "adjusted", "dropped", "invalid", "cti_regressions", "cti
 
 def _new_stream_state(spec: StreamSpec) -> dict[str, Any]:
     return {
-        "ordering": ordering.new_state(spec.declared_partitions) if spec.ordering else None,
+        "ordering": ordering.new_state(spec.ordering, spec.declared_partitions)
+        if spec.ordering else None,
         "partition_arrival": {},  # partition -> last arrival (event-ordering streams)
         "cti": MIN_TIME,  # the stream's current time
         "count": 0,  # counted events since the last count-generated CTI
@@ -204,7 +205,7 @@ class IngressMachine:
             raise BadInputError(
                 f"stream {spec.name!r}, input #{row.seq} ({_describe(row)}): {rule}"
             )
-        self._emit(row.stream, row.seq, row.kind, row.start, row.end, row.payload,
+        self._emit(row.stream, row.seq, row.kind, None, None, row.payload,
                    "invalid", row.start, row.end, rule, row.partition)
 
     def _advance(self, i: int, t: int) -> None:
@@ -239,7 +240,7 @@ class IngressMachine:
             if row.start is None:
                 self._bad(row, "a CTI needs a time (rule: no null timestamps)")
             elif row.start <= st["cti"]:
-                self._emit(i, row.seq, "cti", row.start, None, None, "cti_regression",
+                self._emit(i, row.seq, "cti", None, None, None, "cti_regression", row.start,
                            reason=f"CTI {format_time(row.start)} does not move the stream's "
                            f"time {format_time(st['cti'])} forward; ignored")
             else:
@@ -301,7 +302,7 @@ class IngressMachine:
             if ost is not None:
                 # The policy's watermark: the end-of-input flush to MAX_TIME is not a delay.
                 snapshot = {"arrival_clock": ost["A"],
-                            "cti": ordering.stream_cti(spec.ordering, ost),
+                            "cti": ost["rule_cti"],
                             "timelines": ordering.metrics(spec.ordering, ost)}
                 self._emit(i, -1, "metrics", None, None, payload_to_json(snapshot), "metrics")
 
@@ -332,8 +333,8 @@ class IngressMachine:
                f"{format_time(c)} enqueued by its adapter, and the stream declares no "
                "AdvanceTimePolicy (rule: sync time >= the latest CTI)")
         if spec.dead_letter:
-            self._emit(row.stream, row.seq, row.kind, row.start, row.end, row.payload,
-                       "invalid", row.start, row.end, msg)
+            self._emit(row.stream, row.seq, row.kind, None, None, row.payload,
+                       "invalid", row.start, row.end, msg, row.partition)
             return False
         raise CtiViolationError(msg)
 
@@ -351,7 +352,7 @@ class IngressMachine:
         if not self._violation(row, c):
             return
         policy = self.specs[i].policy
-        if policy is AdvanceTimePolicy.ADJUST and row.kind == "edge_start":
+        if policy is AdvanceTimePolicy.ADJUST and row.kind == "edge_start" and c < MAX_TIME:
             self._emit(i, row.seq, row.kind, c, e, row.payload, "adjusted", s, e, "cti_violation")
             st["open_edges"].setdefault(edge_key, []).append(c)
         elif policy is AdvanceTimePolicy.ADJUST and row.kind == "interval" and e > c:
@@ -385,8 +386,9 @@ class IngressMachine:
             if not self._violation(row, c):
                 st["open_edges"].setdefault(edge_key, []).insert(0, a)
                 return
-            if self.specs[i].policy is AdvanceTimePolicy.DROP:
-                # The end is dropped; its start stays open (and can still be closed).
+            if self.specs[i].policy is AdvanceTimePolicy.DROP or c == MAX_TIME:
+                # The end is dropped; its start stays open (and can still be closed). After a
+                # CTI at MAX_TIME an open start already lasts to the end of time.
                 st["open_edges"].setdefault(edge_key, []).insert(0, a)
                 self._emit(i, row.seq, row.kind, None, None, row.payload, "dropped", s, e,
                            "cti_violation")

@@ -35,7 +35,11 @@ TIMELINE_METRICS = ("input", "accepted", "adjusted", "dropped", "late", "early",
 Emit = Callable[[InRow, str, int | None, int | None, str | None, str], None]
 
 
-def new_state(declared_partitions: tuple[str, ...] = ()) -> dict[str, Any]:
+def new_state(policy: EventOrderingPolicy,
+              declared_partitions: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Fresh state. Declared partitions are timelines unless timelines are keys (``over``)."""
+    if policy.over is not None:
+        declared_partitions = ()
     st: dict[str, Any] = {
         "A": MIN_TIME,
         "timelines": {},  # id -> {"max", "last_arrival", "metrics", "partition"}
@@ -43,7 +47,8 @@ def new_state(declared_partitions: tuple[str, ...] = ()) -> dict[str, Any]:
         "silent": 0,  # declared timelines with no event yet (their max is -infinity)
         "buffer": SortedList(),  # (timestamp, seq, timeline, row, status, start, end, reason)
         "per_timeline": {},  # timeline -> SortedList of buffered (timestamp, seq), independent
-        "cti": MIN_TIME,
+        "cti": MIN_TIME,  # the last CTI emitted (MAX_TIME after the end-of-input flush)
+        "rule_cti": MIN_TIME,  # the last CTI the rules gave (never decreasing, never flushed)
     }
     for p in declared_partitions:
         _timeline(st, p, p)
@@ -149,7 +154,9 @@ def process_event(policy: EventOrderingPolicy, st: dict[str, Any], row: InRow, t
 def release(policy: EventOrderingPolicy, st: dict[str, Any], tid: str | None,
             emit: Emit, flush: bool = False) -> int | None:
     """Release what the watermarks allow; return the new stream CTI if it moved forward."""
-    cti = MAX_TIME if flush else stream_cti(policy, st)
+    if not flush:
+        st["rule_cti"] = max(st["rule_cti"], stream_cti(policy, st))
+    cti = MAX_TIME if flush else st["rule_cti"]
     buffer = st["buffer"]
     if independent(policy) and not flush:
         # Everything at or below A - L is final on every timeline; the current timeline's own
