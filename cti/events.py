@@ -26,6 +26,13 @@ class EdgeType(enum.Enum):
     END = "end"
 
 
+def _edge_type(value: Any) -> EdgeType:
+    try:
+        return EdgeType(value)
+    except ValueError:
+        raise InvalidEventError(f"edge type must be EdgeType.START or END, got {value!r}") from None
+
+
 def _payload(value: Mapping[str, Any] | None) -> dict[str, Any]:
     if value is None:
         return {}
@@ -106,7 +113,7 @@ class EdgeEvent(_Datetimes):
     For an END edge, ``end`` is the closing time (> start). For a START edge ``end`` is MAX_TIME.
     """
 
-    edge_type: EdgeType = attrs.field(converter=EdgeType)
+    edge_type: EdgeType = attrs.field(converter=_edge_type)
     start: int = attrs.field(converter=_time)
     end: int = attrs.field(default=MAX_TIME, converter=_time)
     payload: dict[str, Any] = attrs.field(factory=dict, converter=_payload, hash=False)

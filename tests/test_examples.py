@@ -17,7 +17,8 @@ def run_example(path: Path, *args: str) -> str:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     proc = subprocess.run([sys.executable, str(path), *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, f"{path.name} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    tail = f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    assert proc.returncode == 0, f"{path.name} failed:\n{tail}"
     return proc.stdout
 
 

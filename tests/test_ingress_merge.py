@@ -13,11 +13,11 @@ SLOW = StreamSpec("slow", EventShape.EDGE, import_from=0, policy=AdvanceTimePoli
 
 
 def point(seq, t, arrival):
-    return InRow(0, seq, arrival, "point", t, None, '{"id":"f%d"}' % seq)
+    return InRow(0, seq, arrival, "point", t, None, f'{{"id":"f{seq}"}}')
 
 
 def edge_start(seq, t, arrival):
-    return InRow(1, seq, arrival, "edge_start", t, None, '{"id":"r%d"}' % seq)
+    return InRow(1, seq, arrival, "edge_start", t, None, f'{{"id":"r{seq}"}}')
 
 
 def test_fast_stream_is_not_held_back_by_a_silent_importer():
