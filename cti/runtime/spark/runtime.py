@@ -88,7 +88,11 @@ class SparkRuntime:
 
     def write(self, group: IngressGroup, outputs: Sequence[OutputBinding]) -> None:
         """Run the group into output adapters, written by the executors, batch by batch."""
-        query = self.start(group, outputs)
+        self._drive(self.start(group, outputs))
+
+    def _drive(self, query: StreamingQuery) -> None:
+        """Process all available input, keep the reported metrics, stop; cti errors raised in a
+        worker are raised again here as themselves."""
         try:
             query.processAllAvailable()
         except StreamingQueryException as exc:
@@ -126,12 +130,8 @@ class SparkRuntime:
             .outputMode("append").option("checkpointLocation", checkpoint).start()
         )
         try:
-            query.processAllAvailable()
-        except StreamingQueryException as exc:
-            _raise_cti_error(exc)
+            self._drive(query)
         finally:
-            self.progress = _observed(query)
-            query.stop()
             if self.checkpoint_location is None:
                 shutil.rmtree(checkpoint, ignore_errors=True)
         per_group: list[list] = [[] for _ in groups]
