@@ -26,6 +26,9 @@ from cti.events import (
     PointEvent,
     StreamItem,
 )
+from cti.operators import aggregates as agg
+from cti.operators.plan import WindowOutputPolicy
+from cti.operators.streams import DerivedStream
 from cti.query import Application, CepStream
 from cti.results import Diagnostic, RunResult, StreamResult
 from cti.runtime.base import set_default_runtime
@@ -43,11 +46,12 @@ __all__ = [
     "MAX_TIME", "MIN_TIME", "TICK",
     "AdapterAdvanceTimeSettings", "AdvanceTimeGenerationSettings", "AdvanceTimeImportSettings",
     "AdvanceTimePolicy", "AdvanceTimeSettings", "Application", "Arriving", "BadInputError",
-    "BindingError", "CepStream", "Cti", "CtiError", "CtiViolationError", "Diagnostic",
+    "BindingError", "CepStream", "Cti", "CtiError", "CtiViolationError", "DerivedStream",
+    "Diagnostic",
     "EdgeEvent", "EdgeType", "EnqueuingInputAdapter", "EventOrderingPolicy", "EventShape",
     "InputAdapter",
     "InputAdapterFactory", "IntervalEvent", "InvalidEventError", "InvalidInput",
     "InvalidSettingsError", "OutputAdapter", "OutputAdapterFactory", "PointEvent", "RunResult",
-    "StreamItem", "StreamResult", "set_default_runtime", "to_datetime", "to_duration_ticks",
-    "to_ticks",
+    "StreamItem", "StreamResult", "WindowOutputPolicy", "agg", "set_default_runtime",
+    "to_datetime", "to_duration_ticks", "to_ticks",
 ]

@@ -11,6 +11,8 @@ from cti.adapters import declared_settings
 from cti.errors import BindingError, InvalidSettingsError
 from cti.events import EventShape
 from cti.ingress.spec import StreamSpec
+from cti.operators import plan
+from cti.operators.streams import QueryOperators
 from cti.rows import OUTPUT_STATUSES, OutRow, row_to_item
 from cti.settings import AdvanceTimeSettings, EventOrderingPolicy
 
@@ -71,8 +73,12 @@ def _check_shape(value: Any) -> EventShape:
 
 
 @attrs.frozen(eq=False)
-class CepStream:
-    """An input stream bound to an adapter factory, with its effective advance-time settings."""
+class CepStream(QueryOperators):
+    """An input stream bound to an adapter factory, with its effective advance-time settings.
+
+    The query methods (``where``, ``join``, ``hopping_window``, ...) come from
+    ``QueryOperators`` and return derived streams.
+    """
 
     name: str
     factory: Any
@@ -165,6 +171,9 @@ class CepStream:
                      on_bad_input == "dead_letter", ordering, partitions)
         app._register(stream)
         return stream
+
+    def _node(self) -> plan.Node:
+        return plan.Input(self)
 
     # ---- ingress group ------------------------------------------------------------------------
 

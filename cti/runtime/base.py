@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from cti.query import IngressGroup, OutputBinding
@@ -16,6 +16,12 @@ class Runtime(Protocol):
 
     def write(self, group: IngressGroup, outputs: Sequence[OutputBinding]) -> None:
         """Run the group's ingress over all available input into output adapters."""
+
+    def run_query(self, query: Any) -> RunResult:
+        """Run a derived stream (a query) over all available input."""
+
+    def write_query(self, query: Any) -> None:
+        """Run a derived stream bound to an output adapter (``DerivedQuery``)."""
 
 
 _default: Runtime | None = None
@@ -47,3 +53,24 @@ def resolve_runtime(runtime: Runtime | str | None) -> Runtime:
     if isinstance(runtime, str):
         raise ValueError(f"unknown runtime {runtime!r}: use 'spark', 'local' or a Runtime")
     return runtime
+
+
+def query_inputs(query: Any) -> tuple[list[IngressGroup], list[tuple[int, int]]]:
+    """The ingress groups a derived stream reads, and for each of its input streams (in
+    ``query.inputs()`` order) its (group, index in group)."""
+    groups: list[IngressGroup] = []
+    refs: list[tuple[int, int]] = []
+    for stream in query.inputs():
+        group = stream.ingress_group()
+        same = [g for g, known in enumerate(groups) if known.names == group.names
+                and known.streams[0].application is group.streams[0].application]
+        if not same:
+            groups.append(group)
+        g = same[0] if same else len(groups) - 1
+        refs.append((g, groups[g].names.index(stream.name)))
+    if any(query.name in g.names for g in groups):
+        from cti.errors import BindingError
+
+        raise BindingError(f"the query's name {query.name!r} is also an input stream's name; "
+                           "give it another with .named(...)")
+    return groups, refs

@@ -7,12 +7,18 @@ splits each stream's input into batches the way Spark micro-batches would (for t
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 from cti.adapters import InputAdapter
+from cti.events import Cti
 from cti.ingress.machine import IngressMachine
+from cti.operators import frame
+from cti.operators.machine import QueryMachine
+from cti.operators.output import OutputRow, items_of_rows, rows_of_step
 from cti.query import IngressGroup, OutputBinding
-from cti.results import RunResult
+from cti.results import RunResult, StreamResult
 from cti.rows import InRow, OutRow, adapter_item_to_row, eos_row
+from cti.runtime.base import query_inputs
 
 
 def read_rows(index: int, adapter: InputAdapter, start: int, end: int) -> list[InRow]:
@@ -54,6 +60,12 @@ class LocalRuntime:
         rows = [r for out in self._batches(group) for r in out]
         return RunResult.from_rows(group.names, rows, group.overs)
 
+    def run_query(self, query: Any) -> RunResult:
+        return run_query(self, query)
+
+    def write_query(self, query: Any) -> None:
+        write_query(self, query)
+
     def write(self, group: IngressGroup, outputs: Sequence[OutputBinding]) -> None:
         adapters = [o.factory.create(o.config, o.shape) for o in outputs]
         for batch_id, out in enumerate(self._batches(group)):
@@ -63,3 +75,57 @@ class LocalRuntime:
                     adapter.write(selected, batch_id)
         for adapter in adapters:
             adapter.close()
+
+
+def ingress_steps(groups: Sequence[IngressGroup],
+                  batch_sizes: Sequence[int] | None) -> Iterator[list[list[OutRow]]]:
+    """Step k: the output of batch k of every group (a group with fewer batches gives [])."""
+    runners = [LocalRuntime(batch_sizes)._batches(g) for g in groups]
+    while True:
+        step = [next(r, None) for r in runners]
+        if all(s is None for s in step):
+            return
+        yield [s or [] for s in step]
+
+
+def derived_result(query: Any, group_results: Sequence[RunResult],
+                   output: list[OutputRow]) -> RunResult:
+    """Every input stream's result and the query's own (its items, and counts)."""
+    items = items_of_rows(output)
+    ctis = sum(1 for i in items if isinstance(i, Cti))
+    streams = {name: r for res in group_results for name, r in res.streams.items()}
+    streams[query.name] = StreamResult(query.name, items, [],
+                                       {"events": len(items) - ctis, "ctis": ctis})
+    return RunResult(streams)
+
+
+def _query_steps(runtime: LocalRuntime, query: Any
+                 ) -> Iterator[tuple[list[list[OutRow]], list[OutputRow]]]:
+    groups, refs = query_inputs(query)
+    machine = QueryMachine(query.node, query.inputs())
+    for step in ingress_steps(groups, runtime.batch_sizes):
+        chunks = [frame.from_out_rows(sorted((r for r in step[g] if r.stream == i),
+                                             key=lambda r: r.seq)) for g, i in refs]
+        yield step, rows_of_step(*machine.step(chunks))
+
+
+def run_query(runtime: LocalRuntime, query: Any) -> RunResult:
+    groups, _ = query_inputs(query)
+    ingress: list[list[OutRow]] = [[] for _ in groups]
+    output: list[OutputRow] = []
+    for step, rows in _query_steps(runtime, query):
+        for g, out in enumerate(step):
+            ingress[g] += out
+        output += rows
+    results = [RunResult.from_rows(g.names, rows, g.overs)
+               for g, rows in zip(groups, ingress, strict=True)]
+    return derived_result(query, results, output)
+
+
+def write_query(runtime: LocalRuntime, bound: Any) -> None:
+    adapter = bound.factory.create(bound.config, bound.stream.shape)
+    for batch_id, (_, rows) in enumerate(_query_steps(runtime, bound.stream)):
+        items = items_of_rows(rows)
+        if items:
+            adapter.write(items, batch_id)
+    adapter.close()

@@ -1,0 +1,128 @@
+"""Event frames: the pandas form in which operators pass events to each other.
+
+A frame has one row per event item: ``kind`` (point, interval, edge_start, edge_end), ``start``,
+``end`` (an edge start's end is MAX_TIME: not known yet), ``payload`` (canonical JSON) and
+``key`` (the group key inside ``group_by``: a JSON list of the group values, "" outside).
+A chunk is what one input delivers in one step: a frame and the CTIs that came with it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import attrs
+import numpy as np
+import pandas as pd
+
+from cti.events import StreamItem, item_from_kind
+from cti.rows import OutRow, payload_from_json, payload_to_json
+from cti.time import MAX_TIME
+
+COLUMNS = ("kind", "start", "end", "payload", "key")
+# Order of kinds at equal sync time within a release block (docs/operators.md).
+KIND_RANK = {"point": 0, "interval": 1, "edge_end": 2, "edge_start": 3}
+
+
+def empty() -> pd.DataFrame:
+    return make([], [], [], [], [])
+
+
+def make(kind: Iterable[str], start: Iterable[int], end: Iterable[int],
+         payload: Iterable[str], key: Iterable[str]) -> pd.DataFrame:
+    return pd.DataFrame({
+        "kind": pd.Series(list(kind), dtype=object),
+        "start": np.asarray(list(start), dtype=np.int64),
+        "end": np.asarray(list(end), dtype=np.int64),
+        "payload": pd.Series(list(payload), dtype=object),
+        "key": pd.Series(list(key), dtype=object),
+    })
+
+
+def concat(frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
+    frames = [f for f in frames if len(f)]
+    if not frames:
+        return empty()
+    if len(frames) == 1:
+        return frames[0]
+    return pd.concat(frames, ignore_index=True)
+
+
+def sync(frame: pd.DataFrame) -> np.ndarray:
+    """Each item's sync time: the end of an edge end, the start of anything else."""
+    return np.where(frame["kind"].to_numpy() == "edge_end", frame["end"].to_numpy(),
+                    frame["start"].to_numpy())
+
+
+def payloads(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    return [payload_from_json(p) for p in frame["payload"]]
+
+
+def map_payloads(frame: pd.DataFrame, fn: Callable[[dict[str, Any]], Any]) -> list[Any]:
+    """``fn`` of each row's payload; parses each distinct payload text once."""
+    cache: dict[str, Any] = {}
+    out = []
+    for text in frame["payload"]:
+        if text not in cache:
+            cache[text] = fn(payload_from_json(text))
+        out.append(cache[text])
+    return out
+
+
+def field_values(frame: pd.DataFrame, field: str | Callable[[dict[str, Any]], Any]) -> list[Any]:
+    """A payload field (by name) or a function of the payload, per row."""
+    if callable(field):
+        return map_payloads(frame, field)
+    return map_payloads(frame, lambda p: p.get(field))
+
+
+def key_json(values: list[Any]) -> str:
+    return json.dumps(values, sort_keys=True, separators=(",", ":"))
+
+
+@attrs.define
+class Chunk:
+    """One step of a stream: new event items and the CTIs (increasing) that came with them."""
+
+    events: pd.DataFrame
+    ctis: list[int]
+
+    @classmethod
+    def empty(cls) -> Chunk:
+        return cls(empty(), [])
+
+
+def from_out_rows(rows: Iterable[OutRow]) -> Chunk:
+    """An ingress output (accepted/adjusted events and CTIs, in order) as a chunk."""
+    kinds, starts, ends, pays, ctis = [], [], [], [], []
+    for r in rows:
+        if r.status == "cti":
+            ctis.append(r.start)
+        elif r.status in ("accepted", "adjusted"):
+            kinds.append(r.kind)
+            starts.append(r.start)
+            ends.append(r.start + 1 if r.kind == "point" else
+                        MAX_TIME if r.kind == "edge_start" else r.end)
+            pays.append(r.payload or "{}")
+    return Chunk(make(kinds, starts, ends, pays, [""] * len(kinds)), ctis)
+
+
+def to_item(kind: str, start: int, end: int, payload: str) -> StreamItem:
+    return item_from_kind(kind, int(start), int(end), payload_from_json(payload))
+
+
+def sort_key_columns(frame: pd.DataFrame) -> pd.DataFrame:
+    """Columns that order a release block: sync, kind rank, start, end, payload."""
+    return pd.DataFrame({
+        "sync": sync(frame),
+        "rank": frame["kind"].map(KIND_RANK).to_numpy(),
+        "start": frame["start"].to_numpy(),
+        "end": frame["end"].to_numpy(),
+        "payload": frame["payload"].to_numpy(),
+    })
+
+
+__all__ = ["COLUMNS", "Chunk", "concat", "empty", "field_values", "from_out_rows", "key_json",
+           "make", "map_payloads", "payload_to_json", "payloads", "sort_key_columns", "sync",
+           "to_item"]

@@ -1,0 +1,162 @@
+"""``QueryMachine``: runs a plan over the ingress output of its input streams, step by step.
+
+Each step takes one chunk per input stream (events and CTIs in that stream's order), runs every
+operator once (a node used twice in the plan runs once), and returns the released output: the
+events whose sync time lies below an output CTI, each tagged with the CTI that releases it,
+sorted, and the new output CTIs. The whole state is plain data (pandas frames, lists, dicts),
+so Spark can keep it in its state store; the same machine runs in-process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from cti.operators import frame, join, merge, plan, stateless, window
+from cti.operators.frame import Chunk
+from cti.rows import payload_from_json, payload_to_json
+from cti.time import MIN_TIME
+
+_UNARY = {
+    plan.Where: stateless.where,
+    plan.Select: stateless.select,
+    plan.ShiftEventTime: stateless.shift,
+    plan.AlterEventDuration: stateless.alter_duration,
+    plan.AlterEventLifetime: stateless.alter_lifetime,
+    plan.ToPointEventStream: stateless.to_point,
+}
+
+
+def _new_node_state(node: plan.Node) -> Any:
+    if isinstance(node, plan.Window):
+        return window.new_state()
+    if isinstance(node, plan.Join | plan.AntiSemiJoin):
+        return join.new_state()
+    if isinstance(node, plan.Union):
+        return merge.new_state(2)
+    if isinstance(node, plan.ClipEventDuration):
+        return stateless.new_clip_state()
+    return None
+
+
+class QueryMachine:
+    """Runs ``root`` over the streams ``inputs`` (the plan's ``Input`` streams, by position)."""
+
+    def __init__(self, root: plan.Node, inputs: Sequence[Any],
+                 state: dict[str, Any] | None = None) -> None:
+        self.root = root
+        self.nodes = plan.walk(root)
+        self.slot = {id(n): i for i, n in enumerate(self.nodes)}
+        self.input_index = {}
+        for n in self.nodes:
+            if isinstance(n, plan.Input):
+                self.input_index[id(n)] = next(
+                    i for i, s in enumerate(inputs) if s is n.stream)
+        self.state = state if state is not None else {
+            "nodes": [_new_node_state(n) for n in self.nodes],
+            "buffer": frame.empty(), "cti": MIN_TIME}
+
+    def step(self, chunks: Sequence[Chunk]) -> tuple[pd.DataFrame, list[int]]:
+        """One step. Returns (released events with a ``release`` column, sorted; new CTIs)."""
+        memo: dict[int, Chunk] = {}
+        out = self._eval(self.root, chunks, memo)
+        return self._release(out)
+
+    # ---- evaluation -----------------------------------------------------------------------------
+
+    def _eval(self, node: plan.Node, chunks: Sequence[Chunk], memo: dict[int, Chunk]) -> Chunk:
+        if id(node) in memo:
+            return memo[id(node)]
+        state = self.state["nodes"][self.slot[id(node)]]
+        if isinstance(node, plan.Input):
+            result = chunks[self.input_index[id(node)]]
+        elif isinstance(node, plan.GroupInput):
+            raise RuntimeError("a group's stream is used outside its group_by(...).apply(...)")
+        elif isinstance(node, plan.GroupApply):
+            result = self._group_apply(node, self._eval(node.source, chunks, memo), chunks, memo)
+        elif type(node) in _UNARY:
+            result = _UNARY[type(node)](node, self._eval(node.source, chunks, memo))
+        elif isinstance(node, plan.ClipEventDuration):
+            result = stateless.clip(node, self._eval(node.source, chunks, memo), state)
+        elif isinstance(node, plan.Window):
+            result = window.window(node, self._eval(node.source, chunks, memo), state)
+        elif isinstance(node, plan.Union):
+            left, right = (self._eval(c, chunks, memo) for c in node.children)
+            result = Chunk(frame.concat([left.events, right.events]),
+                           merge.step(state, [left.ctis, right.ctis]))
+        elif isinstance(node, plan.Join):
+            left, right = (self._eval(c, chunks, memo) for c in node.children)
+            result = join.join(node, left, right, state)
+        elif isinstance(node, plan.AntiSemiJoin):
+            left, right = (self._eval(c, chunks, memo) for c in node.children)
+            result = join.anti_semi_join(node, left, right, state)
+        else:
+            raise TypeError(f"unknown plan node {node!r}")
+        memo[id(node)] = result
+        return result
+
+    def _group_apply(self, node: plan.GroupApply, chunk: Chunk, chunks: Sequence[Chunk],
+                     memo: dict[int, Chunk]) -> Chunk:
+        """Each event's key gains the value of ``field``; the body runs keyed; the key's last
+        part goes back into the output payloads."""
+        ev = chunk.events.copy()
+        if len(ev):
+            values = frame.field_values(ev, node.field)
+            ev["key"] = [frame.key_json([*_key_list(k), v])
+                         for k, v in zip(ev["key"], values, strict=True)]
+        group_inputs = [n for n in plan.walk(node.body) if isinstance(n, plan.GroupInput)]
+        for g in group_inputs:
+            memo[id(g)] = Chunk(ev, chunk.ctis)
+        out = self._eval(node.body, chunks, memo)
+        res = out.events.copy()
+        if len(res):
+            pays, keys = [], []
+            for k, p in zip(res["key"], res["payload"], strict=True):
+                parts = _key_list(k)
+                pays.append(payload_to_json({node.field: parts[-1], **payload_from_json(p)}))
+                keys.append(frame.key_json(parts[:-1]) if len(parts) > 1 else "")
+            res["payload"] = pd.Series(pays, dtype=object, index=res.index)
+            res["key"] = pd.Series(keys, dtype=object, index=res.index)
+        return Chunk(res, out.ctis)
+
+    # ---- release --------------------------------------------------------------------------------
+
+    def _release(self, out: Chunk) -> tuple[pd.DataFrame, list[int]]:
+        buffer = frame.concat([self.state["buffer"], out.events])
+        ctis = [c for c in out.ctis if c > self.state["cti"]]
+        if not ctis or not len(buffer):
+            self.state["buffer"] = buffer
+            if ctis:
+                self.state["cti"] = ctis[-1]
+            return _with_release(frame.empty(), np.empty(0, np.int64)), ctis
+        self.state["cti"] = ctis[-1]
+        sync = frame.sync(buffer)
+        at = np.searchsorted(np.asarray(ctis, dtype=np.int64), sync, side="right")
+        ready = at < len(ctis)
+        released = buffer[ready].reset_index(drop=True)
+        self.state["buffer"] = buffer[~ready].reset_index(drop=True)
+        release = np.asarray(ctis, dtype=np.int64)[at[ready]]
+        return _sorted(_with_release(released, release)), ctis
+
+
+def _key_list(key: str) -> list[Any]:
+    return payload_from_json(key) if key else []
+
+
+def _with_release(events: pd.DataFrame, release: np.ndarray) -> pd.DataFrame:
+    events = events.copy()
+    events["release"] = release.astype(np.int64)
+    return events
+
+
+def _sorted(events: pd.DataFrame) -> pd.DataFrame:
+    """Events in output order: release CTI, then the block order of docs/operators.md."""
+    if len(events) < 2:
+        return events
+    keys = frame.sort_key_columns(events)
+    keys.insert(0, "release", events["release"].to_numpy())
+    order = keys.sort_values(list(keys.columns), kind="stable").index
+    return events.iloc[order].reset_index(drop=True)

@@ -1,0 +1,167 @@
+"""The logical plan: immutable operator nodes built by the ``CepStream`` query methods.
+
+A node names its inputs; ``Input`` nodes are bound streams, ``GroupInput`` is the stream of one
+group inside ``group_by(...).apply(...)``. The planner (``cti.operators.machine``) turns a tree of
+nodes into executors; the nodes themselves hold only settings and user functions.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+from cti.operators.aggregates import AnyAggregate
+
+
+class WindowOutputPolicy(enum.Enum):
+    """Where a window's result lies (StreamInsight's ``WindowOutputPolicy``)."""
+
+    POINT_ALIGN_TO_WINDOW_END = "point_align_to_window_end"
+    CLIP_TO_WINDOW_END = "clip_to_window_end"
+
+
+@attrs.frozen(eq=False)
+class Node:
+    """Base of every plan node; ``children`` are its input nodes."""
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return ()
+
+
+@attrs.frozen(eq=False)
+class Input(Node):
+    """A bound input stream (its ingress output)."""
+
+    stream: Any  # CepStream
+
+
+@attrs.frozen(eq=False)
+class GroupInput(Node):
+    """The stream of one group inside ``group_by(...).apply(fn)``."""
+
+
+@attrs.frozen(eq=False)
+class Unary(Node):
+    source: Node
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return (self.source,)
+
+
+@attrs.frozen(eq=False)
+class Where(Unary):
+    predicate: Callable[[dict[str, Any]], bool]
+
+
+@attrs.frozen(eq=False)
+class Select(Unary):
+    fn: Callable[[dict[str, Any]], dict[str, Any]]
+
+
+@attrs.frozen(eq=False)
+class ShiftEventTime(Unary):
+    offset: int
+
+
+@attrs.frozen(eq=False)
+class AlterEventDuration(Unary):
+    duration: int
+
+
+@attrs.frozen(eq=False)
+class AlterEventLifetime(Unary):
+    start_fn: Callable[[int], int]
+    duration: int
+
+
+@attrs.frozen(eq=False)
+class ClipEventDuration(Unary):
+    max_duration: int
+
+
+@attrs.frozen(eq=False)
+class ToPointEventStream(Unary):
+    pass
+
+
+@attrs.frozen(eq=False)
+class Window(Unary):
+    """A hopping window (tumbling when ``hop == size``) with its aggregates."""
+
+    size: int
+    hop: int
+    alignment: int
+    output_policy: WindowOutputPolicy
+    aggregates: dict[str, AnyAggregate]
+
+
+@attrs.frozen(eq=False)
+class GroupApply(Unary):
+    """``fn`` applied to each group of events with equal ``field``; ``body`` is its plan."""
+
+    field: str
+    body: Node
+
+
+@attrs.frozen(eq=False)
+class Binary(Node):
+    left: Node
+    right: Node
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return (self.left, self.right)
+
+
+@attrs.frozen(eq=False)
+class Union(Binary):
+    pass
+
+
+@attrs.frozen(eq=False)
+class Join(Binary):
+    left_key: str | None
+    right_key: str | None
+    predicate: Callable[[dict[str, Any], dict[str, Any]], bool] | None
+    select: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]] | None
+
+
+@attrs.frozen(eq=False)
+class AntiSemiJoin(Binary):
+    left_key: str | None
+    right_key: str | None
+    predicate: Callable[[dict[str, Any], dict[str, Any]], bool] | None
+
+
+def walk(node: Node) -> list[Node]:
+    """Every node of the tree below and including ``node`` (group bodies included), once."""
+    seen: dict[int, Node] = {}
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        if id(n) in seen:
+            continue
+        seen[id(n)] = n
+        todo += list(n.children)
+        if isinstance(n, GroupApply):
+            todo.append(n.body)
+    return list(seen.values())
+
+
+def inputs_of(node: Node) -> list[Any]:
+    """The bound input streams a plan reads, in a stable order (first use, depth first)."""
+    out: list[Any] = []
+
+    def visit(n: Node) -> None:
+        if isinstance(n, Input) and all(s is not n.stream for s in out):
+            out.append(n.stream)
+        for c in n.children:
+            visit(c)
+
+    visit(node)
+    return out

@@ -1,0 +1,139 @@
+"""Operators that look at one event at a time: where, select and the lifetime operators.
+
+Each maps a chunk to a chunk; CTIs pass unchanged except where the operator moves time
+(``shift_event_time``, ``alter_event_lifetime``), which applies the same move to the CTIs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from cti.errors import CtiError
+from cti.operators import frame, plan
+from cti.operators.frame import Chunk
+from cti.rows import payload_to_json
+from cti.time import MAX_TIME, MIN_TIME
+
+
+def _shift_times(values: np.ndarray, d: int) -> np.ndarray:
+    """``values + d`` in int64, leaving the sentinels where they are and clamping just inside
+    them (a finite time never becomes a sentinel)."""
+    finite = (values != MAX_TIME) & (values != MIN_TIME)
+    lo, hi = MIN_TIME + 1, MAX_TIME - 1
+    moved = np.clip(values, max(lo, lo - d), min(hi, hi - d)) + d
+    return np.where(finite, moved, values).astype(np.int64)
+
+
+def _map_ctis(ctis: list[int], fn) -> list[int]:
+    out: list[int] = []
+    for c in ctis:
+        t = c if c in (MAX_TIME, MIN_TIME) else min(max(int(fn(c)), MIN_TIME + 1), MAX_TIME - 1)
+        if not out or t > out[-1]:
+            out.append(t)
+    return out
+
+
+def where(node: plan.Where, chunk: Chunk) -> Chunk:
+    ev = chunk.events
+    if not len(ev):
+        return chunk
+    keep = np.asarray(frame.map_payloads(ev, lambda p: bool(node.predicate(p))), dtype=bool)
+    return Chunk(ev[keep].reset_index(drop=True), chunk.ctis)
+
+
+def select(node: plan.Select, chunk: Chunk) -> Chunk:
+    ev = chunk.events
+    if not len(ev):
+        return chunk
+
+    def project(p: dict[str, Any]) -> str:
+        out = node.fn(p)
+        if not isinstance(out, dict):
+            raise CtiError(f"select must return a dict payload, got {out!r} for {p!r}")
+        return payload_to_json(out)
+
+    ev = ev.copy()
+    ev["payload"] = pd.Series(frame.map_payloads(ev, project), dtype=object, index=ev.index)
+    return Chunk(ev, chunk.ctis)
+
+
+def shift(node: plan.ShiftEventTime, chunk: Chunk) -> Chunk:
+    d = node.offset
+    ev = chunk.events.copy()
+    ev["start"] = _shift_times(ev["start"].to_numpy(), d)
+    ev["end"] = _shift_times(ev["end"].to_numpy(), d)
+    return Chunk(ev, _map_ctis(chunk.ctis, lambda c: c + d))
+
+
+def _as_intervals(ev: pd.DataFrame, start: np.ndarray, duration: int) -> pd.DataFrame:
+    """Every event but edge ends, as the interval [start, start + duration)."""
+    keep = ev["kind"].to_numpy() != "edge_end"
+    start = start[keep]
+    end = _shift_times(start, duration)
+    return frame.make(["interval"] * int(keep.sum()), start, end, ev["payload"][keep],
+                      ev["key"][keep])
+
+
+def alter_duration(node: plan.AlterEventDuration, chunk: Chunk) -> Chunk:
+    ev = chunk.events
+    return Chunk(_as_intervals(ev, ev["start"].to_numpy(), node.duration), chunk.ctis)
+
+
+def alter_lifetime(node: plan.AlterEventLifetime, chunk: Chunk) -> Chunk:
+    ev = chunk.events
+    starts = np.asarray([int(node.start_fn(int(s))) for s in ev["start"]], dtype=np.int64)
+    return Chunk(_as_intervals(ev, starts, node.duration), _map_ctis(chunk.ctis, node.start_fn))
+
+
+def to_point(node: plan.ToPointEventStream, chunk: Chunk) -> Chunk:
+    ev = chunk.events
+    keep = ev["kind"].to_numpy() != "edge_end"
+    start = ev["start"].to_numpy()[keep]
+    return Chunk(frame.make(["point"] * int(keep.sum()), start, start + 1, ev["payload"][keep],
+                            ev["key"][keep]), chunk.ctis)
+
+
+def new_clip_state() -> dict[str, Any]:
+    return {"open": {}, "cti": MIN_TIME}  # (start, payload, key) -> [closed early?] FIFO
+
+
+def clip(node: plan.ClipEventDuration, chunk: Chunk, state: dict[str, Any]) -> Chunk:
+    """``end = min(end, start + d)``. An edge stays an edge: its end is emitted at
+    ``start + d`` once the CTI passes it (the real end is then swallowed), or at its real end."""
+    d = node.max_duration
+    ev = chunk.events
+    kind = ev["kind"].to_numpy()
+    start, end = ev["start"].to_numpy(), ev["end"].to_numpy()
+    limit = _shift_times(start, d)
+    fixed = (kind == "point") | (kind == "interval")
+    out = ev[fixed].copy()
+    out["end"] = np.minimum(end[fixed], limit[fixed])
+    edges: list[tuple] = []
+    for k, s, e, p, key in zip(kind[~fixed], start[~fixed], end[~fixed],
+                               ev["payload"].to_numpy()[~fixed], ev["key"].to_numpy()[~fixed],
+                               strict=True):
+        ident = (int(s), p, key)
+        if k == "edge_start":
+            state["open"].setdefault(ident, []).append(False)
+            edges.append(("edge_start", s, MAX_TIME, p, key))
+            continue
+        queue = state["open"].get(ident)
+        if not queue:
+            continue  # closed by the clip already (or never opened here)
+        closed_early = queue.pop(0)
+        if not queue:
+            del state["open"][ident]
+        if not closed_early:
+            edges.append(("edge_end", s, min(int(e), int(s) + d), p, key))
+    if chunk.ctis:
+        state["cti"] = chunk.ctis[-1]
+    for (s, p, key), queue in state["open"].items():
+        for i, closed in enumerate(queue):
+            if not closed and s + d < state["cti"]:
+                queue[i] = True
+                edges.append(("edge_end", s, s + d, p, key))
+    extra = frame.make(*zip(*edges, strict=True)) if edges else frame.empty()
+    return Chunk(frame.concat([out, extra]), chunk.ctis)

@@ -1,0 +1,293 @@
+"""The query methods of a stream (StreamInsight's LINQ operators) and derived streams.
+
+``CepStream`` (a bound input) and ``DerivedStream`` (the result of an operator) share these
+methods; each returns a new ``DerivedStream`` holding a plan node. Nothing runs until
+``collect()``, ``run()`` or ``to(...).run()``. Settings are validated here, at construction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from cti.errors import BindingError, InvalidSettingsError
+from cti.events import EventShape
+from cti.operators import plan
+from cti.operators.aggregates import check_aggregates
+from cti.time import to_duration_ticks, to_ticks
+
+if TYPE_CHECKING:
+    from cti.results import RunResult
+    from cti.runtime.base import Runtime
+
+Duration = int | timedelta
+
+
+def _duration(name: str, value: Any, positive: bool = True) -> int:
+    try:
+        ticks = to_duration_ticks(value)
+    except TypeError as exc:
+        raise InvalidSettingsError(f"{name}: {exc}") from None
+    if positive and ticks <= 0:
+        raise InvalidSettingsError(f"{name} must be positive, got {value!r}")
+    return ticks
+
+
+def _function(name: str, fn: Any) -> Any:
+    if not callable(fn):
+        raise InvalidSettingsError(f"{name} must be a function, got {fn!r}")
+    return fn
+
+
+def _join_keys(on: Any) -> tuple[str | None, str | None]:
+    if on is None:
+        return None, None
+    if isinstance(on, str) and on:
+        return on, on
+    if isinstance(on, tuple) and len(on) == 2 and all(isinstance(f, str) and f for f in on):
+        return on
+    raise InvalidSettingsError(
+        f"on= is a payload field name or a (left_field, right_field) pair, got {on!r}")
+
+
+def _same_context(a: plan.Node, b: plan.Node, what: str) -> None:
+    """Streams that meet must live in the same group context (both outside any group_by, or
+    both the same group's stream)."""
+    def grouped(n: plan.Node) -> bool:
+        return any(isinstance(x, plan.GroupInput) for x in plan.walk(n))
+    if grouped(a) != grouped(b):
+        raise BindingError(f"{what}: inside group_by(...).apply(...) a stream can only meet "
+                           "streams derived from the same group")
+
+
+class QueryOperators:
+    """The operators; a subclass provides ``_node()``, ``shape`` and ``application``."""
+
+    shape: EventShape | None
+
+    def _node(self) -> plan.Node:
+        raise NotImplementedError
+
+    def _derive(self, node: plan.Node, shape: EventShape | None) -> DerivedStream:
+        return DerivedStream(node, shape, getattr(self, "application", None))
+
+    # ---- per event --------------------------------------------------------------------------
+
+    def where(self, predicate: Callable[[dict[str, Any]], bool]) -> DerivedStream:
+        """Keep the events whose payload satisfies ``predicate(payload)``."""
+        return self._derive(plan.Where(self._node(), _function("where", predicate)), self.shape)
+
+    def select(self, fn: Callable[[dict[str, Any]], dict[str, Any]]) -> DerivedStream:
+        """Replace each payload by ``fn(payload)`` (a dict); lifetimes are unchanged."""
+        return self._derive(plan.Select(self._node(), _function("select", fn)), self.shape)
+
+    def shift_event_time(self, offset: Duration) -> DerivedStream:
+        """Move every event (and CTI) by ``offset`` (may be negative)."""
+        d = _duration("shift_event_time offset", offset, positive=False)
+        return self._derive(plan.ShiftEventTime(self._node(), d), self.shape)
+
+    def alter_event_duration(self, duration: Duration) -> DerivedStream:
+        """Every event becomes the interval [start, start + duration)."""
+        d = _duration("alter_event_duration duration", duration)
+        return self._derive(plan.AlterEventDuration(self._node(), d), EventShape.INTERVAL)
+
+    def alter_event_lifetime(self, start_fn: Callable[[int], int],
+                             duration: Duration) -> DerivedStream:
+        """Every event becomes [start_fn(start), start_fn(start) + duration). ``start_fn`` takes
+        and returns ticks and must not decrease (it is applied to the CTIs too)."""
+        d = _duration("alter_event_lifetime duration", duration)
+        node = plan.AlterEventLifetime(self._node(), _function("start_fn", start_fn), d)
+        return self._derive(node, EventShape.INTERVAL)
+
+    def clip_event_duration(self, max_duration: Duration) -> DerivedStream:
+        """Every lifetime ends at most ``max_duration`` after its start."""
+        d = _duration("clip_event_duration max_duration", max_duration)
+        return self._derive(plan.ClipEventDuration(self._node(), d), self.shape)
+
+    def to_point_event_stream(self) -> DerivedStream:
+        """A point at each event's start."""
+        return self._derive(plan.ToPointEventStream(self._node()), EventShape.POINT)
+
+    # ---- several streams --------------------------------------------------------------------
+
+    def union(self, other: QueryOperators) -> DerivedStream:
+        """The events of both streams; output CTIs follow the slower input."""
+        _check_stream("union", other)
+        _same_context(self._node(), other._node(), "union")
+        shape = self.shape if self.shape == other.shape else None
+        return self._derive(plan.Union(self._node(), other._node()), shape)
+
+    def join(self, other: QueryOperators, on: Any = None,
+             predicate: Callable[[dict[str, Any], dict[str, Any]], bool] | None = None,
+             select: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]] | None = None,
+             ) -> DerivedStream:
+        """Every pair of events whose lifetimes overlap and whose ``on`` fields are equal (and
+        ``predicate(left, right)`` holds): lifetime the intersection, payload
+        ``select(left, right)`` (default: both payloads merged, the right one winning)."""
+        _check_stream("join", other)
+        _same_context(self._node(), other._node(), "join")
+        lk, rk = _join_keys(on)
+        node = plan.Join(self._node(), other._node(), lk, rk,
+                         None if predicate is None else _function("predicate", predicate),
+                         None if select is None else _function("select", select))
+        shapes = {self.shape, other.shape}
+        shape = (EventShape.POINT if EventShape.POINT in shapes else
+                 EventShape.INTERVAL if shapes == {EventShape.INTERVAL} else
+                 EventShape.EDGE if None not in shapes else None)
+        return self._derive(node, shape)
+
+    def left_anti_semi_join(self, other: QueryOperators, on: Any = None,
+                            predicate: Callable[[dict[str, Any], dict[str, Any]], bool] | None
+                            = None) -> DerivedStream:
+        """The events of this (point) stream at whose time no event of ``other`` matches."""
+        _check_stream("left_anti_semi_join", other)
+        _same_context(self._node(), other._node(), "left_anti_semi_join")
+        if self.shape is not EventShape.POINT:
+            raise InvalidSettingsError(
+                "left_anti_semi_join: the left stream must be a point stream (use "
+                "to_point_event_stream() first); interval fragments are not supported yet")
+        lk, rk = _join_keys(on)
+        node = plan.AntiSemiJoin(self._node(), other._node(), lk, rk,
+                                 None if predicate is None else _function("predicate", predicate))
+        return self._derive(node, EventShape.POINT)
+
+    # ---- windows and groups -----------------------------------------------------------------
+
+    def hopping_window(self, size: Duration, hop: Duration, alignment: Any = 0,
+                       output_policy: plan.WindowOutputPolicy =
+                       plan.WindowOutputPolicy.POINT_ALIGN_TO_WINDOW_END) -> WindowedStream:
+        """Windows [alignment + k*hop, alignment + k*hop + size) for every integer k."""
+        size_t, hop_t = _duration("window size", size), _duration("window hop", hop)
+        if hop_t > size_t:
+            raise InvalidSettingsError(f"window hop ({hop_t}) must not exceed its size "
+                                       f"({size_t}): events between windows would be lost")
+        try:
+            align = to_ticks(alignment)
+        except (TypeError, ValueError) as exc:
+            raise InvalidSettingsError(f"window alignment: {exc}") from None
+        if not isinstance(output_policy, plan.WindowOutputPolicy):
+            raise InvalidSettingsError(f"output_policy must be a WindowOutputPolicy, got "
+                                       f"{output_policy!r}")
+        return WindowedStream(self, size_t, hop_t, align, output_policy)
+
+    def tumbling_window(self, size: Duration, alignment: Any = 0,
+                        output_policy: plan.WindowOutputPolicy =
+                        plan.WindowOutputPolicy.POINT_ALIGN_TO_WINDOW_END) -> WindowedStream:
+        """Back-to-back windows of ``size``: a hopping window whose hop is its size."""
+        return self.hopping_window(size, size, alignment, output_policy)
+
+    def group_by(self, field: str) -> GroupedStream:
+        """Groups of events with equal payload ``field``: ``.apply(fn)`` runs ``fn`` per group."""
+        if not isinstance(field, str) or not field:
+            raise InvalidSettingsError(f"group_by needs a payload field name, got {field!r}")
+        return GroupedStream(self, field)
+
+
+def _check_stream(what: str, other: Any) -> None:
+    if not isinstance(other, QueryOperators):
+        raise BindingError(f"{what} needs a stream, got {other!r}")
+
+
+@attrs.frozen
+class WindowedStream:
+    """A stream cut into windows; ``aggregate(name=agg.count(), ...)`` gives the results."""
+
+    stream: QueryOperators
+    size: int
+    hop: int
+    alignment: int
+    output_policy: plan.WindowOutputPolicy
+
+    def aggregate(self, **aggregates: Any) -> DerivedStream:
+        node = plan.Window(self.stream._node(), self.size, self.hop, self.alignment,
+                           self.output_policy, check_aggregates(aggregates))
+        shape = (EventShape.INTERVAL if self.output_policy is
+                 plan.WindowOutputPolicy.CLIP_TO_WINDOW_END else EventShape.POINT)
+        return self.stream._derive(node, shape)
+
+
+@attrs.frozen
+class GroupedStream:
+    stream: QueryOperators
+    field: str
+
+    def apply(self, fn: Callable[[DerivedStream], QueryOperators]) -> DerivedStream:
+        """``fn(group)`` builds the query of one group; every group runs it. The group's field
+        is added to each output payload."""
+        _function("apply", fn)
+        group = GroupInputStream(plan.GroupInput(), self.stream.shape,
+                                 getattr(self.stream, "application", None))
+        body = fn(group)
+        if not isinstance(body, QueryOperators):
+            raise BindingError(f"group_by({self.field!r}).apply: the function must return a "
+                               f"stream, got {body!r}")
+        if any(isinstance(n, plan.Input) for n in plan.walk(body._node())):
+            raise BindingError(f"group_by({self.field!r}).apply: the group's query may only "
+                               "use the group's stream, not other input streams")
+        node = plan.GroupApply(self.stream._node(), self.field, body._node())
+        return self.stream._derive(node, body.shape)
+
+
+@attrs.frozen(eq=False)
+class DerivedStream(QueryOperators):
+    """The result of an operator: a plan that runs when collected or bound to an output."""
+
+    node: plan.Node
+    shape: EventShape | None
+    application: Any = None
+    name: str = "output"
+
+    def _node(self) -> plan.Node:
+        return self.node
+
+    def named(self, name: str) -> DerivedStream:
+        """The same stream under ``name`` (its key in ``run()``'s result)."""
+        return attrs.evolve(self, name=name)
+
+    def inputs(self) -> list[Any]:
+        """The bound input streams this query reads."""
+        return plan.inputs_of(self.node)
+
+    def run(self, runtime: Runtime | str | None = None) -> RunResult:
+        """Run to the end of the available input: this query's output under ``self.name``
+        and every input stream's own result (its ingress output, diagnostics and counts)."""
+        from cti.runtime.base import resolve_runtime
+
+        return resolve_runtime(runtime).run_query(self)
+
+    def collect(self, runtime: Runtime | str | None = None) -> list:
+        """This query's output: events and CTIs, in order."""
+        return self.run(runtime).items(self.name)
+
+    def to(self, factory: Any, config: Any) -> DerivedQuery:
+        """Bind the output to an output adapter factory; ``.run()`` the query."""
+        if not callable(getattr(factory, "create", None)):
+            raise BindingError(f"the output factory must have create(config, shape), got "
+                               f"{factory!r}")
+        return DerivedQuery(self, factory, config)
+
+
+@attrs.frozen(eq=False)
+class GroupInputStream(DerivedStream):
+    """The stream of one group, inside ``group_by(...).apply(fn)``."""
+
+    def run(self, runtime: Runtime | str | None = None) -> RunResult:
+        raise BindingError("a group's stream runs as part of its group_by(...).apply(...)")
+
+
+@attrs.frozen
+class DerivedQuery:
+    """A query bound to an output adapter."""
+
+    stream: DerivedStream
+    factory: Any
+    config: Any
+
+    def run(self, runtime: Runtime | str | None = None) -> None:
+        """Run to the end of the available input, writing the output to the adapter."""
+        from cti.runtime.base import resolve_runtime
+
+        resolve_runtime(runtime).write_query(self)

@@ -1,0 +1,202 @@
+"""Hopping and tumbling windows with aggregates (SPEC 8).
+
+Window k is ``[a + k*hop, a + k*hop + size)``. An event belongs to every window its lifetime
+overlaps. Each event is expanded into its windows on arrival (vectorised), the built-in
+aggregates are kept as partial aggregates per (group key, k), user-defined ones as the window's
+events; a window is complete, emitted and purged once the input CTI reaches its end. An edge
+whose end has not arrived contributes to every window completed while it is open; when its end
+arrives it continues as the interval it turned out to be. Edges still open when the input ends
+(CTI at MAX_TIME) end at the last finite CTI (or one tick after their start), so a never-closed
+edge does not produce windows forever.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from cti.operators import frame, plan
+from cti.operators.aggregates import Aggregate
+from cti.operators.frame import Chunk
+from cti.rows import payload_from_json, payload_to_json
+from cti.time import MAX_TIME, MIN_TIME
+
+_NONE_DONE = MIN_TIME  # "no window is complete yet"
+
+
+def new_state() -> dict[str, Any]:
+    return {"cti": MIN_TIME, "finite_cti": MIN_TIME, "partials": None, "events": {},
+            "open": []}
+
+
+def _last_complete(node: plan.Window, c: int) -> int:
+    """The largest k whose window ends at or before CTI ``c``."""
+    if c == MIN_TIME:
+        return _NONE_DONE
+    return (c - node.alignment - node.size) // node.hop
+
+
+def _builtins(node: plan.Window) -> dict[str, Aggregate]:
+    return {n: a for n, a in node.aggregates.items() if isinstance(a, Aggregate)}
+
+
+def _expand(node: plan.Window, starts: np.ndarray, ends: np.ndarray, k_from: np.ndarray,
+            k_to: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """(row index, k) for every window each lifetime [start, end) overlaps, k >= k_from
+    (and <= k_to when given)."""
+    a, size, hop = node.alignment, node.size, node.hop
+    k_lo = np.maximum((starts - a - size) // hop + 1, k_from)
+    k_hi = (ends - 1 - a) // hop
+    if k_to is not None:
+        k_hi = np.minimum(k_hi, k_to)
+    counts = np.maximum(k_hi - k_lo + 1, 0)
+    rows = np.repeat(np.arange(len(starts)), counts)
+    offsets = np.arange(len(rows)) - np.repeat(np.cumsum(counts) - counts, counts)
+    return rows, k_lo[rows] + offsets
+
+
+def _add(node: plan.Window, state: dict[str, Any], ev: pd.DataFrame, rows: np.ndarray,
+         ks: np.ndarray) -> None:
+    """Add each (event row, window k) to the partial aggregates and the windows' event lists."""
+    if not len(rows):
+        return
+    cols: dict[str, Any] = {"key": ev["key"].to_numpy()[rows], "k": ks, "n": 1}
+    for name, agg in _builtins(node).items():
+        if agg.op == "count":
+            continue
+        values = pd.to_numeric(pd.Series(frame.field_values(ev, agg.field)), errors="coerce")
+        v = values.to_numpy()[rows]
+        if agg.op in ("sum", "avg"):
+            cols[f"sum:{name}"] = v
+        else:
+            cols[f"{agg.op}:{name}"] = v
+    part = pd.DataFrame(cols)
+    how = {c: (c.split(":")[0] if ":" in c else "sum") for c in part.columns if c not in
+           ("key", "k")}
+    part = part.groupby(["key", "k"], sort=False).agg(how)
+    old = state["partials"]
+    if old is not None and len(old):
+        part = pd.concat([old, part]).groupby(level=[0, 1], sort=False).agg(how)
+    state["partials"] = part
+    if len(node.aggregates) > len(_builtins(node)):
+        lists = state["events"]
+        for key, k, s, e, p in zip(cols["key"], ks.tolist(), ev["start"].to_numpy()[rows],
+                                   ev["end"].to_numpy()[rows], ev["payload"].to_numpy()[rows],
+                                   strict=True):
+            lists.setdefault((key, k), []).append((int(s), int(e), p))
+
+
+def window(node: plan.Window, chunk: Chunk, state: dict[str, Any]) -> Chunk:
+    ev = chunk.events
+    kind = ev["kind"].to_numpy()
+    k_first = _last_complete(node, state["cti"]) + 1 if state["cti"] != MIN_TIME else None
+    a, size, hop = node.alignment, node.size, node.hop
+    for s, p, key in ev.loc[kind == "edge_start", ["start", "payload", "key"]] \
+            .itertuples(index=False):
+        state["open"].append((int(s), p, key, (int(s) - a - size) // hop + 1))
+    # Edge ends close open edges: the rest of their lifetime is now an interval.
+    closed: list[tuple[int, int, str, str, int]] = []
+    for s, e, p, key in ev.loc[kind == "edge_end", ["start", "end", "payload", "key"]] \
+            .itertuples(index=False):
+        for i, (os_, op, okey, k_next) in enumerate(state["open"]):
+            if os_ == s and op == p and okey == key:
+                del state["open"][i]
+                closed.append((int(s), int(e), p, key, k_next))
+                break
+    fixed = ev[(kind == "point") | (kind == "interval")]
+    far = np.iinfo(np.int64).min // 4
+    rows, ks = _expand(node, fixed["start"].to_numpy(), fixed["end"].to_numpy(),
+                       np.full(len(fixed), far if k_first is None else k_first), None)
+    _add(node, state, fixed.reset_index(drop=True), rows, ks)
+    if closed:
+        cf = frame.make(["interval"] * len(closed), [c[0] for c in closed],
+                        [c[1] for c in closed], [c[2] for c in closed], [c[3] for c in closed])
+        rows, ks = _expand(node, cf["start"].to_numpy(), cf["end"].to_numpy(),
+                           np.asarray([c[4] for c in closed], dtype=np.int64), None)
+        _add(node, state, cf, rows, ks)
+    if not chunk.ctis:
+        return Chunk(frame.empty(), [])
+    c = chunk.ctis[-1]
+    state["cti"] = c
+    finite = [t for t in chunk.ctis if t < MAX_TIME]
+    if finite:
+        state["finite_cti"] = finite[-1]
+    if c < MAX_TIME:
+        done = _last_complete(node, c)
+        _feed_open_edges(node, state, done)
+    else:
+        # End of input: open edges end at the last finite CTI; every window completes.
+        for s, p, key, k_next in state["open"]:
+            e = max(state["finite_cti"], s + 1)
+            rows, ks = _expand(node, np.asarray([s]), np.asarray([e]), np.asarray([k_next]),
+                               None)
+            _add(node, state, frame.make(["interval"], [s], [e], [p], [key]), rows, ks)
+        state["open"] = []
+        done = None
+    out = _emit(node, state, done)
+    if node.output_policy is plan.WindowOutputPolicy.CLIP_TO_WINDOW_END:
+        ctis: list[int] = []
+        for c in chunk.ctis:
+            t = c if c == MAX_TIME else a + (_last_complete(node, c) + 1) * hop
+            if not ctis or t > ctis[-1]:
+                ctis.append(t)
+        return Chunk(out, ctis)
+    return Chunk(out, list(chunk.ctis))
+
+
+def _feed_open_edges(node: plan.Window, state: dict[str, Any], done: int) -> None:
+    """Open edges last at least to the CTI: they belong to every window completed now."""
+    if not state["open"]:
+        return
+    still = []
+    for s, p, key, k_next in state["open"]:
+        if k_next <= done:
+            rows, ks = _expand(node, np.asarray([s]), np.asarray([MAX_TIME]),
+                               np.asarray([k_next]), np.asarray([done]))
+            _add(node, state, frame.make(["interval"], [s], [MAX_TIME], [p], [key]), rows, ks)
+            k_next = done + 1
+        still.append((s, p, key, k_next))
+    state["open"] = still
+
+
+def _emit(node: plan.Window, state: dict[str, Any], done: int | None) -> pd.DataFrame:
+    """Results of the complete windows (k <= done; all when done is None), then purge them."""
+    part = state["partials"]
+    if part is None or not len(part):
+        return frame.empty()
+    ks = part.index.get_level_values(1).to_numpy()
+    ready = np.ones(len(part), bool) if done is None else ks <= done
+    if not ready.any():
+        return frame.empty()
+    out, state["partials"] = part[ready], part[~ready]
+    a, size, hop = node.alignment, node.size, node.hop
+    keys = out.index.get_level_values(0).to_numpy()
+    kk = out.index.get_level_values(1).to_numpy()
+    starts = a + kk * hop
+    ends = starts + size
+    columns = {}
+    for name, agg in node.aggregates.items():
+        if not isinstance(agg, Aggregate):
+            continue
+        if agg.op == "count":
+            columns[name] = out["n"].to_numpy()
+        elif agg.op == "avg":
+            columns[name] = out[f"sum:{name}"].to_numpy() / out["n"].to_numpy()
+        else:
+            col = f"sum:{name}" if agg.op == "sum" else f"{agg.op}:{name}"
+            columns[name] = out[col].to_numpy()
+    payloads = []
+    for i, (key, k) in enumerate(zip(keys, kk.tolist(), strict=True)):
+        p = {name: values[i] for name, values in columns.items()}
+        if len(columns) < len(node.aggregates):
+            events = sorted(state["events"].pop((key, k), []))
+            items = [payload_from_json(e[2]) for e in events]
+            for name, agg in node.aggregates.items():
+                if name not in columns:
+                    p[name] = agg.compute(items)
+        payloads.append(payload_to_json({n: p[n] for n in node.aggregates}))
+    if node.output_policy is plan.WindowOutputPolicy.CLIP_TO_WINDOW_END:
+        return frame.make(["interval"] * len(out), starts, ends, payloads, keys)
+    return frame.make(["point"] * len(out), ends, ends + 1, payloads, keys)
