@@ -93,19 +93,28 @@ class Chunk:
         return cls(empty(), [])
 
 
+def chunk_of(status: np.ndarray, kind: np.ndarray, start: np.ndarray, end: np.ndarray,
+             payload: np.ndarray) -> Chunk:
+    """An ingress output (rows in their stream's order) as a chunk: accepted and adjusted
+    events, and CTIs; every other status (dropped, invalid, metrics, ...) is left out."""
+    is_event = (status == "accepted") | (status == "adjusted")
+    ctis = [int(c) for c in start[status == "cti"]]
+    kind = kind[is_event]
+    start = start[is_event].astype(np.int64)
+    raw_end = end[is_event]
+    end = np.where(kind == "point", start + 1, np.where(
+        kind == "edge_start", MAX_TIME,
+        np.where(pd.isna(raw_end), 0, raw_end).astype(np.int64))).astype(np.int64)
+    pays = [p if isinstance(p, str) else "{}" for p in payload[is_event]]
+    return Chunk(make(kind, start, end, pays, [""] * len(kind)), ctis)
+
+
 def from_out_rows(rows: Iterable[OutRow]) -> Chunk:
     """An ingress output (accepted/adjusted events and CTIs, in order) as a chunk."""
-    kinds, starts, ends, pays, ctis = [], [], [], [], []
-    for r in rows:
-        if r.status == "cti":
-            ctis.append(r.start)
-        elif r.status in ("accepted", "adjusted"):
-            kinds.append(r.kind)
-            starts.append(r.start)
-            ends.append(r.start + 1 if r.kind == "point" else
-                        MAX_TIME if r.kind == "edge_start" else r.end)
-            pays.append(r.payload or "{}")
-    return Chunk(make(kinds, starts, ends, pays, [""] * len(kinds)), ctis)
+    rows = list(rows)
+    cols = list(zip(*[(r.status, r.kind, r.start, r.end, r.payload) for r in rows], strict=True)) \
+        if rows else [[], [], [], [], []]
+    return chunk_of(*(np.asarray(c, dtype=object) for c in cols))
 
 
 def to_item(kind: str, start: int, end: int, payload: str) -> StreamItem:

@@ -58,19 +58,30 @@ def resolve_runtime(runtime: Runtime | str | None) -> Runtime:
 def query_inputs(query: Any) -> tuple[list[IngressGroup], list[tuple[int, int]]]:
     """The ingress groups a derived stream reads, and for each of its input streams (in
     ``query.inputs()`` order) its (group, index in group)."""
-    groups: list[IngressGroup] = []
-    refs: list[tuple[int, int]] = []
-    for stream in query.inputs():
-        group = stream.ingress_group()
-        same = [g for g, known in enumerate(groups) if known.names == group.names
-                and known.streams[0].application is group.streams[0].application]
-        if not same:
-            groups.append(group)
-        g = same[0] if same else len(groups) - 1
-        refs.append((g, groups[g].names.index(stream.name)))
-    if any(query.name in g.names for g in groups):
-        from cti.errors import BindingError
+    groups, refs = queries_inputs([query])
+    return groups, refs[0]
 
-        raise BindingError(f"the query's name {query.name!r} is also an input stream's name; "
-                           "give it another with .named(...)")
-    return groups, refs
+
+def queries_inputs(queries: Sequence[Any]
+                   ) -> tuple[list[IngressGroup], list[list[tuple[int, int]]]]:
+    """The ingress groups several derived streams read (each once), and per query, for each
+    of its input streams, its (group, index in group)."""
+    from cti.errors import BindingError
+
+    groups: list[IngressGroup] = []
+    all_refs: list[list[tuple[int, int]]] = []
+    for query in queries:
+        refs = []
+        for stream in query.inputs():
+            group = stream.ingress_group()
+            same = [g for g, known in enumerate(groups) if known.names == group.names
+                    and known.streams[0].application is group.streams[0].application]
+            if not same:
+                groups.append(group)
+            g = same[0] if same else len(groups) - 1
+            refs.append((g, groups[g].names.index(stream.name)))
+            if query.name in group.names:
+                raise BindingError(f"the query's name {query.name!r} is also an input stream's "
+                                   "name; give it another with .named(...)")
+        all_refs.append(refs)
+    return groups, all_refs

@@ -6,7 +6,7 @@ import re
 import shutil
 import tempfile
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from functools import partial
 from typing import Any
 
@@ -16,15 +16,20 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from cti import errors
+from cti.operators.output import OutputRow, items_of_rows
 from cti.query import IngressGroup, OutputBinding
 from cti.results import DIAGNOSTIC_STATUSES, RunResult
 from cti.rows import OUTPUT_STATUSES
+from cti.runtime.base import queries_inputs
+from cti.runtime.local import derived_result
 from cti.runtime.spark.ingress import apply_ingress
 from cti.runtime.spark.metrics import OBSERVATION, observe
+from cti.runtime.spark.operators import OP, PASS, apply_queries, route
 from cti.runtime.spark.schema import out_row_from_spark
 from cti.runtime.spark.session import get_spark
 from cti.runtime.spark.source import FORMAT, CtiAdapterSource, encode_sources
 
+ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 _ERROR = re.compile(r"cti\.errors\.(\w+): (.*)")
 
 
@@ -64,8 +69,9 @@ class SparkRuntime:
 
     def __init__(self, spark: SparkSession | None = None,
                  checkpoint_location: str | None = None,
-                 batch_sizes: Sequence[int] | None = None) -> None:
+                 batch_sizes: Sequence[int] | None = None, shards: int | None = None) -> None:
         self._spark = spark
+        self.shards = shards
         self.checkpoint_location = checkpoint_location
         self.batch_sizes = list(batch_sizes) if batch_sizes else None
         self.progress: list[dict[str, Any]] = []
@@ -123,23 +129,82 @@ class SparkRuntime:
 
     def run_groups(self, groups: Sequence[IngressGroup]) -> list[RunResult]:
         """Run several independent ingress groups in one streaming query (one key each)."""
+        per_group: list[list] = [[] for _ in groups]
+        for r in self._run_to_memory(self.ingress_frame(groups)):
+            per_group[r[0]].append(out_row_from_spark(r[1:]))
+        return [RunResult.from_rows(g.names, rows, g.overs)
+                for g, rows in zip(groups, per_group, strict=True)]
+
+    def _run_to_memory(self, frame: DataFrame) -> Iterator[Any]:
+        """Run a streaming frame to the end of its input into the memory sink; its rows."""
         table = f"cti_{uuid.uuid4().hex}"
         checkpoint = self.checkpoint_location or tempfile.mkdtemp(prefix="cti-checkpoint-")
-        query = (
-            self.ingress_frame(groups).writeStream.format("memory").queryName(table)
-            .outputMode("append").option("checkpointLocation", checkpoint).start()
-        )
+        query = (frame.writeStream.format("memory").queryName(table).outputMode("append")
+                 .option("checkpointLocation", checkpoint).start())
         try:
             self._drive(query)
         finally:
             if self.checkpoint_location is None:
                 shutil.rmtree(checkpoint, ignore_errors=True)
-        per_group: list[list] = [[] for _ in groups]
         try:
             # The memory sink is the query's output: read it back for the caller.
-            for r in self.spark.table(table).toLocalIterator():
-                per_group[r[0]].append(out_row_from_spark(r[1:]))
+            yield from self.spark.table(table).toLocalIterator()
         finally:
             self.spark.sql(f"DROP VIEW IF EXISTS {table}")
-        return [RunResult.from_rows(g.names, rows, g.overs)
-                for g, rows in zip(groups, per_group, strict=True)]
+
+    # ---- queries (temporal operators) -----------------------------------------------------------
+
+    def query_frame(self, queries: Sequence[Any], with_inputs: bool = False
+                    ) -> tuple[DataFrame, list[IngressGroup], list[list[tuple[int, int]]]]:
+        """The streaming frame of the queries' output rows (``operators.OUTPUT_SCHEMA``)."""
+        spark = self.spark
+        spark.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
+        groups, refs = queries_inputs(queries)
+        shards = self.shards or int(spark.conf.get("spark.sql.shuffle.partitions"))
+        rows = route(spark, self.ingress_frame(groups), queries, groups, refs, shards,
+                     with_inputs)
+        return apply_queries(rows, queries), groups, refs
+
+    def run_query(self, query: Any) -> RunResult:
+        return self.run_queries([query])[0]
+
+    def run_queries(self, queries: Sequence[Any], with_inputs: bool = True) -> list[RunResult]:
+        """Run several queries in one streaming query; each one's result (with its input
+        streams' own results when ``with_inputs``)."""
+        frame, groups, refs = self.query_frame(queries, with_inputs)
+        outputs: list[list[OutputRow]] = [[] for _ in queries]
+        ingress: list[list] = [[] for _ in groups]
+        for r in self._run_to_memory(frame):
+            query, role, release, group = r[0], r[1], r[2], r[3]
+            if role == PASS:
+                ingress[group].append(out_row_from_spark(r[4:]))
+            else:
+                outputs[query].append((release, r[7], r[8], r[9], r[10]))
+        results = [RunResult.from_rows(g.names, rows, g.overs)
+                   for g, rows in zip(groups, ingress, strict=True)]
+        return [derived_result(q, [results[g] for g in sorted({g for g, _ in refs[k]})]
+                               if with_inputs else [], outputs[k])
+                for k, q in enumerate(queries)]
+
+    def write_query(self, bound: Any) -> None:
+        """Run a query into its output adapter, written by an executor, batch by batch."""
+        frame, _, _ = self.query_frame([bound.stream])
+
+        def write_batch(batch: DataFrame, batch_id: int) -> None:
+            rows = batch.where(F.col("role") == OP).select(
+                "release", "kind", "start", "end", "payload")
+            rows.repartition(1).foreachPartition(partial(_write_query_partition, bound,
+                                                         batch_id))
+
+        checkpoint = self.checkpoint_location or tempfile.mkdtemp(prefix="cti-checkpoint-")
+        self._drive(frame.writeStream.foreachBatch(write_batch)
+                    .option("checkpointLocation", checkpoint).start())
+
+
+def _write_query_partition(bound: Any, batch_id: int, rows: Iterable[Any]) -> None:
+    """Executor side: one micro-batch of a query's output, in output order, to its adapter."""
+    items = items_of_rows(tuple(r) for r in rows)
+    if items:
+        adapter = bound.factory.create(bound.config, bound.stream.shape)
+        adapter.write(items, batch_id)
+        adapter.close()

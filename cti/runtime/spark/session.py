@@ -34,6 +34,8 @@ def get_spark(master: str | None = None, shuffle_partitions: int | None = None) 
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", str(partitions))
         .config("spark.sql.streaming.stateStore.stateSchemaCheck", "true")
+        .config("spark.sql.streaming.stateStore.providerClass",
+                "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider")
         .config("spark.driver.extraJavaOptions", f"-Dlog4j.configurationFile={_LOG4J}")
         .getOrCreate()
     )

@@ -1,0 +1,460 @@
+"""Benchmark: hopping-window count per key with bounded disorder, on three systems.
+
+    python bench/run.py --events 200000 --keys 100 [--systems cti-spark,spark-native,cti-local]
+                        [--batches 1] [--seed 0]
+
+The events are generated once (deterministic from the seed) into Parquet files; each system
+then runs in its own subprocess, so its peak memory is its own. Each prints one JSON line on
+stdout; progress goes to stderr. See bench/README.md for what is measured and how.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+SYSTEMS = ("cti-spark", "spark-native", "cti-local")
+BASE_TICKS = 1_704_067_200_000_000  # 2024-01-01T00:00:00Z in microseconds
+MEAN_STEP_US = 1_000  # events ~1 ms apart on average
+MAX_DISORDER_US = 50_000  # each event up to 50 ms earlier than its ordered time
+DELAY_US = 2 * MAX_DISORDER_US  # watermark / CTI delay: > max disorder, so nothing is late
+CTI_EVERY = 1_000  # a CTI every 1000 events
+WARMUP_EVENTS = 200  # the Spark systems' warm-up query (excluded from events_per_s)
+WINDOW = timedelta(seconds=10)
+HOP = timedelta(seconds=5)
+EOS_KEY = None  # the end-of-stream row (spark-native only) has a NULL key
+EOS_AFTER_US = 3_600_000_000  # its time: an hour after the last event, past every window
+
+
+def log(msg: str) -> None:
+    print(f"[bench] {msg}", file=sys.stderr, flush=True)
+
+
+# ---- data -----------------------------------------------------------------------------------
+
+
+def generate(n: int, keys: int, seed: int, batches: int, out: Path) -> None:
+    """Write ``n`` point events as ``batches`` Parquet files ``out/part-XXXXX.parquet``.
+
+    Columns: ``time`` (int64 ticks, microseconds since the epoch), ``key`` (string ``k<i>``),
+    ``value`` (int64). Times are an ordered sequence (steps uniform in [0, 2 ms]) minus a jitter
+    uniform in [0, 50 ms]. The last file ends with one end-of-stream row (NULL key, time an
+    hour after the last event): only spark-native reads it, to push its watermark past every
+    window (Spark has no "advance to infinity on shutdown"); its own windows end after it, so
+    they never close and never reach the output. The cti systems skip it.
+    """
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng(seed)
+    ordered = BASE_TICKS + np.cumsum(rng.integers(0, 2 * MEAN_STEP_US + 1, n, dtype=np.int64))
+    times = ordered - rng.integers(0, MAX_DISORDER_US + 1, n, dtype=np.int64)
+    key_ids = rng.integers(0, keys, n)
+    key_names = np.char.add("k", key_ids.astype(str)).astype(object)
+    values = rng.integers(0, 1_000, n, dtype=np.int64)
+    out.mkdir(parents=True, exist_ok=True)
+    bounds = np.linspace(0, n, batches + 1).astype(int)
+    now = time.time() - batches - 10
+    for b in range(batches):
+        lo, hi = bounds[b], bounds[b + 1]
+        t, k, v = times[lo:hi], list(key_names[lo:hi]), values[lo:hi]
+        if b == batches - 1:
+            t = np.append(t, int(times.max()) + EOS_AFTER_US)
+            k = [*k, EOS_KEY]
+            v = np.append(v, 0)
+        table = pa.table({"time": pa.array(t, pa.int64()), "key": pa.array(k, pa.string()),
+                          "value": pa.array(v, pa.int64())})
+        path = out / f"part-{b:05d}.parquet"
+        pq.write_table(table, path)
+        os.utime(path, (now + b, now + b))  # file streams take files in modification order
+
+
+def load_events(data: Path) -> list[Any]:
+    """The events of every data file as cti ``PointEvent``s, in file order (EOS row skipped)."""
+    import pyarrow.parquet as pq
+
+    from cti import PointEvent
+
+    events: list[Any] = []
+    for path in sorted(data.glob("part-*.parquet")):
+        cols = pq.read_table(path).to_pydict()
+        events += [PointEvent(t, {"key": k, "value": v})
+                   for t, k, v in zip(cols["time"], cols["key"], cols["value"], strict=True)
+                   if k is not EOS_KEY]
+    return events
+
+
+# ---- memory ---------------------------------------------------------------------------------
+
+
+def _proc_status(pid: int) -> dict[str, str]:
+    with open(f"/proc/{pid}/status") as f:
+        return dict(line.rstrip("\n").split(":\t", 1) for line in f if ":\t" in line)
+
+
+def _kb(value: str | None) -> int:
+    return int(value.split()[0]) if value else 0
+
+
+class TreeMemory:
+    """Samples this process's descendants (the JVM, Python workers) from /proc.
+
+    Keeps each descendant's last-seen ``VmHWM`` (its own peak RSS) and the peak of the sampled
+    sum of ``VmRSS`` over the whole tree. Spark's launcher JVM (``launcher.Main``, alive only
+    while the session starts) is left out.
+    """
+
+    def __init__(self, interval: float = 0.25) -> None:
+        self.interval = interval
+        self.hwm_kb: dict[int, tuple[str, int]] = {}
+        self.tree_peak_kb = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _descendants(self) -> list[int]:
+        children: dict[int, list[int]] = {}
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+        found, todo = [], [os.getpid()]
+        while todo:
+            for child in children.get(todo.pop(), []):
+                found.append(child)
+                todo.append(child)
+        return found
+
+    def sample(self) -> None:
+        total = _kb(_proc_status(os.getpid()).get("VmRSS"))
+        for pid in self._descendants():
+            try:
+                status = _proc_status(pid)
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    cmdline = f.read()
+            except OSError:
+                continue
+            if b"org.apache.spark.launcher.Main" in cmdline:
+                continue
+            total += _kb(status.get("VmRSS"))
+            hwm = _kb(status.get("VmHWM"))
+            name = status.get("Name", "?")
+            self.hwm_kb[pid] = (name, max(hwm, self.hwm_kb.get(pid, (name, 0))[1]))
+        self.tree_peak_kb = max(self.tree_peak_kb, total)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.sample()
+
+    def start(self) -> TreeMemory:
+        self._thread.start()
+        return self
+
+    def stop(self) -> dict[str, float]:
+        """Stop sampling; the memory fields of the result line, in MB."""
+        self._stop.set()
+        self._thread.join()
+        self.sample()
+        self_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+        jvm = sum(kb for name, kb in self.hwm_kb.values() if name == "java")
+        workers = sum(kb for name, kb in self.hwm_kb.values() if name.startswith("python"))
+        other = sum(kb for name, kb in self.hwm_kb.values()) - jvm - workers
+        big = {pid: v for pid, v in self.hwm_kb.items() if v[1] > 20_000}
+        log(f"descendants over 20 MB (pid: name, VmHWM kB): {big}")
+        mb = 1024
+        return {
+            "peak_rss_mb": round((self_kb + jvm + workers + other) / mb, 1),
+            "python_rss_mb": round(self_kb / mb, 1),
+            "jvm_rss_mb": round(jvm / mb, 1),
+            "workers_rss_mb": round(workers / mb, 1),
+            "other_rss_mb": round(other / mb, 1),
+            "tree_sampled_peak_mb": round(max(self.tree_peak_kb, self_kb) / mb, 1),
+        }
+
+
+# ---- systems (each runs in its own child process) -------------------------------------------
+
+
+def start_spark() -> Any:
+    """A local[2] session with 2 shuffle partitions and UI off."""
+    from cti.runtime.spark import get_spark
+
+    return get_spark(master="local[2]", shuffle_partitions=2)
+
+
+def _native_run(spark: Any, data: Path) -> tuple[float, list[dict[str, Any]]]:
+    """One spark-native streaming query over ``data``: seconds taken and its progress reports."""
+    from pyspark.sql import functions as F
+
+    checkpoint = tempfile.mkdtemp(prefix="bench-native-ckpt-")
+    try:
+        t0 = time.perf_counter()
+        counts = (
+            spark.readStream.schema("time LONG, key STRING, value LONG")
+            .option("maxFilesPerTrigger", 1).parquet(str(data))
+            .withColumn("ts", F.timestamp_micros("time"))
+            .withWatermark("ts", f"{DELAY_US // 1000} milliseconds")
+            .groupBy("key", F.window("ts", f"{WINDOW.seconds} seconds", f"{HOP.seconds} seconds"))
+            .count()
+        )
+        query = (counts.writeStream.format("noop").outputMode("append")
+                 .option("checkpointLocation", checkpoint).start())
+        try:
+            query.processAllAvailable()
+            elapsed = time.perf_counter() - t0
+            progress = query.recentProgress
+        finally:
+            query.stop()
+    finally:
+        shutil.rmtree(checkpoint, ignore_errors=True)
+    return elapsed, progress
+
+
+def run_spark_native(root: Path, batches: int) -> dict[str, Any]:
+    """Structured Streaming over the Parquet files: watermark + groupBy(key, window).count()."""
+    t0 = time.perf_counter()
+    spark = start_spark()
+    session = time.perf_counter() - t0
+    _native_run(spark, root / "warmup")
+    startup = time.perf_counter() - t0
+    log(f"spark-native: session {session:.1f} s, with warm-up query {startup:.1f} s")
+    elapsed, progress = _native_run(spark, root / "events")
+    return {
+        "startup_s": startup, "session_s": session, "run_s": elapsed,
+        "output_rows": sum(max(p["sink"].get("numOutputRows", 0), 0) for p in progress),
+        "micro_batches": len(progress),
+        "data_batches": sum(1 for p in progress if p["numInputRows"] > 0),
+    }
+
+
+def _check_cti_api() -> None:
+    """Raise NotImplementedError if cti's operator API (docs/operators.md) is not there yet."""
+    from cti import CepStream
+
+    try:
+        from cti import agg  # noqa: F401
+    except ImportError as exc:
+        raise NotImplementedError(f"cti has no operator API yet ({exc})") from exc
+    if not hasattr(CepStream, "group_by"):
+        raise NotImplementedError("cti has no operator API yet (CepStream.group_by is missing)")
+
+
+class CountingOutputAdapter:
+    """Counts the events (not CTIs) of each batch into ``<dir>/batch-<id>.count``."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = Path(directory)
+
+    def write(self, items: list[Any], batch_id: int) -> None:
+        from cti import Cti
+
+        n = sum(1 for item in items if not isinstance(item, Cti))
+        tmp = self.directory / f".batch-{batch_id:06d}.{os.getpid()}"
+        tmp.write_text(str(n))
+        tmp.replace(self.directory / f"batch-{batch_id:06d}.count")  # a replay replaces
+
+    def close(self) -> None:
+        pass
+
+
+class CountingOutputAdapterFactory:
+    """``create(directory, shape)``: a ``CountingOutputAdapter`` (no rows through the driver)."""
+
+    def create(self, config: str, shape: Any) -> CountingOutputAdapter:
+        return CountingOutputAdapter(config)
+
+
+def _counted(directory: Path) -> int:
+    return sum(int(p.read_text()) for p in directory.glob("batch-*.count"))
+
+
+def _cti_run(events: list[Any], batches: int, runtime: Any) -> tuple[float, int]:
+    """Run the cti query over ``events`` into a counting adapter: seconds and output events.
+
+    Point events with a CTI every ``CTI_EVERY`` events ``DELAY_US`` behind the latest start,
+    policy DROP, then a hopping-window count per key.
+    """
+    from adapters.memory import MemoryInputAdapterFactory
+    from cti import (
+        AdvanceTimeGenerationSettings,
+        AdvanceTimePolicy,
+        AdvanceTimeSettings,
+        Application,
+        CepStream,
+        EventShape,
+        agg,
+    )
+
+    out = Path(tempfile.mkdtemp(prefix="bench-cti-out-"))
+    try:
+        t0 = time.perf_counter()
+        settings = AdvanceTimeSettings(
+            AdvanceTimeGenerationSettings(CTI_EVERY, delay=timedelta(microseconds=DELAY_US),
+                                          advance_to_infinity_on_shutdown=True),
+            policy=AdvanceTimePolicy.DROP,
+        )
+        stream = CepStream.create("events", MemoryInputAdapterFactory(), events,
+                                  EventShape.POINT, settings, application=Application())
+        counts = stream.group_by("key").apply(
+            lambda g: g.hopping_window(WINDOW, HOP).aggregate(count=agg.count()))
+        counts.to(CountingOutputAdapterFactory(), str(out)).run(runtime)
+        elapsed = time.perf_counter() - t0
+        return elapsed, _counted(out)
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def _batch_sizes(n: int, batches: int) -> list[int] | None:
+    return [max(1, -(-n // batches))] if batches > 1 else None
+
+
+def run_cti_local(root: Path, batches: int) -> dict[str, Any]:
+    """The cti query on the in-process runtime."""
+    from cti.runtime.local import LocalRuntime
+
+    _check_cti_api()
+    t0 = time.perf_counter()
+    events = load_events(root / "events")
+    load = time.perf_counter() - t0
+    elapsed, rows = _cti_run(events, batches, LocalRuntime(_batch_sizes(len(events), batches)))
+    return {"startup_s": 0.0, "load_s": load, "run_s": elapsed, "output_rows": rows}
+
+
+def run_cti_spark(root: Path, batches: int) -> dict[str, Any]:
+    """The cti query on the Spark runtime (the same session settings as spark-native)."""
+    from cti.runtime.spark import SparkRuntime
+
+    _check_cti_api()
+    t0 = time.perf_counter()
+    spark = start_spark()
+    session = time.perf_counter() - t0
+    _cti_run(load_events(root / "warmup"), 1, SparkRuntime(spark))
+    startup = time.perf_counter() - t0
+    log(f"cti-spark: session {session:.1f} s, with warm-up query {startup:.1f} s")
+    t1 = time.perf_counter()
+    events = load_events(root / "events")
+    load = time.perf_counter() - t1
+    runtime = SparkRuntime(spark, batch_sizes=_batch_sizes(len(events), batches))
+    elapsed, rows = _cti_run(events, batches, runtime)
+    return {"startup_s": startup, "session_s": session, "load_s": load, "run_s": elapsed,
+            "output_rows": rows, "micro_batches": len(runtime.progress)}
+
+
+RUNNERS: dict[str, Callable[[Path, int], dict[str, Any]]] = {
+    "cti-spark": run_cti_spark,
+    "spark-native": run_spark_native,
+    "cti-local": run_cti_local,
+}
+
+
+def child(system: str, root: Path, events: int, keys: int, batches: int) -> dict[str, Any]:
+    """Run one system in this process; its result line."""
+    memory = TreeMemory().start()
+    line: dict[str, Any] = {"system": system, "events": events, "keys": keys,
+                            "batches": batches}
+    try:
+        result = RUNNERS[system](root, batches)
+    except NotImplementedError as exc:
+        memory.stop()
+        return {**line, "error": str(exc)}
+    except Exception as exc:  # report, do not crash: the other systems still run
+        traceback.print_exc()
+        memory.stop()
+        return {**line, "error": f"{type(exc).__name__}: {str(exc)[:500]}"}
+    mem = memory.stop()
+    line["events_per_s"] = round(events / result["run_s"]) if result["run_s"] > 0 else None
+    line.update(mem)
+    line.update({k: round(v, 3) if isinstance(v, float) else v for k, v in result.items()})
+    return line
+
+
+# ---- driver ---------------------------------------------------------------------------------
+
+
+def run_system(system: str, root: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """Run ``system`` in a child process and return its JSON line (or an error line)."""
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", system, "--data", str(root),
+           "--events", str(args.events), "--keys", str(args.keys),
+           "--batches", str(args.batches), "--seed", str(args.seed)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)}
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, env=env, check=False)
+    for raw in reversed(proc.stdout.splitlines()):
+        try:
+            parsed = json.loads(raw)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(parsed, dict) and parsed.get("system") == system:
+            return parsed
+    return {"system": system, "events": args.events, "keys": args.keys,
+            "error": f"child exited with {proc.returncode} without a result (see stderr)"}
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    p.add_argument("--events", type=int, default=200_000, help="number of events N")
+    p.add_argument("--keys", type=int, default=100, help="number of distinct keys K")
+    p.add_argument("--systems", default=",".join(SYSTEMS),
+                   help=f"comma-separated, from {', '.join(SYSTEMS)}")
+    p.add_argument("--batches", type=int, default=1, help="micro-batches B")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--child", choices=SYSTEMS, help=argparse.SUPPRESS)
+    p.add_argument("--data", type=Path, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.events < 1 or args.keys < 1 or args.batches < 1:
+        p.error("--events, --keys and --batches must be >= 1")
+    systems = [s.strip() for s in args.systems.split(",") if s.strip()]
+    unknown = [s for s in systems if s not in SYSTEMS]
+    if unknown or not systems:
+        p.error(f"unknown systems {unknown}; choose from {', '.join(SYSTEMS)}")
+    args.system_list = systems
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.child:
+        line = child(args.child, args.data, args.events, args.keys, args.batches)
+        print(json.dumps(line), flush=True)
+        return 0
+    tmp = Path(tempfile.mkdtemp(prefix="cti-bench-"))
+    try:
+        t0 = time.perf_counter()
+        generate(args.events, args.keys, args.seed, args.batches, tmp / "events")
+        generate(WARMUP_EVENTS, min(args.keys, 10), args.seed + 1, 1, tmp / "warmup")
+        log(f"generated {args.events} events, {args.keys} keys, {args.batches} file(s) "
+            f"in {time.perf_counter() - t0:.1f} s under {tmp}")
+        for system in args.system_list:
+            log(f"running {system} ...")
+            line = run_system(system, tmp, args)
+            log(f"{system}: {line.get('events_per_s', line.get('error'))}")
+            print(json.dumps(line), flush=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
