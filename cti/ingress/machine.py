@@ -10,6 +10,7 @@ The whole state is plain data (``state``), so Spark can keep it in its state sto
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -40,8 +41,8 @@ def _new_stream_state(spec: StreamSpec) -> dict[str, Any]:
         "last_arrival": MIN_TIME,
         "last_key": None,  # merge key of the last row received
         "eos": False,  # end of input received
-        "pending": [],  # (merge key, row) received but not yet processed
-        "imported": [],  # (merge key, time) CTIs imported but not yet processed
+        "pending": deque(),  # (merge key, row) received but not yet processed
+        "imported": deque(),  # (merge key, time) CTIs imported but not yet processed
         "metrics": dict.fromkeys(METRICS, 0),
     }
 
@@ -170,7 +171,7 @@ class IngressMachine:
             received = st["eos"] or (st["last_key"] is not None and st["last_key"] > imp[0])
             if not received:
                 return False
-            st["imported"].pop(0)
+            st["imported"].popleft()
             self._current_key = imp[0]
             self._advance(i, imp[1])
             return True
@@ -179,7 +180,7 @@ class IngressMachine:
         exporter = self.specs[i].import_from
         if exporter is not None and not self._done_below(self.state["streams"][exporter], own[0]):
             return False
-        st["pending"].pop(0)
+        st["pending"].popleft()
         self._current_key = own[0]
         self._process_row(own[1])
         return True

@@ -259,8 +259,10 @@ class DerivedStream(QueryOperators):
         return resolve_runtime(runtime).run_query(self)
 
     def collect(self, runtime: Runtime | str | None = None) -> list:
-        """This query's output: events and CTIs, in order."""
-        return self.run(runtime).items(self.name)
+        """This query's output: events and CTIs, in order (input results are not kept)."""
+        from cti.runtime.base import resolve_runtime
+
+        return resolve_runtime(runtime).run_query(self, with_inputs=False).items(self.name)
 
     def to(self, factory: Any, config: Any) -> DerivedQuery:
         """Bind the output to an output adapter factory; ``.run()`` the query."""

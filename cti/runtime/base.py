@@ -17,8 +17,9 @@ class Runtime(Protocol):
     def write(self, group: IngressGroup, outputs: Sequence[OutputBinding]) -> None:
         """Run the group's ingress over all available input into output adapters."""
 
-    def run_query(self, query: Any) -> RunResult:
-        """Run a derived stream (a query) over all available input."""
+    def run_query(self, query: Any, with_inputs: bool = True) -> RunResult:
+        """Run a derived stream (a query) over all available input; with ``with_inputs`` the
+        result holds each input stream's own result too."""
 
     def write_query(self, query: Any) -> None:
         """Run a derived stream bound to an output adapter (``DerivedQuery``)."""

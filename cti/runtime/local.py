@@ -60,8 +60,8 @@ class LocalRuntime:
         rows = [r for out in self._batches(group) for r in out]
         return RunResult.from_rows(group.names, rows, group.overs)
 
-    def run_query(self, query: Any) -> RunResult:
-        return run_query(self, query)
+    def run_query(self, query: Any, with_inputs: bool = True) -> RunResult:
+        return run_query(self, query, with_inputs)
 
     def write_query(self, query: Any) -> None:
         write_query(self, query)
@@ -109,16 +109,17 @@ def _query_steps(runtime: LocalRuntime, query: Any
         yield step, rows_of_step(*machine.step(chunks))
 
 
-def run_query(runtime: LocalRuntime, query: Any) -> RunResult:
+def run_query(runtime: LocalRuntime, query: Any, with_inputs: bool = True) -> RunResult:
     groups, _ = query_inputs(query)
     ingress: list[list[OutRow]] = [[] for _ in groups]
     output: list[OutputRow] = []
     for step, rows in _query_steps(runtime, query):
-        for g, out in enumerate(step):
-            ingress[g] += out
+        if with_inputs:
+            for g, out in enumerate(step):
+                ingress[g] += out
         output += rows
     results = [RunResult.from_rows(g.names, rows, g.overs)
-               for g, rows in zip(groups, ingress, strict=True)]
+               for g, rows in zip(groups, ingress, strict=True)] if with_inputs else []
     return derived_result(query, results, output)
 
 

@@ -165,8 +165,8 @@ class SparkRuntime:
                      with_inputs)
         return apply_queries(rows, queries), groups, refs
 
-    def run_query(self, query: Any) -> RunResult:
-        return self.run_queries([query])[0]
+    def run_query(self, query: Any, with_inputs: bool = True) -> RunResult:
+        return self.run_queries([query], with_inputs)[0]
 
     def run_queries(self, queries: Sequence[Any], with_inputs: bool = True) -> list[RunResult]:
         """Run several queries in one streaming query; each one's result (with its input
