@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import argparse
 from collections import Counter
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from _tolldata import (
     bind_entries,
@@ -32,6 +32,12 @@ from _tolldata import (
 from cti import Application, Cti, PointEvent, agg
 
 MINUTE = 60_000_000
+
+
+def minutes_between(start: str, end: str) -> float:
+    """Minutes from one ISO time to another (used inside a query: it runs on Spark's workers,
+    so it is defined here, not imported from a helper module the workers cannot import)."""
+    return (datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds() / 60
 
 
 def events(items: list) -> list[PointEvent]:
@@ -55,8 +61,7 @@ def main() -> None:
     stay = entries.alter_event_duration(timedelta(minutes=15)).join(
         exits, on="LicensePlate", predicate=lambda e, x: e["TollId"] == x["TollId"],
         select=lambda e, x: {"plate": e["LicensePlate"], "booth": e["TollId"],
-                             "minutes": (ticks(x["ExitTime"]) - ticks(e["EntryTime"]))
-                             / MINUTE})
+                             "minutes": minutes_between(e["EntryTime"], x["ExitTime"])})
     traffic = entries.select(lambda p: {"TollId": p["TollId"], "dir": "in"}).union(
         exits.select(lambda p: {"TollId": p["TollId"], "dir": "out"})).group_by(
         "TollId").apply(lambda b: b.tumbling_window(timedelta(minutes=5)).aggregate(
