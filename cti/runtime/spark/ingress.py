@@ -16,6 +16,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql.streaming.state import GroupStateTimeout
 from pyspark.sql.types import BinaryType, IntegerType, StructField, StructType
 
+from cti.ingress import vectorized
 from cti.ingress.machine import IngressMachine
 from cti.ingress.spec import StreamSpec
 from cti.runtime.spark.schema import OUT_SCHEMA, in_rows_from_pandas, out_rows_to_pandas
@@ -32,10 +33,13 @@ def ingress_function(specs: Sequence[Sequence[StreamSpec]]) -> Callable:
         group = int(key[0])
         saved = pickle.loads(state.get[0]) if state.exists else None
         machine = IngressMachine(specs[group], saved)
-        rows = [r for pdf in batches for r in in_rows_from_pandas(pdf)]
-        out = machine.process(rows)
+        rows = pd.concat(list(batches), ignore_index=True)
+        pdf = None
+        if vectorized.eligible(specs[group]):
+            pdf = vectorized.process(specs[group][0], machine.state["streams"][0], rows)
+        if pdf is None:  # anything but the common case: the row machine, on the same state
+            pdf = out_rows_to_pandas(machine.process(in_rows_from_pandas(rows)))
         state.update((pickle.dumps(machine.state, protocol=pickle.HIGHEST_PROTOCOL),))
-        pdf = out_rows_to_pandas(out)
         pdf.insert(0, "group", pd.Series([group] * len(pdf), dtype="int32"))
         yield pdf
 

@@ -1,0 +1,191 @@
+"""Ingress of one micro-batch as array operations, for the common stream (SPEC 3-4).
+
+The row machine (``IngressMachine``) is the definition; this computes exactly its output rows
+and its new state, with numpy over the whole batch, for a group of one stream that generates
+its CTIs (count or duration), has a policy, imports nothing and has no event-ordering policy, on
+a batch of valid point or interval rows, adapter CTIs and end of input. Anything else (bad rows,
+edges, arrival times that go back, a gap in the sequence) returns None, and the caller runs the
+row machine on the same state: both keep the same state, so they can take turns.
+
+Rows and output are pandas frames in the Spark row layout (``cti.runtime.spark.schema``: a
+missing time is ``NULL_TIME``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from cti.events import EventShape
+from cti.ingress.spec import StreamSpec
+from cti.settings import AdvanceTimePolicy
+from cti.time import MAX_TIME, MIN_TIME, format_time
+
+NULL = MIN_TIME  # the Spark layout's missing time
+_KIND = {EventShape.POINT: "point", EventShape.INTERVAL: "interval"}
+
+
+def eligible(specs: list[StreamSpec]) -> bool:
+    if len(specs) != 1:
+        return False
+    s = specs[0]
+    return (s.ordering is None and s.import_from is None and s.generates
+            and s.policy is not None and s.shape in _KIND)
+
+
+def _saturating_sub(values: np.ndarray, delay: int) -> np.ndarray:
+    lo, hi = MIN_TIME + 1, MAX_TIME - 1
+    return np.clip(values, max(lo, lo + delay), min(hi, hi + delay)) - delay
+
+
+def process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame) -> pd.DataFrame | None:
+    """The batch's output rows (stream 0), or None where the row machine must run instead."""
+    if st["eos"] or st["pending"] or st["imported"] or st["open_edges"]:
+        return None
+    pdf = pdf.sort_values("seq", kind="stable")
+    seq = pdf["seq"].to_numpy(np.int64)
+    keep = seq >= st["next_in_seq"]  # rows seen before are replays
+    seq = seq[keep]
+    n = len(seq)
+    if n == 0:
+        return _frame({})
+    if not np.array_equal(seq, np.arange(st["next_in_seq"], st["next_in_seq"] + n)):
+        return None
+    kind = pdf["kind"].to_numpy(object)[keep]
+    start = pdf["start"].to_numpy(np.int64)[keep]
+    end = pdf["end"].to_numpy(np.int64)[keep]
+    arrival = pdf["arrival"].to_numpy(np.int64)[keep]
+    payload = pdf["payload"].to_numpy(object)[keep]
+    errors = pdf["error"].to_numpy(object)[keep]
+    ev_kind = _KIND[spec.shape]
+    is_ev, is_cti, is_eos = kind == ev_kind, kind == "cti", kind == "eos"
+    if not (is_ev | is_cti | is_eos).all() or pd.notna(errors).any():
+        return None
+    if is_eos.any() and (not is_eos[-1] or is_eos.sum() > 1):
+        return None
+    if ((start == NULL) & ~is_eos).any() or ((start == MAX_TIME) & is_ev).any():
+        return None
+    if ev_kind == "interval" and ((end == NULL) | (end <= start) | (end == MAX_TIME))[is_ev].any():
+        return None
+    # Arrival order: an explicit arrival may not go back; otherwise the sync time (SPEC 5).
+    sync_arrival = np.where(arrival != NULL, arrival, np.where(is_eos, MAX_TIME, start))
+    run = np.maximum.accumulate(np.concatenate([[st["last_arrival"]], sync_arrival]))
+    if ((arrival != NULL) & (arrival < run[:-1])).any():
+        return None
+
+    # CTI generation (SPEC 4): counted events are all events, whatever the policy does.
+    prev_max = MIN_TIME if st["max_start"] is None else st["max_start"]
+    max_start = np.maximum.accumulate(np.where(is_ev, start, MIN_TIME))
+    max_start = np.maximum(max_start, prev_max)
+    generating = np.zeros(n, bool)
+    ev_idx = np.flatnonzero(is_ev)
+    count, gen_ref = st["count"], st["gen_ref"]
+    if spec.event_count is not None:
+        ordinal = count + np.arange(1, len(ev_idx) + 1)
+        generating[ev_idx[ordinal % spec.event_count == 0]] = True
+        count = int((count + len(ev_idx)) % spec.event_count)
+    else:
+        d = spec.duration
+        for i, s in zip(ev_idx.tolist(), start[ev_idx].tolist(), strict=True):
+            if gen_ref is None or s - gen_ref >= d:
+                gen_ref = s
+                generating[i] = True
+    candidate = np.full(n, MIN_TIME, np.int64)
+    candidate[generating] = _saturating_sub(max_start[generating], spec.delay)
+    candidate[is_cti] = start[is_cti]
+    if is_eos.any() and spec.advance_to_infinity_on_shutdown:
+        candidate[-1] = MAX_TIME
+    after = np.maximum.accumulate(np.concatenate([[st["cti"]], candidate]))
+    before, after = after[:-1], after[1:]
+    emits_cti = candidate > before
+    regression = is_cti & ~emits_cti
+
+    # Policy (SPEC 3): an event below the CTI in force is dropped, an interval adjusted if
+    # its end lies beyond the CTI (ADJUST).
+    violates = is_ev & (start < before)
+    adjust = violates & (spec.policy is AdvanceTimePolicy.ADJUST) & (ev_kind == "interval") \
+        & (end > before)
+    dropped = violates & ~adjust
+    accepted = is_ev & ~violates
+
+    # Output rows: each input row's event row, then the CTI it generated (or its regression).
+    rows_ev = np.flatnonzero(is_ev)
+    rows_cti = np.flatnonzero(emits_cti | regression)
+    order = np.argsort(np.concatenate([rows_ev * 2, rows_cti * 2 + 1]), kind="stable")
+    m = len(rows_ev) + len(rows_cti)
+
+    def pick(ev_values: np.ndarray, cti_values: np.ndarray) -> np.ndarray:
+        return np.concatenate([ev_values, cti_values])[order]
+
+    null_cti = np.full(len(rows_cti), NULL, np.int64)
+    ev_start = np.where(dropped, NULL, np.where(adjust, before, start))[rows_ev]
+    ev_end = np.where(dropped | (kind == "point"), NULL, end)[rows_ev]
+    status_ev = np.where(accepted, "accepted", np.where(adjust, "adjusted", "dropped"))[rows_ev]
+    status_cti = np.where(regression, "cti_regression", "cti")[rows_cti]
+    cti_start = np.where(regression, NULL, candidate)[rows_cti]
+    in_cti = np.where(regression, seq, -1)[rows_cti]
+    reasons_cti = np.asarray([
+        f"CTI {format_time(int(v))} does not move the stream's time {format_time(int(c))} "
+        "forward; ignored" if r else None
+        for v, c, r in zip(start[rows_cti], before[rows_cti], regression[rows_cti],
+                           strict=True)], dtype=object)
+    cti_col = np.concatenate([np.where(before[rows_ev] == MIN_TIME, NULL, before[rows_ev]),
+                              np.where(after[rows_cti] == MIN_TIME, NULL, after[rows_cti])])
+    out = _frame({
+        "seq": np.arange(st["out_seq"], st["out_seq"] + m, dtype=np.int64),
+        "in_seq": pick(seq[rows_ev], in_cti),
+        "kind": pick(kind[rows_ev], np.full(len(rows_cti), "cti", object)),
+        "start": pick(ev_start, cti_start),
+        "end": pick(ev_end, null_cti),
+        "payload": pick(payload[rows_ev], np.full(len(rows_cti), None, object)),
+        "status": pick(status_ev, status_cti),
+        "orig_start": pick(start[rows_ev], np.where(regression, start, NULL)[rows_cti]),
+        "orig_end": pick(np.where(kind == "point", NULL, end)[rows_ev], null_cti),
+        "cti": cti_col[order],
+        "reason": pick(np.where(violates, "cti_violation", None)[rows_ev].astype(object),
+                       reasons_cti),
+    })
+
+    # The row machine's state after the same rows.
+    metrics = st["metrics"]
+    metrics["accepted"] += int(accepted.sum())
+    metrics["adjusted"] += int(adjust.sum())
+    metrics["dropped"] += int(dropped.sum())
+    metrics["ctis"] += int(emits_cti.sum())
+    metrics["cti_regressions"] += int(regression.sum())
+    st["cti"] = int(after[-1])
+    st["count"] = count
+    st["gen_ref"] = gen_ref
+    if len(ev_idx):
+        st["max_start"] = int(max_start[-1])
+    st["out_seq"] += m
+    st["next_in_seq"] += n
+    st["last_arrival"] = int(run[-1])
+    st["last_key"] = (int(run[-1]), 0, int(seq[-1]))
+    st["eos"] = bool(is_eos.any())
+    return out
+
+
+def _frame(cols: dict[str, Any]) -> pd.DataFrame:
+    """Output rows in the Spark layout (stream 0, no partition)."""
+    n = len(cols.get("seq", ()))
+    out = pd.DataFrame({
+        "stream": np.zeros(n, np.int32),
+        "seq": cols.get("seq", np.zeros(0, np.int64)),
+        "in_seq": cols.get("in_seq", np.zeros(0, np.int64)),
+        "kind": cols.get("kind", np.zeros(0, object)),
+        "start": cols.get("start", np.zeros(0, np.int64)),
+        "end": cols.get("end", np.zeros(0, np.int64)),
+        "payload": cols.get("payload", np.zeros(0, object)),
+        "status": cols.get("status", np.zeros(0, object)),
+        "orig_start": cols.get("orig_start", np.zeros(0, np.int64)),
+        "orig_end": cols.get("orig_end", np.zeros(0, np.int64)),
+        "cti": cols.get("cti", np.zeros(0, np.int64)),
+        "reason": cols.get("reason", np.zeros(0, object)),
+        "partition": np.full(n, None, object),
+    })
+    for c in ("seq", "in_seq", "start", "end", "orig_start", "orig_end", "cti"):
+        out[c] = out[c].astype(np.int64)
+    return out
