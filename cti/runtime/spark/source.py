@@ -16,13 +16,17 @@ import pickle
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import numpy as np
+import pandas as pd
+import pyarrow as pa
 from pyspark import cloudpickle
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.types import IntegerType, StructField, StructType
 
 from cti.rows import eos_row
 from cti.runtime.local import read_rows
-from cti.runtime.spark.schema import IN_SCHEMA, in_row_to_tuple
+from cti.runtime.spark.schema import IN_SCHEMA, NULL_TIME, in_row_to_tuple
+from cti.time import MAX_TIME
 
 FORMAT = "cti_adapter"
 
@@ -81,12 +85,17 @@ class CtiAdapterStreamReader(DataSourceStreamReader):
                 parts.append(_Range(k, s["pos"], e["pos"], e["eos"] and not s["eos"]))
         return parts
 
-    def read(self, partition: InputPartition) -> Iterator[tuple]:
+    def read(self, partition: InputPartition) -> Iterator[tuple | pa.RecordBatch]:
         streams, _ = _decode(self.spec)
         k, start, end, eos = partition.value
         group, index, factory, config, shape = streams[k]
-        if end > start:
-            adapter = factory.create(config, shape)
+        adapter = factory.create(config, shape) if end > start else None
+        if hasattr(adapter, "read_frame"):  # a columnar adapter: one Arrow batch, no row loop
+            yield _arrow_rows(adapter.read_frame(start, end), group, index, start)
+            if eos:
+                yield _arrow_rows(_EOS_FRAME, group, index, end)
+            return
+        if adapter is not None:
             for row in read_rows(index, adapter, start, end):
                 yield (*in_row_to_tuple(row), group)
         if eos:
@@ -94,6 +103,32 @@ class CtiAdapterStreamReader(DataSourceStreamReader):
 
     def commit(self, end: dict) -> None:
         pass
+
+
+_EOS_FRAME = pd.DataFrame({"kind": ["eos"], "start": [NULL_TIME], "end": [NULL_TIME],
+                           "payload": [None], "arrival": [MAX_TIME], "partition": [None],
+                           "error": [None]})
+
+
+def _arrow_rows(frame: pd.DataFrame, group: int, index: int, first_seq: int) -> pa.RecordBatch:
+    """A columnar adapter's rows (``read_frame``) as source rows: one Arrow batch."""
+    n = len(frame)
+    arrays = {
+        "stream": pa.array(np.full(n, index, np.int32)),
+        "seq": pa.array(np.arange(first_seq, first_seq + n, dtype=np.int64)),
+        "arrival": pa.array(frame["arrival"].to_numpy(np.int64)),
+        "kind": pa.array(frame["kind"].to_numpy(object), pa.string()),
+        "start": pa.array(frame["start"].to_numpy(np.int64)),
+        "end": pa.array(frame["end"].to_numpy(np.int64)),
+        "payload": pa.array(frame["payload"].to_numpy(object), pa.string()),
+        "error": pa.array(frame["error"].to_numpy(object), pa.string()),
+        "partition": pa.array(frame["partition"].to_numpy(object), pa.string()),
+        "group": pa.array(np.full(n, group, np.int32)),
+    }
+    schema = pa.schema([pa.field(f.name, arrays[f.name].type, nullable=f.nullable)
+                        for f in SOURCE_SCHEMA.fields])
+    return pa.RecordBatch.from_arrays([arrays[f.name] for f in SOURCE_SCHEMA.fields],
+                                      schema=schema)
 
 
 class CtiAdapterSource(DataSource):
