@@ -8,6 +8,7 @@ A chunk is what one input delivers in one step: a frame and the CTIs that came w
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -15,6 +16,8 @@ from typing import Any
 import attrs
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.json as pa_json
 
 from cti.events import StreamItem, item_from_kind
 from cti.rows import OutRow, payload_from_json, payload_to_json
@@ -70,11 +73,50 @@ def map_payloads(frame: pd.DataFrame, fn: Callable[[dict[str, Any]], Any]) -> li
     return out
 
 
+_EXACT = (pa.string(), pa.int64(), pa.bool_())
+
+
 def field_values(frame: pd.DataFrame, field: str | Callable[[dict[str, Any]], Any]) -> list[Any]:
-    """A payload field (by name) or a function of the payload, per row."""
+    """A payload field (by name) or a function of the payload, per row.
+
+    A named field of a large frame is read by Arrow's JSON parser (no Python loop per row)
+    where the column comes out as strings, integers or booleans, the types in which Arrow's
+    values equal ``json.loads``'s; anything else is parsed row by row."""
     if callable(field):
         return map_payloads(frame, field)
+    if len(frame) >= 256:
+        try:
+            data = "\n".join(frame["payload"]).encode()
+            table = pa_json.read_json(io.BytesIO(data))
+        except (pa.ArrowInvalid, TypeError):
+            table = None
+        if table is not None and table.num_rows == len(frame):
+            if field not in table.column_names:
+                return [None] * len(frame)
+            column = table.column(field)
+            if column.type in _EXACT:
+                return column.to_pylist()
     return map_payloads(frame, lambda p: p.get(field))
+
+
+def keys_with(frame: pd.DataFrame, values: list[Any]) -> list[str]:
+    """Each row's group key extended by a value (``group_by``): a JSON list, computed once per
+    distinct (key, value)."""
+    codes, uniques = pd.factorize(pd.Series(list(zip(frame["key"], map(_hashable, values),
+                                                     strict=True)), dtype=object))
+    originals: dict[int, Any] = {}
+    for code, v in zip(codes, values, strict=True):
+        originals.setdefault(code, v)
+    table = [key_json([*(json.loads(k) if k else []), originals[i]])
+             for i, (k, _) in enumerate(uniques)]
+    return [table[c] for c in codes]
+
+
+def _hashable(value: Any) -> Any:
+    """A hashable stand-in that tells 1, 1.0 and True apart, as their JSON does."""
+    if isinstance(value, str | int | float | bool | type(None)):
+        return (type(value).__name__, value)
+    return ("json", json.dumps(value, sort_keys=True))
 
 
 def key_json(values: list[Any]) -> str:

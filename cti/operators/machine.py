@@ -104,9 +104,7 @@ class QueryMachine:
         part goes back into the output payloads."""
         ev = chunk.events.copy()
         if len(ev):
-            values = frame.field_values(ev, node.field)
-            ev["key"] = [frame.key_json([*_key_list(k), v])
-                         for k, v in zip(ev["key"], values, strict=True)]
+            ev["key"] = frame.keys_with(ev, frame.field_values(ev, node.field))
         group_inputs = [n for n in plan.walk(node.body) if isinstance(n, plan.GroupInput)]
         for g in group_inputs:
             memo[id(g)] = Chunk(ev, chunk.ctis)
