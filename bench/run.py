@@ -1,7 +1,7 @@
 """Benchmark: hopping-window count per key with bounded disorder, on three systems.
 
     python bench/run.py --events 200000 --keys 100 [--systems cti-spark,spark-native,cti-local]
-                        [--batches 1] [--seed 0]
+                        [--batches 1] [--seed 0] [--cti-input parquet|memory]
 
 The events are generated once (deterministic from the seed) into Parquet files; each system
 then runs in its own subprocess, so its peak memory is its own. Each prints one JSON line on
@@ -102,6 +102,46 @@ def load_events(data: Path) -> list[Any]:
     return events
 
 
+class ParquetPointAdapter:
+    """The bench's Parquet files as point events; offsets are data rows in file order.
+
+    Stateless: every call reads the files again (the driver asks ``latest_offset`` once per
+    micro-batch, an executor reads each micro-batch's range), so nothing is cached in a
+    process or pickled with the factory. The end-of-stream row (NULL key) is not an event.
+    """
+
+    def __init__(self, directory: str) -> None:
+        self.files = sorted(Path(directory).glob("part-*.parquet"))
+
+    def _table(self, columns: list[str] | None = None) -> Any:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
+
+        table = pa.concat_tables(pq.read_table(f, columns=columns) for f in self.files)
+        return table.filter(pc.is_valid(table["key"]))
+
+    def latest_offset(self) -> int:
+        return self._table(["key"]).num_rows
+
+    def read(self, start: int, end: int) -> Any:
+        from cti import PointEvent
+
+        cols = self._table().slice(start, end - start).to_pydict()
+        for t, k, v in zip(cols["time"], cols["key"], cols["value"], strict=True):
+            yield PointEvent(t, {"key": k, "value": v})
+
+    def is_complete(self) -> bool:
+        return True
+
+
+class ParquetPointAdapterFactory:
+    """``create(directory, shape)``: a ``ParquetPointAdapter`` over ``directory``."""
+
+    def create(self, config: str, shape: Any) -> ParquetPointAdapter:
+        return ParquetPointAdapter(config)
+
+
 # ---- memory ---------------------------------------------------------------------------------
 
 
@@ -114,12 +154,23 @@ def _kb(value: str | None) -> int:
     return int(value.split()[0]) if value else 0
 
 
-class TreeMemory:
-    """Samples this process's descendants (the JVM, Python workers) from /proc.
+def _pss_kb(pid: int | str) -> int:
+    """Proportional set size (shared pages split between their users), 0 if unreadable."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            return sum(_kb(line.split(":", 1)[1]) for line in f if line.startswith("Pss:"))
+    except OSError:
+        return 0
 
-    Keeps each descendant's last-seen ``VmHWM`` (its own peak RSS) and the peak of the sampled
-    sum of ``VmRSS`` over the whole tree. Spark's launcher JVM (``launcher.Main``, alive only
-    while the session starts) is left out.
+
+class TreeMemory:
+    """Samples this process's descendants from /proc: the JVM and Python workers.
+
+    Counts processes named ``java`` (except Spark's launcher JVM, ``launcher.Main``, alive only
+    while the session starts) or ``python*``. Other descendants are short-lived helpers
+    (``chmod``, ``readlink``) or JVM forks not yet exec'd, whose ``VmHWM`` is the JVM's own.
+    Keeps each counted descendant's largest ``VmHWM`` seen (its peak RSS) and the peak of the
+    sampled sum of ``Pss`` over this process and the counted descendants.
     """
 
     def __init__(self, interval: float = 0.25) -> None:
@@ -148,7 +199,7 @@ class TreeMemory:
         return found
 
     def sample(self) -> None:
-        total = _kb(_proc_status(os.getpid()).get("VmRSS"))
+        total = _pss_kb("self")
         for pid in self._descendants():
             try:
                 status = _proc_status(pid)
@@ -156,11 +207,13 @@ class TreeMemory:
                     cmdline = f.read()
             except OSError:
                 continue
+            name = status.get("Name", "?")
+            if not (name == "java" or name.startswith("python")):
+                continue
             if b"org.apache.spark.launcher.Main" in cmdline:
                 continue
-            total += _kb(status.get("VmRSS"))
+            total += _pss_kb(pid)
             hwm = _kb(status.get("VmHWM"))
-            name = status.get("Name", "?")
             self.hwm_kb[pid] = (name, max(hwm, self.hwm_kb.get(pid, (name, 0))[1]))
         self.tree_peak_kb = max(self.tree_peak_kb, total)
 
@@ -179,18 +232,14 @@ class TreeMemory:
         self.sample()
         self_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
         jvm = sum(kb for name, kb in self.hwm_kb.values() if name == "java")
-        workers = sum(kb for name, kb in self.hwm_kb.values() if name.startswith("python"))
-        other = sum(kb for name, kb in self.hwm_kb.values()) - jvm - workers
-        big = {pid: v for pid, v in self.hwm_kb.items() if v[1] > 20_000}
-        log(f"descendants over 20 MB (pid: name, VmHWM kB): {big}")
+        workers = sum(kb for name, kb in self.hwm_kb.values() if name != "java")
         mb = 1024
         return {
-            "peak_rss_mb": round((self_kb + jvm + workers + other) / mb, 1),
+            "peak_rss_mb": round((self_kb + jvm + workers) / mb, 1),
             "python_rss_mb": round(self_kb / mb, 1),
             "jvm_rss_mb": round(jvm / mb, 1),
             "workers_rss_mb": round(workers / mb, 1),
-            "other_rss_mb": round(other / mb, 1),
-            "tree_sampled_peak_mb": round(max(self.tree_peak_kb, self_kb) / mb, 1),
+            "tree_pss_peak_mb": round(self.tree_peak_kb / mb, 1),
         }
 
 
@@ -232,7 +281,7 @@ def _native_run(spark: Any, data: Path) -> tuple[float, list[dict[str, Any]]]:
     return elapsed, progress
 
 
-def run_spark_native(root: Path, batches: int) -> dict[str, Any]:
+def run_spark_native(root: Path, opts: argparse.Namespace) -> dict[str, Any]:
     """Structured Streaming over the Parquet files: watermark + groupBy(key, window).count()."""
     t0 = time.perf_counter()
     spark = start_spark()
@@ -290,13 +339,28 @@ def _counted(directory: Path) -> int:
     return sum(int(p.read_text()) for p in directory.glob("batch-*.count"))
 
 
-def _cti_run(events: list[Any], batches: int, runtime: Any) -> tuple[float, int]:
-    """Run the cti query over ``events`` into a counting adapter: seconds and output events.
+def _cti_source(data: Path, cti_input: str) -> tuple[Any, Any, float]:
+    """The input factory and config for the cti systems, and seconds spent loading.
+
+    ``parquet``: ``ParquetPointAdapterFactory`` over the files (read inside the run, like
+    spark-native). ``memory``: ``MemoryInputAdapterFactory`` with the events loaded first (the
+    load is not timed; the list is pickled into the Spark query).
+    """
+    if cti_input == "parquet":
+        return ParquetPointAdapterFactory(), str(data), 0.0
+    from adapters.memory import MemoryInputAdapterFactory
+
+    t0 = time.perf_counter()
+    events = load_events(data)
+    return MemoryInputAdapterFactory(), events, time.perf_counter() - t0
+
+
+def _cti_run(factory: Any, config: Any, runtime: Any) -> tuple[float, int]:
+    """Run the cti query into a counting adapter: seconds taken and output events.
 
     Point events with a CTI every ``CTI_EVERY`` events ``DELAY_US`` behind the latest start,
     policy DROP, then a hopping-window count per key.
     """
-    from adapters.memory import MemoryInputAdapterFactory
     from cti import (
         AdvanceTimeGenerationSettings,
         AdvanceTimePolicy,
@@ -315,8 +379,8 @@ def _cti_run(events: list[Any], batches: int, runtime: Any) -> tuple[float, int]
                                           advance_to_infinity_on_shutdown=True),
             policy=AdvanceTimePolicy.DROP,
         )
-        stream = CepStream.create("events", MemoryInputAdapterFactory(), events,
-                                  EventShape.POINT, settings, application=Application())
+        stream = CepStream.create("events", factory, config, EventShape.POINT, settings,
+                                  application=Application())
         counts = stream.group_by("key").apply(
             lambda g: g.hopping_window(WINDOW, HOP).aggregate(count=agg.count()))
         counts.to(CountingOutputAdapterFactory(), str(out)).run(runtime)
@@ -326,23 +390,22 @@ def _cti_run(events: list[Any], batches: int, runtime: Any) -> tuple[float, int]
         shutil.rmtree(out, ignore_errors=True)
 
 
-def _batch_sizes(n: int, batches: int) -> list[int] | None:
-    return [max(1, -(-n // batches))] if batches > 1 else None
+def _batch_sizes(opts: argparse.Namespace) -> list[int] | None:
+    """Micro-batch sizes that cut the input into ``--batches`` parts (None: one batch)."""
+    return [max(1, -(-opts.events // opts.batches))] if opts.batches > 1 else None
 
 
-def run_cti_local(root: Path, batches: int) -> dict[str, Any]:
+def run_cti_local(root: Path, opts: argparse.Namespace) -> dict[str, Any]:
     """The cti query on the in-process runtime."""
     from cti.runtime.local import LocalRuntime
 
     _check_cti_api()
-    t0 = time.perf_counter()
-    events = load_events(root / "events")
-    load = time.perf_counter() - t0
-    elapsed, rows = _cti_run(events, batches, LocalRuntime(_batch_sizes(len(events), batches)))
+    factory, config, load = _cti_source(root / "events", opts.cti_input)
+    elapsed, rows = _cti_run(factory, config, LocalRuntime(_batch_sizes(opts)))
     return {"startup_s": 0.0, "load_s": load, "run_s": elapsed, "output_rows": rows}
 
 
-def run_cti_spark(root: Path, batches: int) -> dict[str, Any]:
+def run_cti_spark(root: Path, opts: argparse.Namespace) -> dict[str, Any]:
     """The cti query on the Spark runtime (the same session settings as spark-native)."""
     from cti.runtime.spark import SparkRuntime
 
@@ -350,32 +413,32 @@ def run_cti_spark(root: Path, batches: int) -> dict[str, Any]:
     t0 = time.perf_counter()
     spark = start_spark()
     session = time.perf_counter() - t0
-    _cti_run(load_events(root / "warmup"), 1, SparkRuntime(spark))
+    _cti_run(*_cti_source(root / "warmup", opts.cti_input)[:2], SparkRuntime(spark))
     startup = time.perf_counter() - t0
     log(f"cti-spark: session {session:.1f} s, with warm-up query {startup:.1f} s")
-    t1 = time.perf_counter()
-    events = load_events(root / "events")
-    load = time.perf_counter() - t1
-    runtime = SparkRuntime(spark, batch_sizes=_batch_sizes(len(events), batches))
-    elapsed, rows = _cti_run(events, batches, runtime)
+    factory, config, load = _cti_source(root / "events", opts.cti_input)
+    runtime = SparkRuntime(spark, batch_sizes=_batch_sizes(opts))
+    elapsed, rows = _cti_run(factory, config, runtime)
     return {"startup_s": startup, "session_s": session, "load_s": load, "run_s": elapsed,
-            "output_rows": rows, "micro_batches": len(runtime.progress)}
+            "output_rows": rows}
 
 
-RUNNERS: dict[str, Callable[[Path, int], dict[str, Any]]] = {
+RUNNERS: dict[str, Callable[[Path, argparse.Namespace], dict[str, Any]]] = {
     "cti-spark": run_cti_spark,
     "spark-native": run_spark_native,
     "cti-local": run_cti_local,
 }
 
 
-def child(system: str, root: Path, events: int, keys: int, batches: int) -> dict[str, Any]:
+def child(system: str, root: Path, opts: argparse.Namespace) -> dict[str, Any]:
     """Run one system in this process; its result line."""
     memory = TreeMemory().start()
-    line: dict[str, Any] = {"system": system, "events": events, "keys": keys,
-                            "batches": batches}
+    line: dict[str, Any] = {"system": system, "events": opts.events, "keys": opts.keys,
+                            "batches": opts.batches, "load_avg_1m": round(os.getloadavg()[0], 2)}
+    if system.startswith("cti-"):
+        line["cti_input"] = opts.cti_input
     try:
-        result = RUNNERS[system](root, batches)
+        result = RUNNERS[system](root, opts)
     except NotImplementedError as exc:
         memory.stop()
         return {**line, "error": str(exc)}
@@ -384,7 +447,7 @@ def child(system: str, root: Path, events: int, keys: int, batches: int) -> dict
         memory.stop()
         return {**line, "error": f"{type(exc).__name__}: {str(exc)[:500]}"}
     mem = memory.stop()
-    line["events_per_s"] = round(events / result["run_s"]) if result["run_s"] > 0 else None
+    line["events_per_s"] = round(opts.events / result["run_s"]) if result["run_s"] > 0 else None
     line.update(mem)
     line.update({k: round(v, 3) if isinstance(v, float) else v for k, v in result.items()})
     return line
@@ -397,7 +460,8 @@ def run_system(system: str, root: Path, args: argparse.Namespace) -> dict[str, A
     """Run ``system`` in a child process and return its JSON line (or an error line)."""
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", system, "--data", str(root),
            "--events", str(args.events), "--keys", str(args.keys),
-           "--batches", str(args.batches), "--seed", str(args.seed)]
+           "--batches", str(args.batches), "--seed", str(args.seed),
+           "--cti-input", args.cti_input]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)}
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, env=env, check=False)
@@ -420,6 +484,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help=f"comma-separated, from {', '.join(SYSTEMS)}")
     p.add_argument("--batches", type=int, default=1, help="micro-batches B")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--cti-input", choices=("parquet", "memory"), default="parquet",
+                   help="cti systems' input adapter: the Parquet files (default) or "
+                        "MemoryInputAdapterFactory with PointEvent objects")
     p.add_argument("--child", choices=SYSTEMS, help=argparse.SUPPRESS)
     p.add_argument("--data", type=Path, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -436,7 +503,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.child:
-        line = child(args.child, args.data, args.events, args.keys, args.batches)
+        line = child(args.child, args.data, args)
         print(json.dumps(line), flush=True)
         return 0
     tmp = Path(tempfile.mkdtemp(prefix="cti-bench-"))
