@@ -53,7 +53,8 @@ class QueryMachine:
         self.input_index = {}
         for n in self.nodes:
             if isinstance(n, plan.Input):
-                self.input_index[id(n)] = next(
+                self.input_index[id(n)] = n.stream.index if isinstance(
+                    n.stream, plan.InputRef) else next(
                     i for i, s in enumerate(inputs) if s is n.stream)
         self.state = state if state is not None else {
             "nodes": [_new_node_state(n) for n in self.nodes],

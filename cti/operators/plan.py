@@ -165,3 +165,32 @@ def inputs_of(node: Node) -> list[Any]:
 
     visit(node)
     return out
+
+
+@attrs.frozen
+class InputRef:
+    """Stands for the n-th input stream in a plan that travels without its streams."""
+
+    index: int
+
+
+def without_inputs(root: Node, inputs: list[Any]) -> Node:
+    """The same plan with each ``Input`` stream replaced by an ``InputRef`` to its position in
+    ``inputs``: what Spark ships to its workers (factories and configs, which may hold all the
+    input data, stay with the sources)."""
+    done: dict[int, Node] = {}
+
+    def rebuild(node: Node) -> Node:
+        if id(node) in done:
+            return done[id(node)]
+        if isinstance(node, Input):
+            new: Node = Input(InputRef(next(i for i, s in enumerate(inputs)
+                                            if s is node.stream)))
+        else:
+            changes = {f.name: rebuild(getattr(node, f.name)) for f in attrs.fields(type(node))
+                       if isinstance(getattr(node, f.name), Node)}
+            new = attrs.evolve(node, **changes) if changes else node
+        done[id(node)] = new
+        return new
+
+    return rebuild(root)

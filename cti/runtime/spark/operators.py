@@ -32,7 +32,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from cti.operators import frame
+from cti.operators import frame, plan
 from cti.operators.machine import QueryMachine
 from cti.operators.sharding import shard_fields
 from cti.runtime.spark.ingress import GROUP_OUT_SCHEMA
@@ -91,7 +91,9 @@ class QueryProcessor(StatefulProcessor):
     """Runs the queries' machines; the key is (query, shard)."""
 
     def __init__(self, queries: Sequence[Any]) -> None:
-        self.plans = [(q.node, q.inputs()) for q in queries]
+        # Plans travel without their input streams (whose configs may hold all the input).
+        self.plans = [(plan.without_inputs(q.node, q.inputs()), len(q.inputs()))
+                      for q in queries]
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.state = handle.getValueState("machine", _STATE)
@@ -103,11 +105,11 @@ class QueryProcessor(StatefulProcessor):
         out = [_passed(pdf[pdf["role"] == PASS])]
         ops = pdf[pdf["role"] == OP]
         if len(ops):
-            root, inputs = self.plans[query]
+            root, n_inputs = self.plans[query]
             saved = self.state.get() if self.state.exists() else None
-            machine = QueryMachine(root, inputs, pickle.loads(saved[0]) if saved else None)
+            machine = QueryMachine(root, [], pickle.loads(saved[0]) if saved else None)
             chunks = []
-            for j in range(len(inputs)):
+            for j in range(n_inputs):
                 mine = ops[ops["input"] == j].sort_values("seq")
                 chunks.append(frame.chunk_of(*(mine[c].to_numpy() for c in (
                     "status", "kind", "start", "end", "payload"))))
