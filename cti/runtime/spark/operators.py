@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.types import (
@@ -39,9 +39,6 @@ from cti.runtime.spark.ingress import GROUP_OUT_SCHEMA
 from cti.runtime.spark.schema import NULL_TIME
 
 OP, PASS = "op", "pass"
-ROUTE_FIELDS = [StructField("query", IntegerType(), False),
-                StructField("input", IntegerType(), False),
-                StructField("role", StringType(), False)]
 OUT_FIELDS = [StructField("query", IntegerType(), False),
               StructField("role", StringType(), False),
               StructField("release", LongType(), False)]
@@ -54,26 +51,34 @@ def _field_path(field: str) -> str:
     return "$['" + field.replace("'", "\\'") + "']"
 
 
-def route(spark: SparkSession, ingress: DataFrame, queries: Sequence[Any],
+def route(ingress: DataFrame, queries: Sequence[Any],
           groups: Sequence[Any], refs: Sequence[Sequence[tuple[int, int]]], shards: int,
           with_inputs: bool) -> DataFrame:
-    """Ingress rows -> (query, shard) rows: events by key, CTIs to every shard."""
-    routes = []
+    """Ingress rows -> (query, shard) rows: events by key, CTIs to every shard. Spark SQL
+    expressions only (no join, no Python)."""
+    targets: dict[tuple[int, int], list[tuple[int, int, str]]] = {}
     for q, rs in enumerate(refs):
         for j, (g, i) in enumerate(rs):
-            routes.append((g, i, q, j, OP))
+            targets.setdefault((g, i), []).append((q, j, OP))
     if with_inputs:  # each group's rows once, to the first query that reads it
         first: dict[int, int] = {}
         for q, rs in enumerate(refs):
             for g, _ in rs:
                 first.setdefault(g, q)
-        routes += [(g, i, q, -1, PASS) for g, q in first.items()
-                   for i in range(len(groups[g].streams))]
-    table = spark.createDataFrame(routes, StructType([
-        StructField("group", IntegerType(), False), StructField("stream", IntegerType(), False),
-        *ROUTE_FIELDS]))
-    rows = ingress.join(F.broadcast(table), ["group", "stream"]).where(
-        (F.col("role") == PASS) | F.col("status").isin(*_ROUTED))
+        for g, q in first.items():
+            for i in range(len(groups[g].streams)):
+                targets.setdefault((g, i), []).append((q, -1, PASS))
+    routed = F.col("status").isin(*_ROUTED)
+    choice: Column | None = None
+    for (g, i), ts in targets.items():
+        cond = (F.col("group") == g) & (F.col("stream") == i)
+        arr = F.filter(F.array(*[F.struct(F.lit(q).alias("query"), F.lit(j).alias("input"),
+                                          F.lit(role).alias("role")) for q, j, role in ts]),
+                       lambda t: (t["role"] == PASS) | routed)
+        choice = F.when(cond, arr) if choice is None else choice.when(cond, arr)
+    rows = ingress.withColumn("_to", F.explode(choice)).select(
+        *ingress.columns, F.col("_to.query").cast("int").alias("query"),
+        F.col("_to.input").cast("int").alias("input"), F.col("_to.role").alias("role"))
     key: Column = F.lit(0)
     for q, query in enumerate(queries):
         fields = shard_fields(query.node, query.inputs()) if shards > 1 else None

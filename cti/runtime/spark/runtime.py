@@ -161,7 +161,7 @@ class SparkRuntime:
         spark.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
         groups, refs = queries_inputs(queries)
         shards = self.shards or int(spark.conf.get("spark.sql.shuffle.partitions"))
-        rows = route(spark, self.ingress_frame(groups), queries, groups, refs, shards,
+        rows = route(self.ingress_frame(groups), queries, groups, refs, shards,
                      with_inputs)
         return apply_queries(rows, queries), groups, refs
 
