@@ -99,17 +99,24 @@ def field_values(frame: pd.DataFrame, field: str | Callable[[dict[str, Any]], An
     return map_payloads(frame, lambda p: p.get(field))
 
 
-def keys_with(frame: pd.DataFrame, values: list[Any]) -> list[str]:
+def keys_with(frame: pd.DataFrame, values: list[Any]) -> list[str] | np.ndarray:
     """Each row's group key extended by a value (``group_by``): a JSON list, computed once per
-    distinct (key, value)."""
-    codes, uniques = pd.factorize(pd.Series(list(zip(frame["key"], map(_hashable, values),
-                                                     strict=True)), dtype=object))
-    originals: dict[int, Any] = {}
-    for code, v in zip(codes, values, strict=True):
-        originals.setdefault(code, v)
-    table = [key_json([*(json.loads(k) if k else []), originals[i]])
-             for i, (k, _) in enumerate(uniques)]
-    return [table[c] for c in codes]
+    distinct (key, value). Values of one plain type are factorised as they are; mixed types
+    through a stand-in that tells 1, 1.0 and True apart, as their JSON does."""
+    if not len(frame):
+        return []
+    types = set(map(type, values))
+    plain = len(types) == 1 and types <= {str, int, float}
+    v_codes, v_uniques = pd.factorize(np.asarray(values if plain else
+                                                 [_hashable(v) for v in values], dtype=object))
+    k_codes, k_uniques = pd.factorize(frame["key"].to_numpy(object))
+    pair = k_codes.astype(np.int64) * (len(v_uniques) + 1) + v_codes
+    p_codes, p_uniques = pd.factorize(pair)
+    first = np.zeros(len(p_uniques), np.int64)
+    first[p_codes[::-1]] = np.arange(len(pair))[::-1]  # a row of each distinct pair
+    table = np.asarray([key_json([*(json.loads(k) if k else []), values[i]]) for k, i in zip(
+        k_uniques[p_uniques // (len(v_uniques) + 1)], first, strict=True)], dtype=object)
+    return table[p_codes]
 
 
 def _hashable(value: Any) -> Any:
