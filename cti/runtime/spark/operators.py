@@ -1,28 +1,37 @@
-"""Temporal operators on Spark: one ``transformWithStateInPandas`` keyed by (query, shard).
+"""Temporal operators on Spark: ingress and operators in one stateful function per shard.
 
-After ingress (``applyInPandasWithState``, one key per ingress group), every output row of an
-input stream that a query reads is routed to the query's shards: events to the shard of their
-key (``cti.operators.sharding``: the hash of a payload field, computed by Spark from the JSON
-payload), CTIs to every shard. Each shard runs a ``QueryMachine`` over the keys it holds,
-vectorised over pandas batches; the machine's state (plain data, pickled) lives in one
-``ValueState`` of the shard, in Spark's RocksDB state store, and is checkpointed with the query.
-Every shard sees every CTI, so every shard computes the same output CTIs; shard 0 emits them.
-The output rows carry the CTI that releases each event, which gives the output order at the
-sink. With ``with_inputs`` the ingress rows are also passed through (to shard 0), so a run can
-return every input stream's own result as well.
+A query runs as ONE ``applyInPandasWithState`` keyed by (query, shard), straight after the
+source (PySpark 4.3 allows one such function per streaming query, and a chained
+``transformWithStateInPandas`` regroups its input row by row in Python: measured at several
+microseconds per event). Each shard:
+
+- receives every row of every ingress group the query reads, so it runs the group's ingress
+  itself (vectorised where it can, ``cti.ingress.vectorized``) and computes the same CTIs as every
+  other shard; the rows are copied to each shard by Spark, but an event's payload travels only
+  to the shard that owns it (the hash of the key the query is spread by,
+  ``cti.operators.sharding``), or to all for edge streams (an edge end finds its start by
+  payload);
+- keeps the events it owns and runs the ``QueryMachine`` over them: all its keys at once,
+  vectorised over pandas frames.
+
+The state of a shard (its ingress machines and its query machine: plain data, pickled) is one
+binary state row in Spark's state store, checkpointed with the query. Every shard computes the
+same output CTIs; shard 0 emits them. Output rows carry the CTI that releases each event, which
+orders the output at the sink. With ``with_inputs`` shard 0 also emits every input stream's
+ingress rows, so a run can return each input stream's own result.
 """
 
 from __future__ import annotations
 
 import pickle
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
+from pyspark.sql.streaming.state import GroupStateTimeout
 from pyspark.sql.types import (
     BinaryType,
     IntegerType,
@@ -32,109 +41,128 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from cti.events import EventShape
+from cti.ingress import vectorized
+from cti.ingress.machine import IngressMachine
 from cti.operators import frame, plan
 from cti.operators.machine import QueryMachine
 from cti.operators.sharding import shard_fields
 from cti.runtime.spark.ingress import GROUP_OUT_SCHEMA
-from cti.runtime.spark.schema import NULL_TIME
+from cti.runtime.spark.schema import NULL_TIME, in_rows_from_pandas, out_rows_to_pandas
 
 OP, PASS = "op", "pass"
 OUT_FIELDS = [StructField("query", IntegerType(), False),
               StructField("role", StringType(), False),
               StructField("release", LongType(), False)]
 OUTPUT_SCHEMA = StructType([*OUT_FIELDS, *GROUP_OUT_SCHEMA.fields])
-_STATE = StructType([StructField("machine", BinaryType(), True)])
-_ROUTED = ("accepted", "adjusted", "cti")
+_STATE = StructType([StructField("blob", BinaryType(), False)])
+_EVENTS = ("accepted", "adjusted")
 
 
 def _field_path(field: str) -> str:
     return "$['" + field.replace("'", "\\'") + "']"
 
 
-def route(ingress: DataFrame, queries: Sequence[Any],
-          groups: Sequence[Any], refs: Sequence[Sequence[tuple[int, int]]], shards: int,
+def route(source: DataFrame, queries: Sequence[Any], groups: Sequence[Any],
+          refs: Sequence[Sequence[tuple[int, int]]], shards: int,
           with_inputs: bool) -> DataFrame:
-    """Ingress rows -> (query, shard) rows: events by key, CTIs to every shard. Spark SQL
-    expressions only (no join, no Python)."""
-    targets: dict[tuple[int, int], list[tuple[int, int, str]]] = {}
-    for q, rs in enumerate(refs):
-        for j, (g, i) in enumerate(rs):
-            targets.setdefault((g, i), []).append((q, j, OP))
-    if with_inputs:  # each group's rows once, to the first query that reads it
-        first: dict[int, int] = {}
-        for q, rs in enumerate(refs):
-            for g, _ in rs:
-                first.setdefault(g, q)
-        for g, q in first.items():
-            for i in range(len(groups[g].streams)):
-                targets.setdefault((g, i), []).append((q, -1, PASS))
-    routed = F.col("status").isin(*_ROUTED)
-    choice: Column | None = None
-    for (g, i), ts in targets.items():
-        cond = (F.col("group") == g) & (F.col("stream") == i)
-        arr = F.filter(F.array(*[F.struct(F.lit(q).alias("query"), F.lit(j).alias("input"),
-                                          F.lit(role).alias("role")) for q, j, role in ts]),
-                       lambda t: (t["role"] == PASS) | routed)
-        choice = F.when(cond, arr) if choice is None else choice.when(cond, arr)
-    rows = ingress.withColumn("_to", F.explode(choice)).select(
-        *ingress.columns, F.col("_to.query").cast("int").alias("query"),
-        F.col("_to.input").cast("int").alias("input"), F.col("_to.role").alias("role"))
-    key: Column = F.lit(0)
+    """Source rows -> (query, shard, own) rows. Spark SQL only: each row of a group a query
+    reads goes to each of the query's shards; ``own`` is the shard that keeps its event."""
+    parts = []
     for q, query in enumerate(queries):
         fields = shard_fields(query.node, query.inputs()) if shards > 1 else None
-        for j, field in enumerate(fields or []):
-            hashed = F.pmod(F.xxhash64(F.get_json_object("payload", _field_path(field))),
-                            F.lit(shards)).cast("int")
-            key = F.when((F.col("query") == q) & (F.col("input") == j), hashed).otherwise(key)
-    every = F.sequence(F.lit(0), F.lit(shards - 1))
-    shard = F.when(F.col("role") == PASS, F.array(F.lit(0))).when(
-        F.col("status") == "cti", every).otherwise(F.array(key))
-    return rows.withColumn("shard", F.explode(shard))
+        n = shards if fields else 1
+        own: Column = F.lit(-1)
+        for j, (g, i) in enumerate(refs[q]):
+            mine = (F.col("group") == g) & (F.col("stream") == i)
+            key = F.lit(0) if not fields else F.pmod(
+                F.xxhash64(F.get_json_object("payload", _field_path(fields[j]))),
+                F.lit(n)).cast("int")
+            own = F.when(mine, key).otherwise(own)
+        edge = F.lit(False)
+        for g in sorted({g for g, _ in refs[q]}):
+            for i, s in enumerate(groups[g].streams):
+                if s.shape is EventShape.EDGE:
+                    edge = edge | ((F.col("group") == g) & (F.col("stream") == i))
+        read = F.col("group").isin(*sorted({g for g, _ in refs[q]}))
+        rows = (source.where(read)
+                .withColumn("query", F.lit(q))
+                .withColumn("own", own.cast("int"))
+                .withColumn("shard", F.explode(F.sequence(F.lit(0), F.lit(n - 1)))))
+        keep = (F.col("shard") == F.col("own")) | edge | (F.col("kind") != "point") \
+            & (F.col("kind") != "interval")
+        if with_inputs:
+            keep = keep | (F.col("shard") == 0)
+        parts.append(rows.withColumn("payload", F.when(keep, F.col("payload"))))
+    out = parts[0]
+    for p in parts[1:]:
+        out = out.unionByName(p)
+    return out
 
 
-class QueryProcessor(StatefulProcessor):
-    """Runs the queries' machines; the key is (query, shard)."""
+def query_function(queries: Sequence[Any], groups: Sequence[Any],
+                   refs: Sequence[Sequence[tuple[int, int]]], with_inputs: bool) -> Callable:
+    """The stateful function of ``apply_queries``; plans travel without their input streams
+    (whose configs may hold all the input)."""
+    plans = [plan.without_inputs(q.node, q.inputs()) for q in queries]
+    specs = {g: groups[g].specs() for g in {g for rs in refs for g, _ in rs}}
+    reporter: dict[int, int] = {}  # each group's rows are passed through by one query
+    for q, rs in enumerate(refs):
+        for g, _ in rs:
+            reporter.setdefault(g, q)
 
-    def __init__(self, queries: Sequence[Any]) -> None:
-        # Plans travel without their input streams (whose configs may hold all the input).
-        self.plans = [(plan.without_inputs(q.node, q.inputs()), len(q.inputs()))
-                      for q in queries]
+    def run(key: tuple, batches: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
+        q, shard = int(key[0]), int(key[1])
+        rows = pd.concat(list(batches), ignore_index=True)
+        mine = sorted({g for g, _ in refs[q]})
+        saved = pickle.loads(state.get[0]) if state.exists else {
+            "ingress": {g: None for g in mine}, "machine": None}
+        machine = QueryMachine(plans[q], [], saved["machine"])
+        out, ingress_out = [], {}
+        for g in mine:
+            ingress = IngressMachine(specs[g], saved["ingress"][g])
+            part = rows[rows["group"] == g].drop(columns=["group", "query", "shard"])
+            got = None
+            if vectorized.eligible(specs[g]):
+                got = vectorized.process(specs[g][0], ingress.state["streams"][0],
+                                         part.drop(columns=["own"]))
+            if got is None:
+                got = out_rows_to_pandas(ingress.process(in_rows_from_pandas(part)))
+            saved["ingress"][g] = ingress.state
+            ingress_out[g] = (got, part)
+            if with_inputs and shard == 0 and reporter[g] == q:
+                out.append(_passed(got, g))
+        chunks = []
+        for g, i in refs[q]:
+            got, part = ingress_out[g]
+            owned = set(part.loc[(part["stream"] == i) & (part["own"] == shard), "seq"])
+            sel = (got["stream"] == i) & ((got["status"] == "cti") | (
+                got["status"].isin(_EVENTS) & got["in_seq"].isin(owned)))
+            chosen = got[sel]
+            chunks.append(frame.chunk_of(*(chosen[c].to_numpy() for c in (
+                "status", "kind", "start", "end", "payload"))))
+        events, ctis = machine.step(chunks)
+        saved["machine"] = machine.state
+        state.update((pickle.dumps(saved, protocol=pickle.HIGHEST_PROTOCOL),))
+        out.append(_released(events, ctis if shard == 0 else []))
+        result = pd.concat([o for o in out if len(o)] or [out[-1]], ignore_index=True)
+        result.insert(0, "query", np.int32(q))
+        yield result
 
-    def init(self, handle: StatefulProcessorHandle) -> None:
-        self.state = handle.getValueState("machine", _STATE)
-
-    def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame],
-                        timerValues: Any) -> Iterator[pd.DataFrame]:
-        query, shard = int(key[0]), int(key[1])
-        pdf = pd.concat(list(rows), ignore_index=True)
-        out = [_passed(pdf[pdf["role"] == PASS])]
-        ops = pdf[pdf["role"] == OP]
-        if len(ops):
-            root, n_inputs = self.plans[query]
-            saved = self.state.get() if self.state.exists() else None
-            machine = QueryMachine(root, [], pickle.loads(saved[0]) if saved else None)
-            chunks = []
-            for j in range(n_inputs):
-                mine = ops[ops["input"] == j].sort_values("seq")
-                chunks.append(frame.chunk_of(*(mine[c].to_numpy() for c in (
-                    "status", "kind", "start", "end", "payload"))))
-            events, ctis = machine.step(chunks)
-            self.state.update((pickle.dumps(machine.state, protocol=pickle.HIGHEST_PROTOCOL),))
-            out.append(_released(events, ctis if shard == 0 else []))
-        out = [o for o in out if len(o)]
-        if out:
-            result = pd.concat(out, ignore_index=True)
-            result.insert(0, "query", np.int32(query))
-            yield result
-
-    def close(self) -> None:
-        pass
+    return run
 
 
-def _passed(rows: pd.DataFrame) -> pd.DataFrame:
-    """Ingress rows passed through as they are."""
-    cols = [f.name for f in GROUP_OUT_SCHEMA.fields]
-    out = rows[cols].copy()
+def apply_queries(rows: DataFrame, queries: Sequence[Any], groups: Sequence[Any],
+                  refs: Sequence[Sequence[tuple[int, int]]], with_inputs: bool) -> DataFrame:
+    return rows.groupBy("query", "shard").applyInPandasWithState(
+        query_function(queries, groups, refs, with_inputs), OUTPUT_SCHEMA, _STATE, "append",
+        GroupStateTimeout.NoTimeout)
+
+
+def _passed(rows: pd.DataFrame, group: int) -> pd.DataFrame:
+    """A group's ingress rows, passed through as they are."""
+    out = rows.copy()
+    out.insert(0, "group", np.int32(group))
     out.insert(0, "release", np.int64(NULL_TIME))
     out.insert(0, "role", PASS)
     return out
@@ -144,20 +172,16 @@ def _released(events: pd.DataFrame, ctis: Sequence[int]) -> pd.DataFrame:
     """Released events and CTIs as output rows (``release`` orders them at the sink)."""
     n, m = len(events), len(ctis)
     ctis = np.asarray(ctis, dtype=np.int64)
-    kind = np.concatenate([events["kind"].to_numpy(dtype=object), np.full(m, "cti", object)])
-    start = np.concatenate([events["start"].to_numpy(np.int64), ctis])
-    end = np.concatenate([events["end"].to_numpy(np.int64), ctis])
-    payload = np.concatenate([events["payload"].to_numpy(dtype=object),
-                              np.full(m, None, object)])
-    release = np.concatenate([events["release"].to_numpy(np.int64), ctis])
     null = np.full(n + m, NULL_TIME, np.int64)
     return pd.DataFrame({
-        "role": OP, "release": release, "group": np.int32(-1), "stream": np.int32(-1),
-        "seq": np.int64(0), "in_seq": np.int64(0), "kind": kind, "start": start, "end": end,
-        "payload": payload, "status": "output", "orig_start": null, "orig_end": null,
-        "cti": null, "reason": None, "partition": None})
-
-
-def apply_queries(rows: DataFrame, queries: Sequence[Any]) -> DataFrame:
-    return rows.groupBy("query", "shard").transformWithStateInPandas(
-        QueryProcessor(queries), OUTPUT_SCHEMA, "Append", "None")
+        "role": OP,
+        "release": np.concatenate([events["release"].to_numpy(np.int64), ctis]),
+        "group": np.full(n + m, -1, np.int32), "stream": np.full(n + m, -1, np.int32),
+        "seq": np.zeros(n + m, np.int64), "in_seq": np.zeros(n + m, np.int64),
+        "kind": np.concatenate([events["kind"].to_numpy(object), np.full(m, "cti", object)]),
+        "start": np.concatenate([events["start"].to_numpy(np.int64), ctis]),
+        "end": np.concatenate([events["end"].to_numpy(np.int64), ctis]),
+        "payload": np.concatenate([events["payload"].to_numpy(object),
+                                   np.full(m, None, object)]),
+        "status": "output", "orig_start": null, "orig_end": null, "cti": null,
+        "reason": None, "partition": None})

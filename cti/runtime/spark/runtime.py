@@ -29,7 +29,6 @@ from cti.runtime.spark.schema import out_row_from_spark
 from cti.runtime.spark.session import get_spark
 from cti.runtime.spark.source import FORMAT, CtiAdapterSource, encode_sources
 
-ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 _ERROR = re.compile(r"cti\.errors\.(\w+): (.*)")
 
 
@@ -157,13 +156,14 @@ class SparkRuntime:
     def query_frame(self, queries: Sequence[Any], with_inputs: bool = False
                     ) -> tuple[DataFrame, list[IngressGroup], list[list[tuple[int, int]]]]:
         """The streaming frame of the queries' output rows (``operators.OUTPUT_SCHEMA``)."""
-        spark = self.spark
-        spark.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
         groups, refs = queries_inputs(queries)
-        shards = self.shards or int(spark.conf.get("spark.sql.shuffle.partitions"))
-        rows = route(self.ingress_frame(groups), queries, groups, refs, shards,
-                     with_inputs)
-        return apply_queries(rows, queries), groups, refs
+        streams = [(g, i, s.factory, s.config, s.shape)
+                   for g, group in enumerate(groups) for i, s in enumerate(group.streams)]
+        source = (self.spark.readStream.format(FORMAT)
+                  .option("spec", encode_sources(streams, self.batch_sizes)).load())
+        shards = self.shards or int(self.spark.conf.get("spark.sql.shuffle.partitions"))
+        rows = route(source, queries, groups, refs, shards, with_inputs)
+        return apply_queries(rows, queries, groups, refs, with_inputs), groups, refs
 
     def run_query(self, query: Any, with_inputs: bool = True) -> RunResult:
         return self.run_queries([query], with_inputs)[0]
