@@ -119,6 +119,20 @@ def lifetimes(items: Iterable[Any]) -> list[Life]:
             for x in out]
 
 
+def end_open_edges_at_last_cti(lives: Sequence[Life], ctis: Sequence[int]) -> list[Life]:
+    """The engine's choice for windows over edges never closed (cti/operators/window.py; the
+    SPEC would give infinitely many windows): such an edge ends at the input's last finite CTI,
+    or one tick after its start if that is later."""
+    finite = [c for c in ctis if c < MAX_TIME]
+    out = []
+    for x in lives:
+        if x.end == MAX_TIME:
+            end = max(finite[-1], x.start + 1) if finite else x.start + 1
+            x = Life(x.start, end, x.payload, x.point)
+        out.append(x)
+    return out
+
+
 def multiset(lives: Iterable[Life], with_shape: bool = True) -> Counter:
     return Counter(x.key(with_shape) for x in lives)
 
@@ -247,7 +261,7 @@ def left_anti_semi_join(left: Sequence[Life], right: Sequence[Life], on: On = No
 # ---- windows ----------------------------------------------------------------------------------
 
 # An aggregate is (kind, field): kind in count/sum/min/max/avg; field a payload field name or a
-# function of the payload (None for count).
+# function of the payload (None for count); or ("udf", fn): fn(list of the window's payloads).
 Aggregate = tuple[str, Any]
 
 
@@ -258,6 +272,8 @@ def _value(field: Any, payload: Payload) -> Any:
 def aggregate_value(kind: str, field: Any, payloads: Sequence[Payload]) -> Any:
     if kind == "count":
         return len(payloads)
+    if kind == "udf":  # a function of the window's payloads (order-insensitive here)
+        return field(list(payloads))
     values = [_value(field, p) for p in payloads]
     if kind == "sum":
         return sum(values)
