@@ -29,6 +29,7 @@ from cti.runtime.spark.schema import IN_SCHEMA, NULL_TIME, in_row_to_tuple
 from cti.time import MAX_TIME
 
 FORMAT = "cti_adapter"
+READ_CHUNK = 250_000  # rows per input partition of one stream
 
 SourceStream = tuple[int, int, Any, Any, Any]  # group, index in group, factory, config, shape
 
@@ -82,7 +83,12 @@ class CtiAdapterStreamReader(DataSourceStreamReader):
         for k in range(len(self.streams)):
             s, e = start[str(k)], end[str(k)]
             if e["pos"] > s["pos"] or (e["eos"] and not s["eos"]):
-                parts.append(_Range(k, s["pos"], e["pos"], e["eos"] and not s["eos"]))
+                # Large ranges are read in pieces, in parallel (rows carry their sequence
+                # numbers, so ingress restores the order); end of input rides on the last.
+                cuts = list(range(s["pos"], e["pos"], READ_CHUNK)) or [s["pos"]]
+                for a, b in zip(cuts, [*cuts[1:], e["pos"]], strict=True):
+                    last = b == e["pos"]
+                    parts.append(_Range(k, a, b, last and e["eos"] and not s["eos"]))
         return parts
 
     def read(self, partition: InputPartition) -> Iterator[tuple | pa.RecordBatch]:
