@@ -85,6 +85,14 @@ def generate(n: int, keys: int, seed: int, batches: int, out: Path) -> None:
         path = out / f"part-{b:05d}.parquet"
         pq.write_table(table, path)
         os.utime(path, (now + b, now + b))  # file streams take files in modification order
+    # The cti systems read the same events (no end-of-stream row) from one file.
+    pq.write_table(pa.table({"time": pa.array(times, pa.int64()),
+                             "key": pa.array(list(key_names), pa.string()),
+                             "value": pa.array(values, pa.int64())}), cti_file(out))
+
+
+def cti_file(data: Path) -> Path:
+    return data.parent / f"{data.name}-cti.parquet"
 
 
 def load_events(data: Path) -> list[Any]:
@@ -100,49 +108,6 @@ def load_events(data: Path) -> list[Any]:
                    for t, k, v in zip(cols["time"], cols["key"], cols["value"], strict=True)
                    if k is not EOS_KEY]
     return events
-
-
-class ParquetPointAdapter:
-    """The bench's Parquet files as point events; offsets are data rows in file order.
-
-    Stateless: every call reads the files again (the driver asks ``latest_offset`` once per
-    micro-batch, an executor reads each micro-batch's range), so nothing is cached in a
-    process or pickled with the factory. The end-of-stream row (NULL key) is not an event.
-    """
-
-    def __init__(self, directory: str) -> None:
-        self.files = sorted(Path(directory).glob("part-*.parquet"))
-
-    def _table(self, columns: list[str] | None = None) -> Any:
-        import pyarrow as pa
-        import pyarrow.compute as pc
-        import pyarrow.parquet as pq
-
-        table = pa.concat_tables(pq.read_table(f, columns=columns) for f in self.files)
-        return table.filter(pc.is_valid(table["key"]))
-
-    def latest_offset(self) -> int:
-        return self._table(["key"]).num_rows
-
-    def read(self, start: int, end: int) -> Any:
-        from cti import PointEvent
-
-        cols = self._table().slice(start, end - start).to_pydict()
-        for t, k, v in zip(cols["time"], cols["key"], cols["value"], strict=True):
-            yield PointEvent(t, {"key": k, "value": v})
-
-    def is_complete(self) -> bool:
-        return True
-
-
-class ParquetPointAdapterFactory:
-    """``create(directory, shape)``: a ``ParquetPointAdapter`` over ``directory``."""
-
-    def create(self, config: str, shape: Any) -> ParquetPointAdapter:
-        return ParquetPointAdapter(config)
-
-
-# ---- memory ---------------------------------------------------------------------------------
 
 
 def _proc_status(pid: int) -> dict[str, str]:
@@ -342,12 +307,14 @@ def _counted(directory: Path) -> int:
 def _cti_source(data: Path, cti_input: str) -> tuple[Any, Any, float]:
     """The input factory and config for the cti systems, and seconds spent loading.
 
-    ``parquet``: ``ParquetPointAdapterFactory`` over the files (read inside the run, like
-    spark-native). ``memory``: ``MemoryInputAdapterFactory`` with the events loaded first (the
-    load is not timed; the list is pickled into the Spark query).
+    ``parquet``: cti's ``ParquetInputAdapterFactory`` over the same events (read inside the run,
+    like spark-native; on Spark in columnar batches). ``memory``:
+    ``MemoryInputAdapterFactory`` with the events loaded first (not timed).
     """
     if cti_input == "parquet":
-        return ParquetPointAdapterFactory(), str(data), 0.0
+        from adapters.parquet import ParquetInputAdapterFactory, ParquetInputConfig
+
+        return (ParquetInputAdapterFactory(), ParquetInputConfig(cti_file(data), "time"), 0.0)
     from adapters.memory import MemoryInputAdapterFactory
 
     t0 = time.perf_counter()
