@@ -82,13 +82,16 @@ class SparkRuntime:
         self._spark.dataSource.register(CtiAdapterSource)
         return self._spark
 
-    def ingress_frame(self, groups: Sequence[IngressGroup]) -> DataFrame:
-        """The streaming DataFrame of the groups' ingress output rows (with a ``group`` column)."""
+    def source_frame(self, groups: Sequence[IngressGroup]) -> DataFrame:
+        """The streaming DataFrame of every stream's input rows (one source for all)."""
         streams = [(g, i, s.factory, s.config, s.shape)
                    for g, group in enumerate(groups) for i, s in enumerate(group.streams)]
-        source = (self.spark.readStream.format(FORMAT)
-                  .option("spec", encode_sources(streams, self.batch_sizes)).load())
-        frame = apply_ingress(source, [group.specs() for group in groups])
+        return (self.spark.readStream.format(FORMAT)
+                .option("spec", encode_sources(streams, self.batch_sizes)).load())
+
+    def ingress_frame(self, groups: Sequence[IngressGroup]) -> DataFrame:
+        """The streaming DataFrame of the groups' ingress output rows (with a ``group`` column)."""
+        frame = apply_ingress(self.source_frame(groups), [group.specs() for group in groups])
         return observe(frame, groups)
 
     def write(self, group: IngressGroup, outputs: Sequence[OutputBinding]) -> None:
@@ -157,10 +160,7 @@ class SparkRuntime:
                     ) -> tuple[DataFrame, list[IngressGroup], list[list[tuple[int, int]]]]:
         """The streaming frame of the queries' output rows (``operators.OUTPUT_SCHEMA``)."""
         groups, refs = queries_inputs(queries)
-        streams = [(g, i, s.factory, s.config, s.shape)
-                   for g, group in enumerate(groups) for i, s in enumerate(group.streams)]
-        source = (self.spark.readStream.format(FORMAT)
-                  .option("spec", encode_sources(streams, self.batch_sizes)).load())
+        source = self.source_frame(groups)
         shards = self.shards or int(self.spark.conf.get("spark.sql.shuffle.partitions"))
         rows = route(source, queries, groups, refs, shards, with_inputs)
         return apply_queries(rows, queries, groups, refs, with_inputs), groups, refs
