@@ -5,6 +5,8 @@
   the latest exit, so most of the disorder is tolerated and the rest is dropped and reported.
 - ``registrations``: a slow reference stream of registration versions (edge events) that
   imports the CTIs of ``entries``, so its time keeps pace with the fast stream.
+- a query: each entry joined with the registration version valid at its time (a reference-data
+  join); its output CTIs follow the fast stream.
 
 Run: ``python examples/quickstart.py`` (add ``--runtime local`` for the in-process runner).
 """
@@ -12,9 +14,9 @@ Run: ``python examples/quickstart.py`` (add ``--runtime local`` for the in-proce
 from __future__ import annotations
 
 import argparse
-import json
 from datetime import datetime, timedelta
-from pathlib import Path
+
+from _tolldata import points, read_json
 
 from adapters.memory import MemoryInputAdapterFactory
 from cti import (
@@ -28,27 +30,10 @@ from cti import (
     Cti,
     EdgeEvent,
     EventShape,
-    PointEvent,
     to_datetime,
     to_duration_ticks,
     to_ticks,
 )
-
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "tollapp"
-
-
-def read_json(name: str) -> list[dict]:
-    return json.loads((DATA / name).read_text(encoding="utf-8-sig"))
-
-
-def points(rows: list[dict], time_field: str) -> list[Arriving]:
-    """Point events stamped with the row's time; they arrive in file order, at that time."""
-    items, arrival = [], 0
-    for row in rows:
-        t = to_ticks(datetime.fromisoformat(row[time_field]))
-        arrival = max(arrival, t)
-        items.append(Arriving(PointEvent(t, row), arrival))
-    return items
 
 
 def registration_versions(plates: list[str]) -> list[Arriving]:
@@ -95,7 +80,7 @@ def main() -> None:
         "exits", memory, points(exit_rows, "ExitTime"), EventShape.POINT,
         AdvanceTimeSettings.unordered_start_time(timedelta(minutes=3)), application=app)
     plates = sorted({r["LicensePlate"] for r in entries_rows})[:4]
-    CepStream.create(
+    registrations = CepStream.create(
         "registrations", memory, registration_versions(plates), EventShape.EDGE,
         AdvanceTimeSettings(import_settings=AdvanceTimeImportSettings("entries"),
                             policy=AdvanceTimePolicy.ADJUST),
@@ -111,7 +96,21 @@ def main() -> None:
             print("   diagnostic:", d.status, d.reason, show(d.original_start),
                   "booth", d.payload["TollId"], d.payload["LicensePlate"])
 
+    checked = entries.join(registrations, on=("LicensePlate", "plate"),
+                           select=lambda car, reg: {"plate": car["LicensePlate"],
+                                                    "expired": reg["expired"]})
+    joined = checked.collect(args.runtime)
+    print("== entries joined with the registration valid at their time")
+    for item in joined:
+        if not isinstance(item, Cti):
+            print(f"   point {show(item.start)}  {item.payload['plate']} "
+                  f"expired={item.payload['expired']}")
+
     entry_ctis = [i.time for i in result.items("entries") if isinstance(i, Cti)]
+    assert [i.time for i in joined if isinstance(i, Cti)] == entry_ctis, "the join keeps pace"
+    matched = [i for i in joined if not isinstance(i, Cti)]
+    assert len(matched) == sum(e.item.payload["LicensePlate"] in plates
+                               for e in points(entries_rows, "EntryTime"))
     reg_ctis = [i.time for i in result.items("registrations") if isinstance(i, Cti)]
     assert reg_ctis == entry_ctis, "the reference stream keeps pace with the fast stream"
     assert exit_result["exits"].metrics["dropped"] == len(exit_result["exits"].dropped)

@@ -49,6 +49,7 @@ from cti.operators.machine import QueryMachine
 from cti.operators.sharding import shard_fields
 from cti.runtime.spark.ingress import GROUP_OUT_SCHEMA
 from cti.runtime.spark.schema import NULL_TIME, in_rows_from_pandas, out_rows_to_pandas
+from cti.runtime.spark.shipping import ship_user_functions
 
 OP, PASS = "op", "pass"
 OUT_FIELDS = [StructField("query", IntegerType(), False),
@@ -105,6 +106,8 @@ def query_function(queries: Sequence[Any], groups: Sequence[Any],
     """The stateful function of ``apply_queries``; plans travel without their input streams
     (whose configs may hold all the input)."""
     plans = [plan.without_inputs(q.node, q.inputs()) for q in queries]
+    for p in plans:
+        ship_user_functions(p)
     specs = {g: groups[g].specs() for g in {g for rs in refs for g, _ in rs}}
     reporter: dict[int, int] = {}  # each group's rows are passed through by one query
     for q, rs in enumerate(refs):
