@@ -62,7 +62,6 @@ from cti import (
     WindowOutputPolicy,
     agg,
 )
-from cti.errors import InvalidSettingsError
 from cti.runtime.local import LocalRuntime
 
 FAST = settings(max_examples=40, deadline=None,
@@ -330,11 +329,10 @@ def anti_semi_join_case(draw: st.DrawFn) -> Case:
     on_t = draw(st.sampled_from(sorted(ONS)))
     pred_t = draw(st.sampled_from(sorted(PREDICATES)))
     on, pred = ONS[on_t], PREDICATES[pred_t]
-    # The engine supports point left streams only (it says so at construction).
     return Case(f"a.left_anti_semi_join(b, on={on_t}, predicate={pred_t})", 2,
                 lambda s: s[0].left_anti_semi_join(s[1], on=on, predicate=pred),
                 lambda lv, _: ref.left_anti_semi_join(lv[0], lv[1], on, pred),
-                lambda c: ref.ctis_merged(c[0], c[1]), shapes=([POINT], SHAPES))
+                lambda c: ref.ctis_merged(c[0], c[1]), shapes=(SHAPES, SHAPES))
 
 
 AGGREGATES: dict[str, tuple[Callable[[], Any], ref.Aggregate]] = {
@@ -631,9 +629,7 @@ def test_operator_equals_reference(name, data):
     check_case(case, defs)
 
 
-@pytest.mark.xfail(strict=True, raises=InvalidSettingsError,
-                   reason="the engine's anti-semi-join takes point left streams only")
-@settings(max_examples=10, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(data=st.data())
 def test_anti_semi_join_with_any_left_shape_equals_reference(data):
     """SPEC 8: "Anti-semi-join: left events during the times no right event matches", for

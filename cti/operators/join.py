@@ -159,36 +159,75 @@ def _purge(state: dict[str, Any]) -> None:
 
 def anti_semi_join(node: plan.AntiSemiJoin, left: Chunk, right: Chunk,
                    state: dict[str, Any]) -> Chunk:
-    """Left points with no matching right event covering their time. A point is decided once
-    the right side's CTI passes it (every right event that could cover it has arrived)."""
-    _take(state, 0, left.events, node.left_key)
+    """The parts of each left lifetime that no matching right event covers.
+
+    Each left event keeps a frontier: below it, its uncovered parts are decided. The frontier
+    moves to the right side's CTI (every right event starting earlier has arrived, and one whose
+    end is open covers at least to that CTI), but not past the left event's end, nor, while that
+    end is open, past the left side's CTI. A left point gives a point where it is uncovered; an
+    interval or edge gives an edge pair per uncovered part (its start once decided, its end once
+    reached), so the output does not depend on when the right events arrive.
+    """
+    new_l = _take(state, 0, left.events, node.left_key)
     _take(state, 1, right.events, node.right_key)
     for side, chunk in ((0, left), (1, right)):
         if chunk.ctis:
             state["ctis"][side] = chunk.ctis[-1]
+    sweep = state.setdefault("sweep", {})  # left id -> (frontier, open part's start or None)
+    for lid, s in zip(new_l["id"].tolist(), new_l["start"].tolist(), strict=True):
+        sweep[lid] = (s, None)
     L, R = state["sides"]
-    cr = state["ctis"][1]
-    ready = L[L["start"] < cr]
+    cl, cr = state["ctis"]
     out: list[tuple] = []
-    if len(ready):
-        rtab = R[["start", "end", "known", "payload", "key", "jkey"]].rename(
-            columns={"start": "start_r", "end": "end_r", "known": "known_r",
-                     "payload": "payload_r"})
-        m = ready[["id", "start", "payload", "key", "jkey"]].merge(rtab, on=["key", "jkey"])
-        cover = (m["start_r"] <= m["start"]) & (~m["known_r"].astype(bool)
-                                                | (m["end_r"] > m["start"]))
-        covered: set[int] = set()
-        for i in np.flatnonzero(cover.to_numpy()):
-            row = m.iloc[i]
-            if node.predicate is None or node.predicate(payload_from_json(row["payload"]),
-                                                        payload_from_json(row["payload_r"])):
-                covered.add(int(row["id"]))
-        for lid, s, p, k in ready[["id", "start", "payload", "key"]].itertuples(index=False):
-            if lid not in covered:
-                out.append(("point", s, s + 1, p, k))
-        state["sides"][0] = L[~L.index.isin(ready.index)]
-    L = state["sides"][0]
-    horizon = min([state["ctis"][0], *L["start"].tolist()])
-    state["sides"][1] = R[~(R["known"] & (R["end"] <= horizon))]
+    done: list[int] = []
+    by_key = {k: g for k, g in R.groupby(["key", "jkey"], sort=False)} if len(R) else {}
+    for lid, (f, open_at) in list(sweep.items()):
+        row = L.loc[lid]
+        end = int(row["end"]) if row["known"] else None
+        horizon = min(cr, end if end is not None else cl)
+        if horizon <= f:
+            continue
+        covers = _covers(node, row, by_key.get((row["key"], row["jkey"])), f, horizon)
+        point = row["kind"] == "point"
+        t = f
+        while t < horizon:
+            reach = max((e for rs, e in covers if rs <= t < e), default=None)
+            if reach is not None:  # covered from t on
+                if open_at is not None and not point:
+                    out.append(("edge_end", open_at, t, row["payload"], row["key"]))
+                open_at, t = None, min(reach, horizon)
+                continue
+            if open_at is None:
+                open_at = t
+                if not point:
+                    out.append(("edge_start", t, MAX_TIME, row["payload"], row["key"]))
+            t = min([rs for rs, _ in covers if rs > t] + [horizon])
+        if end is not None and horizon >= end:
+            if open_at is not None:
+                out.append(("point", open_at, open_at + 1, row["payload"], row["key"]) if point
+                           else ("edge_end", open_at, end, row["payload"], row["key"]))
+            done.append(lid)
+        else:
+            sweep[lid] = (horizon, open_at)
+    for lid in done:
+        del sweep[lid]
+    state["sides"][0] = L[L.index.isin(list(sweep))]
+    frontier = min([cl, *(f for f, _ in sweep.values())])
+    state["sides"][1] = R[~(R["known"] & (R["end"] <= frontier))]
     ctis = merge.step(state["merge"], [left.ctis, right.ctis])
     return Chunk(frame.make(*zip(*out, strict=True)) if out else frame.empty(), ctis)
+
+
+def _covers(node: plan.AntiSemiJoin, row: pd.Series, right: pd.DataFrame | None, lo: int,
+            hi: int) -> list[tuple[int, int]]:
+    """The matching right lifetimes that reach into [lo, hi): (start, end), an open end as
+    MAX_TIME."""
+    if right is None:
+        return []
+    near = right[(right["start"] < hi) & (~right["known"] | (right["end"] > lo))]
+    found = []
+    lp = payload_from_json(row["payload"]) if node.predicate is not None else None
+    for rs, re, known, rp in near[["start", "end", "known", "payload"]].itertuples(index=False):
+        if lp is None or node.predicate(lp, payload_from_json(rp)):
+            found.append((int(rs), int(re) if known else MAX_TIME))
+    return found

@@ -56,6 +56,13 @@ class QueryMachine:
                 self.input_index[id(n)] = n.stream.index if isinstance(
                     n.stream, plan.InputRef) else next(
                     i for i, s in enumerate(inputs) if s is n.stream)
+        # A window right under a group_by (not itself inside another group's query, whose keys
+        # have several values) puts the group's field into its payloads itself.
+        nested = {id(inner) for n in self.nodes if isinstance(n, plan.GroupApply)
+                  for inner in plan.walk(n.body) if isinstance(inner, plan.GroupApply)}
+        self.group_field_of = {id(n.body): n.field for n in self.nodes
+                               if isinstance(n, plan.GroupApply) and id(n) not in nested
+                               and isinstance(n.body, plan.Window)}
         self.state = state if state is not None else {
             "nodes": [_new_node_state(n) for n in self.nodes],
             "buffer": frame.empty(), "cti": MIN_TIME}
@@ -83,7 +90,8 @@ class QueryMachine:
         elif isinstance(node, plan.ClipEventDuration):
             result = stateless.clip(node, self._eval(node.source, chunks, memo), state)
         elif isinstance(node, plan.Window):
-            result = window.window(node, self._eval(node.source, chunks, memo), state)
+            result = window.window(node, self._eval(node.source, chunks, memo), state,
+                                   self.group_field_of.get(id(node)))
         elif isinstance(node, plan.Union):
             left, right = (self._eval(c, chunks, memo) for c in node.children)
             result = Chunk(frame.concat([left.events, right.events]),
@@ -110,16 +118,25 @@ class QueryMachine:
         for g in group_inputs:
             memo[id(g)] = Chunk(ev, chunk.ctis)
         out = self._eval(node.body, chunks, memo)
-        res = out.events.copy()
-        if len(res):
-            pays, keys = [], []
-            for k, p in zip(res["key"], res["payload"], strict=True):
-                parts = _key_list(k)
-                pays.append(payload_to_json({node.field: parts[-1], **payload_from_json(p)}))
-                keys.append(frame.key_json(parts[:-1]) if len(parts) > 1 else "")
-            res["payload"] = pd.Series(pays, dtype=object, index=res.index)
-            res["key"] = pd.Series(keys, dtype=object, index=res.index)
-        return Chunk(res, out.ctis)
+        return Chunk(self._ungroup(node, out.events.copy()), out.ctis)
+
+    def _ungroup(self, node: plan.GroupApply, res: pd.DataFrame) -> pd.DataFrame:
+        """The group's value goes into each output payload (a payload that has the field keeps
+        its own value), and the key loses its last part. A window right under the group_by
+        writes the value into its payloads itself (column-wise), so only the key changes."""
+        if not len(res):
+            return res
+        if id(node.body) in self.group_field_of:
+            res["key"] = ""
+            return res
+        pays, keys = [], []
+        for k, p in zip(res["key"], res["payload"], strict=True):
+            parts = _key_list(k)
+            pays.append(payload_to_json({node.field: parts[-1], **payload_from_json(p)}))
+            keys.append(frame.key_json(parts[:-1]) if len(parts) > 1 else "")
+        res["payload"] = pd.Series(pays, dtype=object, index=res.index)
+        res["key"] = pd.Series(keys, dtype=object, index=res.index)
+        return res
 
     # ---- release --------------------------------------------------------------------------------
 

@@ -142,17 +142,16 @@ class QueryOperators:
     def left_anti_semi_join(self, other: QueryOperators, on: Any = None,
                             predicate: Callable[[dict[str, Any], dict[str, Any]], bool] | None
                             = None) -> DerivedStream:
-        """The events of this (point) stream at whose time no event of ``other`` matches."""
+        """The parts of this stream's lifetimes during which no event of ``other`` matches:
+        points stay points; intervals and edges give an edge pair per uncovered part."""
         _check_stream("left_anti_semi_join", other)
         _same_context(self._node(), other._node(), "left_anti_semi_join")
-        if self.shape is not EventShape.POINT:
-            raise InvalidSettingsError(
-                "left_anti_semi_join: the left stream must be a point stream (use "
-                "to_point_event_stream() first); interval fragments are not supported yet")
         lk, rk = _join_keys(on)
         node = plan.AntiSemiJoin(self._node(), other._node(), lk, rk,
                                  None if predicate is None else _function("predicate", predicate))
-        return self._derive(node, EventShape.POINT)
+        shape = (EventShape.POINT if self.shape is EventShape.POINT else
+                 None if self.shape is None else EventShape.EDGE)
+        return self._derive(node, shape)
 
     # ---- windows and groups -----------------------------------------------------------------
 

@@ -12,6 +12,7 @@ edge does not produce windows forever.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import numpy as np
@@ -88,7 +89,10 @@ def _add(node: plan.Window, state: dict[str, Any], ev: pd.DataFrame, rows: np.nd
             lists.setdefault((key, k), []).append((int(s), int(e), p))
 
 
-def window(node: plan.Window, chunk: Chunk, state: dict[str, Any]) -> Chunk:
+def window(node: plan.Window, chunk: Chunk, state: dict[str, Any],
+           group_field: str | None = None) -> Chunk:
+    """One step. ``group_field``: the window is the whole query of a ``group_by(group_field)``
+    (keys are one-value JSON lists), and its payloads carry the group's value."""
     ev = chunk.events
     kind = ev["kind"].to_numpy()
     k_first = _last_complete(node, state["cti"]) + 1 if state["cti"] != MIN_TIME else None
@@ -135,7 +139,7 @@ def window(node: plan.Window, chunk: Chunk, state: dict[str, Any]) -> Chunk:
             _add(node, state, frame.make(["interval"], [s], [e], [p], [key]), rows, ks)
         state["open"] = []
         done = None
-    out = _emit(node, state, done)
+    out = _emit(node, state, done, group_field)
     if node.output_policy is plan.WindowOutputPolicy.CLIP_TO_WINDOW_END:
         ctis: list[int] = []
         for c in chunk.ctis:
@@ -161,7 +165,8 @@ def _feed_open_edges(node: plan.Window, state: dict[str, Any], done: int) -> Non
     state["open"] = still
 
 
-def _emit(node: plan.Window, state: dict[str, Any], done: int | None) -> pd.DataFrame:
+def _emit(node: plan.Window, state: dict[str, Any], done: int | None,
+          group_field: str | None) -> pd.DataFrame:
     """Results of the complete windows (k <= done; all when done is None), then purge them."""
     part = state["partials"]
     if part is None or not len(part):
@@ -187,16 +192,45 @@ def _emit(node: plan.Window, state: dict[str, Any], done: int | None) -> pd.Data
         else:
             col = f"sum:{name}" if agg.op == "sum" else f"{agg.op}:{name}"
             columns[name] = out[col].to_numpy()
-    payloads = []
-    for i, (key, k) in enumerate(zip(keys, kk.tolist(), strict=True)):
-        p = {name: values[i] for name, values in columns.items()}
-        if len(columns) < len(node.aggregates):
-            events = sorted(state["events"].pop((key, k), []))
-            items = [payload_from_json(e[2]) for e in events]
-            for name, agg in node.aggregates.items():
-                if name not in columns:
-                    p[name] = agg.compute(items)
-        payloads.append(payload_to_json({n: p[n] for n in node.aggregates}))
+    extra = group_field is not None and group_field not in node.aggregates
+    payloads = _numeric_payloads(node, columns, group_field if extra else None, keys)
+    if payloads is None:
+        payloads = []
+        for i, (key, k) in enumerate(zip(keys, kk.tolist(), strict=True)):
+            p = {name: values[i] for name, values in columns.items()}
+            if extra:
+                p[group_field] = payload_from_json(key)[-1]
+            if len(columns) < len(node.aggregates):
+                events = sorted(state["events"].pop((key, k), []))
+                items = [payload_from_json(e[2]) for e in events]
+                for name, agg in node.aggregates.items():
+                    if name not in columns:
+                        p[name] = agg.compute(items)
+            payloads.append(payload_to_json(p))
     if node.output_policy is plan.WindowOutputPolicy.CLIP_TO_WINDOW_END:
         return frame.make(["interval"] * len(out), starts, ends, payloads, keys)
     return frame.make(["point"] * len(out), ends, ends + 1, payloads, keys)
+
+
+def _numeric_payloads(node: plan.Window, columns: dict[str, np.ndarray],
+                      group_field: str | None, keys: np.ndarray) -> list[str] | None:
+    """The payloads' canonical JSON built column-wise, where every aggregate is a built-in with
+    finite numbers (numpy prints ints and floats exactly as ``json.dumps``), with the group's
+    value (the JSON inside each one-value key) under ``group_field``; None otherwise."""
+    if len(columns) < len(node.aggregates):
+        return None
+    texts: dict[str, pd.Series] = {}
+    for name, values in columns.items():
+        if values.dtype.kind == "f":
+            if not np.isfinite(values).all():
+                return None
+        elif values.dtype.kind not in "iu":
+            return None
+        texts[name] = pd.Series(values).astype(str)
+    if group_field is not None:
+        texts[group_field] = pd.Series(keys, dtype=object).str.slice(1, -1)
+    text: pd.Series | None = None
+    for i, name in enumerate(sorted(texts)):
+        part = ("{" if i == 0 else ",") + json.dumps(name) + ":" + texts[name]
+        text = part if text is None else text + part
+    return (text + "}").tolist() if text is not None else None
