@@ -32,14 +32,25 @@ def empty() -> pd.DataFrame:
     return make([], [], [], [], [])
 
 
+def _objects(values: Iterable[Any]) -> np.ndarray:
+    if isinstance(values, np.ndarray) and values.dtype == object:
+        return values
+    out = np.empty(len(values) if hasattr(values, "__len__") else 0, dtype=object)
+    if not hasattr(values, "__len__"):
+        return np.asarray(list(values), dtype=object)
+    out[:] = values if isinstance(values, list) else list(values)
+    return out
+
+
 def make(kind: Iterable[str], start: Iterable[int], end: Iterable[int],
          payload: Iterable[str], key: Iterable[str]) -> pd.DataFrame:
     return pd.DataFrame({
-        "kind": pd.Series(list(kind), dtype=object),
-        "start": np.asarray(list(start), dtype=np.int64),
-        "end": np.asarray(list(end), dtype=np.int64),
-        "payload": pd.Series(list(payload), dtype=object),
-        "key": pd.Series(list(key), dtype=object),
+        "kind": _objects(kind),
+        "start": np.asarray(start if isinstance(start, np.ndarray) else list(start),
+                            dtype=np.int64),
+        "end": np.asarray(end if isinstance(end, np.ndarray) else list(end), dtype=np.int64),
+        "payload": _objects(payload),
+        "key": _objects(key),
     })
 
 
