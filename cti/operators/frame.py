@@ -20,10 +20,9 @@ import pyarrow as pa
 import pyarrow.json as pa_json
 
 from cti.events import StreamItem, item_from_kind
-from cti.rows import OutRow, payload_from_json, payload_to_json
+from cti.rows import OutRow, payload_from_json
 from cti.time import MAX_TIME
 
-COLUMNS = ("kind", "start", "end", "payload", "key")
 # Order of kinds at equal sync time within a release block (docs/operators.md).
 KIND_RANK = {"point": 0, "interval": 1, "edge_end": 2, "edge_start": 3}
 
@@ -67,10 +66,6 @@ def sync(frame: pd.DataFrame) -> np.ndarray:
     """Each item's sync time: the end of an edge end, the start of anything else."""
     return np.where(frame["kind"].to_numpy() == "edge_end", frame["end"].to_numpy(),
                     frame["start"].to_numpy())
-
-
-def payloads(frame: pd.DataFrame) -> list[dict[str, Any]]:
-    return [payload_from_json(p) for p in frame["payload"]]
 
 
 def map_payloads(frame: pd.DataFrame, fn: Callable[[dict[str, Any]], Any]) -> list[Any]:
@@ -190,8 +185,3 @@ def sort_key_columns(frame: pd.DataFrame) -> pd.DataFrame:
         "end": frame["end"].to_numpy(),
         "payload": frame["payload"].to_numpy(),
     })
-
-
-__all__ = ["COLUMNS", "Chunk", "concat", "empty", "field_values", "from_out_rows", "key_json",
-           "make", "map_payloads", "payload_to_json", "payloads", "sort_key_columns", "sync",
-           "to_item"]
