@@ -97,35 +97,62 @@ def join(node: plan.Join, left: Chunk, right: Chunk, state: dict[str, Any]) -> C
     L, R = state["sides"]
     old_l = L.loc[~L.index.isin(new_l.index)]
     state["pending"] += _candidates(new_l, R) + _candidates(old_l, new_r)
-    out: list[tuple] = []
-    still: list[tuple[int, int]] = []
-    cl, cr = state["ctis"]
-    for lid, rid in state["pending"]:
-        lrow, rrow = L.loc[lid], R.loc[rid]
-        s = max(int(lrow["start"]), int(rrow["start"]))
-        (le, lk), (re, rk) = _bound(lrow, cl), _bound(rrow, cr)
-        if (lk and le <= s) or (rk and re <= s):
-            continue  # the edge closed before the other event started: no overlap
-        if le <= s or re <= s:
-            still.append((lid, rid))  # not certain yet
-            continue
-        lp, rp = payload_from_json(lrow["payload"]), payload_from_json(rrow["payload"])
-        if node.predicate is not None and not node.predicate(lp, rp):
-            continue
-        payload = payload_to_json(node.select(lp, rp) if node.select else {**lp, **rp})
-        kinds = (lrow["kind"], rrow["kind"])
-        if "point" in kinds:
-            out.append(("point", s, s + 1, payload, lrow["key"]))
-        elif kinds == ("interval", "interval"):
-            out.append(("interval", s, min(le, re), payload, lrow["key"]))
-        else:
-            out.append(("edge_start", s, MAX_TIME, payload, lrow["key"]))
-            state["open"].append((lid, rid, s, payload, lrow["key"]))
-    state["pending"] = still
+    out, state["pending"] = _decide(node, state)
     out += _close_open_pairs(state)
     _purge(state)
     ctis = merge.step(state["merge"], [left.ctis, right.ctis])
     return Chunk(frame.make(*zip(*out, strict=True)) if out else frame.empty(), ctis)
+
+
+def _columns(table: pd.DataFrame, ids: np.ndarray, cti: int) -> dict[str, np.ndarray]:
+    """Columns of the rows ``ids`` of one side, with each end's bound: the end if known, else
+    the side's CTI (an open edge lasts at least that long)."""
+    rows = table.loc[ids]
+    known = rows["known"].to_numpy(bool)
+    end = rows["end"].to_numpy(np.int64)
+    return {"kind": rows["kind"].to_numpy(object), "start": rows["start"].to_numpy(np.int64),
+            "end": end, "known": known, "bound": np.where(known, end, cti),
+            "payload": rows["payload"].to_numpy(object), "key": rows["key"].to_numpy(object)}
+
+
+def _decide(node: plan.Join, state: dict[str, Any]) -> tuple[list[tuple], list[tuple]]:
+    """Emit the pending pairs whose overlap is now certain, drop those that cannot overlap,
+    keep the rest pending. Vectorised over the pairs; the user's functions run per pair."""
+    pending = state["pending"]
+    if not pending:
+        return [], []
+    L, R = state["sides"]
+    cl, cr = state["ctis"]
+    ids = np.asarray(pending, dtype=np.int64)
+    lc, rc = _columns(L, ids[:, 0], cl), _columns(R, ids[:, 1], cr)
+    s = np.maximum(lc["start"], rc["start"])
+    # An edge that closed before the other event started: no overlap.
+    gone = (lc["known"] & (lc["end"] <= s)) | (rc["known"] & (rc["end"] <= s))
+    certain = ~gone & (lc["bound"] > s) & (rc["bound"] > s)
+    unsure = ~gone & ~certain
+    still = [pending[i] for i in np.flatnonzero(unsure)]
+    out: list[tuple] = []
+    parsed: dict[str, dict[str, Any]] = {}
+
+    def parse(text: str) -> dict[str, Any]:
+        if text not in parsed:
+            parsed[text] = payload_from_json(text)
+        return parsed[text]
+
+    for i in np.flatnonzero(certain):
+        lp, rp = parse(lc["payload"][i]), parse(rc["payload"][i])
+        if node.predicate is not None and not node.predicate(lp, rp):
+            continue
+        payload = payload_to_json(node.select(lp, rp) if node.select else {**lp, **rp})
+        kinds, t, key = (lc["kind"][i], rc["kind"][i]), int(s[i]), lc["key"][i]
+        if "point" in kinds:
+            out.append(("point", t, t + 1, payload, key))
+        elif kinds == ("interval", "interval"):
+            out.append(("interval", t, int(min(lc["end"][i], rc["end"][i])), payload, key))
+        else:
+            out.append(("edge_start", t, MAX_TIME, payload, key))
+            state["open"].append((*pending[i], t, payload, key))
+    return out, still
 
 
 def _close_open_pairs(state: dict[str, Any]) -> list[tuple]:
