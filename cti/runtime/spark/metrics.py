@@ -24,15 +24,22 @@ COUNTED_STATUSES = ("accepted", "adjusted", "dropped", "invalid", "cti", "cti_re
 REASONS = ("late", "early", "out_of_order", "cti_violation")
 
 
-def _count(cond: Column) -> Column:
-    return F.sum(F.when(cond, 1).otherwise(0))
+def metric_columns(groups: Sequence[IngressGroup], weight: Column | None = None,
+                   rows: Column | None = None) -> list[Column]:
+    """The metrics over ingress rows. ``weight``: how many rows a row stands for (a query's
+    summary rows, see ``cti.runtime.spark.operators``), 1 by default; ``rows``: which rows
+    of the frame are ingress rows (all by default)."""
+    weight = F.lit(1) if weight is None else weight
 
+    def _count(cond: Column) -> Column:
+        return F.sum(F.when(cond, weight).otherwise(0))
 
-def metric_columns(groups: Sequence[IngressGroup]) -> list[Column]:
     cols = []
     for g, group in enumerate(groups):
         for i, name in enumerate(group.names):
             mine = (F.col("group") == g) & (F.col("stream") == i)
+            if rows is not None:
+                mine = mine & rows
             for status in COUNTED_STATUSES:
                 cols.append(_count(mine & (F.col("status") == status)).alias(f"{name}.{status}"))
             for reason in REASONS:
@@ -50,5 +57,6 @@ def metric_columns(groups: Sequence[IngressGroup]) -> list[Column]:
     return cols
 
 
-def observe(frame: DataFrame, groups: Sequence[IngressGroup]) -> DataFrame:
-    return frame.observe(OBSERVATION, *metric_columns(groups))
+def observe(frame: DataFrame, groups: Sequence[IngressGroup], weight: Column | None = None,
+            rows: Column | None = None) -> DataFrame:
+    return frame.observe(OBSERVATION, *metric_columns(groups, weight, rows))

@@ -50,11 +50,13 @@ from cti.operators.sharding import shard_fields
 from cti.runtime.spark.ingress import GROUP_OUT_SCHEMA
 from cti.runtime.spark.schema import NULL_TIME, in_rows_from_pandas, out_rows_to_pandas
 from cti.runtime.spark.shipping import ship_user_functions
+from cti.time import MAX_TIME
 
-OP, PASS = "op", "pass"
+OP, PASS, METRIC = "op", "pass", "metric"
 OUT_FIELDS = [StructField("query", IntegerType(), False),
               StructField("role", StringType(), False),
-              StructField("release", LongType(), False)]
+              StructField("release", LongType(), False),
+              StructField("weight", LongType(), False)]
 OUTPUT_SCHEMA = StructType([*OUT_FIELDS, *GROUP_OUT_SCHEMA.fields])
 _STATE = StructType([StructField("blob", BinaryType(), False)])
 _EVENTS = ("accepted", "adjusted")
@@ -133,8 +135,8 @@ def query_function(queries: Sequence[Any], groups: Sequence[Any],
                 got = out_rows_to_pandas(ingress.process(in_rows_from_pandas(part)))
             saved["ingress"][g] = ingress.state
             ingress_out[g] = (got, part)
-            if with_inputs and shard == 0 and reporter[g] == q:
-                out.append(_passed(got, g))
+            if shard == 0 and reporter[g] == q:
+                out.append(_passed(got, g) if with_inputs else _summary(got, g))
         chunks = []
         for g, i in refs[q]:
             got, part = ingress_out[g]
@@ -162,13 +164,40 @@ def apply_queries(rows: DataFrame, queries: Sequence[Any], groups: Sequence[Any]
         GroupStateTimeout.NoTimeout)
 
 
-def _passed(rows: pd.DataFrame, group: int) -> pd.DataFrame:
-    """A group's ingress rows, passed through as they are."""
+def _passed(rows: pd.DataFrame, group: int, role: str = PASS) -> pd.DataFrame:
+    """A group's ingress rows, passed through as they are (each counts once in the metrics)."""
     out = rows.copy()
-    out.insert(0, "group", np.int32(group))
-    out.insert(0, "release", np.int64(NULL_TIME))
-    out.insert(0, "role", PASS)
-    return out
+    out["group"] = np.int32(group)
+    if "weight" not in out:
+        out["weight"] = np.int64(1)
+    out["release"] = np.int64(NULL_TIME)
+    out["role"] = role
+    return out[[f.name for f in OUTPUT_SCHEMA.fields if f.name != "query"]]
+
+
+def _summary(rows: pd.DataFrame, group: int) -> pd.DataFrame:
+    """What Spark's query progress needs of a group's ingress rows, without the rows: one row
+    per (stream, status, reason) weighted by how many it stands for; a CTI summary row holds the
+    latest finite CTI; event-ordering snapshots (status ``metrics``) as they are."""
+    if not len(rows):
+        return rows.iloc[:0]
+    plain = rows[rows["status"] != "metrics"]
+    keys = [plain["stream"], plain["status"], plain["reason"].fillna("")]
+    counts = plain.groupby(keys, sort=False).size().rename("weight").reset_index()
+    finite = plain[(plain["status"] == "cti") & (plain["start"] < MAX_TIME)]
+    last = finite.groupby("stream")["start"].max()
+    summary = pd.DataFrame({
+        "stream": counts["stream"].to_numpy(np.int32), "seq": np.int64(0),
+        "in_seq": np.int64(0), "kind": "summary",
+        "start": [int(last.get(s, MAX_TIME)) if st == "cti" else NULL_TIME
+                  for s, st in zip(counts["stream"], counts["status"], strict=True)],
+        "end": np.int64(NULL_TIME), "payload": None, "status": counts["status"].to_numpy(),
+        "orig_start": np.int64(NULL_TIME), "orig_end": np.int64(NULL_TIME),
+        "cti": np.int64(NULL_TIME), "reason": counts["reason"].replace("", None).to_numpy(),
+        "partition": None, "weight": counts["weight"].to_numpy(np.int64)})
+    snapshots = rows[rows["status"] == "metrics"]
+    return pd.concat([_passed(summary, group, METRIC), _passed(snapshots, group, METRIC)],
+                     ignore_index=True)
 
 
 def _released(events: pd.DataFrame, ctis: Sequence[int]) -> pd.DataFrame:
@@ -179,6 +208,7 @@ def _released(events: pd.DataFrame, ctis: Sequence[int]) -> pd.DataFrame:
     return pd.DataFrame({
         "role": OP,
         "release": np.concatenate([events["release"].to_numpy(np.int64), ctis]),
+        "weight": np.int64(1),
         "group": np.full(n + m, -1, np.int32), "stream": np.full(n + m, -1, np.int32),
         "seq": np.zeros(n + m, np.int64), "in_seq": np.zeros(n + m, np.int64),
         "kind": np.concatenate([events["kind"].to_numpy(object), np.full(m, "cti", object)]),

@@ -163,7 +163,9 @@ class SparkRuntime:
         source = self.source_frame(groups)
         shards = self.shards or int(self.spark.conf.get("spark.sql.shuffle.partitions"))
         rows = route(source, queries, groups, refs, shards, with_inputs)
-        return apply_queries(rows, queries, groups, refs, with_inputs), groups, refs
+        frame = apply_queries(rows, queries, groups, refs, with_inputs)
+        # Ingress metrics in the query's progress, from the rows (or summaries) of shard 0.
+        return observe(frame, groups, F.col("weight"), F.col("role") != OP), groups, refs
 
     def run_query(self, query: Any, with_inputs: bool = True) -> RunResult:
         return self.run_queries([query], with_inputs)[0]
@@ -175,11 +177,11 @@ class SparkRuntime:
         outputs: list[list[OutputRow]] = [[] for _ in queries]
         ingress: list[list] = [[] for _ in groups]
         for r in self._run_to_memory(frame):
-            query, role, release, group = r[0], r[1], r[2], r[3]
+            query, role, release, group = r[0], r[1], r[2], r[4]
             if role == PASS:
-                ingress[group].append(out_row_from_spark(r[4:]))
-            else:
-                outputs[query].append((release, r[7], r[8], r[9], r[10]))
+                ingress[group].append(out_row_from_spark(r[5:]))
+            elif role == OP:
+                outputs[query].append((release, r[8], r[9], r[10], r[11]))
         results = [RunResult.from_rows(g.names, rows, g.overs)
                    for g, rows in zip(groups, ingress, strict=True)]
         return [derived_result(q, [results[g] for g in sorted({g for g, _ in refs[k]})]
