@@ -7,14 +7,24 @@ from __future__ import annotations
 import pickle
 
 import pandas as pd
-from hypothesis import event, given, settings
+import pytest
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from strategies import batch_sizes, bind, stream_defs
 
+from cti.errors import CtiError
 from cti.events import EventShape
 from cti.ingress import vectorized
 from cti.ingress.machine import IngressMachine
 from cti.ingress.spec import StreamSpec
-from cti.runtime.spark.schema import IN_SCHEMA, in_rows_from_pandas, out_rows_to_pandas
+from cti.rows import eos_row
+from cti.runtime.local import read_rows
+from cti.runtime.spark.schema import (
+    IN_SCHEMA,
+    in_row_to_tuple,
+    in_rows_from_pandas,
+    out_rows_to_pandas,
+)
 from cti.settings import AdvanceTimePolicy
 from cti.time import MAX_TIME, MIN_TIME
 
@@ -102,3 +112,45 @@ def test_the_common_case_takes_the_vectorised_path():
     assert list(out["status"]) == ["accepted", "accepted", "cti", "accepted", "dropped", "cti",
                                    "cti"]
     assert list(out["start"])[2] == 4 and list(out["start"])[-1] == MAX_TIME
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(defs=stream_defs(second_stream=True, stray_edge_ends=True), sizes=batch_sizes)
+def test_group_path_equals_the_row_machine(defs, sizes):
+    """A fast stream and a stream importing its CTIs: the fast one vectorised, its CTIs handed
+    to the row machine at their place in arrival order; the same output and state as the row
+    machine alone, batch after batch."""
+    group = bind(defs)[0].ingress_group()
+    specs = group.specs()
+    inputs = []
+    for i, s in enumerate(group.streams):
+        adapter = s.factory.create(s.config, s.shape)
+        n = adapter.latest_offset()
+        inputs.append(read_rows(i, adapter, 0, n) + [eos_row(i, n)])
+    rows_machine, mixed = IngressMachine(specs), IngressMachine(specs)
+    pos, k, used = [0] * len(inputs), 0, 0
+    while any(p < len(rows) for p, rows in zip(pos, inputs, strict=True)):
+        size = sizes[k % len(sizes)]
+        batch = [r for i, rows in enumerate(inputs) for r in rows[pos[i]:pos[i] + size]]
+        pos = [p + size for p in pos]
+        k += 1
+        table = frame([in_row_to_tuple(r) for r in batch])
+        try:
+            want = out_rows_to_pandas(rows_machine.process(batch))
+        except CtiError:
+            with pytest.raises(CtiError):
+                got = vectorized.process_group(mixed, table)
+                if got is None:
+                    mixed.process(in_rows_from_pandas(table))
+            return
+        got = vectorized.process_group(mixed, table)
+        if got is None:
+            got = out_rows_to_pandas(mixed.process(in_rows_from_pandas(table)))
+        else:
+            used += 1
+        order = ["stream", "seq"]
+        pd.testing.assert_frame_equal(
+            got.sort_values(order, kind="stable").reset_index(drop=True),
+            want.sort_values(order, kind="stable").reset_index(drop=True), check_dtype=False)
+        assert mixed.state == rows_machine.state
+    event(f"vectorised group batches: {min(used, 2)}")

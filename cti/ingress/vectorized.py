@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from cti.events import EventShape
+from cti.ingress.machine import IngressMachine
 from cti.ingress.spec import StreamSpec
 from cti.settings import AdvanceTimePolicy
 from cti.time import MAX_TIME, MIN_TIME, format_time
@@ -42,6 +43,43 @@ def _saturating_sub(values: np.ndarray, delay: int) -> np.ndarray:
 
 def process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame) -> pd.DataFrame | None:
     """The batch's output rows (stream 0), or None where the row machine must run instead."""
+    done = _process(spec, st, pdf, 0)
+    return None if done is None else done[0]
+
+
+def process_group(machine: IngressMachine, pdf: pd.DataFrame) -> pd.DataFrame | None:
+    """A micro-batch of a group: vectorised where it can be, else None (the row machine runs).
+
+    A group of one common stream runs wholly vectorised. A group where one common stream is
+    imported by all the others (a fast stream and the slow reference streams that take its
+    CTIs) runs that stream vectorised and hands its CTIs, at their place in arrival order, to
+    the row machine, which processes the importing streams' rows (usually few) as it would.
+    """
+    from cti.runtime.spark.schema import in_rows_from_pandas, out_rows_to_pandas
+
+    specs = machine.specs
+    if eligible(specs):
+        return process(specs[0], machine.state["streams"][0], pdf)
+    fast = [i for i, sp in enumerate(specs) if eligible([sp]) and
+            all(other.import_from == i for j, other in enumerate(specs) if j != i)]
+    if not fast:
+        return None
+    i = fast[0]
+    mine = pdf["stream"].to_numpy() == i
+    done = _process(specs[i], machine.state["streams"][i], pdf[mine], i)
+    if done is None:
+        return None
+    out, ctis = done
+    for j in machine.importers[i]:
+        machine.state["streams"][j]["imported"].extend(ctis)
+    rest = out_rows_to_pandas(machine.process(in_rows_from_pandas(pdf[~mine])))
+    return pd.concat([out, rest], ignore_index=True)
+
+
+def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
+             ) -> tuple[pd.DataFrame, list[tuple[tuple, int]]] | None:
+    """Stream ``index``'s output rows, and each CTI it emitted with its place in arrival
+    order (the merge key of the row that made it); None where the row machine must run."""
     if st["eos"] or st["pending"] or st["imported"] or st["open_edges"]:
         return None
     pdf = pdf.sort_values("seq", kind="stable")
@@ -50,7 +88,7 @@ def process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame) -> pd.DataF
     seq = seq[keep]
     n = len(seq)
     if n == 0:
-        return _frame({})
+        return _frame({}, index), []
     if not np.array_equal(seq, np.arange(st["next_in_seq"], st["next_in_seq"] + n)):
         return None
     kind = pdf["kind"].to_numpy(object)[keep]
@@ -133,6 +171,8 @@ def process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame) -> pd.DataF
                            strict=True)], dtype=object)
     cti_col = np.concatenate([np.where(before[rows_ev] == MIN_TIME, NULL, before[rows_ev]),
                               np.where(after[rows_cti] == MIN_TIME, NULL, after[rows_cti])])
+    emitted = np.flatnonzero(emits_cti)
+    cti_keys = [((int(run[r + 1]), index, int(seq[r])), int(candidate[r])) for r in emitted]
     out = _frame({
         "seq": np.arange(st["out_seq"], st["out_seq"] + m, dtype=np.int64),
         "in_seq": pick(seq[rows_ev], in_cti),
@@ -146,7 +186,7 @@ def process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame) -> pd.DataF
         "cti": cti_col[order],
         "reason": pick(np.where(violates, "cti_violation", None)[rows_ev].astype(object),
                        reasons_cti),
-    })
+    }, index)
 
     # The row machine's state after the same rows.
     metrics = st["metrics"]
@@ -163,16 +203,16 @@ def process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame) -> pd.DataF
     st["out_seq"] += m
     st["next_in_seq"] += n
     st["last_arrival"] = int(run[-1])
-    st["last_key"] = (int(run[-1]), 0, int(seq[-1]))
+    st["last_key"] = (int(run[-1]), index, int(seq[-1]))
     st["eos"] = bool(is_eos.any())
-    return out
+    return out, cti_keys
 
 
-def _frame(cols: dict[str, Any]) -> pd.DataFrame:
-    """Output rows in the Spark layout (stream 0, no partition)."""
+def _frame(cols: dict[str, Any], index: int) -> pd.DataFrame:
+    """Output rows of stream ``index`` in the Spark layout (no partition)."""
     n = len(cols.get("seq", ()))
     out = pd.DataFrame({
-        "stream": np.zeros(n, np.int32),
+        "stream": np.full(n, index, np.int32),
         "seq": cols.get("seq", np.zeros(0, np.int64)),
         "in_seq": cols.get("in_seq", np.zeros(0, np.int64)),
         "kind": cols.get("kind", np.zeros(0, object)),

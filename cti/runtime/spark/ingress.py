@@ -34,9 +34,7 @@ def ingress_function(specs: Sequence[Sequence[StreamSpec]]) -> Callable:
         saved = pickle.loads(state.get[0]) if state.exists else None
         machine = IngressMachine(specs[group], saved)
         rows = pd.concat(list(batches), ignore_index=True)
-        pdf = None
-        if vectorized.eligible(specs[group]):
-            pdf = vectorized.process(specs[group][0], machine.state["streams"][0], rows)
+        pdf = vectorized.process_group(machine, rows)
         if pdf is None:  # anything but the common case: the row machine, on the same state
             pdf = out_rows_to_pandas(machine.process(in_rows_from_pandas(rows)))
         state.update((pickle.dumps(machine.state, protocol=pickle.HIGHEST_PROTOCOL),))

@@ -127,10 +127,7 @@ def query_function(queries: Sequence[Any], groups: Sequence[Any],
         for g in mine:
             ingress = IngressMachine(specs[g], saved["ingress"][g])
             part = rows[rows["group"] == g].drop(columns=["group", "query", "shard"])
-            got = None
-            if vectorized.eligible(specs[g]):
-                got = vectorized.process(specs[g][0], ingress.state["streams"][0],
-                                         part.drop(columns=["own"]))
+            got = vectorized.process_group(ingress, part.drop(columns=["own"]))
             if got is None:
                 got = out_rows_to_pandas(ingress.process(in_rows_from_pandas(part)))
             saved["ingress"][g] = ingress.state
