@@ -82,12 +82,6 @@ def _candidates(left: pd.DataFrame, right: pd.DataFrame) -> list[tuple[int, int]
     return list(zip(m["id_l"].tolist(), m["id_r"].tolist(), strict=True))
 
 
-def _bound(row: pd.Series, cti: int) -> tuple[int, bool]:
-    """What is certain of a side's end: (value, known). An open edge lasts at least to its
-    side's CTI."""
-    return (int(row["end"]), True) if row["known"] else (cti, False)
-
-
 def join(node: plan.Join, left: Chunk, right: Chunk, state: dict[str, Any]) -> Chunk:
     new_l = _take(state, 0, left.events, node.left_key)
     new_r = _take(state, 1, right.events, node.right_key)
@@ -156,18 +150,21 @@ def _decide(node: plan.Join, state: dict[str, Any]) -> tuple[list[tuple], list[t
 
 
 def _close_open_pairs(state: dict[str, Any]) -> list[tuple]:
+    """Edge pairs whose end is now determined: the smaller known end, once every side whose
+    end is still open has a CTI at or beyond it (so its end cannot come earlier)."""
+    if not state["open"]:
+        return []
     L, R = state["sides"]
     cl, cr = state["ctis"]
-    out, still = [], []
-    for lid, rid, s, payload, key in state["open"]:
-        (le, lk), (re, rk) = _bound(L.loc[lid], cl), _bound(R.loc[rid], cr)
-        known = [e for e, k in ((le, lk), (re, rk)) if k]
-        open_bounds = [e for e, k in ((le, lk), (re, rk)) if not k]
-        if known and all(min(known) <= b for b in open_bounds):
-            out.append(("edge_end", s, min(known), payload, key))
-        else:
-            still.append((lid, rid, s, payload, key))
-    state["open"] = still
+    ids = np.asarray([o[:2] for o in state["open"]], dtype=np.int64)
+    lc, rc = _columns(L, ids[:, 0], cl), _columns(R, ids[:, 1], cr)
+    end = np.minimum(np.where(lc["known"], lc["end"], MAX_TIME),
+                     np.where(rc["known"], rc["end"], MAX_TIME))
+    # A known side's bound is its end, never below the smaller end: only open sides can fail.
+    done = (lc["known"] | rc["known"]) & (end <= lc["bound"]) & (end <= rc["bound"])
+    out = [("edge_end", s, int(end[i]), payload, key)
+           for i, (_, _, s, payload, key) in enumerate(state["open"]) if done[i]]
+    state["open"] = [o for i, o in enumerate(state["open"]) if not done[i]]
     return out
 
 

@@ -99,9 +99,9 @@ def derived_result(query: Any, group_results: Sequence[RunResult],
     return RunResult(streams)
 
 
-def _query_steps(runtime: LocalRuntime, query: Any
+def _query_steps(runtime: LocalRuntime, query: Any, groups: list[IngressGroup],
+                 refs: list[tuple[int, int]]
                  ) -> Iterator[tuple[list[list[OutRow]], list[OutputRow]]]:
-    groups, refs = query_inputs(query)
     machine = QueryMachine(query.node, query.inputs())
     for step in ingress_steps(groups, runtime.batch_sizes):
         chunks = [frame.from_out_rows(sorted((r for r in step[g] if r.stream == i),
@@ -110,10 +110,10 @@ def _query_steps(runtime: LocalRuntime, query: Any
 
 
 def run_query(runtime: LocalRuntime, query: Any, with_inputs: bool = True) -> RunResult:
-    groups, _ = query_inputs(query)
+    groups, refs = query_inputs(query)
     ingress: list[list[OutRow]] = [[] for _ in groups]
     output: list[OutputRow] = []
-    for step, rows in _query_steps(runtime, query):
+    for step, rows in _query_steps(runtime, query, groups, refs):
         if with_inputs:
             for g, out in enumerate(step):
                 ingress[g] += out
@@ -125,7 +125,8 @@ def run_query(runtime: LocalRuntime, query: Any, with_inputs: bool = True) -> Ru
 
 def write_query(runtime: LocalRuntime, bound: Any) -> None:
     adapter = bound.factory.create(bound.config, bound.stream.shape)
-    for batch_id, (_, rows) in enumerate(_query_steps(runtime, bound.stream)):
+    steps = _query_steps(runtime, bound.stream, *query_inputs(bound.stream))
+    for batch_id, (_, rows) in enumerate(steps):
         items = items_of_rows(rows)
         if items:
             adapter.write(items, batch_id)
