@@ -4,9 +4,9 @@
 "readings.parquet", start_column="t"), EventShape.POINT, settings)``.
 
 Offsets are row indices. Besides ``read(start, end)`` (items, for the in-process runner), the
-adapter has ``read_frame(start, end)``: the rows as one pandas frame in cti's row form, which the
-Spark source hands to Spark as an Arrow batch, so millions of events travel without Python
-objects per event. Time columns are int ticks (microseconds since the epoch, UTC) or timestamps.
+adapter has ``read_frame(start, end)``: the rows as one Arrow table in cti's row form, which the
+Spark source hands to Spark as it is, so millions of events travel without Python objects per
+event. Time columns are int ticks (microseconds since the epoch, UTC) or timestamps.
 Payloads are the other columns (or ``payload_columns``), as canonical JSON (sorted keys). A row
 with a null or out-of-range start, or an interval whose end is not after its start, is bad input
 (``InvalidInput`` naming the file, row and rule).
@@ -23,6 +23,8 @@ from typing import Any
 import attrs
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from cti.adapters import AdapterItem, Arriving, InvalidInput
@@ -56,18 +58,57 @@ class ParquetInputConfig:
             raise InvalidSettingsError("partition_column needs arrival_column")
 
 
-_CACHE: dict[tuple[str, float], pd.DataFrame] = {}
+_CACHE: dict[tuple[str, float], pa.Table] = {}
 _LOCK = threading.Lock()
 
 
-def _table(path: str) -> pd.DataFrame:
-    """The file as a frame, read once per process (per modification time)."""
+def _table(path: str) -> pa.Table:
+    """The file as an Arrow table, read once per process (per modification time)."""
     key = (path, os.path.getmtime(path))
     with _LOCK:
         if key not in _CACHE:
             _CACHE.clear()
-            _CACHE[key] = pq.read_table(path, memory_map=True).to_pandas()
+            _CACHE[key] = pq.read_table(path, memory_map=True)
         return _CACHE[key]
+
+
+_PLAIN_TEXT = r'^[\x20-\x21\x23-\x5b\x5d-\x7e]*$'  # printable ASCII but " and \\
+
+
+def _json_values(column: pa.ChunkedArray) -> pa.ChunkedArray | None:
+    """A column's values as JSON text, where Arrow's text of them is exactly ``json.dumps``'s
+    (integers, booleans, strings of plain printable ASCII); else None."""
+    t = column.type
+    if pa.types.is_integer(t):
+        text = pc.cast(column, pa.string())
+    elif pa.types.is_boolean(t):
+        text = pc.if_else(column, "true", "false")
+    elif pa.types.is_string(t) or pa.types.is_large_string(t):
+        if not pc.all(pc.match_substring_regex(column.fill_null(""), _PLAIN_TEXT)).as_py():
+            return None
+        text = pc.binary_join_element_wise('"', column, '"', "")
+    else:
+        return None
+    return text.fill_null("null")
+
+
+def _payloads(table: pa.Table, cols: list[str]) -> pa.Array:
+    """Each row's payload columns as canonical JSON (sorted keys, no spaces), joined by
+    Arrow's string kernels; a column whose Arrow text is not exact is written by pandas."""
+    if not cols or not table.num_rows:
+        return pa.array(["{}"] * table.num_rows, pa.string())
+    parts: list[Any] = []
+    for i, name in enumerate(cols):
+        text = _json_values(table.column(name))
+        if text is None:
+            key = json.dumps(name)
+            lines = table.select([name]).to_pandas().to_json(
+                orient="records", lines=True, double_precision=15, date_format="iso",
+                date_unit="us").split("\n")[:table.num_rows]
+            text = pa.array([line[len(key) + 2:-1] for line in lines], pa.string())
+        parts += [("{" if i == 0 else ",") + json.dumps(name) + ":", text]
+    joined = pc.binary_join_element_wise(*parts, "}", "")
+    return joined.combine_chunks() if isinstance(joined, pa.ChunkedArray) else joined
 
 
 def _ticks(column: pd.Series) -> np.ndarray:
@@ -90,47 +131,47 @@ class ParquetInputAdapter:
         self.config, self.shape = config, shape
 
     def latest_offset(self) -> int:
-        return len(_table(self.config.path))
+        return pq.ParquetFile(self.config.path).metadata.num_rows
 
     def is_complete(self) -> bool:
         return True
 
-    def read_frame(self, start: int, end: int) -> pd.DataFrame:
-        """Rows [start, end) in cti's row form: kind, start, end, payload, arrival, partition,
-        error (the rule a bad row breaks, else None)."""
+    def read_frame(self, start: int, end: int) -> pa.Table:
+        """Rows [start, end) in cti's row form, as an Arrow table: kind, start, end, payload,
+        arrival, partition, error (the rule a bad row breaks, else null)."""
         c = self.config
-        df = _table(c.path).iloc[start:end]
+        table = _table(c.path).slice(start, max(0, end - start))
         named = {c.start_column, c.end_column, c.arrival_column, c.partition_column} - {None}
-        missing = [n for n in named | set(c.payload_columns or ()) if n not in df.columns]
+        missing = [n for n in named | set(c.payload_columns or ())
+                   if n not in table.column_names]
         if missing:
             raise InvalidSettingsError(f"{c.path}: no column(s) {missing}")
-        cols = sorted(c.payload_columns or [n for n in df.columns if n not in named])
-        if cols and len(df):
-            text = df[cols].to_json(orient="records", lines=True, double_precision=15,
-                                    date_format="iso", date_unit="us")
-            payload = text.split("\n")[:len(df)]
-        else:
-            payload = ["{}"] * len(df)
+        cols = sorted(c.payload_columns or [n for n in table.column_names if n not in named])
+        n = table.num_rows
+        df = table.select(sorted(named)).to_pandas()
         t0 = _ticks(df[c.start_column])
-        t1 = _ticks(df[c.end_column]) if c.end_column else np.full(len(df), NULL, np.int64)
-        error = np.full(len(df), None, object)
+        t1 = _ticks(df[c.end_column]) if c.end_column else np.full(n, NULL, np.int64)
+        error = np.full(n, None, object)
         bad_end = ((t1 == NULL) | (t1 <= t0) if self.shape is EventShape.INTERVAL
-                   else np.zeros(len(df), bool))
+                   else np.zeros(n, bool))
         bad_start = (t0 == NULL) | (t0 == MAX_TIME)
         for i in np.flatnonzero(bad_end | bad_start):
             rule = ("null or out-of-range start time (rule: no null timestamps)" if bad_start[i]
                     else "end missing or not after start (rule: a lifetime is non-empty)")
             error[i] = f"{c.path}, row {start + i}: {rule}"
-        kind = np.where(pd.isna(error), _KINDS[self.shape], "invalid")
-        arrival = _ticks(df[c.arrival_column]) if c.arrival_column else np.full(len(df), NULL)
+        bad = bad_end | bad_start
+        kind = pa.array(np.where(bad, "invalid", _KINDS[self.shape]).astype(object), pa.string())
+        arrival = _ticks(df[c.arrival_column]) if c.arrival_column else np.full(n, NULL)
         part = (df[c.partition_column].astype(str).to_numpy(object) if c.partition_column
-                else np.full(len(df), None, object))
-        return pd.DataFrame({"kind": kind, "start": t0, "end": t1, "payload": payload,
-                             "arrival": arrival.astype(np.int64), "partition": part,
-                             "error": error})
+                else np.full(n, None, object))
+        return pa.table({"kind": kind, "start": t0, "end": t1,
+                         "payload": _payloads(table, cols),
+                         "arrival": arrival.astype(np.int64),
+                         "partition": pa.array(part, pa.string()),
+                         "error": pa.array(error, pa.string())})
 
     def read(self, start: int, end: int) -> Iterable[AdapterItem]:
-        rows = self.read_frame(start, end)
+        rows = self.read_frame(start, end).to_pandas()
         for kind, t0, t1, payload, arr, part, err in rows.itertuples(index=False):
             if err is not None:
                 yield InvalidInput(err, payload)

@@ -25,6 +25,8 @@ from cti.settings import AdvanceTimePolicy
 from cti.time import MAX_TIME, MIN_TIME, format_time
 
 NULL = MIN_TIME  # the Spark layout's missing time
+_STATUS = np.asarray(["accepted", "adjusted", "dropped"], dtype=object)
+_REASON = np.asarray([None, "cti_violation"], dtype=object)
 _KIND = {EventShape.POINT: "point", EventShape.INTERVAL: "interval"}
 
 
@@ -47,43 +49,55 @@ def process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame) -> pd.DataF
     return None if done is None else done[0]
 
 
-def process_group(machine: IngressMachine, pdf: pd.DataFrame) -> pd.DataFrame | None:
+def process_group(machine: IngressMachine, pdf: pd.DataFrame, owner: int | None = None
+                  ) -> pd.DataFrame | None:
     """A micro-batch of a group: vectorised where it can be, else None (the row machine runs).
 
     A group of one common stream runs wholly vectorised. A group where one common stream is
     imported by all the others (a fast stream and the slow reference streams that take its
     CTIs) runs that stream vectorised and hands its CTIs, at their place in arrival order, to
     the row machine, which processes the importing streams' rows (usually few) as it would.
+
+    With ``owner`` (a query shard; ``pdf`` has an ``own`` column) only the owner's events of
+    the vectorised stream are output, and a ``weight`` column says how many rows each row
+    stands for in the whole output: one row per event status (kind ``summary``) counts all
+    the stream's events, so its event rows weigh 0; every other row weighs 1.
     """
     from cti.runtime.spark.schema import in_rows_from_pandas, out_rows_to_pandas
 
     specs = machine.specs
     if eligible(specs):
-        return process(specs[0], machine.state["streams"][0], pdf)
+        done = _process(specs[0], machine.state["streams"][0], pdf, 0, owner)
+        return None if done is None else done[0]
     fast = [i for i, sp in enumerate(specs) if eligible([sp]) and
             all(other.import_from == i for j, other in enumerate(specs) if j != i)]
     if not fast:
         return None
     i = fast[0]
     mine = pdf["stream"].to_numpy() == i
-    done = _process(specs[i], machine.state["streams"][i], pdf[mine], i)
+    done = _process(specs[i], machine.state["streams"][i], pdf[mine], i, owner)
     if done is None:
         return None
     out, ctis = done
     for j in machine.importers[i]:
         machine.state["streams"][j]["imported"].extend(ctis)
     rest = out_rows_to_pandas(machine.process(in_rows_from_pandas(pdf[~mine])))
+    if owner is not None:
+        rest["weight"] = np.int64(1)
     return pd.concat([out, rest], ignore_index=True)
 
 
-def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
-             ) -> tuple[pd.DataFrame, list[tuple[tuple, int]]] | None:
+def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int,
+             owner: int | None = None) -> tuple[pd.DataFrame, list[tuple[tuple, int]]] | None:
     """Stream ``index``'s output rows, and each CTI it emitted with its place in arrival
-    order (the merge key of the row that made it); None where the row machine must run."""
+    order (the merge key of the row that made it); None where the row machine must run.
+    ``owner``: see ``process_group``."""
     if st["eos"] or st["pending"] or st["imported"] or st["open_edges"]:
         return None
-    pdf = pdf.sort_values("seq", kind="stable")
     seq = pdf["seq"].to_numpy(np.int64)
+    if len(seq) > 1 and not (seq[1:] > seq[:-1]).all():
+        pdf = pdf.sort_values("seq", kind="stable")
+        seq = pdf["seq"].to_numpy(np.int64)
     keep = seq >= st["next_in_seq"]  # rows seen before are replays
     seq = seq[keep]
     n = len(seq)
@@ -91,12 +105,13 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
         return _frame({}, index), []
     if not np.array_equal(seq, np.arange(st["next_in_seq"], st["next_in_seq"] + n)):
         return None
-    kind = pdf["kind"].to_numpy(object)[keep]
-    start = pdf["start"].to_numpy(np.int64)[keep]
-    end = pdf["end"].to_numpy(np.int64)[keep]
-    arrival = pdf["arrival"].to_numpy(np.int64)[keep]
-    payload = pdf["payload"].to_numpy(object)[keep]
-    errors = pdf["error"].to_numpy(object)[keep]
+    take = slice(None) if keep.all() else keep
+    kind = pdf["kind"].to_numpy(object)[take]
+    start = pdf["start"].to_numpy(np.int64)[take]
+    end = pdf["end"].to_numpy(np.int64)[take]
+    arrival = pdf["arrival"].to_numpy(np.int64)[take]
+    payload = pdf["payload"].to_numpy(object)[take]
+    errors = pdf["error"].to_numpy(object)[take]
     ev_kind = _KIND[spec.shape]
     is_ev, is_cti, is_eos = kind == ev_kind, kind == "cti", kind == "eos"
     if not (is_ev | is_cti | is_eos).all() or pd.notna(errors).any():
@@ -149,10 +164,15 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
     accepted = is_ev & ~violates
 
     # Output rows: each input row's event row, then the CTI it generated (or its regression).
+    status = _STATUS[np.where(accepted, 0, np.where(adjust, 1, 2))]
     rows_ev = np.flatnonzero(is_ev)
     rows_cti = np.flatnonzero(emits_cti | regression)
+    others = None
+    if owner is not None:  # events of other shards: counted, not output
+        theirs = is_ev & (pdf["own"].to_numpy(np.int32)[take] != owner)
+        rows_ev = np.flatnonzero(is_ev & ~theirs)
+        others = _counted({"accepted": accepted, "adjusted": adjust, "dropped": dropped}, index)
     order = np.argsort(np.concatenate([rows_ev * 2, rows_cti * 2 + 1]), kind="stable")
-    m = len(rows_ev) + len(rows_cti)
 
     def pick(ev_values: np.ndarray, cti_values: np.ndarray) -> np.ndarray:
         return np.concatenate([ev_values, cti_values])[order]
@@ -160,7 +180,7 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
     null_cti = np.full(len(rows_cti), NULL, np.int64)
     ev_start = np.where(dropped, NULL, np.where(adjust, before, start))[rows_ev]
     ev_end = np.where(dropped | (kind == "point"), NULL, end)[rows_ev]
-    status_ev = np.where(accepted, "accepted", np.where(adjust, "adjusted", "dropped"))[rows_ev]
+    status_ev = status[rows_ev]
     status_cti = np.where(regression, "cti_regression", "cti")[rows_cti]
     cti_start = np.where(regression, NULL, candidate)[rows_cti]
     in_cti = np.where(regression, seq, -1)[rows_cti]
@@ -173,8 +193,14 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
                               np.where(after[rows_cti] == MIN_TIME, NULL, after[rows_cti])])
     emitted = np.flatnonzero(emits_cti)
     cti_keys = [((int(run[r + 1]), index, int(seq[r])), int(candidate[r])) for r in emitted]
+    # Row numbers as in the whole output: each input row's event row, then its CTI row.
+    cti_row = emits_cti | regression
+    upto = np.cumsum(is_ev.astype(np.int64) + cti_row)
+    m = int(upto[-1])
+    ev_seq = st["out_seq"] + upto[rows_ev] - 1 - cti_row[rows_ev]
+    cti_seq = st["out_seq"] + upto[rows_cti] - 1
     out = _frame({
-        "seq": np.arange(st["out_seq"], st["out_seq"] + m, dtype=np.int64),
+        "seq": pick(ev_seq, cti_seq),
         "in_seq": pick(seq[rows_ev], in_cti),
         "kind": pick(kind[rows_ev], np.full(len(rows_cti), "cti", object)),
         "start": pick(ev_start, cti_start),
@@ -184,9 +210,14 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
         "orig_start": pick(start[rows_ev], np.where(regression, start, NULL)[rows_cti]),
         "orig_end": pick(np.where(kind == "point", NULL, end)[rows_ev], null_cti),
         "cti": cti_col[order],
-        "reason": pick(np.where(violates, "cti_violation", None)[rows_ev].astype(object),
-                       reasons_cti),
+        "reason": pick(_REASON[violates[rows_ev].astype(np.int8)], reasons_cti),
     }, index)
+    if others is not None:  # stacked column by column (pd.concat scans object columns)
+        out = pd.DataFrame({
+            **{c: np.concatenate([out[c].to_numpy(), others[c].to_numpy()])
+               for c in out.columns},
+            "weight": np.concatenate([(out["kind"].to_numpy() == "cti").astype(np.int64),
+                                      others["weight"].to_numpy()])}, copy=False)
 
     # The row machine's state after the same rows.
     metrics = st["metrics"]
@@ -208,24 +239,32 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
     return out, cti_keys
 
 
+def _counted(masks: dict[str, np.ndarray], index: int) -> pd.DataFrame:
+    """One row per event status (a mask of the rows that have it), with their count
+    (``weight``); dropped and adjusted events broke the CTI (reason ``cti_violation``)."""
+    status = [k for k, m in masks.items() if m.any()]
+    n = len(status)
+    null = np.full(n, NULL, np.int64)
+    out = _frame({
+        "seq": np.full(n, -1, np.int64), "in_seq": np.full(n, -1, np.int64),
+        "kind": np.full(n, "summary", object), "start": null, "end": null,
+        "payload": np.full(n, None, object), "status": np.asarray(status, object),
+        "orig_start": null, "orig_end": null, "cti": null,
+        "reason": np.asarray([None if k == "accepted" else "cti_violation" for k in status],
+                             object),
+    }, index)
+    out["weight"] = np.asarray([int(masks[k].sum()) for k in status], np.int64)
+    return out
+
+
 def _frame(cols: dict[str, Any], index: int) -> pd.DataFrame:
     """Output rows of stream ``index`` in the Spark layout (no partition)."""
     n = len(cols.get("seq", ()))
-    out = pd.DataFrame({
+    times = ("seq", "in_seq", "start", "end", "orig_start", "orig_end", "cti")
+    return pd.DataFrame({
         "stream": np.full(n, index, np.int32),
-        "seq": cols.get("seq", np.zeros(0, np.int64)),
-        "in_seq": cols.get("in_seq", np.zeros(0, np.int64)),
-        "kind": cols.get("kind", np.zeros(0, object)),
-        "start": cols.get("start", np.zeros(0, np.int64)),
-        "end": cols.get("end", np.zeros(0, np.int64)),
-        "payload": cols.get("payload", np.zeros(0, object)),
-        "status": cols.get("status", np.zeros(0, object)),
-        "orig_start": cols.get("orig_start", np.zeros(0, np.int64)),
-        "orig_end": cols.get("orig_end", np.zeros(0, np.int64)),
-        "cti": cols.get("cti", np.zeros(0, np.int64)),
-        "reason": cols.get("reason", np.zeros(0, object)),
+        **{c: np.asarray(cols.get(c, np.zeros(0)), np.int64 if c in times else object)
+           for c in ("seq", "in_seq", "kind", "start", "end", "payload", "status",
+                     "orig_start", "orig_end", "cti", "reason")},
         "partition": np.full(n, None, object),
-    })
-    for c in ("seq", "in_seq", "start", "end", "orig_start", "orig_end", "cti"):
-        out[c] = out[c].astype(np.int64)
-    return out
+    }, copy=False)

@@ -160,7 +160,8 @@ def chunk_of(status: np.ndarray, kind: np.ndarray, start: np.ndarray, end: np.nd
     end = np.where(kind == "point", start + 1, np.where(
         kind == "edge_start", MAX_TIME,
         np.where(pd.isna(raw_end), 0, raw_end).astype(np.int64))).astype(np.int64)
-    pays = [p if isinstance(p, str) else "{}" for p in payload[is_event]]
+    pays = payload[is_event]
+    pays = np.where(pd.isna(pays), "{}", pays) if len(pays) else pays
     return Chunk(make(kind, start, end, pays, [""] * len(kind)), ctis)
 
 

@@ -29,8 +29,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from pyspark.sql import Column, DataFrame
-from pyspark.sql import functions as F
+from pyspark.sql import DataFrame
 from pyspark.sql.streaming.state import GroupStateTimeout
 from pyspark.sql.types import (
     BinaryType,
@@ -48,6 +47,7 @@ from cti.operators import frame, plan
 from cti.operators.machine import QueryMachine
 from cti.operators.sharding import shard_fields
 from cti.runtime.spark.ingress import GROUP_OUT_SCHEMA
+from cti.runtime.spark.packing import QueryRoute, unpack
 from cti.runtime.spark.schema import NULL_TIME, in_rows_from_pandas, out_rows_to_pandas
 from cti.runtime.spark.shipping import ship_user_functions
 from cti.time import MAX_TIME
@@ -59,47 +59,22 @@ OUT_FIELDS = [StructField("query", IntegerType(), False),
               StructField("weight", LongType(), False)]
 OUTPUT_SCHEMA = StructType([*OUT_FIELDS, *GROUP_OUT_SCHEMA.fields])
 _STATE = StructType([StructField("blob", BinaryType(), False)])
-_EVENTS = ("accepted", "adjusted")
 
 
-def _field_path(field: str) -> str:
-    return "$['" + field.replace("'", "\\'") + "']"
-
-
-def route(source: DataFrame, queries: Sequence[Any], groups: Sequence[Any],
-          refs: Sequence[Sequence[tuple[int, int]]], shards: int,
-          with_inputs: bool) -> DataFrame:
-    """Source rows -> (query, shard, own) rows. Spark SQL only: each row of a group a query
-    reads goes to each of the query's shards; ``own`` is the shard that keeps its event."""
-    parts = []
+def routes(queries: Sequence[Any], groups: Sequence[Any],
+           refs: Sequence[Sequence[tuple[int, int]]], shards: int,
+           with_inputs: bool) -> list[QueryRoute]:
+    """Where the source sends each query's input rows: to ``shards`` shards by the key that
+    spreads the query (``cti.operators.sharding``), or to one."""
+    out = []
     for q, query in enumerate(queries):
         fields = shard_fields(query.node, query.inputs()) if shards > 1 else None
-        n = shards if fields else 1
-        own: Column = F.lit(-1)
-        for j, (g, i) in enumerate(refs[q]):
-            mine = (F.col("group") == g) & (F.col("stream") == i)
-            key = F.lit(0) if not fields else F.pmod(
-                F.xxhash64(F.get_json_object("payload", _field_path(fields[j]))),
-                F.lit(n)).cast("int")
-            own = F.when(mine, key).otherwise(own)
-        edge = F.lit(False)
-        for g in sorted({g for g, _ in refs[q]}):
-            for i, s in enumerate(groups[g].streams):
-                if s.shape is EventShape.EDGE:
-                    edge = edge | ((F.col("group") == g) & (F.col("stream") == i))
-        read = F.col("group").isin(*sorted({g for g, _ in refs[q]}))
-        rows = (source.where(read)
-                .withColumn("query", F.lit(q))
-                .withColumn("own", own.cast("int"))
-                .withColumn("shard", F.explode(F.sequence(F.lit(0), F.lit(n - 1)))))
-        keep = (F.col("shard") == F.col("own")) | edge | (F.col("kind") != "point") \
-            & (F.col("kind") != "interval")
-        if with_inputs:
-            keep = keep | (F.col("shard") == 0)
-        parts.append(rows.withColumn("payload", F.when(keep, F.col("payload"))))
-    out = parts[0]
-    for p in parts[1:]:
-        out = out.unionByName(p)
+        read = {g for g, _ in refs[q]}
+        edges = frozenset((g, i) for g in read for i, s in enumerate(groups[g].streams)
+                          if s.shape is EventShape.EDGE)
+        out.append(QueryRoute(q, shards if fields else 1,
+                              {r: fields[j] if fields else None for j, r in enumerate(refs[q])},
+                              edges, with_inputs))
     return out
 
 
@@ -118,7 +93,7 @@ def query_function(queries: Sequence[Any], groups: Sequence[Any],
 
     def run(key: tuple, batches: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
         q, shard = int(key[0]), int(key[1])
-        rows = pd.concat(list(batches), ignore_index=True)
+        rows = unpack(pd.concat(list(batches), ignore_index=True))
         mine = sorted({g for g, _ in refs[q]})
         saved = pickle.loads(state.get[0]) if state.exists else {
             "ingress": {g: None for g in mine}, "machine": None}
@@ -126,23 +101,16 @@ def query_function(queries: Sequence[Any], groups: Sequence[Any],
         out, ingress_out = [], {}
         for g in mine:
             ingress = IngressMachine(specs[g], saved["ingress"][g])
-            part = rows[rows["group"] == g].drop(columns=["group", "query", "shard"])
-            got = vectorized.process_group(ingress, part.drop(columns=["own"]))
+            part = rows if len(mine) == 1 else rows[rows["group"] == g]
+            passing = with_inputs and shard == 0 and reporter[g] == q
+            got = vectorized.process_group(ingress, part, None if passing else shard)
             if got is None:
                 got = out_rows_to_pandas(ingress.process(in_rows_from_pandas(part)))
             saved["ingress"][g] = ingress.state
             ingress_out[g] = (got, part)
             if shard == 0 and reporter[g] == q:
                 out.append(_passed(got, g) if with_inputs else _summary(got, g))
-        chunks = []
-        for g, i in refs[q]:
-            got, part = ingress_out[g]
-            owned = set(part.loc[(part["stream"] == i) & (part["own"] == shard), "seq"])
-            sel = (got["stream"] == i) & ((got["status"] == "cti") | (
-                got["status"].isin(_EVENTS) & got["in_seq"].isin(owned)))
-            chosen = got[sel]
-            chunks.append(frame.chunk_of(*(chosen[c].to_numpy() for c in (
-                "status", "kind", "start", "end", "payload"))))
+        chunks = [_chunk(*ingress_out[g], i, shard) for g, i in refs[q]]
         events, ctis = machine.step(chunks)
         saved["machine"] = machine.state
         state.update((pickle.dumps(saved, protocol=pickle.HIGHEST_PROTOCOL),))
@@ -152,6 +120,24 @@ def query_function(queries: Sequence[Any], groups: Sequence[Any],
         yield result
 
     return run
+
+
+def _chunk(got: pd.DataFrame, part: pd.DataFrame, stream: int, shard: int) -> frame.Chunk:
+    """Stream ``stream``'s CTIs and the accepted and adjusted events the shard owns, from its
+    group's ingress output ``got`` (rows of weight 0 are owned by construction, see
+    ``vectorized.process_group``) and input rows ``part``."""
+    status = got["status"].to_numpy()
+    event = (status == "accepted") | (status == "adjusted")
+    weight = got["weight"].to_numpy() if "weight" in got else np.ones(len(got), np.int64)
+    owned = weight == 0
+    check = event & ~owned
+    if check.any():
+        mine = part["seq"].to_numpy()[(part["stream"].to_numpy() == stream)
+                                      & (part["own"].to_numpy() == shard)]
+        owned[check] = np.isin(got["in_seq"].to_numpy()[check], mine)
+    sel = (got["stream"].to_numpy() == stream) & ((status == "cti") | (event & owned))
+    return frame.chunk_of(*(got[c].to_numpy()[sel] for c in (
+        "status", "kind", "start", "end", "payload")))
 
 
 def apply_queries(rows: DataFrame, queries: Sequence[Any], groups: Sequence[Any],
@@ -178,9 +164,11 @@ def _summary(rows: pd.DataFrame, group: int) -> pd.DataFrame:
     latest finite CTI; event-ordering snapshots (status ``metrics``) as they are."""
     if not len(rows):
         return rows.iloc[:0]
-    plain = rows[rows["status"] != "metrics"]
+    plain = rows[(rows["status"] != "metrics") & (rows["weight"] > 0 if "weight" in rows
+                                                  else True)]
     keys = [plain["stream"], plain["status"], plain["reason"].fillna("")]
-    counts = plain.groupby(keys, sort=False).size().rename("weight").reset_index()
+    weights = plain["weight"] if "weight" in plain else pd.Series(1, index=plain.index)
+    counts = weights.groupby(keys, sort=False).sum().rename("weight").reset_index()
     finite = plain[(plain["status"] == "cti") & (plain["start"] < MAX_TIME)]
     last = finite.groupby("stream")["start"].max()
     summary = pd.DataFrame({

@@ -24,7 +24,8 @@ from cti.runtime.base import queries_inputs
 from cti.runtime.local import derived_result
 from cti.runtime.spark.ingress import apply_ingress
 from cti.runtime.spark.metrics import OBSERVATION, observe
-from cti.runtime.spark.operators import OP, PASS, apply_queries, route
+from cti.runtime.spark.operators import OP, PASS, apply_queries, routes
+from cti.runtime.spark.packing import QueryRoute
 from cti.runtime.spark.schema import out_row_from_spark
 from cti.runtime.spark.session import get_spark
 from cti.runtime.spark.source import FORMAT, CtiAdapterSource, encode_sources
@@ -87,12 +88,14 @@ class SparkRuntime:
         self._spark.dataSource.register(CtiAdapterSource)
         return self._spark
 
-    def source_frame(self, groups: Sequence[IngressGroup]) -> DataFrame:
-        """The streaming DataFrame of every stream's input rows (one source for all)."""
+    def source_frame(self, groups: Sequence[IngressGroup],
+                     routes: Sequence[QueryRoute] | None = None) -> DataFrame:
+        """The streaming DataFrame of every stream's input rows (one source for all); with
+        ``routes``, packed rows for each query shard (``cti.runtime.spark.packing``)."""
         streams = [(g, i, s.factory, s.config, s.shape)
                    for g, group in enumerate(groups) for i, s in enumerate(group.streams)]
         return (self.spark.readStream.format(FORMAT)
-                .option("spec", encode_sources(streams, self.batch_sizes)).load())
+                .option("spec", encode_sources(streams, self.batch_sizes, routes)).load())
 
     def ingress_frame(self, groups: Sequence[IngressGroup]) -> DataFrame:
         """The streaming DataFrame of the groups' ingress output rows (with a ``group`` column)."""
@@ -165,9 +168,8 @@ class SparkRuntime:
                     ) -> tuple[DataFrame, list[IngressGroup], list[list[tuple[int, int]]]]:
         """The streaming frame of the queries' output rows (``operators.OUTPUT_SCHEMA``)."""
         groups, refs = queries_inputs(queries)
-        source = self.source_frame(groups)
         shards = self.shards or int(self.spark.conf.get("spark.sql.shuffle.partitions"))
-        rows = route(source, queries, groups, refs, shards, with_inputs)
+        rows = self.source_frame(groups, routes(queries, groups, refs, shards, with_inputs))
         frame = apply_queries(rows, queries, groups, refs, with_inputs)
         # Ingress metrics in the query's progress, from the rows (or summaries) of shard 0.
         return observe(frame, groups, F.col("weight"), F.col("role") != OP), groups, refs

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import pandas as pd
+import pyarrow as pa
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
 from cti.rows import InRow, OutRow
@@ -46,6 +47,13 @@ OUT_SCHEMA = StructType([
 ])
 
 _IN_TIMES = (2, 4, 5)
+
+
+def arrow_schema(schema: StructType) -> pa.Schema:
+    """The Arrow schema of rows of a Spark schema of int, long and string columns."""
+    types = {IntegerType: pa.int32(), LongType: pa.int64(), StringType: pa.string()}
+    return pa.schema([pa.field(f.name, types[type(f.dataType)], nullable=f.nullable)
+                      for f in schema.fields])
 _OUT_TIMES = (4, 5, 8, 9, 10)
 
 

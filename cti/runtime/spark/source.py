@@ -17,7 +17,6 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 from pyspark import cloudpickle
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
@@ -25,8 +24,8 @@ from pyspark.sql.types import IntegerType, StructField, StructType
 
 from cti.rows import eos_row
 from cti.runtime.local import read_rows
-from cti.runtime.spark.schema import IN_SCHEMA, NULL_TIME, in_row_to_tuple
-from cti.time import MAX_TIME
+from cti.runtime.spark.packing import PACKED_SCHEMA, QueryRoute, pack, routed
+from cti.runtime.spark.schema import IN_SCHEMA, arrow_schema, in_row_to_tuple
 
 FORMAT = "cti_adapter"
 READ_CHUNK = 250_000  # rows per input partition of one stream
@@ -34,12 +33,15 @@ READ_CHUNK = 250_000  # rows per input partition of one stream
 SourceStream = tuple[int, int, Any, Any, Any]  # group, index in group, factory, config, shape
 
 
-def encode_sources(streams: Sequence[SourceStream], batch_sizes: Sequence[int] | None) -> str:
-    blob = cloudpickle.dumps((list(streams), list(batch_sizes or [])))
+def encode_sources(streams: Sequence[SourceStream], batch_sizes: Sequence[int] | None,
+                   routes: Sequence[QueryRoute] | None = None) -> str:
+    """The source's ``spec`` option. With ``routes`` the source reads for queries: it sends
+    each query shard packed rows (``cti.runtime.spark.packing``), else one row per input row."""
+    blob = cloudpickle.dumps((list(streams), list(batch_sizes or []), routes))
     return base64.b64encode(blob).decode("ascii")
 
 
-def _decode(text: str) -> tuple[list[SourceStream], list[int]]:
+def _decode(text: str) -> tuple[list[SourceStream], list[int], list[QueryRoute] | None]:
     return pickle.loads(base64.b64decode(text))
 
 
@@ -51,7 +53,7 @@ class _Range(InputPartition):
 class CtiAdapterStreamReader(DataSourceStreamReader):
     def __init__(self, spec: str) -> None:
         self.spec = spec
-        self.streams, self.batch_sizes = _decode(spec)
+        self.streams, self.batch_sizes, _ = _decode(spec)
 
     def initialOffset(self) -> dict:
         return {"batch": 0, **{str(k): {"pos": 0, "eos": False} for k in range(len(self.streams))}}
@@ -92,14 +94,15 @@ class CtiAdapterStreamReader(DataSourceStreamReader):
         return parts
 
     def read(self, partition: InputPartition) -> Iterator[tuple | pa.RecordBatch]:
-        streams, _ = _decode(self.spec)
+        streams, _, routes = _decode(self.spec)
         k, start, end, eos = partition.value
         group, index, factory, config, shape = streams[k]
         adapter = factory.create(config, shape) if end > start else None
-        if hasattr(adapter, "read_frame"):  # a columnar adapter: one Arrow batch, no row loop
-            yield _arrow_rows(adapter.read_frame(start, end), group, index, start)
-            if eos:
-                yield _arrow_rows(_EOS_FRAME, group, index, end)
+        if routes is not None:
+            yield from _packed(routes, group, _piece(adapter, index, start, end, eos), start)
+            return
+        if hasattr(adapter, "read_frame"):  # a columnar adapter: Arrow batches, no row loop
+            yield from _with_group(_piece(adapter, index, start, end, eos), group).to_batches()
             return
         if adapter is not None:
             for row in read_rows(index, adapter, start, end):
@@ -111,30 +114,48 @@ class CtiAdapterStreamReader(DataSourceStreamReader):
         pass
 
 
-_EOS_FRAME = pd.DataFrame({"kind": ["eos"], "start": [NULL_TIME], "end": [NULL_TIME],
-                           "payload": [None], "arrival": [MAX_TIME], "partition": [None],
-                           "error": [None]})
+def _piece(adapter: Any, index: int, start: int, end: int, eos: bool) -> pa.Table:
+    """Input rows [start, end) of stream ``index`` (and its end of input) as an Arrow table of
+    ``IN_SCHEMA`` columns."""
+    tables = []
+    if hasattr(adapter, "read_frame"):
+        tables.append(_in_table(adapter.read_frame(start, end), index, start))
+    elif adapter is not None:
+        rows = [in_row_to_tuple(r) for r in read_rows(index, adapter, start, end)]
+        columns = list(zip(*rows, strict=True)) if rows else [[] for _ in IN_SCHEMA.fields]
+        tables.append(pa.table(dict(zip(IN_SCHEMA.fieldNames(), columns, strict=True)),
+                               schema=_IN_ARROW))
+    if eos:
+        row = in_row_to_tuple(eos_row(index, end))
+        tables.append(pa.table({k: [v] for k, v in zip(IN_SCHEMA.fieldNames(), row,
+                                                       strict=True)}, schema=_IN_ARROW))
+    return pa.concat_tables(tables) if tables else _IN_ARROW.empty_table()
 
 
-def _arrow_rows(frame: pd.DataFrame, group: int, index: int, first_seq: int) -> pa.RecordBatch:
-    """A columnar adapter's rows (``read_frame``) as source rows: one Arrow batch."""
-    n = len(frame)
-    arrays = {
-        "stream": pa.array(np.full(n, index, np.int32)),
-        "seq": pa.array(np.arange(first_seq, first_seq + n, dtype=np.int64)),
-        "arrival": pa.array(frame["arrival"].to_numpy(np.int64)),
-        "kind": pa.array(frame["kind"].to_numpy(object), pa.string()),
-        "start": pa.array(frame["start"].to_numpy(np.int64)),
-        "end": pa.array(frame["end"].to_numpy(np.int64)),
-        "payload": pa.array(frame["payload"].to_numpy(object), pa.string()),
-        "error": pa.array(frame["error"].to_numpy(object), pa.string()),
-        "partition": pa.array(frame["partition"].to_numpy(object), pa.string()),
-        "group": pa.array(np.full(n, group, np.int32)),
-    }
-    schema = pa.schema([pa.field(f.name, arrays[f.name].type, nullable=f.nullable)
-                        for f in SOURCE_SCHEMA.fields])
-    return pa.RecordBatch.from_arrays([arrays[f.name] for f in SOURCE_SCHEMA.fields],
-                                      schema=schema)
+def _in_table(frame: pa.Table, index: int, first_seq: int) -> pa.Table:
+    """A columnar adapter's rows (``read_frame``: kind, start, end, payload, arrival,
+    partition, error) as ``IN_SCHEMA`` columns."""
+    n = frame.num_rows
+    return pa.table({
+        "stream": np.full(n, index, np.int32),
+        "seq": np.arange(first_seq, first_seq + n, dtype=np.int64),
+        **{f.name: frame.column(f.name).cast(f.type) for f in _IN_ARROW
+           if f.name not in ("stream", "seq")},
+    }, schema=_IN_ARROW)
+
+
+def _with_group(table: pa.Table, group: int) -> pa.Table:
+    return table.append_column(pa.field("group", pa.int32(), nullable=False),
+                               pa.array(np.full(table.num_rows, group, np.int32)))
+
+
+def _packed(routes: Sequence[QueryRoute], group: int, rows: pa.Table, first_seq: int
+            ) -> Iterator[tuple]:
+    """A piece of a group's input as one packed row per shard of each query reading it."""
+    for route in routes:
+        if group in route.groups:
+            for shard, part in routed(route, group, rows):
+                yield route.query, shard, group, first_seq, pack(part)
 
 
 class CtiAdapterSource(DataSource):
@@ -145,10 +166,11 @@ class CtiAdapterSource(DataSource):
         return FORMAT
 
     def schema(self) -> Any:
-        return SOURCE_SCHEMA
+        return PACKED_SCHEMA if _decode(self.options["spec"])[2] is not None else SOURCE_SCHEMA
 
     def streamReader(self, schema: Any) -> DataSourceStreamReader:
         return CtiAdapterStreamReader(self.options["spec"])
 
 
 SOURCE_SCHEMA = StructType([*IN_SCHEMA.fields, StructField("group", IntegerType(), False)])
+_IN_ARROW = arrow_schema(IN_SCHEMA)

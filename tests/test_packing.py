@@ -1,0 +1,77 @@
+"""Routing in the source (``cti.runtime.spark.packing``): the shard of a key never depends on
+the piece of input it is read in, and each shard gets the payloads it needs."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cti.runtime.spark.packing import QueryRoute, key_shards, pack, routed, unpack
+from cti.runtime.spark.schema import IN_SCHEMA, arrow_schema
+
+VALUES = st.one_of(st.integers(-3, 3), st.sampled_from(["a", "b", "é", 'q"']), st.booleans(),
+                   st.sampled_from([1.0, 2.5]), st.none())
+
+
+def _payloads(values: list) -> pa.Array:
+    return pa.array([json.dumps({"k": v, "n": i}, sort_keys=True)
+                     for i, v in enumerate(values)], pa.string())
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(VALUES, min_size=1, max_size=40), st.lists(VALUES, max_size=40),
+       st.integers(2, 5))
+def test_a_value_has_one_shard_whatever_piece_it_is_read_in(piece, other, shards):
+    alone = key_shards(_payloads(piece), "k", shards)
+    mixed = key_shards(_payloads(other + piece), "k", shards)[len(other):]
+    one_by_one = [key_shards(_payloads([v]), "k", shards)[0] for v in piece]
+    assert list(alone) == list(mixed) == one_by_one
+    assert ((alone >= 0) & (alone < shards)).all()
+
+
+def test_values_spread_over_shards():
+    got = key_shards(_payloads([f"key{i}" for i in range(1000)]), "k", 4)
+    assert min(np.bincount(got, minlength=4)) > 150
+
+
+def _rows(kinds: list[str], payloads: list[str | None], stream: int = 0) -> pa.Table:
+    n = len(kinds)
+    return pa.table({
+        "stream": np.full(n, stream, np.int32), "seq": np.arange(n, dtype=np.int64),
+        "arrival": np.zeros(n, np.int64), "kind": kinds, "start": np.arange(n, dtype=np.int64),
+        "end": np.zeros(n, np.int64), "payload": payloads, "error": [None] * n,
+        "partition": [None] * n}, schema=arrow_schema(IN_SCHEMA))
+
+
+def test_each_shard_gets_every_row_and_only_its_own_payloads():
+    payloads = [json.dumps({"k": f"v{i % 7}"}) for i in range(30)]
+    rows = _rows(["point"] * 30 + ["cti"], [*payloads, None])
+    route = QueryRoute(0, 3, {(0, 0): "k"}, frozenset(), with_inputs=False)
+    parts = {shard: unpack_one(pack(part)) for shard, part in routed(route, 0, rows)}
+    assert sorted(parts) == [0, 1, 2]
+    owners = key_shards(pa.array(payloads), "k", 3)
+    for shard, part in parts.items():
+        assert list(part["seq"]) == list(range(31))  # every row, CTIs too
+        assert list(part["own"][:30]) == list(owners)
+        kept = [p is not None for p in part["payload"][:30]]
+        assert kept == [o == shard for o in owners]
+
+
+def test_edges_and_passing_shard_keep_payloads():
+    payloads = [json.dumps({"k": i}) for i in range(6)]
+    rows = _rows(["edge_start"] * 6, payloads)
+    edges = QueryRoute(0, 2, {(0, 0): "k"}, frozenset({(0, 0)}), with_inputs=False)
+    for _, part in routed(edges, 0, rows):
+        assert part.column("payload").null_count == 0
+    passing = QueryRoute(0, 2, {(0, 0): "k"}, frozenset(), with_inputs=True)
+    shard0 = dict(routed(passing, 0, _rows(["point"] * 6, payloads)))[0]
+    assert shard0.column("payload").null_count == 0
+
+
+def unpack_one(blob: bytes) -> pd.DataFrame:
+    return unpack(pd.DataFrame({"group": [0], "blob": [blob]}))
