@@ -17,14 +17,16 @@ from cti.events import EventShape, StreamItem, item_from_kind, kind_of
 from cti.results import Diagnostic
 from cti.rows import payload_to_json
 
+_OPEN = ("point", "edge_start")  # kinds whose JSON line has no end
+
 
 def item_to_json(item: StreamItem | Diagnostic) -> str:
     if isinstance(item, Diagnostic):
         return json.dumps(attrs.asdict(item), sort_keys=True, default=str)
     kind = kind_of(item)
     if kind == "cti":
-        return json.dumps({"kind": kind, "time": item.time})
-    end = None if kind in ("point", "edge_start") else item.end
+        return f'{{"kind":"cti","time":{item.time}}}'
+    end = None if kind in _OPEN else item.end
     return (f'{{"kind":"{kind}","start":{item.start},"end":{json.dumps(end)},'
             f'"payload":{payload_to_json(item.payload)}}}')
 
@@ -43,12 +45,23 @@ class JsonLinesOutputAdapter:
         self.directory = directory
 
     def write(self, items: Sequence[StreamItem | Diagnostic], batch_id: int) -> None:
+        self._save([item_to_json(item) for item in items], batch_id)
+
+    def write_frame(self, frame: Any, batch_id: int) -> None:
+        """A query's output batch as a frame (``OutputAdapter``): the same lines as ``write``,
+        without an item per event."""
+        self._save([
+            f'{{"kind":"cti","time":{s}}}' if k == "cti" else
+            f'{{"kind":"{k}","start":{s},"end":{"null" if k in _OPEN else e},"payload":{p}}}'
+            for k, s, e, p in zip(frame["kind"], frame["start"], frame["end"], frame["payload"],
+                                  strict=True)], batch_id)
+
+    def _save(self, lines: list[str], batch_id: int) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
         final = self.directory / f"batch-{batch_id:010d}.jsonl"
         tmp = final.with_suffix(".tmp")
         with tmp.open("w", encoding="utf-8") as f:
-            for item in items:
-                f.write(item_to_json(item) + "\n")
+            f.writelines(line + "\n" for line in lines)
         os.replace(tmp, final)  # atomic: a replayed batch replaces the earlier attempt
 
     def close(self) -> None:

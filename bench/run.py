@@ -284,7 +284,13 @@ class CountingOutputAdapter:
     def write(self, items: list[Any], batch_id: int) -> None:
         from cti import Cti
 
-        n = sum(1 for item in items if not isinstance(item, Cti))
+        self._save(sum(1 for item in items if not isinstance(item, Cti)), batch_id)
+
+    def write_frame(self, frame: Any, batch_id: int) -> None:
+        """The columnar form of ``write`` (cti's output adapters may have both)."""
+        self._save(int((frame["kind"] != "cti").sum()), batch_id)
+
+    def _save(self, n: int, batch_id: int) -> None:
         tmp = self.directory / f".batch-{batch_id:06d}.{os.getpid()}"
         tmp.write_text(str(n))
         tmp.replace(self.directory / f"batch-{batch_id:06d}.count")  # a replay replaces

@@ -142,6 +142,11 @@ class OutputAdapter(Protocol):
     ``batch_id`` increases with each batch. A batch may be delivered again after a failure
     (Spark replays the micro-batch): writing it again must replace, not append, so that the
     output is exactly once. Spark creates output adapters in its executors.
+
+    An adapter of a query's output may also have ``write_frame(frame, batch_id)``: it then
+    receives each batch as one pandas frame in output order, columns ``kind`` (point, interval,
+    edge_start, edge_end or cti), ``start``, ``end`` (ticks) and ``payload`` (canonical JSON;
+    None on CTIs), instead of items: no Python object per event (columnar sinks, counts).
     """
 
     def write(self, items: Sequence[StreamItem], batch_id: int) -> None: ...

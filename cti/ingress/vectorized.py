@@ -21,6 +21,7 @@ import pandas as pd
 from cti.events import EventShape
 from cti.ingress.machine import IngressMachine
 from cti.ingress.spec import StreamSpec
+from cti.operators.frame import stack
 from cti.settings import AdvanceTimePolicy
 from cti.time import MAX_TIME, MIN_TIME, format_time
 
@@ -84,7 +85,7 @@ def process_group(machine: IngressMachine, pdf: pd.DataFrame, owner: int | None 
     rest = out_rows_to_pandas(machine.process(in_rows_from_pandas(pdf[~mine])))
     if owner is not None:
         rest["weight"] = np.int64(1)
-    return pd.concat([out, rest], ignore_index=True)
+    return stack([out, rest])
 
 
 def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int,
@@ -212,12 +213,9 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
         "cti": cti_col[order],
         "reason": pick(_REASON[violates[rows_ev].astype(np.int8)], reasons_cti),
     }, index)
-    if others is not None:  # stacked column by column (pd.concat scans object columns)
-        out = pd.DataFrame({
-            **{c: np.concatenate([out[c].to_numpy(), others[c].to_numpy()])
-               for c in out.columns},
-            "weight": np.concatenate([(out["kind"].to_numpy() == "cti").astype(np.int64),
-                                      others["weight"].to_numpy()])}, copy=False)
+    if others is not None:
+        out["weight"] = (out["kind"].to_numpy() == "cti").astype(np.int64)
+        out = stack([out, others])
 
     # The row machine's state after the same rows.
     metrics = st["metrics"]

@@ -56,8 +56,16 @@ def _join_keys(on: Any) -> tuple[str | None, str | None]:
 def _same_context(a: plan.Node, b: plan.Node, what: str) -> None:
     """Streams that meet must live in the same group context (both outside any group_by, or
     both the same group's stream)."""
-    def grouped(n: plan.Node) -> bool:
-        return any(isinstance(x, plan.GroupInput) for x in plan.walk(n))
+    def grouped(n: plan.Node) -> bool:  # a group's own stream below, not in a nested body
+        seen, todo = set(), [n]
+        while todo:
+            x = todo.pop()
+            if isinstance(x, plan.GroupInput):
+                return True
+            if id(x) not in seen:
+                seen.add(id(x))
+                todo += list(x.children)
+        return False
     if grouped(a) != grouped(b):
         raise BindingError(f"{what}: inside group_by(...).apply(...) a stream can only meet "
                            "streams derived from the same group")

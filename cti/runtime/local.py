@@ -9,12 +9,14 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import pandas as pd
+
 from cti.adapters import InputAdapter
 from cti.events import Cti
 from cti.ingress.machine import IngressMachine
 from cti.operators import frame
 from cti.operators.machine import QueryMachine
-from cti.operators.output import OutputRow, items_of_rows, rows_of_step
+from cti.operators.output import COLUMNS, OutputRow, deliver, items_of_rows, rows_of_step
 from cti.query import IngressGroup, OutputBinding
 from cti.results import RunResult, StreamResult
 from cti.rows import InRow, OutRow, adapter_item_to_row, eos_row
@@ -127,7 +129,5 @@ def write_query(runtime: LocalRuntime, bound: Any) -> None:
     adapter = bound.factory.create(bound.config, bound.stream.shape)
     steps = _query_steps(runtime, bound.stream, *query_inputs(bound.stream))
     for batch_id, (_, rows) in enumerate(steps):
-        items = items_of_rows(rows)
-        if items:
-            adapter.write(items, batch_id)
+        deliver(adapter, pd.DataFrame(rows, columns=list(COLUMNS)), batch_id)
     adapter.close()

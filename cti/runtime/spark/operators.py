@@ -115,7 +115,7 @@ def query_function(queries: Sequence[Any], groups: Sequence[Any],
         saved["machine"] = machine.state
         state.update((pickle.dumps(saved, protocol=pickle.HIGHEST_PROTOCOL),))
         out.append(_released(events, ctis if shard == 0 else []))
-        result = pd.concat([o for o in out if len(o)] or [out[-1]], ignore_index=True)
+        result = frame.stack([o for o in out if len(o)] or [out[-1]])
         result.insert(0, "query", np.int32(q))
         yield result
 

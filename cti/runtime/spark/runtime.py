@@ -10,13 +10,14 @@ from collections.abc import Iterable, Iterator, Sequence
 from functools import partial
 from typing import Any
 
+import pyarrow as pa
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from cti import errors
-from cti.operators.output import OutputRow, items_of_rows
+from cti.operators.output import COLUMNS, OutputRow, deliver
 from cti.query import IngressGroup, OutputBinding
 from cti.results import DIAGNOSTIC_STATUSES, RunResult
 from cti.rows import OUTPUT_STATUSES
@@ -200,17 +201,28 @@ class SparkRuntime:
         frame, _, _ = self.query_frame([bound.stream])
 
         def write_batch(batch: DataFrame, batch_id: int) -> None:
-            rows = batch.where(F.col("role") == OP).select(
-                "release", "kind", "start", "end", "payload")
-            rows.repartition(1).foreachPartition(partial(_write_query_partition, bound,
-                                                         batch_id))
+            rows = batch.where(F.col("role") == OP).select(*COLUMNS)
+            (rows.repartition(1).mapInArrow(partial(_write_query_partition, bound, batch_id),
+                                            "written long")
+             .write.format("noop").mode("overwrite").save())
 
         checkpoint = self.checkpoint_location or tempfile.mkdtemp(prefix="cti-checkpoint-")
         self._drive(frame.writeStream.foreachBatch(write_batch)
                     .option("checkpointLocation", checkpoint).start())
 
 
-def _write_query_partition(bound: Any, batch_id: int, rows: Iterable[Any]) -> None:
-    """One micro-batch of a query's output, in output order, to its adapter."""
-    _write_items(bound.factory, bound.config, bound.stream.shape,
-                 items_of_rows(tuple(r) for r in rows), batch_id)
+def _write_query_partition(bound: Any, batch_id: int, batches: Iterator[pa.RecordBatch]
+                           ) -> Iterator[pa.RecordBatch]:
+    """One micro-batch of a query's output (Arrow batches of one task), in output order, to a
+    new output adapter; yields how many rows it wrote."""
+    got = list(batches)
+    rows = (pa.Table.from_batches(got) if got else _OUTPUT_ARROW.empty_table()).to_pandas()
+    if len(rows):
+        adapter = bound.factory.create(bound.config, bound.stream.shape)
+        deliver(adapter, rows, batch_id)
+        adapter.close()
+    yield pa.RecordBatch.from_pydict({"written": [len(rows)]})
+
+
+_OUTPUT_ARROW = pa.schema([("release", pa.int64()), ("kind", pa.string()),
+                           ("start", pa.int64()), ("end", pa.int64()), ("payload", pa.string())])

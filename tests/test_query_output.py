@@ -1,0 +1,75 @@
+"""A query's output to adapters: an adapter with ``write_frame`` receives each batch as a frame,
+one without it as items; both get the same sequence, in output order, on both runtimes."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from adapters.memory import MemoryInputAdapterFactory
+from adapters.outputs import JsonLinesOutputAdapterFactory, read_json_lines_output
+from cti import (
+    AdvanceTimeGenerationSettings,
+    AdvanceTimeSettings,
+    Application,
+    CepStream,
+    EventShape,
+    IntervalEvent,
+    agg,
+)
+from cti.runtime.local import LocalRuntime
+
+
+class ItemsOnly:
+    """The JSON-lines adapter without ``write_frame``: items only."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def write(self, items: Any, batch_id: int) -> None:
+        self.inner.write(items, batch_id)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class ItemsOnlyFactory:
+    def create(self, config: Any, shape: Any) -> ItemsOnly:
+        return ItemsOnly(JsonLinesOutputAdapterFactory().create(config, shape))
+
+
+def query() -> Any:
+    rng = random.Random(7)
+    events = []
+    for n in range(300):
+        start = rng.randrange(0, 400)
+        events.append(IntervalEvent(start, start + rng.randrange(1, 30),
+                                    {"k": rng.choice("abcd"), "v": n}))
+    settings = AdvanceTimeSettings(AdvanceTimeGenerationSettings(25, delay=40,
+                                                                 advance_to_infinity_on_shutdown=True))
+    s = CepStream.create("s", MemoryInputAdapterFactory(), events, EventShape.INTERVAL,
+                         settings, application=Application())
+    counts = s.group_by("k").apply(lambda g: g.tumbling_window(50).aggregate(n=agg.count()))
+    return counts.union(s.where(lambda p: p["v"] % 7 == 0))
+
+
+def _written(runtime: Any, factory: Any, out: Path) -> list:
+    query().to(factory, str(out)).run(runtime)
+    return read_json_lines_output(out)
+
+
+@pytest.mark.parametrize("runtime", ["local", "spark"])
+def test_frame_and_item_adapters_get_the_same_output(runtime, tmp_path, request):
+    if runtime == "spark":
+        from cti.runtime.spark import SparkRuntime
+
+        make = lambda: SparkRuntime(request.getfixturevalue("spark"), batch_sizes=[70])  # noqa: E731
+    else:
+        make = lambda: LocalRuntime(batch_sizes=[70])  # noqa: E731
+    frames = _written(make(), JsonLinesOutputAdapterFactory(), tmp_path / "frames")
+    items = _written(make(), ItemsOnlyFactory(), tmp_path / "items")
+    assert frames == items == query().collect(LocalRuntime())
+    assert any(hasattr(i, "payload") for i in frames)
