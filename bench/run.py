@@ -254,9 +254,11 @@ def run_spark_native(root: Path, opts: argparse.Namespace) -> dict[str, Any]:
     _native_run(spark, root / "warmup")
     startup = time.perf_counter() - t0
     log(f"spark-native: session {session:.1f} s, with warm-up query {startup:.1f} s")
-    elapsed, progress = _native_run(spark, root / "events")
+    runs = [_native_run(spark, root / "events") for _ in range(opts.repeat)]
+    elapsed, progress = _median(runs)
     return {
         "startup_s": startup, "session_s": session, "run_s": elapsed,
+        "runs_s": [round(r[0], 3) for r in runs],
         "output_rows": sum(max(p["sink"].get("numOutputRows", 0), 0) for p in progress),
         "micro_batches": len(progress),
         "data_batches": sum(1 for p in progress if p["numInputRows"] > 0),
@@ -374,8 +376,11 @@ def run_cti_local(root: Path, opts: argparse.Namespace) -> dict[str, Any]:
 
     _check_cti_api()
     factory, config, load = _cti_source(root / "events", opts.cti_input)
-    elapsed, rows = _cti_run(factory, config, LocalRuntime(_batch_sizes(opts)))
-    return {"startup_s": 0.0, "load_s": load, "run_s": elapsed, "output_rows": rows}
+    runs = [_cti_run(factory, config, LocalRuntime(_batch_sizes(opts)))
+            for _ in range(opts.repeat)]
+    elapsed, rows = _median(runs)
+    return {"startup_s": 0.0, "load_s": load, "run_s": elapsed,
+            "runs_s": [round(r[0], 3) for r in runs], "output_rows": rows}
 
 
 def run_cti_spark(root: Path, opts: argparse.Namespace) -> dict[str, Any]:
@@ -390,10 +395,16 @@ def run_cti_spark(root: Path, opts: argparse.Namespace) -> dict[str, Any]:
     startup = time.perf_counter() - t0
     log(f"cti-spark: session {session:.1f} s, with warm-up query {startup:.1f} s")
     factory, config, load = _cti_source(root / "events", opts.cti_input)
-    runtime = SparkRuntime(spark, batch_sizes=_batch_sizes(opts))
-    elapsed, rows = _cti_run(factory, config, runtime)
+    runs = [_cti_run(factory, config, SparkRuntime(spark, batch_sizes=_batch_sizes(opts)))
+            for _ in range(opts.repeat)]
+    elapsed, rows = _median(runs)
     return {"startup_s": startup, "session_s": session, "load_s": load, "run_s": elapsed,
-            "output_rows": rows}
+            "runs_s": [round(r[0], 3) for r in runs], "output_rows": rows}
+
+
+def _median(runs: list[tuple[float, Any]]) -> tuple[float, Any]:
+    """The run with the median time (the lower middle one of an even count)."""
+    return sorted(runs, key=lambda r: r[0])[(len(runs) - 1) // 2]
 
 
 RUNNERS: dict[str, Callable[[Path, argparse.Namespace], dict[str, Any]]] = {
@@ -434,6 +445,7 @@ def run_system(system: str, root: Path, args: argparse.Namespace) -> dict[str, A
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", system, "--data", str(root),
            "--events", str(args.events), "--keys", str(args.keys),
            "--batches", str(args.batches), "--seed", str(args.seed),
+           "--repeat", str(args.repeat),
            "--cti-input", args.cti_input]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)}
@@ -457,14 +469,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help=f"comma-separated, from {', '.join(SYSTEMS)}")
     p.add_argument("--batches", type=int, default=1, help="micro-batches B")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--repeat", type=int, default=1,
+                   help="timed runs R per system (same process, after the warm-up); run_s is "
+                        "their median")
     p.add_argument("--cti-input", choices=("parquet", "memory"), default="parquet",
                    help="cti systems' input adapter: the Parquet files (default) or "
                         "MemoryInputAdapterFactory with PointEvent objects")
     p.add_argument("--child", choices=SYSTEMS, help=argparse.SUPPRESS)
     p.add_argument("--data", type=Path, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
-    if args.events < 1 or args.keys < 1 or args.batches < 1:
-        p.error("--events, --keys and --batches must be >= 1")
+    if min(args.events, args.keys, args.batches, args.repeat) < 1:
+        p.error("--events, --keys, --batches and --repeat must be >= 1")
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
     unknown = [s for s in systems if s not in SYSTEMS]
     if unknown or not systems:

@@ -46,7 +46,7 @@ def _expected_windows(tmp_path: Path) -> int:
 def test_bench_runs_and_counts_agree(tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, str(BENCH), "--events", str(EVENTS), "--keys", str(KEYS),
-         "--systems", "spark-native,cti-local", "--seed", "0"],
+         "--systems", "spark-native,cti-local", "--seed", "0", "--repeat", "3"],
         cwd=REPO, capture_output=True, text=True, timeout=600, check=False,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -61,6 +61,8 @@ def test_bench_runs_and_counts_agree(tmp_path: Path) -> None:
         assert (line["events"], line["keys"]) == (EVENTS, KEYS)
         assert line["events_per_s"] > 0
         assert line["peak_rss_mb"] > 0
+        # run_s is the median of the three timed runs
+        assert len(line["runs_s"]) == 3 and round(line["run_s"], 3) == sorted(line["runs_s"])[1]
 
     # The delay exceeds the bounded disorder, so neither drops anything: same windows.
     expected = _expected_windows(tmp_path / "data")
