@@ -18,11 +18,10 @@ import json
 import os
 import threading
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -31,6 +30,9 @@ from cti.adapters import AdapterItem, Arriving, InvalidInput
 from cti.errors import InvalidSettingsError
 from cti.events import EventShape, item_from_kind
 from cti.time import MAX_TIME, MIN_TIME
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 NULL = MIN_TIME  # a missing time in cti's row form
 _KINDS = {EventShape.POINT: "point", EventShape.INTERVAL: "interval"}
@@ -113,6 +115,8 @@ def _payloads(table: pa.Table, cols: list[str]) -> pa.Array:
 
 def _ticks(column: pd.Series) -> np.ndarray:
     """Ticks, with NULL for a missing value."""
+    import pandas as pd  # here: Spark's offset process imports this module, not pandas
+
     if pd.api.types.is_datetime64_any_dtype(column):
         values = column.dt.tz_localize(None) if column.dt.tz is not None else column
         ticks = values.astype("datetime64[us]").astype(np.int64)

@@ -11,8 +11,9 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cti.runtime.spark.packing import QueryRoute, key_shards, pack, routed, unpack
+from cti.runtime.spark.packing import key_shards, pack, routed, unpack
 from cti.runtime.spark.schema import IN_SCHEMA, arrow_schema
+from cti.runtime.spark.source import QueryRoute
 
 VALUES = st.one_of(st.integers(-3, 3), st.sampled_from(["a", "b", "é", 'q"']), st.booleans(),
                    st.sampled_from([1.0, 2.5]), st.none())

@@ -14,43 +14,65 @@ from __future__ import annotations
 
 import json
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
-import attrs
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pa_json
-from pyspark.sql.types import BinaryType, IntegerType, LongType, StructField, StructType
+from pyspark.sql.types import IntegerType, StructField, StructType
 
-from cti.rows import payload_from_json
-from cti.runtime.spark.schema import IN_SCHEMA, arrow_schema
-
-PACKED_SCHEMA = StructType([
-    StructField("query", IntegerType(), False),
-    StructField("shard", IntegerType(), False),
-    StructField("group", IntegerType(), False),
-    StructField("seq", LongType(), False),  # the piece's first sequence number
-    StructField("blob", BinaryType(), False),
-])
+from cti.rows import eos_row, payload_from_json
+from cti.runtime.local import read_rows
+from cti.runtime.spark.schema import IN_SCHEMA, arrow_schema, in_row_to_tuple
+from cti.runtime.spark.source import QueryRoute
 
 
-@attrs.frozen
-class QueryRoute:
-    """Where one query's input rows go: ``fields[(group, stream)]`` is the payload field that
-    spreads the stream over ``shards`` (None: shard 0 owns every event) for each stream the
-    query reads; ``edges`` are the edge streams of the groups it reads."""
+def piece(adapter: Any, index: int, start: int, end: int, eos: bool) -> pa.Table:
+    """Input rows [start, end) of stream ``index`` (and its end of input) as an Arrow table of
+    ``IN_SCHEMA`` columns."""
+    tables = []
+    if hasattr(adapter, "read_frame"):
+        tables.append(_in_table(adapter.read_frame(start, end), index, start))
+    elif adapter is not None:
+        rows = [in_row_to_tuple(r) for r in read_rows(index, adapter, start, end)]
+        columns = list(zip(*rows, strict=True)) if rows else [[] for _ in IN_SCHEMA.fields]
+        tables.append(pa.table(dict(zip(IN_SCHEMA.fieldNames(), columns, strict=True)),
+                               schema=_IN_ARROW))
+    if eos:
+        row = in_row_to_tuple(eos_row(index, end))
+        tables.append(pa.table({k: [v] for k, v in zip(IN_SCHEMA.fieldNames(), row,
+                                                       strict=True)}, schema=_IN_ARROW))
+    return pa.concat_tables(tables) if tables else _IN_ARROW.empty_table()
 
-    query: int
-    shards: int
-    fields: dict[tuple[int, int], str | None]
-    edges: frozenset[tuple[int, int]]
-    with_inputs: bool
 
-    @property
-    def groups(self) -> set[int]:
-        return {g for g, _ in self.fields}
+def _in_table(frame: pa.Table, index: int, first_seq: int) -> pa.Table:
+    """A columnar adapter's rows (``read_frame``: kind, start, end, payload, arrival,
+    partition, error) as ``IN_SCHEMA`` columns."""
+    n = frame.num_rows
+    return pa.table({
+        "stream": np.full(n, index, np.int32),
+        "seq": np.arange(first_seq, first_seq + n, dtype=np.int64),
+        **{f.name: frame.column(f.name).cast(f.type) for f in _IN_ARROW
+           if f.name not in ("stream", "seq")},
+    }, schema=_IN_ARROW)
+
+
+def with_group(table: pa.Table, group: int) -> pa.Table:
+    return table.append_column(pa.field("group", pa.int32(), nullable=False),
+                               pa.array(np.full(table.num_rows, group, np.int32)))
+
+
+def packed(routes: Sequence[QueryRoute], group: int, rows: pa.Table, first_seq: int
+            ) -> Iterator[tuple]:
+    """A piece of a group's input as one packed row per shard of each query reading it
+    (``PACKED_SCHEMA``)."""
+    for route in routes:
+        if group in route.groups:
+            for shard, part in routed(route, group, rows):
+                yield route.query, shard, group, first_seq, pack(part)
 
 
 def key_shards(payloads: pa.Array, field: str, shards: int) -> np.ndarray:
@@ -141,3 +163,4 @@ def unpack(packed: pd.DataFrame) -> pd.DataFrame:
 
 
 _ARROW = arrow_schema(StructType([*IN_SCHEMA.fields, StructField("own", IntegerType(), False)]))
+_IN_ARROW = arrow_schema(IN_SCHEMA)

@@ -26,10 +26,9 @@ from cti.runtime.local import derived_result
 from cti.runtime.spark.ingress import apply_ingress
 from cti.runtime.spark.metrics import OBSERVATION, observe
 from cti.runtime.spark.operators import OP, PASS, apply_queries, routes
-from cti.runtime.spark.packing import QueryRoute
 from cti.runtime.spark.schema import out_row_from_spark
 from cti.runtime.spark.session import get_spark
-from cti.runtime.spark.source import FORMAT, CtiAdapterSource, encode_sources
+from cti.runtime.spark.source import FORMAT, CtiAdapterSource, QueryRoute, encode_sources
 
 _ERROR = re.compile(r"cti\.errors\.(\w+): (.*)")
 

@@ -8,13 +8,16 @@ which is never a legal event time (``NULL_TIME``).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-import pandas as pd
-import pyarrow as pa
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
 from cti.rows import InRow, OutRow
 from cti.time import MIN_TIME
+
+if TYPE_CHECKING:  # imported where used: the driver's source process stays light
+    import pandas as pd
+    import pyarrow as pa
 
 NULL_TIME = MIN_TIME
 
@@ -51,6 +54,8 @@ _IN_TIMES = (2, 4, 5)
 
 def arrow_schema(schema: StructType) -> pa.Schema:
     """The Arrow schema of rows of a Spark schema of int, long and string columns."""
+    import pyarrow as pa
+
     types = {IntegerType: pa.int32(), LongType: pa.int64(), StringType: pa.string()}
     return pa.schema([pa.field(f.name, types[type(f.dataType)], nullable=f.nullable)
                       for f in schema.fields])
@@ -85,6 +90,8 @@ def in_rows_from_pandas(pdf: pd.DataFrame) -> list[InRow]:
 
 
 def out_rows_to_pandas(rows: Iterable[OutRow]) -> pd.DataFrame:
+    import pandas as pd
+
     cols = [f.name for f in OUT_SCHEMA.fields]
     data = [tuple(_enc(v) if i in _OUT_TIMES else v for i, v in enumerate(r)) for r in rows]
     pdf = pd.DataFrame.from_records(data, columns=cols)

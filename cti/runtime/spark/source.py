@@ -16,16 +16,13 @@ import pickle
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-import numpy as np
-import pyarrow as pa
+import attrs
 from pyspark import cloudpickle
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
-from pyspark.sql.types import IntegerType, StructField, StructType
+from pyspark.sql.types import BinaryType, IntegerType, LongType, StructField, StructType
 
 from cti.rows import eos_row
-from cti.runtime.local import read_rows
-from cti.runtime.spark.packing import PACKED_SCHEMA, QueryRoute, pack, routed
-from cti.runtime.spark.schema import IN_SCHEMA, arrow_schema, in_row_to_tuple
+from cti.runtime.spark.schema import IN_SCHEMA, in_row_to_tuple
 
 FORMAT = "cti_adapter"
 READ_CHUNK = 250_000  # rows per input partition of one stream
@@ -93,16 +90,20 @@ class CtiAdapterStreamReader(DataSourceStreamReader):
                     parts.append(_Range(k, a, b, last and e["eos"] and not s["eos"]))
         return parts
 
-    def read(self, partition: InputPartition) -> Iterator[tuple | pa.RecordBatch]:
+    def read(self, partition: InputPartition) -> Iterator[tuple | Any]:
         streams, _, routes = _decode(self.spec)
         k, start, end, eos = partition.value
         group, index, factory, config, shape = streams[k]
         adapter = factory.create(config, shape) if end > start else None
+        # Executor side only: the driver's source process never imports pandas or pyarrow.
+        from cti.runtime.local import read_rows
+        from cti.runtime.spark.packing import packed, piece, with_group
+
         if routes is not None:
-            yield from _packed(routes, group, _piece(adapter, index, start, end, eos), start)
+            yield from packed(routes, group, piece(adapter, index, start, end, eos), start)
             return
         if hasattr(adapter, "read_frame"):  # a columnar adapter: Arrow batches, no row loop
-            yield from _with_group(_piece(adapter, index, start, end, eos), group).to_batches()
+            yield from with_group(piece(adapter, index, start, end, eos), group).to_batches()
             return
         if adapter is not None:
             for row in read_rows(index, adapter, start, end):
@@ -112,50 +113,6 @@ class CtiAdapterStreamReader(DataSourceStreamReader):
 
     def commit(self, end: dict) -> None:
         pass
-
-
-def _piece(adapter: Any, index: int, start: int, end: int, eos: bool) -> pa.Table:
-    """Input rows [start, end) of stream ``index`` (and its end of input) as an Arrow table of
-    ``IN_SCHEMA`` columns."""
-    tables = []
-    if hasattr(adapter, "read_frame"):
-        tables.append(_in_table(adapter.read_frame(start, end), index, start))
-    elif adapter is not None:
-        rows = [in_row_to_tuple(r) for r in read_rows(index, adapter, start, end)]
-        columns = list(zip(*rows, strict=True)) if rows else [[] for _ in IN_SCHEMA.fields]
-        tables.append(pa.table(dict(zip(IN_SCHEMA.fieldNames(), columns, strict=True)),
-                               schema=_IN_ARROW))
-    if eos:
-        row = in_row_to_tuple(eos_row(index, end))
-        tables.append(pa.table({k: [v] for k, v in zip(IN_SCHEMA.fieldNames(), row,
-                                                       strict=True)}, schema=_IN_ARROW))
-    return pa.concat_tables(tables) if tables else _IN_ARROW.empty_table()
-
-
-def _in_table(frame: pa.Table, index: int, first_seq: int) -> pa.Table:
-    """A columnar adapter's rows (``read_frame``: kind, start, end, payload, arrival,
-    partition, error) as ``IN_SCHEMA`` columns."""
-    n = frame.num_rows
-    return pa.table({
-        "stream": np.full(n, index, np.int32),
-        "seq": np.arange(first_seq, first_seq + n, dtype=np.int64),
-        **{f.name: frame.column(f.name).cast(f.type) for f in _IN_ARROW
-           if f.name not in ("stream", "seq")},
-    }, schema=_IN_ARROW)
-
-
-def _with_group(table: pa.Table, group: int) -> pa.Table:
-    return table.append_column(pa.field("group", pa.int32(), nullable=False),
-                               pa.array(np.full(table.num_rows, group, np.int32)))
-
-
-def _packed(routes: Sequence[QueryRoute], group: int, rows: pa.Table, first_seq: int
-            ) -> Iterator[tuple]:
-    """A piece of a group's input as one packed row per shard of each query reading it."""
-    for route in routes:
-        if group in route.groups:
-            for shard, part in routed(route, group, rows):
-                yield route.query, shard, group, first_seq, pack(part)
 
 
 class CtiAdapterSource(DataSource):
@@ -173,4 +130,28 @@ class CtiAdapterSource(DataSource):
 
 
 SOURCE_SCHEMA = StructType([*IN_SCHEMA.fields, StructField("group", IntegerType(), False)])
-_IN_ARROW = arrow_schema(IN_SCHEMA)
+PACKED_SCHEMA = StructType([
+    StructField("query", IntegerType(), False),
+    StructField("shard", IntegerType(), False),
+    StructField("group", IntegerType(), False),
+    StructField("seq", LongType(), False),  # the piece's first sequence number
+    StructField("blob", BinaryType(), False),
+])
+
+
+@attrs.frozen
+class QueryRoute:
+    """Where one query's input rows go (``cti.runtime.spark.packing``): ``fields[(group,
+    stream)]`` is the payload field that spreads the stream over ``shards`` (None: shard 0 owns
+    every event) for each stream the query reads; ``edges`` are the edge streams of the groups
+    it reads."""
+
+    query: int
+    shards: int
+    fields: dict[tuple[int, int], str | None]
+    edges: frozenset[tuple[int, int]]
+    with_inputs: bool
+
+    @property
+    def groups(self) -> set[int]:
+        return {g for g, _ in self.fields}
