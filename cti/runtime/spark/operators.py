@@ -7,10 +7,10 @@ microseconds per event). Each shard:
 
 - receives every row of every ingress group the query reads, so it runs the group's ingress
   itself (vectorised where it can, ``cti.ingress.vectorized``) and computes the same CTIs as every
-  other shard; the rows are copied to each shard by Spark, but an event's payload travels only
-  to the shard that owns it (the hash of the key the query is spread by,
-  ``cti.operators.sharding``), or to all for edge streams (an edge end finds its start by
-  payload);
+  other shard; the source routes the rows, packed many to a Spark row
+  (``cti.runtime.spark.packing``), and an event's payload travels only to the shard that owns
+  it (the hash of the key the query is spread by, ``cti.operators.sharding``), or to all for
+  edge streams (an edge end finds its start by payload);
 - keeps the events it owns and runs the ``QueryMachine`` over them: all its keys at once,
   vectorised over pandas frames.
 
