@@ -154,3 +154,36 @@ def test_group_path_equals_the_row_machine(defs, sizes):
             want.sort_values(order, kind="stable").reset_index(drop=True), check_dtype=False)
         assert mixed.state == rows_machine.state
     event(f"vectorised group batches: {min(used, 2)}")
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data())
+def test_owner_mode_outputs_the_owned_events_and_counts_the_rest(data):
+    """A query shard's ingress (``owner``): the same state as the row machine; of the events
+    only its own rows, with their row numbers; every CTI row; and one weighted summary row per
+    event status that counts all the stream's events."""
+    spec = data.draw(specs())
+    items = [r for r in data.draw(rows(spec.shape)) if r[3] != "invalid"]
+    items = [(*r[:1], seq, *r[2:]) for seq, r in enumerate(items)]
+    owners = data.draw(st.lists(st.integers(0, 2), min_size=len(items), max_size=len(items)))
+    table = frame(items).assign(own=owners)
+    row_machine, shard = IngressMachine([spec]), IngressMachine([spec])
+    try:
+        want = out_rows_to_pandas(row_machine.process(in_rows_from_pandas(frame(items))))
+    except CtiError:
+        return
+    got = vectorized.process_group(shard, table, owner=1)
+    if got is None:
+        return
+    event("vectorised")
+    assert pickle.dumps(shard.state) == pickle.dumps(row_machine.state)
+    statuses = ("accepted", "adjusted", "dropped")
+    own = dict(zip(table["seq"], table["own"], strict=True))
+    mine = want[~want["status"].isin(statuses) | want["in_seq"].map(own).eq(1)]
+    listed = got[got["kind"] != "summary"]
+    pd.testing.assert_frame_equal(listed.drop(columns="weight").reset_index(drop=True),
+                                  mine.reset_index(drop=True), check_dtype=False)
+    assert (listed["weight"] == (~listed["status"].isin(statuses)).astype(int)).all()
+    counted = got[got["kind"] == "summary"].set_index("status")["weight"].to_dict()
+    expected = want[want["status"].isin(statuses)]["status"].value_counts().to_dict()
+    assert counted == expected

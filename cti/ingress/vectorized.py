@@ -103,7 +103,8 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
     seq = seq[keep]
     n = len(seq)
     if n == 0:
-        return _frame({}, index), []
+        empty = _frame({}, index)
+        return (empty if owner is None else empty.assign(weight=np.zeros(0, np.int64))), []
     if not np.array_equal(seq, np.arange(st["next_in_seq"], st["next_in_seq"] + n)):
         return None
     take = slice(None) if keep.all() else keep
