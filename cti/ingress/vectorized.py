@@ -28,6 +28,7 @@ from cti.time import MAX_TIME, MIN_TIME, format_time
 NULL = MIN_TIME  # the Spark layout's missing time
 _STATUS = np.asarray(["accepted", "adjusted", "dropped"], dtype=object)
 _REASON = np.asarray([None, "cti_violation"], dtype=object)
+_CTI_STATUS = np.asarray(["cti", "cti_regression"], dtype=object)
 _KIND = {EventShape.POINT: "point", EventShape.INTERVAL: "interval"}
 
 
@@ -115,7 +116,10 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
     payload = pdf["payload"].to_numpy(object)[take]
     errors = pdf["error"].to_numpy(object)[take]
     ev_kind = _KIND[spec.shape]
-    is_ev, is_cti, is_eos = kind == ev_kind, kind == "cti", kind == "eos"
+    is_ev = kind == ev_kind
+    rest = np.flatnonzero(~is_ev)  # usually few: compare the other kinds there only
+    is_cti, is_eos = np.zeros(n, bool), np.zeros(n, bool)
+    is_cti[rest], is_eos[rest] = kind[rest] == "cti", kind[rest] == "eos"
     if not (is_ev | is_cti | is_eos).all() or pd.notna(errors).any():
         return None
     if is_eos.any() and (not is_eos[-1] or is_eos.sum() > 1):
@@ -166,7 +170,6 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
     accepted = is_ev & ~violates
 
     # Output rows: each input row's event row, then the CTI it generated (or its regression).
-    status = _STATUS[np.where(accepted, 0, np.where(adjust, 1, 2))]
     rows_ev = np.flatnonzero(is_ev)
     rows_cti = np.flatnonzero(emits_cti | regression)
     others = None
@@ -176,23 +179,31 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
         others = _counted({"accepted": accepted, "adjusted": adjust, "dropped": dropped}, index)
     order = np.argsort(np.concatenate([rows_ev * 2, rows_cti * 2 + 1]), kind="stable")
 
-    def pick(ev_values: np.ndarray, cti_values: np.ndarray) -> np.ndarray:
-        return np.concatenate([ev_values, cti_values])[order]
+    extra = 0 if others is None else len(others)
+    if extra:  # the summary rows go last
+        order = np.concatenate([order, np.arange(len(order), len(order) + extra)])
+
+    def pick(ev_values: np.ndarray, cti_values: np.ndarray, column: str) -> np.ndarray:
+        tail = [others[column].to_numpy()] if extra else []
+        return np.concatenate([ev_values, cti_values, *tail])[order]
 
     null_cti = np.full(len(rows_cti), NULL, np.int64)
-    ev_start = np.where(dropped, NULL, np.where(adjust, before, start))[rows_ev]
-    ev_end = np.where(dropped | (kind == "point"), NULL, end)[rows_ev]
-    status_ev = status[rows_ev]
-    status_cti = np.where(regression, "cti_regression", "cti")[rows_cti]
-    cti_start = np.where(regression, NULL, candidate)[rows_cti]
-    in_cti = np.where(regression, seq, -1)[rows_cti]
+    drop_ev, adjust_ev, point = dropped[rows_ev], adjust[rows_ev], ev_kind == "point"
+    ev_start = np.where(drop_ev, NULL, np.where(adjust_ev, before[rows_ev], start[rows_ev]))
+    ev_end = np.full(len(rows_ev), NULL, np.int64) if point else np.where(
+        drop_ev, NULL, end[rows_ev])
+    status_ev = _STATUS[np.where(accepted[rows_ev], 0, np.where(adjust_ev, 1, 2))]
+    regression_cti = regression[rows_cti]
+    status_cti = _CTI_STATUS[regression_cti.astype(np.int8)]
+    cti_start = np.where(regression_cti, NULL, candidate[rows_cti])
+    in_cti = np.where(regression_cti, seq[rows_cti], -1)
     reasons_cti = np.asarray([
         f"CTI {format_time(int(v))} does not move the stream's time {format_time(int(c))} "
         "forward; ignored" if r else None
         for v, c, r in zip(start[rows_cti], before[rows_cti], regression[rows_cti],
                            strict=True)], dtype=object)
-    cti_col = np.concatenate([np.where(before[rows_ev] == MIN_TIME, NULL, before[rows_ev]),
-                              np.where(after[rows_cti] == MIN_TIME, NULL, after[rows_cti])])
+    cti_ev = np.where(before[rows_ev] == MIN_TIME, NULL, before[rows_ev])
+    cti_cti = np.where(after[rows_cti] == MIN_TIME, NULL, after[rows_cti])
     emitted = np.flatnonzero(emits_cti)
     cti_keys = [((int(run[r + 1]), index, int(seq[r])), int(candidate[r])) for r in emitted]
     # Row numbers as in the whole output: each input row's event row, then its CTI row.
@@ -202,21 +213,23 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
     ev_seq = st["out_seq"] + upto[rows_ev] - 1 - cti_row[rows_ev]
     cti_seq = st["out_seq"] + upto[rows_cti] - 1
     out = _frame({
-        "seq": pick(ev_seq, cti_seq),
-        "in_seq": pick(seq[rows_ev], in_cti),
-        "kind": pick(kind[rows_ev], np.full(len(rows_cti), "cti", object)),
-        "start": pick(ev_start, cti_start),
-        "end": pick(ev_end, null_cti),
-        "payload": pick(payload[rows_ev], np.full(len(rows_cti), None, object)),
-        "status": pick(status_ev, status_cti),
-        "orig_start": pick(start[rows_ev], np.where(regression, start, NULL)[rows_cti]),
-        "orig_end": pick(np.where(kind == "point", NULL, end)[rows_ev], null_cti),
-        "cti": cti_col[order],
-        "reason": pick(_REASON[violates[rows_ev].astype(np.int8)], reasons_cti),
+        "seq": pick(ev_seq, cti_seq, "seq"),
+        "in_seq": pick(seq[rows_ev], in_cti, "in_seq"),
+        "kind": pick(kind[rows_ev], np.full(len(rows_cti), "cti", object), "kind"),
+        "start": pick(ev_start, cti_start, "start"),
+        "end": pick(ev_end, null_cti, "end"),
+        "payload": pick(payload[rows_ev], np.full(len(rows_cti), None, object), "payload"),
+        "status": pick(status_ev, status_cti, "status"),
+        "orig_start": pick(start[rows_ev], np.where(regression_cti, start[rows_cti], NULL),
+                           "orig_start"),
+        "orig_end": pick(np.full(len(rows_ev), NULL, np.int64) if point else end[rows_ev],
+                         null_cti, "orig_end"),
+        "cti": pick(cti_ev, cti_cti, "cti"),
+        "reason": pick(_REASON[violates[rows_ev].astype(np.int8)], reasons_cti, "reason"),
     }, index)
     if others is not None:
-        out["weight"] = (out["kind"].to_numpy() == "cti").astype(np.int64)
-        out = stack([out, others])
+        out["weight"] = pick(np.zeros(len(rows_ev), np.int64), np.ones(len(rows_cti), np.int64),
+                             "weight")
 
     # The row machine's state after the same rows.
     metrics = st["metrics"]
