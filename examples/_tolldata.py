@@ -1,4 +1,4 @@
-"""Shared by the toll examples: the TollApp sample data of ../shared/data/tollapp as streams."""
+"""Shared by the toll examples: the TollApp sample data of data/tollapp as streams."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from cti import (
     to_ticks,
 )
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "tollapp"
+DATA = Path(__file__).resolve().parents[1] / "data" / "tollapp"
 
 
 def read_json(name: str) -> list[dict]:

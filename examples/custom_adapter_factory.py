@@ -49,7 +49,7 @@ from cti import (
     to_ticks,
 )
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "tollapp"
+DATA = Path(__file__).resolve().parents[1] / "data" / "tollapp"
 PACIFIC = timezone(timedelta(hours=-7))
 
 

@@ -46,7 +46,7 @@ from cti import (
     to_ticks,
 )
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "tollapp"
+DATA = Path(__file__).resolve().parents[1] / "data" / "tollapp"
 PACIFIC = timezone(timedelta(hours=-7))  # the sample's local time (its times carry -07:00)
 PLATES = 3  # how many registrations the reference stream carries
 

@@ -42,7 +42,7 @@ from cti import (
 )
 from cti.runtime.local import LocalRuntime
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "sensors"
+DATA = Path(__file__).resolve().parents[1] / "data" / "sensors"
 LATE = timedelta(seconds=60)  # a reading may arrive up to a minute after it was measured
 OUT_OF_ORDER = timedelta(seconds=30)  # and up to 30 s behind newer ones (of its timeline)
 S = 1_000_000  # ticks per second

@@ -1,4 +1,5 @@
-"""Every asa_*.json case of ../shared/conformance, on both runtimes (SPEC section 7)."""
+"""Every asa_*.json conformance case (``conformance_cases.CONFORMANCE``), on both runtimes
+(SPEC section 7)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Every si_*.json case of ../shared/conformance, on both runtimes (SPEC sections 3-6).
+"""Every si_*.json conformance case (``conformance_cases.CONFORMANCE``), on both runtimes
+(SPEC sections 3-6).
 
 On Spark all cases run as separate ingress groups of one streaming query (one group key each),
 once delivered in whole micro-batches and once split into micro-batches of 1 to 3 items.

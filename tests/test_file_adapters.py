@@ -31,7 +31,7 @@ from cti import (
 from cti.runtime.local import LocalRuntime
 from cti.time import MAX_TIME
 
-TOLL = Path("/work/shared/data/tollapp")
+TOLL = Path(__file__).resolve().parents[1] / "data" / "tollapp"
 ENTRY = TOLL / "Entry.json"
 EXIT = TOLL / "Exit.json"
 
