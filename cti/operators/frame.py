@@ -17,6 +17,7 @@ import attrs
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
 from cti.events import StreamItem, item_from_kind
@@ -86,29 +87,46 @@ def map_payloads(frame: pd.DataFrame, fn: Callable[[dict[str, Any]], Any]) -> li
     return out
 
 
-_EXACT = (pa.string(), pa.int64(), pa.bool_())
+def exact_field(payloads: pa.Array, field: str) -> pa.Array | None:
+    """``field`` of each JSON payload of a string array (``lines_field``), or None."""
+    if not len(payloads) or payloads.null_count:
+        return None
+    lines = pc.binary_join_element_wise(payloads, "\n", "")
+    offsets = np.frombuffer(lines.buffers()[1], np.int32)
+    body = lines.buffers()[2][int(offsets[lines.offset]):int(offsets[lines.offset + len(lines)])]
+    return lines_field(pa.BufferReader(body), len(payloads), field)
+
+
+def lines_field(lines: Any, rows: int, field: str) -> pa.Array | None:
+    """``field`` of each of ``rows`` JSON payloads, one per line of the readable ``lines``, by
+    Arrow's JSON reader, where its values come out as strings, integers or booleans: the types
+    in which Arrow's values equal ``json.loads``'s. None otherwise (other types, unreadable
+    payloads)."""
+    try:
+        table = pa_json.read_json(lines)
+    except pa.ArrowInvalid:
+        return None
+    if table.num_rows != rows:
+        return None
+    if field not in table.column_names:
+        return pa.nulls(rows, pa.string())
+    column = table.column(field).combine_chunks()
+    return column if column.type in (pa.string(), pa.int64(), pa.bool_()) else None
 
 
 def field_values(frame: pd.DataFrame, field: str | Callable[[dict[str, Any]], Any]) -> list[Any]:
-    """A payload field (by name) or a function of the payload, per row.
-
-    A named field of a large frame is read by Arrow's JSON parser (no Python loop per row)
-    where the column comes out as strings, integers or booleans, the types in which Arrow's
-    values equal ``json.loads``'s; anything else is parsed row by row."""
+    """A payload field (by name) or a function of the payload, per row: a named field of a
+    large frame by Arrow's JSON reader (``lines_field``), anything else row by row."""
     if callable(field):
         return map_payloads(frame, field)
     if len(frame) >= 256:
         try:
-            data = "\n".join(frame["payload"]).encode()
-            table = pa_json.read_json(io.BytesIO(data))
-        except (pa.ArrowInvalid, TypeError):
-            table = None
-        if table is not None and table.num_rows == len(frame):
-            if field not in table.column_names:
-                return [None] * len(frame)
-            column = table.column(field)
-            if column.type in _EXACT:
-                return column.to_pylist()
+            lines = "\n".join(frame["payload"]).encode()
+        except TypeError:  # a payload that is not text
+            lines = None
+        column = None if lines is None else lines_field(io.BytesIO(lines), len(frame), field)
+        if column is not None:
+            return column.to_pylist()
     return map_payloads(frame, lambda p: p.get(field))
 
 

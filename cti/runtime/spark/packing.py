@@ -21,9 +21,9 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.json as pa_json
 from pyspark.sql.types import IntegerType, StructField, StructType
 
+from cti.operators.frame import exact_field
 from cti.rows import eos_row, payload_from_json
 from cti.runtime.local import read_rows
 from cti.runtime.spark.schema import IN_SCHEMA, arrow_schema, in_row_to_tuple
@@ -78,7 +78,7 @@ def packed(routes: Sequence[QueryRoute], group: int, rows: pa.Table, first_seq: 
 def key_shards(payloads: pa.Array, field: str, shards: int) -> np.ndarray:
     """The shard of each payload's ``field`` value (JSON text, not null): a hash of the value's
     JSON, the same in every process, so equal values meet in one shard."""
-    values = _exact_values(payloads, field)
+    values = exact_field(payloads, field)
     if values is not None:  # Arrow's parse: one JSON text per distinct value
         encoded = values.dictionary_encode()
         texts = [json.dumps(v) for v in encoded.dictionary.to_pylist()]
@@ -90,26 +90,6 @@ def key_shards(payloads: pa.Array, field: str, shards: int) -> np.ndarray:
         codes = np.arange(len(texts))
     shard = np.asarray([zlib.crc32(t.encode()) % shards for t in texts], np.int32)
     return shard[codes]
-
-
-def _exact_values(payloads: pa.Array, field: str) -> pa.Array | None:
-    """``field`` of each JSON payload by Arrow's JSON reader, where its values come out as
-    strings, integers or booleans (then they equal ``json.loads``'s); else None."""
-    if not len(payloads):
-        return None
-    lines = pc.binary_join_element_wise(payloads, "\n", "")
-    offsets = np.frombuffer(lines.buffers()[1], np.int32)
-    body = lines.buffers()[2][int(offsets[lines.offset]):int(offsets[lines.offset + len(lines)])]
-    try:
-        table = pa_json.read_json(pa.BufferReader(body))
-    except pa.ArrowInvalid:
-        return None
-    if table.num_rows != len(payloads):
-        return None
-    if field not in table.column_names:
-        return pa.nulls(len(payloads), pa.string())
-    column = table.column(field).combine_chunks()
-    return column if column.type in (pa.string(), pa.int64(), pa.bool_()) else None
 
 
 def routed(route: QueryRoute, group: int, rows: pa.Table) -> Iterable[tuple[int, pa.Table]]:
