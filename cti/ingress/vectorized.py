@@ -174,17 +174,16 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
     rows_cti = np.flatnonzero(emits_cti | regression)
     others = None
     if owner is not None:  # events of other shards: counted, not output
-        theirs = is_ev & (pdf["own"].to_numpy(np.int32)[take] != owner)
-        rows_ev = np.flatnonzero(is_ev & ~theirs)
-        others = _counted({"accepted": accepted, "adjusted": adjust, "dropped": dropped}, index)
+        rows_ev = np.flatnonzero(is_ev & (pdf["own"].to_numpy(np.int32)[take] == owner))
+        others = _counted({"accepted": accepted, "adjusted": adjust, "dropped": dropped})
     order = np.argsort(np.concatenate([rows_ev * 2, rows_cti * 2 + 1]), kind="stable")
 
-    extra = 0 if others is None else len(others)
+    extra = 0 if others is None else len(others["weight"])
     if extra:  # the summary rows go last
         order = np.concatenate([order, np.arange(len(order), len(order) + extra)])
 
     def pick(ev_values: np.ndarray, cti_values: np.ndarray, column: str) -> np.ndarray:
-        tail = [others[column].to_numpy()] if extra else []
+        tail = [others[column]] if extra else []
         return np.concatenate([ev_values, cti_values, *tail])[order]
 
     null_cti = np.full(len(rows_cti), NULL, np.int64)
@@ -251,22 +250,21 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
     return out, cti_keys
 
 
-def _counted(masks: dict[str, np.ndarray], index: int) -> pd.DataFrame:
-    """One row per event status (a mask of the rows that have it), with their count
-    (``weight``); dropped and adjusted events broke the CTI (reason ``cti_violation``)."""
+def _counted(masks: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The columns of one output row per event status (a mask of the rows that have it), with
+    their count (``weight``); dropped and adjusted events broke the CTI (``cti_violation``)."""
     status = [k for k, m in masks.items() if m.any()]
     n = len(status)
     null = np.full(n, NULL, np.int64)
-    out = _frame({
+    return {
         "seq": np.full(n, -1, np.int64), "in_seq": np.full(n, -1, np.int64),
         "kind": np.full(n, "summary", object), "start": null, "end": null,
         "payload": np.full(n, None, object), "status": np.asarray(status, object),
         "orig_start": null, "orig_end": null, "cti": null,
         "reason": np.asarray([None if k == "accepted" else "cti_violation" for k in status],
                              object),
-    }, index)
-    out["weight"] = np.asarray([int(masks[k].sum()) for k in status], np.int64)
-    return out
+        "weight": np.asarray([int(masks[k].sum()) for k in status], np.int64),
+    }
 
 
 def _frame(cols: dict[str, Any], index: int) -> pd.DataFrame:

@@ -107,6 +107,8 @@ def query_function(queries: Sequence[Any], groups: Sequence[Any],
             got = vectorized.process_group(ingress, part, None if passing else shard)
             if got is None:
                 got = out_rows_to_pandas(ingress.process(in_rows_from_pandas(part)))
+            if "weight" not in got:  # every row stands for itself
+                got["weight"] = np.int64(1)
             saved["ingress"][g] = ingress.state
             ingress_out[g] = (got, part)
             if shard == 0 and reporter[g] == q:
@@ -129,8 +131,7 @@ def _chunk(got: pd.DataFrame, part: pd.DataFrame, stream: int, shard: int) -> fr
     ``vectorized.process_group``) and input rows ``part``."""
     status = got["status"].to_numpy()
     event = (status == "accepted") | (status == "adjusted")
-    weight = got["weight"].to_numpy() if "weight" in got else np.ones(len(got), np.int64)
-    owned = weight == 0
+    owned = got["weight"].to_numpy() == 0
     check = event & ~owned
     if check.any():
         mine = part["seq"].to_numpy()[(part["stream"].to_numpy() == stream)
@@ -149,11 +150,9 @@ def apply_queries(rows: DataFrame, queries: Sequence[Any], groups: Sequence[Any]
 
 
 def _passed(rows: pd.DataFrame, group: int, role: str = PASS) -> pd.DataFrame:
-    """A group's ingress rows, passed through as they are (each counts once in the metrics)."""
+    """A group's ingress rows (with their ``weight``), passed through as they are."""
     out = rows.copy()
     out["group"] = np.int32(group)
-    if "weight" not in out:
-        out["weight"] = np.int64(1)
     out["release"] = np.int64(NULL_TIME)
     out["role"] = role
     return out[[f.name for f in OUTPUT_SCHEMA.fields if f.name != "query"]]
@@ -165,11 +164,9 @@ def _summary(rows: pd.DataFrame, group: int) -> pd.DataFrame:
     latest finite CTI; event-ordering snapshots (status ``metrics``) as they are."""
     if not len(rows):
         return rows.iloc[:0]
-    plain = rows[(rows["status"] != "metrics") & (rows["weight"] > 0 if "weight" in rows
-                                                  else True)]
+    plain = rows[(rows["status"] != "metrics") & (rows["weight"] > 0)]
     keys = [plain["stream"], plain["status"], plain["reason"].fillna("")]
-    weights = plain["weight"] if "weight" in plain else pd.Series(1, index=plain.index)
-    counts = weights.groupby(keys, sort=False).sum().rename("weight").reset_index()
+    counts = plain["weight"].groupby(keys, sort=False).sum().reset_index()
     finite = plain[(plain["status"] == "cti") & (plain["start"] < MAX_TIME)]
     last = finite.groupby("stream")["start"].max()
     summary = pd.DataFrame({
