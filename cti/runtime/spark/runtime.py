@@ -41,18 +41,13 @@ def _raise_cti_error(exc: Exception) -> None:
     raise exc
 
 
-def _write_items(factory: Any, config: Any, shape: Any, items: list, batch_id: int) -> None:
-    """Executor side: one micro-batch's items, in order, to a new output adapter."""
-    if items:
-        adapter = factory.create(config, shape)
-        adapter.write(items, batch_id)
-        adapter.close()
-
-
 def _write_partition(output: OutputBinding, batch_id: int, rows: Iterable[Any]) -> None:
-    """One stream's rows of one micro-batch to its output adapter."""
-    _write_items(output.factory, output.config, output.shape,
-                 output.select(out_row_from_spark(tuple(r)[1:]) for r in rows), batch_id)
+    """Executor side: one stream's rows of one micro-batch, in order, to its output adapter."""
+    selected = output.select(out_row_from_spark(tuple(r)[1:]) for r in rows)
+    if selected:
+        adapter = output.factory.create(output.config, output.shape)
+        adapter.write(selected, batch_id)
+        adapter.close()
 
 
 def _observed(query: StreamingQuery) -> list[dict[str, Any]]:
