@@ -33,18 +33,15 @@ from cti.runtime.spark.source import QueryRoute
 def piece(adapter: Any, index: int, start: int, end: int, eos: bool) -> pa.Table:
     """Input rows [start, end) of stream ``index`` (and its end of input) as an Arrow table of
     ``IN_SCHEMA`` columns."""
-    tables = []
-    if hasattr(adapter, "read_frame"):
-        tables.append(_in_table(adapter.read_frame(start, end), index, start))
-    elif adapter is not None:
-        rows = [in_row_to_tuple(r) for r in read_rows(index, adapter, start, end)]
-        columns = list(zip(*rows, strict=True)) if rows else [[] for _ in IN_SCHEMA.fields]
-        tables.append(pa.table(dict(zip(IN_SCHEMA.fieldNames(), columns, strict=True)),
-                               schema=_IN_ARROW))
+    columnar = hasattr(adapter, "read_frame")
+    tables = [_in_table(adapter.read_frame(start, end), index, start)] if columnar else []
+    rows = [] if columnar or adapter is None else [
+        in_row_to_tuple(r) for r in read_rows(index, adapter, start, end)]
     if eos:
-        row = in_row_to_tuple(eos_row(index, end))
-        tables.append(pa.table({k: [v] for k, v in zip(IN_SCHEMA.fieldNames(), row,
-                                                       strict=True)}, schema=_IN_ARROW))
+        rows.append(in_row_to_tuple(eos_row(index, end)))
+    if rows:
+        tables.append(pa.table(dict(zip(IN_SCHEMA.fieldNames(), zip(*rows, strict=True),
+                                        strict=True)), schema=_IN_ARROW))
     return pa.concat_tables(tables) if tables else _IN_ARROW.empty_table()
 
 
