@@ -50,6 +50,7 @@ OUT_SCHEMA = StructType([
 ])
 
 _IN_TIMES = (2, 4, 5)
+_OUT_TIMES = (4, 5, 8, 9, 10)
 
 
 def arrow_schema(schema: StructType) -> pa.Schema:
@@ -59,7 +60,6 @@ def arrow_schema(schema: StructType) -> pa.Schema:
     types = {IntegerType: pa.int32(), LongType: pa.int64(), StringType: pa.string()}
     return pa.schema([pa.field(f.name, types[type(f.dataType)], nullable=f.nullable)
                       for f in schema.fields])
-_OUT_TIMES = (4, 5, 8, 9, 10)
 
 
 def _enc(v: int | None) -> int:
