@@ -101,14 +101,14 @@ def _payloads(table: pa.Table, cols: list[str]) -> pa.Array:
         return pa.array(["{}"] * table.num_rows, pa.string())
     parts: list[Any] = []
     for i, name in enumerate(cols):
+        key = json.dumps(name)
         text = _json_values(table.column(name))
         if text is None:
-            key = json.dumps(name)
             lines = table.select([name]).to_pandas().to_json(
                 orient="records", lines=True, double_precision=15, date_format="iso",
                 date_unit="us").split("\n")[:table.num_rows]
             text = pa.array([line[len(key) + 2:-1] for line in lines], pa.string())
-        parts += [("{" if i == 0 else ",") + json.dumps(name) + ":", text]
+        parts += [("{" if i == 0 else ",") + key + ":", text]
     joined = pc.binary_join_element_wise(*parts, "}", "")
     return joined.combine_chunks() if isinstance(joined, pa.ChunkedArray) else joined
 
