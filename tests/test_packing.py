@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from cti.runtime.spark.packing import key_shards, pack, routed, unpack
 from cti.runtime.spark.schema import IN_SCHEMA, arrow_schema
-from cti.runtime.spark.source import QueryRoute
+from cti.runtime.spark.source import MIN_PIECE, READ_CHUNK, QueryRoute, cuts
 
 VALUES = st.one_of(st.integers(-3, 3), st.sampled_from(["a", "b", "é", 'q"']), st.booleans(),
                    st.sampled_from([1.0, 2.5]), st.none())
@@ -76,3 +76,18 @@ def test_edges_and_passing_shard_keep_payloads():
 
 def unpack_one(blob: bytes) -> pd.DataFrame:
     return unpack(pd.DataFrame({"group": [0], "blob": [blob]}))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 10**7), st.integers(0, 3 * 10**6), st.integers(1, 8))
+def test_a_range_is_cut_into_bounded_pieces_that_fill_the_cores(start, n, cores):
+    at = cuts(start, start + n, cores)
+    sizes = np.diff([*at, start + n])
+    assert at[0] == start and list(at) == sorted(set(at))
+    assert n == 0 or (sizes > 0).all()
+    assert sizes.max(initial=0) <= READ_CHUNK
+    if n >= cores * MIN_PIECE:  # enough rows to keep every core busy
+        assert len(at) % cores == 0
+    if len(at) > 1:  # no piece smaller than needed, and pieces of equal size
+        assert sizes.min() >= min(MIN_PIECE, n // len(at))
+        assert sizes.max() - sizes.min() <= 1

@@ -90,7 +90,9 @@ class SparkRuntime:
         streams = [(g, i, s.factory, s.config, s.shape)
                    for g, group in enumerate(groups) for i, s in enumerate(group.streams)]
         return (self.spark.readStream.format(FORMAT)
-                .option("spec", encode_sources(streams, self.batch_sizes, routes)).load())
+                .option("spec", encode_sources(streams, self.batch_sizes, routes,
+                                               self.spark.sparkContext.defaultParallelism))
+                .load())
 
     def ingress_frame(self, groups: Sequence[IngressGroup]) -> DataFrame:
         """The streaming DataFrame of the groups' ingress output rows (with a ``group`` column)."""

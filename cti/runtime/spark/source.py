@@ -3,8 +3,8 @@
 One source reads every stream of a query: its options carry the pickled list of streams
 (group, index in group, factory, config, shape). The driver asks each adapter how far its input
 goes (``latestOffset``: one entry per stream), executors re-create the adapters and read the
-rows of their offset ranges (one partition per stream with new rows), so a micro-batch can be
-replayed after a failure. When a bounded adapter (``is_complete()``) is exhausted, its last
+rows of their offset ranges (each stream's new rows cut into pieces, ``cuts``), so a micro-batch
+can be replayed after a failure. When a bounded adapter (``is_complete()``) is exhausted, its last
 batch ends with an end-of-input row, where ingress flushes at shutdown. Factories are pickled
 with cloudpickle, so classes defined in a script or notebook work too.
 """
@@ -25,21 +25,33 @@ from cti.rows import eos_row
 from cti.runtime.spark.schema import IN_SCHEMA, in_row_to_tuple
 
 FORMAT = "cti_adapter"
-READ_CHUNK = 250_000  # rows per input partition of one stream
+READ_CHUNK = 500_000  # at most this many rows per input partition of one stream
+MIN_PIECE = 10_000  # a range is not cut into pieces smaller than this to fill the cores
 
 SourceStream = tuple[int, int, Any, Any, Any]  # group, index in group, factory, config, shape
 
 
 def encode_sources(streams: Sequence[SourceStream], batch_sizes: Sequence[int] | None,
-                   routes: Sequence[QueryRoute] | None = None) -> str:
+                   routes: Sequence[QueryRoute] | None = None, cores: int = 1) -> str:
     """The source's ``spec`` option. With ``routes`` the source reads for queries: it sends
-    each query shard packed rows (``cti.runtime.spark.packing``), else one row per input row."""
-    blob = cloudpickle.dumps((list(streams), list(batch_sizes or []), routes))
+    each query shard packed rows (``cti.runtime.spark.packing``), else one row per input row.
+    ``cores``: how many read tasks can run at once (a large range is cut into a multiple)."""
+    blob = cloudpickle.dumps((list(streams), list(batch_sizes or []), routes, max(1, cores)))
     return base64.b64encode(blob).decode("ascii")
 
 
-def _decode(text: str) -> tuple[list[SourceStream], list[int], list[QueryRoute] | None]:
+def _decode(text: str) -> tuple[list[SourceStream], list[int], list[QueryRoute] | None, int]:
     return pickle.loads(base64.b64decode(text))
+
+
+def cuts(start: int, end: int, cores: int) -> list[int]:
+    """Where rows [start, end) are cut into pieces read in parallel: pieces of at most
+    ``READ_CHUNK`` rows, as many as a multiple of ``cores`` where that leaves each at least
+    ``MIN_PIECE`` rows, of equal size. ``[start]`` for an empty range."""
+    n = end - start
+    needed = max(1, -(-n // READ_CHUNK))
+    pieces = min(-(-needed // cores) * cores, max(needed, n // MIN_PIECE))
+    return sorted({start + n * p // pieces for p in range(pieces)})
 
 
 class _Range(InputPartition):
@@ -50,7 +62,7 @@ class _Range(InputPartition):
 class CtiAdapterStreamReader(DataSourceStreamReader):
     def __init__(self, spec: str) -> None:
         self.spec = spec
-        self.streams, self.batch_sizes, _ = _decode(spec)
+        self.streams, self.batch_sizes, _, self.cores = _decode(spec)
 
     def initialOffset(self) -> dict:
         return {"batch": 0, **{str(k): {"pos": 0, "eos": False} for k in range(len(self.streams))}}
@@ -84,14 +96,14 @@ class CtiAdapterStreamReader(DataSourceStreamReader):
             if e["pos"] > s["pos"] or (e["eos"] and not s["eos"]):
                 # Large ranges are read in pieces, in parallel (rows carry their sequence
                 # numbers, so ingress restores the order); end of input rides on the last.
-                cuts = list(range(s["pos"], e["pos"], READ_CHUNK)) or [s["pos"]]
-                for a, b in zip(cuts, [*cuts[1:], e["pos"]], strict=True):
+                at = cuts(s["pos"], e["pos"], self.cores)
+                for a, b in zip(at, [*at[1:], e["pos"]], strict=True):
                     last = b == e["pos"]
                     parts.append(_Range(k, a, b, last and e["eos"] and not s["eos"]))
         return parts
 
     def read(self, partition: InputPartition) -> Iterator[tuple | Any]:
-        streams, _, routes = _decode(self.spec)
+        streams, _, routes, _ = _decode(self.spec)
         k, start, end, eos = partition.value
         group, index, factory, config, shape = streams[k]
         adapter = factory.create(config, shape) if end > start else None
