@@ -94,12 +94,15 @@ def _json_values(column: pa.ChunkedArray) -> pa.ChunkedArray | None:
     return text.fill_null("null")
 
 
-def _payloads(table: pa.Table, cols: list[str]) -> pa.Array:
+def _payloads(table: pa.Table, cols: list[str]) -> tuple[pa.Array, dict[str, pa.Array]]:
     """Each row's payload columns as canonical JSON (sorted keys, no spaces), joined by
-    Arrow's string kernels; a column whose Arrow text is not exact is written by pandas."""
+    Arrow's string kernels; a column whose Arrow text is not exact is written by pandas. And
+    the JSON text of each column whose Arrow text is exact (``read_frame``'s ``field:`` columns).
+    """
     if not cols or not table.num_rows:
-        return pa.array(["{}"] * table.num_rows, pa.string())
+        return pa.array(["{}"] * table.num_rows, pa.string()), {}
     parts: list[Any] = []
+    exact: dict[str, pa.Array] = {}
     for i, name in enumerate(cols):
         key = json.dumps(name)
         text = _json_values(table.column(name))
@@ -108,9 +111,11 @@ def _payloads(table: pa.Table, cols: list[str]) -> pa.Array:
                 orient="records", lines=True, double_precision=15, date_format="iso",
                 date_unit="us").split("\n")[:table.num_rows]
             text = pa.array([line[len(key) + 2:-1] for line in lines], pa.string())
+        else:
+            exact[name] = text
         parts += [("{" if i == 0 else ",") + key + ":", text]
     joined = pc.binary_join_element_wise(*parts, "}", "")
-    return joined.combine_chunks() if isinstance(joined, pa.ChunkedArray) else joined
+    return (joined.combine_chunks() if isinstance(joined, pa.ChunkedArray) else joined), exact
 
 
 def _ticks(column: pd.Series) -> np.ndarray:
@@ -142,7 +147,9 @@ class ParquetInputAdapter:
 
     def read_frame(self, start: int, end: int) -> pa.Table:
         """Rows [start, end) in cti's row form, as an Arrow table: kind, start, end, payload,
-        arrival, partition, error (the rule a bad row breaks, else null)."""
+        arrival, partition, error (the rule a bad row breaks, else null); and ``field:<name>``,
+        the JSON text of payload field <name>, for the columns whose text Arrow writes exactly
+        (the Spark source routes rows by it without parsing the payloads)."""
         c = self.config
         table = _table(c.path).slice(start, max(0, end - start))
         named = {c.start_column, c.end_column, c.arrival_column, c.partition_column} - {None}
@@ -163,19 +170,20 @@ class ParquetInputAdapter:
             rule = ("null or out-of-range start time (rule: no null timestamps)" if bad_start[i]
                     else "end missing or not after start (rule: a lifetime is non-empty)")
             error[i] = f"{c.path}, row {start + i}: {rule}"
-        bad = bad_end | bad_start
-        kind = pa.array(np.where(bad, "invalid", _KINDS[self.shape]).astype(object), pa.string())
+        kind = pc.if_else(pa.array(bad_end | bad_start), "invalid", _KINDS[self.shape])
         arrival = _ticks(df[c.arrival_column]) if c.arrival_column else np.full(n, NULL)
         part = (df[c.partition_column].astype(str).to_numpy(object) if c.partition_column
                 else np.full(n, None, object))
-        return pa.table({"kind": kind, "start": t0, "end": t1,
-                         "payload": _payloads(table, cols),
+        payload, exact = _payloads(table, cols)
+        return pa.table({"kind": kind, "start": t0, "end": t1, "payload": payload,
                          "arrival": arrival.astype(np.int64),
                          "partition": pa.array(part, pa.string()),
-                         "error": pa.array(error, pa.string())})
+                         "error": pa.array(error, pa.string()),
+                         **{f"field:{name}": text for name, text in exact.items()}})
 
     def read(self, start: int, end: int) -> Iterable[AdapterItem]:
-        rows = self.read_frame(start, end).to_pandas()
+        rows = self.read_frame(start, end).select(
+            ["kind", "start", "end", "payload", "arrival", "partition", "error"]).to_pandas()
         for kind, t0, t1, payload, arr, part, err in rows.itertuples(index=False):
             if err is not None:
                 yield InvalidInput(err, payload)

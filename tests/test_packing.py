@@ -91,3 +91,15 @@ def test_a_range_is_cut_into_bounded_pieces_that_fill_the_cores(start, n, cores)
     if len(at) > 1:  # no piece smaller than needed, and pieces of equal size
         assert sizes.min() >= min(MIN_PIECE, n // len(at))
         assert sizes.max() - sizes.min() <= 1
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.one_of(st.integers(-3, 3), st.sampled_from(["a", "b", "k1"]), st.booleans(),
+                          st.none()), min_size=1, max_size=40),
+       st.lists(st.booleans(), min_size=40, max_size=40), st.integers(2, 5))
+def test_an_adapters_field_texts_give_the_shards_the_payloads_give(values, given_at, shards):
+    texts = pa.array([json.dumps(v) if given_at[i] else None for i, v in enumerate(values)],
+                     pa.string())
+    payloads = _payloads(values)
+    assert list(key_shards(payloads, "k", shards, texts)) == list(
+        key_shards(payloads, "k", shards))

@@ -117,44 +117,62 @@ def lines_field(lines: Any, rows: int, field: str) -> pa.Array | None:
 def field_values(frame: pd.DataFrame, field: str | Callable[[dict[str, Any]], Any]) -> list[Any]:
     """A payload field (by name) or a function of the payload, per row: a named field of a
     large frame by Arrow's JSON reader (``lines_field``), anything else row by row."""
+    column = _field_column(frame, field)
+    if column is not None:
+        return column.to_pylist()
     if callable(field):
         return map_payloads(frame, field)
-    if len(frame) >= 256:
-        try:
-            lines = "\n".join(frame["payload"]).encode()
-        except TypeError:  # a payload that is not text
-            lines = None
-        column = None if lines is None else lines_field(io.BytesIO(lines), len(frame), field)
-        if column is not None:
-            return column.to_pylist()
     return map_payloads(frame, lambda p: p.get(field))
 
 
-def keys_with(frame: pd.DataFrame, values: list[Any]) -> list[str] | np.ndarray:
-    """Each row's group key extended by a value (``group_by``): a JSON list, computed once per
-    distinct (key, value). Values of one plain type are factorised as they are; mixed types
-    through a stand-in that tells 1, 1.0 and True apart, as their JSON does."""
-    if not len(frame):
-        return []
+def _field_column(frame: pd.DataFrame, field: str | Callable[[dict[str, Any]], Any]
+                  ) -> pa.Array | None:
+    """A named field of a large frame's payloads as an Arrow column (``lines_field``), or None
+    (a function, a small frame, payloads Arrow does not read exactly)."""
+    if callable(field) or len(frame) < 256:
+        return None
+    try:
+        lines = "\n".join(frame["payload"]).encode()
+    except TypeError:  # a payload that is not text
+        return None
+    return lines_field(io.BytesIO(lines), len(frame), field)
+
+
+def field_codes(frame: pd.DataFrame, field: str | Callable[[dict[str, Any]], Any]
+                ) -> tuple[np.ndarray, list[Any]]:
+    """Each row's code for its value of a payload field (or of a function of the payload), and
+    the value of each code. Values share a code when their JSON is equal (1, 1.0 and True do
+    not)."""
+    column = _field_column(frame, field)
+    if column is not None:  # one Arrow type: its equal values are JSON-equal
+        encoded = column.dictionary_encode()
+        values = [*encoded.dictionary.to_pylist(), None]
+        codes = encoded.indices.fill_null(len(values) - 1).to_numpy(zero_copy_only=False)
+        return codes.astype(np.int64), values
+    values = field_values(frame, field)
     types = set(map(type, values))
     plain = len(types) == 1 and types <= {str, int, float}
-    v_codes, v_uniques = pd.factorize(np.asarray(values if plain else
-                                                 [_hashable(v) for v in values], dtype=object))
+    # Else each value's JSON text stands in for it (1, 1.0 and True differ there).
+    codes, uniques = pd.factorize(_objects(values if plain else [
+        json.dumps(v, sort_keys=True, separators=(",", ":")) for v in values]))
+    first = np.zeros(len(uniques), np.int64)
+    first[codes[::-1]] = np.arange(len(codes))[::-1]  # a row of each distinct value
+    return codes.astype(np.int64), [values[i] for i in first]
+
+
+def keys_with(frame: pd.DataFrame, codes: np.ndarray, values: list[Any]) -> np.ndarray:
+    """Each row's group key extended by a value (``group_by``), given as each row's code and
+    the value of each code (``field_codes``): a JSON list, computed once per distinct
+    (key, value)."""
+    if not len(frame):
+        return np.empty(0, object)
     k_codes, k_uniques = pd.factorize(frame["key"].to_numpy(object))
-    pair = k_codes.astype(np.int64) * (len(v_uniques) + 1) + v_codes
+    pair = k_codes.astype(np.int64) * len(values) + codes
     p_codes, p_uniques = pd.factorize(pair)
-    first = np.zeros(len(p_uniques), np.int64)
-    first[p_codes[::-1]] = np.arange(len(pair))[::-1]  # a row of each distinct pair
-    table = np.asarray([key_json([*(json.loads(k) if k else []), values[i]]) for k, i in zip(
-        k_uniques[p_uniques // (len(v_uniques) + 1)], first, strict=True)], dtype=object)
+    table = np.asarray([key_json([*(json.loads(k) if k else []), values[v]]) for k, v in zip(
+        k_uniques[p_uniques // len(values)], p_uniques % len(values), strict=True)],
+        dtype=object)
     return table[p_codes]
-
-
-def _hashable(value: Any) -> Any:
-    """A hashable stand-in that tells 1, 1.0 and True apart, as their JSON does."""
-    if isinstance(value, str | int | float | bool | type(None)):
-        return (type(value).__name__, value)
-    return ("json", json.dumps(value, sort_keys=True))
 
 
 def key_json(values: list[Any]) -> str:

@@ -113,7 +113,7 @@ class QueryMachine:
         part goes back into the output payloads."""
         ev = chunk.events.copy()
         if len(ev):
-            ev["key"] = frame.keys_with(ev, frame.field_values(ev, node.field))
+            ev["key"] = frame.keys_with(ev, *frame.field_codes(ev, node.field))
         group_inputs = [n for n in plan.walk(node.body) if isinstance(n, plan.GroupInput)]
         for g in group_inputs:
             memo[id(g)] = Chunk(ev, chunk.ctis)

@@ -97,19 +97,22 @@ def window(node: plan.Window, chunk: Chunk, state: dict[str, Any],
     kind = ev["kind"].to_numpy()
     k_first = _last_complete(node, state["cti"]) + 1 if state["cti"] != MIN_TIME else None
     a, size, hop = node.alignment, node.size, node.hop
-    for s, p, key in ev.loc[kind == "edge_start", ["start", "payload", "key"]] \
-            .itertuples(index=False):
-        state["open"].append((int(s), p, key, (int(s) - a - size) // hop + 1))
+    is_start, is_end = kind == "edge_start", kind == "edge_end"
+    if is_start.any():
+        for s, p, key in ev.loc[is_start, ["start", "payload", "key"]].itertuples(index=False):
+            state["open"].append((int(s), p, key, (int(s) - a - size) // hop + 1))
     # Edge ends close open edges: the rest of their lifetime is now an interval.
     closed: list[tuple[int, int, str, str, int]] = []
-    for s, e, p, key in ev.loc[kind == "edge_end", ["start", "end", "payload", "key"]] \
-            .itertuples(index=False):
-        for i, (os_, op, okey, k_next) in enumerate(state["open"]):
-            if os_ == s and op == p and okey == key:
-                del state["open"][i]
-                closed.append((int(s), int(e), p, key, k_next))
-                break
-    fixed = ev[(kind == "point") | (kind == "interval")]
+    if is_end.any():
+        for s, e, p, key in ev.loc[is_end, ["start", "end", "payload", "key"]].itertuples(
+                index=False):
+            for i, (os_, op, okey, k_next) in enumerate(state["open"]):
+                if os_ == s and op == p and okey == key:
+                    del state["open"][i]
+                    closed.append((int(s), int(e), p, key, k_next))
+                    break
+    is_fixed = ~(is_start | is_end)
+    fixed = ev if is_fixed.all() else ev[is_fixed]
     far = np.iinfo(np.int64).min // 4
     rows, ks = _expand(node, fixed["start"].to_numpy(), fixed["end"].to_numpy(),
                        np.full(len(fixed), far if k_first is None else k_first), None)

@@ -29,10 +29,13 @@ from cti.runtime.local import read_rows
 from cti.runtime.spark.schema import IN_SCHEMA, arrow_schema, in_row_to_tuple
 from cti.runtime.spark.source import QueryRoute
 
+FIELD = "field:"  # a read_frame column of a payload field's JSON text: ``field:<name>``
+
 
 def piece(adapter: Any, index: int, start: int, end: int, eos: bool) -> pa.Table:
     """Input rows [start, end) of stream ``index`` (and its end of input) as an Arrow table of
-    ``IN_SCHEMA`` columns."""
+    ``IN_SCHEMA`` columns, and the ``field:`` columns a columnar adapter gives (null on rows
+    that have none, such as the end-of-input row)."""
     columnar = hasattr(adapter, "read_frame")
     tables = [_in_table(adapter.read_frame(start, end), index, start)] if columnar else []
     rows = [] if columnar or adapter is None else [
@@ -42,24 +45,30 @@ def piece(adapter: Any, index: int, start: int, end: int, eos: bool) -> pa.Table
     if rows:
         tables.append(pa.table(dict(zip(IN_SCHEMA.fieldNames(), zip(*rows, strict=True),
                                         strict=True)), schema=_IN_ARROW))
-    return pa.concat_tables(tables) if tables else _IN_ARROW.empty_table()
+    if not tables:
+        return _IN_ARROW.empty_table()
+    return pa.concat_tables(tables, promote_options="default") if len(tables) > 1 else tables[0]
 
 
 def _in_table(frame: pa.Table, index: int, first_seq: int) -> pa.Table:
     """A columnar adapter's rows (``read_frame``: kind, start, end, payload, arrival,
-    partition, error) as ``IN_SCHEMA`` columns."""
+    partition, error, and maybe ``field:`` columns) as ``IN_SCHEMA`` columns and those."""
     n = frame.num_rows
+    fields = [name for name in frame.column_names if name.startswith(FIELD)]
     return pa.table({
         "stream": np.full(n, index, np.int32),
         "seq": np.arange(first_seq, first_seq + n, dtype=np.int64),
         **{f.name: frame.column(f.name).cast(f.type) for f in _IN_ARROW
            if f.name not in ("stream", "seq")},
-    }, schema=_IN_ARROW)
+        **{name: frame.column(name).cast(pa.string()) for name in fields},
+    }, schema=pa.schema([*_IN_ARROW, *(pa.field(name, pa.string()) for name in fields)]))
 
 
 def with_group(table: pa.Table, group: int) -> pa.Table:
-    return table.append_column(pa.field("group", pa.int32(), nullable=False),
-                               pa.array(np.full(table.num_rows, group, np.int32)))
+    """A piece's ``IN_SCHEMA`` columns and its ``group``."""
+    return table.select(_IN_ARROW.names).append_column(
+        pa.field("group", pa.int32(), nullable=False),
+        pa.array(np.full(table.num_rows, group, np.int32)))
 
 
 def packed(routes: Sequence[QueryRoute], group: int, rows: pa.Table, first_seq: int
@@ -72,11 +81,24 @@ def packed(routes: Sequence[QueryRoute], group: int, rows: pa.Table, first_seq: 
                 yield route.query, shard, group, first_seq, pack(part)
 
 
-def key_shards(payloads: pa.Array, field: str, shards: int) -> np.ndarray:
+def key_shards(payloads: pa.Array, field: str, shards: int, texts: pa.Array | None = None
+               ) -> np.ndarray:
     """The shard of each payload's ``field`` value (JSON text, not null): a hash of the value's
-    JSON, the same in every process, so equal values meet in one shard."""
-    values = exact_field(payloads, field)
-    if values is not None:  # Arrow's parse: one JSON text per distinct value
+    JSON, the same in every process, so equal values meet in one shard. ``texts``: the value's
+    JSON text per row where the adapter gave it (null: not given), so its payload is not read.
+    """
+    if texts is not None and texts.null_count:  # some rows without: read those payloads
+        given = texts.is_valid()
+        out = np.empty(len(payloads), np.int32)
+        mask = given.to_numpy(zero_copy_only=False)
+        out[mask] = key_shards(payloads.filter(given), field, shards, texts.filter(given))
+        out[~mask] = key_shards(payloads.filter(pc.invert(given)), field, shards)
+        return out
+    if texts is not None:  # the value's own JSON text: one per distinct value
+        encoded = texts.dictionary_encode()
+        texts = encoded.dictionary.to_pylist()
+        codes = encoded.indices.to_numpy(zero_copy_only=False)
+    elif (values := exact_field(payloads, field)) is not None:  # Arrow's parse of the payloads
         encoded = values.dictionary_encode()
         texts = [json.dumps(v) for v in encoded.dictionary.to_pylist()]
         codes = encoded.indices.fill_null(len(texts)).to_numpy(zero_copy_only=False)
@@ -102,13 +124,16 @@ def routed(route: QueryRoute, group: int, rows: pa.Table) -> Iterable[tuple[int,
         mine = (stream == i) & (g == group) & has_payload
         if not mine.any():
             continue
+        given = FIELD + (field or "")
+        texts = (rows.column(given).combine_chunks().filter(pa.array(mine))
+                 if given in rows.column_names else None)
         own[mine] = 0 if field is None or route.shards == 1 else key_shards(
-            payload.filter(pa.array(mine)), field, route.shards)
+            payload.filter(pa.array(mine)), field, route.shards, texts)
     for g, i in route.edges:
         edge |= (stream == i) & (g == group)
     shared = edge | ~pc.is_in(kind, pa.array(["point", "interval"])).to_numpy(
         zero_copy_only=False)
-    with_own = rows.append_column(_ARROW.field("own"), pa.array(own))
+    with_own = rows.select(_IN_ARROW.names).append_column(_ARROW.field("own"), pa.array(own))
     at = with_own.schema.get_field_index("payload")
     for shard in range(route.shards):
         keep = shared | (own == shard) | (route.with_inputs and shard == 0)

@@ -1,0 +1,53 @@
+"""Group keys of event frames (``cti.operators.frame``): a large frame's keys, read column-wise by
+Arrow, equal the keys built payload by payload, for values of any JSON type."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cti.operators import frame
+from cti.rows import payload_from_json
+
+VALUES = st.one_of(st.integers(-3, 3), st.sampled_from(["a", "b", "é", 'q"', ""]), st.booleans(),
+                   st.sampled_from([1.0, 2.5]), st.none(), st.just([1, "x"]))
+KEYS = st.sampled_from(["", '["x"]', "[1]"])
+
+
+def _frame(values: list, keys: list[str], missing: set[int]) -> frame.pd.DataFrame:
+    payloads = [json.dumps({} if i in missing else {"k": v, "n": i}, sort_keys=True,
+                           separators=(",", ":")) for i, v in enumerate(values)]
+    n = len(values)
+    return frame.make(["point"] * n, range(n), range(1, n + 1), payloads, keys)
+
+
+def _one_by_one(ev: frame.pd.DataFrame) -> list[str]:
+    return [frame.key_json([*(json.loads(k) if k else []), payload_from_json(p).get("k")])
+            for k, p in zip(ev["key"], ev["payload"], strict=True)]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.data(), st.integers(0, 600))
+def test_keys_of_large_and_small_frames_equal_keys_built_one_by_one(data, n):
+    kind = data.draw(st.sampled_from(["one type", "mixed"]))
+    pool = data.draw(st.lists(VALUES, min_size=1, max_size=5))
+    if kind == "one type":
+        pool = [v for v in pool if isinstance(v, int) and not isinstance(v, bool)] or [1, 2]
+    values = [pool[i] for i in data.draw(st.lists(st.integers(0, len(pool) - 1),
+                                                  min_size=n, max_size=n))]
+    keys = data.draw(st.lists(KEYS, min_size=n, max_size=n))
+    missing = set(data.draw(st.lists(st.integers(0, max(n - 1, 0)), max_size=3))) if n else set()
+    ev = _frame(values, keys, missing)
+    got = frame.keys_with(ev, *frame.field_codes(ev, "k"))
+    assert list(got) == _one_by_one(ev)
+
+
+def test_a_large_frame_of_one_type_is_read_by_arrow():
+    ev = _frame([i % 7 for i in range(1000)], [""] * 1000, {3})
+    assert frame._field_column(ev, "k") is not None  # the column-wise path is the one tested
+    codes, values = frame.field_codes(ev, "k")
+    assert sorted(v for v in values if v is not None) == list(range(7))
+    assert values[codes[3]] is None and len(np.unique(codes)) == 8
