@@ -169,7 +169,7 @@ class SparkRuntime:
         rows = self.source_frame(groups, routes(queries, groups, refs, shards, with_inputs))
         frame = apply_queries(rows, queries, groups, refs, with_inputs)
         # Ingress metrics in the query's progress, from the rows (or summaries) of shard 0.
-        return observe(frame, groups, F.col("weight"), F.col("role") != OP), groups, refs
+        return observe(frame, groups, "weight", f"role != '{OP}'"), groups, refs
 
     def run_query(self, query: Any, with_inputs: bool = True) -> RunResult:
         return self.run_queries([query], with_inputs)[0]
