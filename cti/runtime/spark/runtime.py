@@ -11,6 +11,7 @@ from functools import partial
 from typing import Any
 
 import pyarrow as pa
+from pyspark import TaskContext
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -193,32 +194,32 @@ class SparkRuntime:
                 for k, q in enumerate(queries)]
 
     def write_query(self, bound: Any) -> None:
-        """Run a query into its output adapter, written by an executor, batch by batch."""
+        """Run a query into its output adapter, written by an executor, batch by batch: in the
+        streaming plan itself (one partition, in output order, then Spark's no-op sink), so a
+        micro-batch costs no call back into the driver's Python."""
         frame, _, _ = self.query_frame([bound.stream])
-
-        def write_batch(batch: DataFrame, batch_id: int) -> None:
-            rows = batch.where(F.col("role") == OP).select(*COLUMNS)
-            (rows.repartition(1).mapInArrow(partial(_write_query_partition, bound, batch_id),
-                                            "written long")
-             .write.format("noop").mode("overwrite").save())
-
+        written = (frame.where(F.col("role") == OP).select(*COLUMNS).repartition(1)
+                   .mapInArrow(partial(_write_query_partition, bound), "written long"))
         checkpoint = self.checkpoint_location or tempfile.mkdtemp(prefix="cti-checkpoint-")
-        self._drive(frame.writeStream.foreachBatch(write_batch)
+        self._drive(written.writeStream.format("noop").outputMode("append")
                     .option("checkpointLocation", checkpoint).start())
 
 
-def _write_query_partition(bound: Any, batch_id: int, batches: Iterator[pa.RecordBatch]
+def _write_query_partition(bound: Any, batches: Iterator[pa.RecordBatch]
                            ) -> Iterator[pa.RecordBatch]:
     """One micro-batch of a query's output (Arrow batches of one task), in output order, to a
-    new output adapter; yields how many rows it wrote."""
+    new output adapter, with the micro-batch's id (a replayed batch has the same id); yields
+    how many rows it wrote."""
     got = list(batches)
     rows = (pa.Table.from_batches(got) if got else _OUTPUT_ARROW.empty_table()).to_pandas()
     if len(rows):
+        batch_id = int(TaskContext.get().getLocalProperty(_BATCH_ID))
         adapter = bound.factory.create(bound.config, bound.stream.shape)
         deliver(adapter, rows, batch_id)
         adapter.close()
     yield pa.RecordBatch.from_pydict({"written": [len(rows)]})
 
 
+_BATCH_ID = "streaming.sql.batchId"  # the local property Spark gives a micro-batch's tasks
 _OUTPUT_ARROW = pa.schema([("release", pa.int64()), ("kind", pa.string()),
                            ("start", pa.int64()), ("end", pa.int64()), ("payload", pa.string())])
