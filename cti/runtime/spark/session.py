@@ -60,8 +60,10 @@ def get_spark(master: str | None = None, shuffle_partitions: int | None = None) 
     """The active SparkSession, or a new embedded one.
 
     ``master`` defaults to ``$CTI_SPARK_MASTER`` or ``local[*]``; shuffle partitions default to
-    the number of cores (Spark's 200 make tiny micro-batches take seconds). The state store is
-    RocksDB: state beyond the JVM's heap spills to disk. (Spark's default HDFS-backed store was
+    the number of cores (Spark's 200 make tiny micro-batches take seconds). A local session
+    does not compress shuffles (cti's are compressed already) and its Python processes import
+    the installed pyspark (``site_spark_home``). The state store is RocksDB: state beyond the
+    JVM's heap spills to disk. (Spark's default HDFS-backed store was
     ~0.7 s faster per micro-batch for cti's few large state rows, but it keeps every key in the
     heap: plain Spark's 100,000-key window count ran out of the default 1 GB.) A session that
     is already active (a cluster, a notebook) is used as it is.
@@ -78,8 +80,13 @@ def get_spark(master: str | None = None, shuffle_partitions: int | None = None) 
         if home is not None:
             os.environ["SPARK_HOME"] = str(home)
     partitions = shuffle_partitions or max(2, os.cpu_count() or 2)
+    builder = SparkSession.builder.master(master)
+    if master.startswith("local"):
+        # cti's shuffles are packed rows already compressed (``packing``): compressing them
+        # again cost ~10 % of a query; a local shuffle never crosses a network.
+        builder = builder.config("spark.shuffle.compress", "false")
     spark = (
-        SparkSession.builder.master(master)
+        builder
         .appName("cti")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
