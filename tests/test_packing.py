@@ -53,7 +53,7 @@ def test_each_shard_gets_every_row_and_only_its_own_payloads():
     payloads = [json.dumps({"k": f"v{i % 7}"}) for i in range(30)]
     rows = _rows(["point"] * 30 + ["cti"], [*payloads, None])
     route = QueryRoute(0, 3, {(0, 0): "k"}, frozenset(), with_inputs=False)
-    parts = {shard: unpack_one(pack(part)) for shard, part in routed(route, 0, rows)}
+    parts = {shard: unpack_one(pack(part, 0)) for shard, part in routed(route, 0, rows)}
     assert sorted(parts) == [0, 1, 2]
     owners = key_shards(pa.array(payloads), "k", 3)
     for shard, part in parts.items():
@@ -74,8 +74,25 @@ def test_edges_and_passing_shard_keep_payloads():
     assert shard0.column("payload").null_count == 0
 
 
-def unpack_one(blob: bytes) -> pd.DataFrame:
-    return unpack(pd.DataFrame({"group": [0], "blob": [blob]}))
+def unpack_one(blob: bytes, first_seq: int = 0) -> pd.DataFrame:
+    return unpack(pd.DataFrame({"group": [0], "seq": [first_seq], "blob": [blob]}))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 10**6), st.lists(st.integers(0, 3), max_size=30),
+       st.lists(st.sampled_from(["point", "interval", "cti", "eos", "invalid"]), min_size=30,
+                max_size=30))
+def test_packed_rows_unpack_to_the_same_rows(first, steps, kinds):
+    """Whether the sequence numbers count up (left out of the pack) or not (kept)."""
+    n = len(steps)
+    seq = first + np.cumsum(steps, dtype=np.int64)  # from `first` on, or not
+    table = _rows(kinds[:n], [json.dumps({"k": i}) for i in range(n)]).set_column(
+        1, "seq", pa.array(seq))
+    table = table.append_column("own", pa.array(np.zeros(n, np.int32)))
+    got = unpack_one(pack(table, first), first).drop(columns=["group"])
+    want = table.to_pandas()
+    assert got.columns.tolist() == want.columns.tolist()
+    assert got.to_dict("list") == want.to_dict("list")
 
 
 @settings(max_examples=200, deadline=None)
@@ -103,3 +120,12 @@ def test_an_adapters_field_texts_give_the_shards_the_payloads_give(values, given
     payloads = _payloads(values)
     assert list(key_shards(payloads, "k", shards, texts)) == list(
         key_shards(payloads, "k", shards))
+
+
+def test_sequence_numbers_that_count_up_from_the_first_are_left_out():
+    table = _rows(["point"] * 5, [json.dumps({"k": i}) for i in range(5)])
+    table = table.set_column(1, "seq", pa.array(np.arange(7, 12, dtype=np.int64))).append_column(
+        "own", pa.array(np.zeros(5, np.int32)))
+    assert "seq" not in pa.ipc.open_stream(pack(table, 7)).schema.names
+    assert "seq" in pa.ipc.open_stream(pack(table, 6)).schema.names
+    assert list(unpack_one(pack(table, 7), 7)["seq"]) == list(range(7, 12))
