@@ -174,5 +174,4 @@ def _sorted(events: pd.DataFrame) -> pd.DataFrame:
         return events
     keys = frame.sort_key_columns(events)
     keys.insert(0, "release", events["release"].to_numpy())
-    order = keys.sort_values(list(keys.columns), kind="stable").index
-    return events.iloc[order].reset_index(drop=True)
+    return events.iloc[frame.stable_order(keys)].reset_index(drop=True)

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from cti.events import Cti, StreamItem
-from cti.operators.frame import KIND_RANK, to_item
+from cti.operators.frame import KIND_RANK, stable_order, to_item
 
 OutputRow = tuple[int, str, int, int, str | None]
 
@@ -46,8 +46,7 @@ def ordered(rows: pd.DataFrame) -> pd.DataFrame:
         "end": np.where(cti, 0, end),
         "payload": np.where(cti, "", rows["payload"].to_numpy(object)),
     })
-    order = keys.sort_values(list(keys.columns), kind="stable").index.to_numpy()
-    return rows.iloc[order].reset_index(drop=True)
+    return rows.iloc[stable_order(keys)].reset_index(drop=True)
 
 
 def items_of_frame(rows: pd.DataFrame) -> list[StreamItem]:

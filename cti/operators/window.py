@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from cti.operators import frame, plan
 from cti.operators.aggregates import Aggregate
@@ -223,24 +225,27 @@ def _emit(node: plan.Window, state: dict[str, Any], done: int | None,
 
 
 def _numeric_payloads(node: plan.Window, columns: dict[str, np.ndarray],
-                      group_field: str | None, keys: np.ndarray) -> list[str] | None:
+                      group_field: str | None, keys: np.ndarray) -> np.ndarray | None:
     """The payloads' canonical JSON built column-wise, where every aggregate is a built-in with
     finite numbers (numpy prints ints and floats exactly as ``json.dumps``), with the group's
     value (the JSON inside each one-value key) under ``group_field``; None otherwise."""
     if len(columns) < len(node.aggregates):
         return None
-    texts: dict[str, pd.Series] = {}
+    texts: dict[str, Any] = {}
     for name, values in columns.items():
-        if values.dtype.kind == "f":
+        if values.dtype.kind == "f":  # Python's repr of each float (Arrow's text differs)
             if not np.isfinite(values).all():
                 return None
-        elif values.dtype.kind not in "iu":
+            texts[name] = pa.array(pd.Series(values).astype(str), pa.string())
+        elif values.dtype.kind in "iu":
+            texts[name] = pc.cast(pa.array(values), pa.string())
+        else:
             return None
-        texts[name] = pd.Series(values).astype(str)
     if group_field is not None:
-        texts[group_field] = pd.Series(keys, dtype=object).str.slice(1, -1)
-    text: pd.Series | None = None
+        texts[group_field] = pc.utf8_slice_codeunits(pa.array(keys, pa.string()), 1, -1)
+    if not texts:
+        return None
+    parts = []
     for i, name in enumerate(sorted(texts)):
-        part = ("{" if i == 0 else ",") + json.dumps(name) + ":" + texts[name]
-        text = part if text is None else text + part
-    return (text + "}").tolist() if text is not None else None
+        parts += [("{" if i == 0 else ",") + json.dumps(name) + ":", texts[name]]
+    return pc.binary_join_element_wise(*parts, "}", "").to_numpy(zero_copy_only=False)
