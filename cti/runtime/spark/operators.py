@@ -164,7 +164,10 @@ def _summary(rows: pd.DataFrame, group: int) -> pd.DataFrame:
     latest finite CTI; event-ordering snapshots (status ``metrics``) as they are."""
     if not len(rows):
         return rows.iloc[:0]
-    plain = rows[(rows["status"] != "metrics") & (rows["weight"] > 0)]
+    # Rows of weight 0 (a shard's own events, counted by its summary rows) are most of them:
+    # leave them out first, by the integer column.
+    rows = rows.iloc[np.flatnonzero(rows["weight"].to_numpy() > 0)]
+    plain = rows[rows["status"] != "metrics"]
     keys = [plain["stream"], plain["status"], plain["reason"].fillna("")]
     counts = plain["weight"].groupby(keys, sort=False).sum().reset_index()
     finite = plain[(plain["status"] == "cti") & (plain["start"] < MAX_TIME)]
