@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql.streaming.state import GroupStateTimeout
 from pyspark.sql.types import (
@@ -47,7 +48,7 @@ from cti.operators import frame, plan
 from cti.operators.machine import QueryMachine
 from cti.operators.sharding import shard_fields
 from cti.runtime.spark.ingress import GROUP_OUT_SCHEMA
-from cti.runtime.spark.packing import unpack
+from cti.runtime.spark.packing import key_shards, unpack
 from cti.runtime.spark.schema import NULL_TIME, in_rows_from_pandas, out_rows_to_pandas
 from cti.runtime.spark.shipping import ship_user_functions
 from cti.runtime.spark.source import QueryRoute
@@ -80,7 +81,8 @@ def routes(queries: Sequence[Any], groups: Sequence[Any],
 
 
 def query_function(queries: Sequence[Any], groups: Sequence[Any],
-                   refs: Sequence[Sequence[tuple[int, int]]], with_inputs: bool) -> Callable:
+                   refs: Sequence[Sequence[tuple[int, int]]], with_inputs: bool,
+                   routes: Sequence[QueryRoute]) -> Callable:
     """The stateful function of ``apply_queries``; plans travel without their input streams
     (whose configs may hold all the input)."""
     plans = [plan.without_inputs(q.node, q.inputs()) for q in queries]
@@ -110,10 +112,12 @@ def query_function(queries: Sequence[Any], groups: Sequence[Any],
             if "weight" not in got:  # every row stands for itself
                 got["weight"] = np.int64(1)
             saved["ingress"][g] = ingress.state
-            ingress_out[g] = (got, part)
+            ingress_out[g] = got
             if shard == 0 and reporter[g] == q:
                 out.append(_passed(got, g) if with_inputs else _summary(got, g))
-        chunks = [_chunk(*ingress_out[g], i, shard) for g, i in refs[q]]
+        route = routes[q]
+        chunks = [_chunk(ingress_out[g], i, shard, route.fields.get((g, i)), route.shards)
+                  for g, i in refs[q]]
         events, ctis = machine.step(chunks)
         saved["machine"] = machine.state
         state.update((pickle.dumps(saved, protocol=pickle.HIGHEST_PROTOCOL),))
@@ -125,27 +129,38 @@ def query_function(queries: Sequence[Any], groups: Sequence[Any],
     return run
 
 
-def _chunk(got: pd.DataFrame, part: pd.DataFrame, stream: int, shard: int) -> frame.Chunk:
+def _chunk(got: pd.DataFrame, stream: int, shard: int, field: str | None, shards: int
+           ) -> frame.Chunk:
     """Stream ``stream``'s CTIs and the accepted and adjusted events the shard owns, from its
-    group's ingress output ``got`` (rows of weight 0 are owned by construction, see
-    ``vectorized.process_group``) and input rows ``part``."""
+    group's ingress output ``got``. Rows of weight 0 are owned by construction (see
+    ``vectorized.process_group``). Other events come from the row machine, maybe from rows of
+    an earlier micro-batch (held back until the group's other streams caught up), so their
+    owner comes from their payload, by the hash the source routed them by
+    (``packing.key_shards``; ``field`` None: shard 0); a payload the source left out is
+    another shard's event."""
     status = got["status"].to_numpy()
     event = (status == "accepted") | (status == "adjusted")
     owned = got["weight"].to_numpy() == 0
-    check = event & ~owned
+    check = event & ~owned & (got["stream"].to_numpy() == stream)
     if check.any():
-        mine = part["seq"].to_numpy()[(part["stream"].to_numpy() == stream)
-                                      & (part["own"].to_numpy() == shard)]
-        owned[check] = np.isin(got["in_seq"].to_numpy()[check], mine)
+        payload = got["payload"].to_numpy(object)[check]
+        kept = pd.notna(payload)
+        mine = kept & (shard == 0)
+        if field is not None and shards > 1 and kept.any():
+            mine[kept] = key_shards(pa.array(list(payload[kept]), pa.string()), field,
+                                    shards) == shard
+        owned[check] = mine
     sel = (got["stream"].to_numpy() == stream) & ((status == "cti") | (event & owned))
     return frame.chunk_of(*(got[c].to_numpy()[sel] for c in (
         "status", "kind", "start", "end", "payload")))
 
 
 def apply_queries(rows: DataFrame, queries: Sequence[Any], groups: Sequence[Any],
-                  refs: Sequence[Sequence[tuple[int, int]]], with_inputs: bool) -> DataFrame:
+                  refs: Sequence[Sequence[tuple[int, int]]], with_inputs: bool,
+                  routes: Sequence[QueryRoute]) -> DataFrame:
     return rows.groupBy("query", "shard").applyInPandasWithState(
-        query_function(queries, groups, refs, with_inputs), OUTPUT_SCHEMA, _STATE, "append",
+        query_function(queries, groups, refs, with_inputs, routes), OUTPUT_SCHEMA, _STATE,
+        "append",
         GroupStateTimeout.NoTimeout)
 
 

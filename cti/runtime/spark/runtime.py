@@ -167,8 +167,9 @@ class SparkRuntime:
         """The streaming frame of the queries' output rows (``operators.OUTPUT_SCHEMA``)."""
         groups, refs = queries_inputs(queries)
         shards = self.shards or int(self.spark.conf.get("spark.sql.shuffle.partitions"))
-        rows = self.source_frame(groups, routes(queries, groups, refs, shards, with_inputs))
-        frame = apply_queries(rows, queries, groups, refs, with_inputs)
+        routed = routes(queries, groups, refs, shards, with_inputs)
+        frame = apply_queries(self.source_frame(groups, routed), queries, groups, refs,
+                              with_inputs, routed)
         # Ingress metrics in the query's progress, from the rows (or summaries) of shard 0.
         return observe(frame, groups, "weight", f"role != '{OP}'"), groups, refs
 
