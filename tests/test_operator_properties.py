@@ -891,3 +891,33 @@ def test_a_row_held_back_into_the_next_micro_batch_still_reaches_its_operators(s
         want = query.run(LocalRuntime()).items(query.name)
         assert result.items(query.name) == want
         assert any(getattr(i, "payload", {}).get("id") == "a3" and i.end == 9 for i in want)
+
+
+@pytest.mark.parametrize("size", [1, 2])
+def test_open_edges_reach_windows_of_a_negative_alignment(size):
+    """Found by ``test_output_does_not_depend_on_batch_boundaries`` (seed 8): with a negative
+    alignment, an open edge's window range was computed from ``MAX_TIME - 1 - alignment``,
+    which wrapped around: the edge joined no window (size 2) or numpy was asked for an
+    impossible array (size 1). One micro-batch per item and all in one must agree."""
+    from cti import AdvanceTimeGenerationSettings, PointEvent, WindowOutputPolicy, agg
+
+    def edge(name: str) -> Arriving:
+        return Arriving(EdgeEvent(EdgeType.START, 0, MAX_TIME, {"id": name, "k": "y"}), 0)
+
+    defs = [StreamDef("a", EventShape.EDGE, (edge("a0"), edge("a1"), edge("a2"),
+                                             Arriving(Cti(1), 0)),
+                      AdvanceTimeSettings(AdvanceTimeGenerationSettings(
+                          duration=1, delay=0, advance_to_infinity_on_shutdown=True),
+                          policy=AdvanceTimePolicy.DROP))]
+
+    def query() -> Any:
+        return bind(defs)[0].hopping_window(
+            size, 1, alignment=-2,
+            output_policy=WindowOutputPolicy.POINT_ALIGN_TO_WINDOW_END).aggregate(
+            n=agg.count()).named("q")
+
+    whole = query().run(LocalRuntime()).items("q")
+    assert query().run(LocalRuntime(batch_sizes=[1])).items("q") == whole
+    # The edges live on [0, 1) at shutdown: every window k with [k - 2, k - 2 + size) over it.
+    assert [e for e in whole if isinstance(e, PointEvent)] == [
+        PointEvent(end, {"n": 3}) for end in range(1, size + 1)]

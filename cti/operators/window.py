@@ -50,6 +50,11 @@ def _expand(node: plan.Window, starts: np.ndarray, ends: np.ndarray, k_from: np.
     """(row index, k) for every window each lifetime [start, end) overlaps, k >= k_from
     (and <= k_to when given)."""
     a, size, hop = node.alignment, node.size, node.hop
+    # Clip so that neither subtraction below leaves int64: an open edge ends at MAX_TIME, and
+    # with a negative alignment ``ends - 1 - a`` went past it and wrapped around.
+    i64 = np.iinfo(np.int64)
+    starts = np.clip(starts, i64.min + max(a + size, 0), i64.max + min(a + size, 0))
+    ends = np.clip(ends, i64.min + max(a + 1, 0), i64.max + min(a + 1, 0))
     k_lo = np.maximum((starts - a - size) // hop + 1, k_from)
     k_hi = (ends - 1 - a) // hop
     if k_to is not None:
