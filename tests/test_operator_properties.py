@@ -921,3 +921,30 @@ def test_open_edges_reach_windows_of_a_negative_alignment(size):
     # The edges live on [0, 1) at shutdown: every window k with [k - 2, k - 2 + size) over it.
     assert [e for e in whole if isinstance(e, PointEvent)] == [
         PointEvent(end, {"n": 3}) for end in range(1, size + 1)]
+
+
+def test_a_window_after_the_end_of_input_cti_takes_empty_batches():
+    """Found by ``test_output_does_not_depend_on_batch_boundaries``: once a window's CTI is
+    MAX_TIME, the first window still open is past int64 (alignment -1), and numpy made the
+    next (empty) batch's window numbers unsigned: ``repeat`` refused them."""
+    from cti import AdvanceTimeGenerationSettings, WindowOutputPolicy, agg
+
+    def point(name: str) -> Arriving:
+        return Arriving(PointEvent(0, {"id": name, "k": "y"}), 0)
+
+    settings = AdvanceTimeSettings(AdvanceTimeGenerationSettings(
+        duration=1, delay=0, advance_to_infinity_on_shutdown=True), policy=AdvanceTimePolicy.DROP)
+    defs = [StreamDef("a", EventShape.POINT, (point("a0"), point("a1")), settings),
+            StreamDef("b", EventShape.POINT, (point("b0"), point("b1"), point("b2"),
+                                              Arriving(Cti(0), 0), Arriving(Cti(0), 0)),
+                      settings)]
+
+    def query() -> Any:
+        s = bind(defs)
+        return s[0].hopping_window(
+            1, 1, alignment=-1, output_policy=WindowOutputPolicy.POINT_ALIGN_TO_WINDOW_END
+        ).aggregate(n=agg.count()).union(s[1]).named("q")
+
+    whole = query().run(LocalRuntime()).items("q")
+    assert query().run(LocalRuntime(batch_sizes=[1])).items("q") == whole
+    assert PointEvent(1, {"n": 2}) in whole

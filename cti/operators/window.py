@@ -129,7 +129,8 @@ def window(node: plan.Window, chunk: Chunk, state: dict[str, Any],
     fixed = ev if is_fixed.all() else ev[is_fixed]
     far = np.iinfo(np.int64).min // 4
     rows, ks = _expand(node, fixed["start"].to_numpy(), fixed["end"].to_numpy(),
-                       np.full(len(fixed), far if k_first is None else k_first), None)
+                       np.full(len(fixed), far if k_first is None else
+                               min(k_first, np.iinfo(np.int64).max), np.int64), None)
     _add(node, state, fixed.reset_index(drop=True), rows, ks)
     if closed:
         cf = frame.make(["interval"] * len(closed), [c[0] for c in closed],
