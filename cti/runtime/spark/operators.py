@@ -48,7 +48,7 @@ from cti.operators import frame, plan
 from cti.operators.machine import QueryMachine
 from cti.operators.sharding import shard_fields
 from cti.runtime.spark.ingress import GROUP_OUT_SCHEMA
-from cti.runtime.spark.packing import key_shards, unpack
+from cti.runtime.spark.packing import owners, unpack
 from cti.runtime.spark.schema import NULL_TIME, in_rows_from_pandas, out_rows_to_pandas
 from cti.runtime.spark.shipping import ship_user_functions
 from cti.runtime.spark.source import QueryRoute
@@ -136,8 +136,7 @@ def _chunk(got: pd.DataFrame, stream: int, shard: int, field: str | None, shards
     ``vectorized.process_group``). Other events come from the row machine, maybe from rows of
     an earlier micro-batch (held back until the group's other streams caught up), so their
     owner comes from their payload, by the hash the source routed them by
-    (``packing.key_shards``; ``field`` None: shard 0); a payload the source left out is
-    another shard's event."""
+    (``packing.owners``); a payload the source left out is another shard's event."""
     status = got["status"].to_numpy()
     event = (status == "accepted") | (status == "adjusted")
     owned = got["weight"].to_numpy() == 0
@@ -145,10 +144,10 @@ def _chunk(got: pd.DataFrame, stream: int, shard: int, field: str | None, shards
     if check.any():
         payload = got["payload"].to_numpy(object)[check]
         kept = pd.notna(payload)
-        mine = kept & (shard == 0)
-        if field is not None and shards > 1 and kept.any():
-            mine[kept] = key_shards(pa.array(list(payload[kept]), pa.string()), field,
-                                    shards) == shard
+        mine = np.zeros(len(payload), bool)
+        if kept.any():
+            mine[kept] = owners(pa.array(list(payload[kept]), pa.string()), field,
+                                shards) == shard
         owned[check] = mine
     sel = (got["stream"].to_numpy() == stream) & ((status == "cti") | (event & owned))
     return frame.chunk_of(*(got[c].to_numpy()[sel] for c in (

@@ -111,6 +111,16 @@ def key_shards(payloads: pa.Array, field: str, shards: int, texts: pa.Array | No
     return shard[codes]
 
 
+def owners(payloads: pa.Array, field: str | None, shards: int,
+           texts: pa.Array | None = None) -> np.ndarray:
+    """The shard that owns each event, by its payload (not null): the hash of its ``field``
+    value (``key_shards``), or shard 0 when the query is not spread (``field`` None, one
+    shard)."""
+    if field is None or shards == 1:
+        return np.zeros(len(payloads), np.int32)
+    return key_shards(payloads, field, shards, texts)
+
+
 def routed(route: QueryRoute, group: int, rows: pa.Table) -> Iterable[tuple[int, pa.Table]]:
     """One piece of a group's input rows (``IN_SCHEMA`` columns), for each shard of the query:
     the rows with ``own`` set and payloads kept only where that shard needs them."""
@@ -127,8 +137,7 @@ def routed(route: QueryRoute, group: int, rows: pa.Table) -> Iterable[tuple[int,
         given = FIELD + (field or "")
         texts = (rows.column(given).combine_chunks().filter(pa.array(mine))
                  if given in rows.column_names else None)
-        own[mine] = 0 if field is None or route.shards == 1 else key_shards(
-            payload.filter(pa.array(mine)), field, route.shards, texts)
+        own[mine] = owners(payload.filter(pa.array(mine)), field, route.shards, texts)
     for g, i in route.edges:
         edge |= (stream == i) & (g == group)
     shared = edge | ~pc.is_in(kind, pa.array(["point", "interval"])).to_numpy(
