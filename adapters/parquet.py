@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from cti.adapters import AdapterItem, Arriving, InvalidInput
+from cti.adapters import FIELD_COLUMN, AdapterItem, Arriving, InvalidInput
 from cti.errors import InvalidSettingsError
 from cti.events import EventShape, item_from_kind
 from cti.time import MAX_TIME, MIN_TIME
@@ -179,7 +179,7 @@ class ParquetInputAdapter:
                          "arrival": arrival.astype(np.int64),
                          "partition": pa.array(part, pa.string()),
                          "error": pa.array(error, pa.string()),
-                         **{f"field:{name}": text for name, text in exact.items()}})
+                         **{FIELD_COLUMN + name: text for name, text in exact.items()}})
 
     def read(self, start: int, end: int) -> Iterable[AdapterItem]:
         rows = self.read_frame(start, end).select(

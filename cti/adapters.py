@@ -45,6 +45,10 @@ class InvalidInput:
 
 AdapterItem = StreamItem | Arriving | InvalidInput
 
+# A columnar adapter's ``read_frame`` may add ``field:<name>`` columns: the JSON text of payload
+# field <name> per row, as ``json.dumps`` writes it (the Spark source routes rows by it).
+FIELD_COLUMN = "field:"
+
 
 @runtime_checkable
 class InputAdapter(Protocol):

@@ -23,13 +23,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.types import IntegerType, StructField, StructType
 
+from cti.adapters import FIELD_COLUMN
 from cti.operators.frame import exact_field
 from cti.rows import eos_row, payload_from_json
 from cti.runtime.local import read_rows
 from cti.runtime.spark.schema import IN_SCHEMA, arrow_schema, in_row_to_tuple
 from cti.runtime.spark.source import QueryRoute
-
-FIELD = "field:"  # a read_frame column of a payload field's JSON text: ``field:<name>``
 
 
 def piece(adapter: Any, index: int, start: int, end: int, eos: bool) -> pa.Table:
@@ -54,7 +53,7 @@ def _in_table(frame: pa.Table, index: int, first_seq: int) -> pa.Table:
     """A columnar adapter's rows (``read_frame``: kind, start, end, payload, arrival,
     partition, error, and maybe ``field:`` columns) as ``IN_SCHEMA`` columns and those."""
     n = frame.num_rows
-    fields = [name for name in frame.column_names if name.startswith(FIELD)]
+    fields = [name for name in frame.column_names if name.startswith(FIELD_COLUMN)]
     return pa.table({
         "stream": np.full(n, index, np.int32),
         "seq": np.arange(first_seq, first_seq + n, dtype=np.int64),
@@ -134,7 +133,7 @@ def routed(route: QueryRoute, group: int, rows: pa.Table) -> Iterable[tuple[int,
         mine = (stream == i) & (g == group) & has_payload
         if not mine.any():
             continue
-        given = FIELD + (field or "")
+        given = FIELD_COLUMN + (field or "")
         texts = (rows.column(given).combine_chunks().filter(pa.array(mine))
                  if given in rows.column_names else None)
         own[mine] = owners(payload.filter(pa.array(mine)), field, route.shards, texts)
