@@ -948,3 +948,24 @@ def test_a_window_after_the_end_of_input_cti_takes_empty_batches():
     whole = query().run(LocalRuntime()).items("q")
     assert query().run(LocalRuntime(batch_sizes=[1])).items("q") == whole
     assert PointEvent(1, {"n": 2}) in whole
+
+
+def test_an_edge_end_at_the_anti_semi_joins_frontier_still_closes_its_part():
+    """Found by ``test_output_does_not_depend_on_batch_boundaries`` (seed 8): a left edge's
+    frontier had reached the left CTI (1) when its end at 1 arrived in a later micro-batch; with
+    nothing left to sweep, the part was never closed and its edge end was lost."""
+    payload = {"id": "a0", "k": "y"}
+    left = (Arriving(EdgeEvent.start_edge(0, payload), 0), Arriving(Cti(1), 0),
+            Arriving(EdgeEvent.end_edge(0, 1, payload), 0), Arriving(Cti(MAX_TIME), 0))
+    right = (Arriving(PointEvent(0, {"id": "b0", "k": "z"}), 0), Arriving(Cti(MAX_TIME), 0))
+    defs = [StreamDef("a", EventShape.EDGE, left, None),
+            StreamDef("b", EventShape.POINT, right, None)]
+
+    def query() -> Any:
+        s = bind(defs)
+        return s[0].left_anti_semi_join(s[1], on=("k", "k")).named("q")
+
+    whole = query().run(LocalRuntime()).items("q")
+    assert EdgeEvent.end_edge(0, 1, payload) in whole
+    for sizes in ([1], [2], [3]):
+        assert query().run(LocalRuntime(batch_sizes=sizes)).items("q") == whole, sizes

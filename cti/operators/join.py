@@ -208,9 +208,9 @@ def anti_semi_join(node: plan.AntiSemiJoin, left: Chunk, right: Chunk,
     for lid, (f, open_at) in list(sweep.items()):
         row = L.loc[lid]
         end = int(row["end"]) if row["known"] else None
-        horizon = min(cr, end if end is not None else cl)
-        if horizon <= f:
-            continue
+        horizon = max(f, min(cr, end if end is not None else cl))
+        if horizon == f and (end is None or f < end):
+            continue  # nothing new to decide (an end at the frontier still closes below)
         covers = _covers(node, row, by_key.get((row["key"], row["jkey"])), f, horizon)
         point = row["kind"] == "point"
         t = f
