@@ -12,8 +12,10 @@ from hypothesis import strategies as st
 from cti.operators import frame
 from cti.rows import payload_from_json
 
-VALUES = st.one_of(st.integers(-3, 3), st.sampled_from(["a", "b", "é", 'q"', ""]), st.booleans(),
-                   st.sampled_from([1.0, 2.5]), st.none(), st.just([1, "x"]))
+VALUES = st.one_of(st.integers(-3, 3), st.sampled_from(["a", "b", "é", 'q"', "", "a\\b", "\x7f",
+                                                       "\n", "a b"]),
+                   st.booleans(), st.sampled_from([1.0, 2.5]), st.none(),
+                   st.just([1, "x"]), st.just({"b": 1, "a": "é"}), st.text(max_size=3))
 KEYS = st.sampled_from(["", '["x"]', "[1]"])
 
 
@@ -25,7 +27,8 @@ def _frame(values: list, keys: list[str], missing: set[int]) -> frame.pd.DataFra
 
 
 def _one_by_one(ev: frame.pd.DataFrame) -> list[str]:
-    return [frame.key_json([*(json.loads(k) if k else []), payload_from_json(p).get("k")])
+    return [json.dumps([*(json.loads(k) if k else []), payload_from_json(p).get("k")],
+                       sort_keys=True, separators=(",", ":"))
             for k, p in zip(ev["key"], ev["payload"], strict=True)]
 
 
@@ -51,3 +54,18 @@ def test_a_large_frame_of_one_type_is_read_by_arrow():
     codes, values = frame.field_codes(ev, "k")
     assert sorted(v for v in values if v is not None) == list(range(7))
     assert values[codes[3]] is None and len(np.unique(codes)) == 8
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=4) | st.sampled_from(['q"', "a\\b", "\x7f", "\n", "é", "\u2028", "a b"]),
+    lambda inner: st.lists(inner, max_size=2) | st.dictionaries(st.text(max_size=2), inner,
+                                                                 max_size=2),
+    max_leaves=4)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(JSON_VALUES, min_size=1, max_size=8), KEYS)
+def test_a_key_of_any_json_value_is_its_canonical_json_text(values, parent):
+    ev = _frame(values, [parent] * len(values), set())
+    assert list(frame.keys_with(ev, *frame.field_codes(ev, "k"))) == _one_by_one(ev)

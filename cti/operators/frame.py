@@ -169,14 +169,32 @@ def keys_with(frame: pd.DataFrame, codes: np.ndarray, values: list[Any]) -> np.n
     k_codes, k_uniques = pd.factorize(frame["key"].to_numpy(object))
     pair = k_codes.astype(np.int64) * len(values) + codes
     p_codes, p_uniques = pd.factorize(pair)
-    table = np.asarray([key_json([*(json.loads(k) if k else []), values[v]]) for k, v in zip(
-        k_uniques[p_uniques // len(values)], p_uniques % len(values), strict=True)],
+    # key_json([*parent, value]) from texts: the parent list's text opened, the value's text.
+    heads = ["[" if k in ("", "[]") else k[:-1] + "," for k in k_uniques]
+    texts = [_value_json(v) for v in values]
+    table = np.asarray([heads[k] + texts[v] + "]" for k, v in zip(
+        (p_uniques // len(values)).tolist(), (p_uniques % len(values)).tolist(), strict=True)],
         dtype=object)
     return table[p_codes]
 
 
+_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
+
+
 def key_json(values: list[Any]) -> str:
-    return json.dumps(values, sort_keys=True, separators=(",", ":"))
+    """A group key's canonical text: the JSON list of its values (keys sorted, no spaces)."""
+    return _JSON.encode(values)
+
+
+def _value_json(value: Any) -> str:
+    """``value``'s text inside ``key_json``: plain ASCII strings and integers directly."""
+    kind = type(value)
+    if kind is str and value.isascii() and value.isprintable() and '"' not in value \
+            and "\\" not in value:
+        return '"' + value + '"'
+    if kind is int:
+        return str(value)
+    return _JSON.encode(value)
 
 
 @attrs.define
