@@ -1,7 +1,7 @@
 """Benchmark: hopping-window count per key with bounded disorder, on three systems.
 
     python bench/run.py --events 200000 --keys 100 [--systems cti-spark,spark-native,cti-local]
-                        [--batches 1] [--seed 0] [--cti-input parquet|memory]
+                        [--batches 1] [--seed 0] [--cti-input parquet|memory] [--key-rate HZ]
 
 The events are generated once (deterministic from the seed) into Parquet files; each system
 then runs in its own subprocess, so its peak memory is its own. Each prints one JSON line on
@@ -32,7 +32,7 @@ if str(REPO) not in sys.path:
 
 SYSTEMS = ("cti-spark", "spark-native", "cti-local")
 BASE_TICKS = 1_704_067_200_000_000  # 2024-01-01T00:00:00Z in microseconds
-MEAN_STEP_US = 1_000  # events ~1 ms apart on average
+MEAN_STEP_US = 1_000  # events ~1 ms apart on average (without --key-rate)
 MAX_DISORDER_US = 50_000  # each event up to 50 ms earlier than its ordered time
 DELAY_US = 2 * MAX_DISORDER_US  # watermark / CTI delay: > max disorder, so nothing is late
 CTI_EVERY = 1_000  # a CTI every 1000 events
@@ -50,22 +50,30 @@ def log(msg: str) -> None:
 # ---- data -----------------------------------------------------------------------------------
 
 
-def generate(n: int, keys: int, seed: int, batches: int, out: Path) -> None:
+def generate(n: int, keys: int, seed: int, batches: int, out: Path,
+             key_rate: float | None = None) -> None:
     """Write ``n`` point events as ``batches`` Parquet files ``out/part-XXXXX.parquet``.
 
     Columns: ``time`` (int64 ticks, microseconds since the epoch), ``key`` (string ``k<i>``),
-    ``value`` (int64). Times are an ordered sequence (steps uniform in [0, 2 ms]) minus a jitter
-    uniform in [0, 50 ms]. The last file ends with one end-of-stream row (NULL key, time an
-    hour after the last event): only spark-native reads it, to push its watermark past every
-    window (Spark has no "advance to infinity on shutdown"); its own windows end after it, so
-    they never close and never reach the output. The cti systems skip it.
+    ``value`` (int64). Times are an ordered sequence minus a jitter uniform in [0, 50 ms]. Its
+    steps are uniform in [0, 2 ms] (1,000 events per second, shared by all keys), or, with
+    ``key_rate``, uniform in [0, 2 / (keys * key_rate) s] (``key_rate`` events per second per
+    key, so each key's events per window do not depend on the number of keys). The last file
+    ends with one end-of-stream row (NULL key, time an hour after the last event): only
+    spark-native reads it, to push its watermark past every window (Spark has no "advance to
+    infinity on shutdown"); its own windows end after it, so they never close and never reach
+    the output. The cti systems skip it.
     """
     import numpy as np
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     rng = np.random.default_rng(seed)
-    ordered = BASE_TICKS + np.cumsum(rng.integers(0, 2 * MEAN_STEP_US + 1, n, dtype=np.int64))
+    if key_rate is None:
+        steps = rng.integers(0, 2 * MEAN_STEP_US + 1, n, dtype=np.int64)
+    else:
+        steps = rng.uniform(0, 2e6 / (keys * key_rate), n)
+    ordered = BASE_TICKS + np.round(np.cumsum(steps)).astype(np.int64)
     times = ordered - rng.integers(0, MAX_DISORDER_US + 1, n, dtype=np.int64)
     key_ids = rng.integers(0, keys, n)
     key_names = np.char.add("k", key_ids.astype(str)).astype(object)
@@ -418,7 +426,8 @@ def child(system: str, root: Path, opts: argparse.Namespace) -> dict[str, Any]:
     """Run one system in this process; its result line."""
     memory = TreeMemory().start()
     line: dict[str, Any] = {"system": system, "events": opts.events, "keys": opts.keys,
-                            "batches": opts.batches, "load_avg_1m": round(os.getloadavg()[0], 2)}
+                            "batches": opts.batches, "key_rate": opts.key_rate,
+                          "load_avg_1m": round(os.getloadavg()[0], 2)}
     if system.startswith("cti-"):
         line["cti_input"] = opts.cti_input
     try:
@@ -447,6 +456,8 @@ def run_system(system: str, root: Path, args: argparse.Namespace) -> dict[str, A
            "--batches", str(args.batches), "--seed", str(args.seed),
            "--repeat", str(args.repeat),
            "--cti-input", args.cti_input]
+    if args.key_rate is not None:
+        cmd += ["--key-rate", str(args.key_rate)]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)}
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, env=env, check=False)
@@ -475,11 +486,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--cti-input", choices=("parquet", "memory"), default="parquet",
                    help="cti systems' input adapter: the Parquet files (default) or "
                         "MemoryInputAdapterFactory with PointEvent objects")
+    p.add_argument("--key-rate", type=float, default=None, metavar="HZ",
+                   help="events per second per key (default: 1,000 events per second in all, "
+                        "shared by the keys)")
     p.add_argument("--child", choices=SYSTEMS, help=argparse.SUPPRESS)
     p.add_argument("--data", type=Path, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if min(args.events, args.keys, args.batches, args.repeat) < 1:
         p.error("--events, --keys, --batches and --repeat must be >= 1")
+    if args.key_rate is not None and not args.key_rate > 0:
+        p.error("--key-rate must be > 0")
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
     unknown = [s for s in systems if s not in SYSTEMS]
     if unknown or not systems:
@@ -497,7 +513,7 @@ def main(argv: list[str] | None = None) -> int:
     tmp = Path(tempfile.mkdtemp(prefix="cti-bench-"))
     try:
         t0 = time.perf_counter()
-        generate(args.events, args.keys, args.seed, args.batches, tmp / "events")
+        generate(args.events, args.keys, args.seed, args.batches, tmp / "events", args.key_rate)
         generate(WARMUP_EVENTS, min(args.keys, 10), args.seed + 1, 1, tmp / "warmup")
         log(f"generated {args.events} events, {args.keys} keys, {args.batches} file(s) "
             f"in {time.perf_counter() - t0:.1f} s under {tmp}")
