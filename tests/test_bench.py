@@ -68,3 +68,22 @@ def test_bench_runs_and_counts_agree(tmp_path: Path) -> None:
     expected = _expected_windows(tmp_path / "data")
     assert by_system["spark-native"]["output_rows"] == expected
     assert by_system["cti-local"]["output_rows"] == expected
+
+
+@pytest.mark.parametrize("keys", [10, 1000])
+def test_key_rate_holds_each_keys_events_per_second(tmp_path: Path, keys: int) -> None:
+    """With --key-rate, every key's events come at that rate whatever the number of keys (so
+    events per key and window stay the same); without it, 1,000 events per second in all."""
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    bench = _bench_module()
+    n = 10_000
+    for rate, per_key_hz in ((2.0, 2.0), (None, 1_000 / keys)):
+        out = tmp_path / f"{rate}"
+        bench.generate(n, keys, 0, 1, out, rate)
+        cols = pq.read_table(bench.cti_file(out)).to_pydict()
+        span_s = (max(cols["time"]) - min(cols["time"])) / 1e6
+        assert len(set(cols["key"])) == keys
+        # n / keys events per key over the span; the jitter (50 ms) is small against it
+        assert np.isclose(n / keys / span_s, per_key_hz, rtol=0.15), (rate, span_s)
