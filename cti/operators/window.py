@@ -127,10 +127,12 @@ def window(node: plan.Window, chunk: Chunk, state: dict[str, Any],
                     break
     is_fixed = ~(is_start | is_end)
     fixed = ev if is_fixed.all() else ev[is_fixed]
-    far = np.iinfo(np.int64).min // 4
+    # Before the first CTI no window is complete: no bound (windows near MIN_TIME have k near
+    # MIN_TIME / hop). k_first past int64 after a CTI at MAX_TIME: clamped.
+    i64 = np.iinfo(np.int64)
     rows, ks = _expand(node, fixed["start"].to_numpy(), fixed["end"].to_numpy(),
-                       np.full(len(fixed), far if k_first is None else
-                               min(k_first, np.iinfo(np.int64).max), np.int64), None)
+                       np.full(len(fixed), i64.min if k_first is None else
+                               min(max(k_first, i64.min), i64.max), np.int64), None)
     _add(node, state, fixed.reset_index(drop=True), rows, ks)
     if closed:
         cf = frame.make(["interval"] * len(closed), [c[0] for c in closed],
