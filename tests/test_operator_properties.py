@@ -848,6 +848,12 @@ def test_an_event_exactly_at_a_cti_waits_for_the_next_cti():
 @given(cases=st.lists(case_and_inputs(max_size=8), min_size=12, max_size=16),
        splits=st.one_of(st.none(), st.lists(st.integers(1, 5), min_size=1, max_size=3)))
 def test_spark_equals_local(spark, cases, splits):
+    assert_spark_equals_local(spark, cases, splits)
+
+
+def assert_spark_equals_local(spark: Any, cases: list[tuple[Case, list[StreamDef]]],
+                              splits: list[int] | None) -> None:
+    """All ``cases`` as queries of one Spark run, each with the output of a local run."""
     from cti.runtime.spark import SparkRuntime
 
     queries = []
@@ -1008,3 +1014,18 @@ def test_results_far_from_zero_are_the_same_results_moved(side, data):
                          d.on_bad_input) for d in defs]
     expected = [moved(it, by) for it in run_local(case, bind(defs))]
     assert run_local(case, bind(shifted)) == expected, explain(case, defs) + f"\nmoved by {by}"
+
+
+@pytest.mark.spark
+@settings(max_examples=1, deadline=None, suppress_health_check=list(HealthCheck))
+@given(cases=st.lists(case_and_inputs(max_size=8), min_size=12, max_size=12))
+def test_spark_equals_local_far_from_zero(spark, cases):
+    """As ``test_spark_equals_local``, the inputs moved near MIN_TIME (half the cases) and
+    MAX_TIME: Spark's row layout and packing keep times that far out."""
+    far = (MAX_TIME - 10**3) // HOPS_PERIOD * HOPS_PERIOD
+    moved_cases = [
+        (case, [StreamDef(d.name, d.shape, tuple(moved(it, far if k % 2 else -far)
+                                                 for it in d.items), d.settings, d.on_bad_input)
+                for d in defs])
+        for k, (case, defs) in enumerate(cases)]
+    assert_spark_equals_local(spark, moved_cases, None)
