@@ -427,7 +427,7 @@ def child(system: str, root: Path, opts: argparse.Namespace) -> dict[str, Any]:
     memory = TreeMemory().start()
     line: dict[str, Any] = {"system": system, "events": opts.events, "keys": opts.keys,
                             "batches": opts.batches, "key_rate": opts.key_rate,
-                          "load_avg_1m": round(os.getloadavg()[0], 2)}
+                            "load_avg_1m": round(os.getloadavg()[0], 2)}
     if system.startswith("cti-"):
         line["cti_input"] = opts.cti_input
     try:

@@ -154,7 +154,7 @@ def field_codes(frame: pd.DataFrame, field: str | Callable[[dict[str, Any]], Any
     plain = len(types) == 1 and types <= {str, int, float}
     # Else each value's JSON text stands in for it (1, 1.0 and True differ there).
     codes, uniques = pd.factorize(_objects(values if plain else [
-        json.dumps(v, sort_keys=True, separators=(",", ":")) for v in values]))
+        _value_json(v) for v in values]))
     first = np.zeros(len(uniques), np.int64)
     first[codes[::-1]] = np.arange(len(codes))[::-1]  # a row of each distinct value
     return codes.astype(np.int64), [values[i] for i in first]
@@ -170,7 +170,7 @@ def keys_with(frame: pd.DataFrame, codes: np.ndarray, values: list[Any]) -> np.n
     pair = k_codes.astype(np.int64) * len(values) + codes
     p_codes, p_uniques = pd.factorize(pair)
     # key_json([*parent, value]) from texts: the parent list's text opened, the value's text.
-    heads = ["[" if k in ("", "[]") else k[:-1] + "," for k in k_uniques]
+    heads = ["[" if not k else k[:-1] + "," for k in k_uniques]  # "": no key yet
     texts = [_value_json(v) for v in values]
     table = np.asarray([heads[k] + texts[v] + "]" for k, v in zip(
         (p_uniques // len(values)).tolist(), (p_uniques % len(values)).tolist(), strict=True)],

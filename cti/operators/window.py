@@ -27,6 +27,7 @@ from cti.rows import payload_from_json, payload_to_json
 from cti.time import MAX_TIME, MIN_TIME
 
 _NONE_DONE = MIN_TIME  # "no window is complete yet"
+_I64 = np.iinfo(np.int64)
 
 
 def new_state() -> dict[str, Any]:
@@ -52,9 +53,8 @@ def _expand(node: plan.Window, starts: np.ndarray, ends: np.ndarray, k_from: np.
     a, size, hop = node.alignment, node.size, node.hop
     # Clip so that neither subtraction below leaves int64: an open edge ends at MAX_TIME, and
     # with a negative alignment ``ends - 1 - a`` went past it and wrapped around.
-    i64 = np.iinfo(np.int64)
-    starts = np.clip(starts, i64.min + max(a + size, 0), i64.max + min(a + size, 0))
-    ends = np.clip(ends, i64.min + max(a + 1, 0), i64.max + min(a + 1, 0))
+    starts = np.clip(starts, _I64.min + max(a + size, 0), _I64.max + min(a + size, 0))
+    ends = np.clip(ends, _I64.min + max(a + 1, 0), _I64.max + min(a + 1, 0))
     k_lo = np.maximum((starts - a - size) // hop + 1, k_from)
     k_hi = (ends - 1 - a) // hop
     if k_to is not None:
@@ -129,10 +129,9 @@ def window(node: plan.Window, chunk: Chunk, state: dict[str, Any],
     fixed = ev if is_fixed.all() else ev[is_fixed]
     # Before the first CTI no window is complete: no bound (windows near MIN_TIME have k near
     # MIN_TIME / hop). k_first past int64 after a CTI at MAX_TIME: clamped.
-    i64 = np.iinfo(np.int64)
     rows, ks = _expand(node, fixed["start"].to_numpy(), fixed["end"].to_numpy(),
-                       np.full(len(fixed), i64.min if k_first is None else
-                               min(max(k_first, i64.min), i64.max), np.int64), None)
+                       np.full(len(fixed), _I64.min if k_first is None else
+                               min(max(k_first, _I64.min), _I64.max), np.int64), None)
     _add(node, state, fixed.reset_index(drop=True), rows, ks)
     if closed:
         cf = frame.make(["interval"] * len(closed), [c[0] for c in closed],
