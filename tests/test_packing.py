@@ -11,6 +11,7 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cti.adapters import FIELD_COLUMN
 from cti.runtime.spark.packing import key_shards, pack, routed, unpack
 from cti.runtime.spark.schema import IN_SCHEMA, arrow_schema
 from cti.runtime.spark.source import MIN_PIECE, READ_CHUNK, QueryRoute, cuts
@@ -89,10 +90,30 @@ def test_packed_rows_unpack_to_the_same_rows(first, steps, kinds):
     table = _rows(kinds[:n], [json.dumps({"k": i}) for i in range(n)]).set_column(
         1, "seq", pa.array(seq))
     table = table.append_column("own", pa.array(np.zeros(n, np.int32)))
-    got = unpack_one(pack(table, first), first).drop(columns=["group"])
+    got = unpack_one(pack(table, first), first)
+    assert got["text"].isna().all()  # no field texts given
+    got = got.drop(columns=["group", "text"])
     want = table.to_pandas()
     assert got.columns.tolist() == want.columns.tolist()
     assert got.to_dict("list") == want.to_dict("list")
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(VALUES, min_size=1, max_size=30), st.data(), st.integers(2, 4))
+def test_a_shard_gets_the_field_texts_of_its_own_events(values, data, shards):
+    """Where the adapter gives a field's texts, each shard's own events carry them (``text``),
+    and no other row does."""
+    n = len(values)
+    given = data.draw(st.lists(st.booleans(), min_size=n, max_size=n))
+    texts = [json.dumps(v) if g else None for v, g in zip(values, given, strict=True)]
+    rows = _rows(["point"] * n + ["cti"], [*_payloads(values).to_pylist(), None]
+                 ).append_column(FIELD_COLUMN + "k", pa.array([*texts, None], pa.string()))
+    route = QueryRoute(0, shards, {(0, 0): "k"}, frozenset(), with_inputs=False)
+    owners = key_shards(_payloads(values), "k", shards)
+    for shard, part in routed(route, 0, rows):
+        got = unpack_one(pack(part, 0))["text"]
+        want = [t if o == shard else None for t, o in zip(texts, owners, strict=True)]
+        assert [None if pd.isna(t) else t for t in got] == [*want, None]
 
 
 @settings(max_examples=200, deadline=None)

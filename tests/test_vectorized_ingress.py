@@ -4,6 +4,7 @@ back) the row machine takes the batch on the same state, so the two can take tur
 
 from __future__ import annotations
 
+import json
 import pickle
 
 import pandas as pd
@@ -187,3 +188,63 @@ def test_owner_mode_outputs_the_owned_events_and_counts_the_rest(data):
     counted = got[got["kind"] == "summary"].set_index("status")["weight"].to_dict()
     expected = want[want["status"].isin(statuses)]["status"].value_counts().to_dict()
     assert counted == expected
+
+
+# A field's value and a JSON text of it, as an adapter may write it (equal values, other texts).
+SPELLINGS = [(1, "1"), (1.0, "1.0"), (1.0, "1.00"), (True, "true"), ("a", '"a"'),
+             ("a", '"\\u0061"'), (None, "null"), ({"x": 1, "y": 2}, '{"x":1,"y":2}'),
+             ({"x": 1, "y": 2}, '{"y":2,"x":1}')]
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data())
+def test_a_shards_chunk_straight_from_the_arrays_is_the_chunk_of_its_rows(data):
+    """``shard_chunk`` (a shard that passes no rows on): the same state as ``process_group``,
+    its rows without the owner's event rows, the chunk ``_chunk`` takes from those rows, and,
+    where every kept event has its field's text, the field's codes: equal exactly where the
+    payloads' values are JSON-equal, each standing for its rows' value."""
+    from cti.operators import frame as frames
+    from cti.runtime.spark.operators import _chunk
+
+    spec = data.draw(specs())
+    items = [r for r in data.draw(rows(spec.shape)) if r[3] != "invalid"]
+    items = [(*r[:1], seq, *r[2:]) for seq, r in enumerate(items)]
+    spelled = data.draw(st.lists(st.sampled_from(SPELLINGS), min_size=len(items),
+                                 max_size=len(items)))
+    texts = [t if r[6] is not None and data.draw(st.integers(0, 9)) else None
+             for (_, t), r in zip(spelled, items, strict=True)]
+    items = [(*r[:6], f'{{"k":{t},"n":{r[1]}}}' if r[6] is not None else None, *r[7:])
+             for (_, t), r in zip(spelled, items, strict=True)]
+    owners = data.draw(st.lists(st.integers(0, 2), min_size=len(items), max_size=len(items)))
+    table = frame(items).assign(own=owners, text=pd.Categorical(texts))
+    full, shard = IngressMachine([spec]), IngressMachine([spec])
+    try:
+        want = vectorized.process_group(full, table, owner=1)
+    except CtiError:
+        return
+    got = vectorized.shard_chunk(shard, table, 1, "k")
+    assert (got is None) == (want is None)
+    if want is None:
+        return
+    event("vectorised")
+    assert pickle.dumps(shard.state) == pickle.dumps(full.state)
+    rows_got, chunk = got
+    pd.testing.assert_frame_equal(rows_got.reset_index(drop=True),
+                                  want[want["weight"] != 0].reset_index(drop=True))
+    expected = _chunk(want, 0, 1, "k", 3)
+    pd.testing.assert_frame_equal(chunk.events, expected.events)
+    assert chunk.ctis == expected.ctis
+    if not len(chunk.events):
+        return
+    kept_texts = [texts[json.loads(p)["n"]] for p in chunk.events["payload"]]
+    if None in kept_texts:
+        assert chunk.fields == {}
+        return
+    event("field codes known")
+    codes, values = chunk.fields["k"]
+    parsed = [json.loads(p)["k"] for p in chunk.events["payload"]]
+    canon = [json.dumps(v, sort_keys=True) for v in parsed]
+    assert [json.dumps(values[c], sort_keys=True) for c in codes] == canon
+    want_codes, _ = frames.field_codes(chunk.events, "k")
+    pairs = set(zip(codes.tolist(), want_codes.tolist(), strict=True))
+    assert len(pairs) == len(set(codes.tolist())) == len(set(want_codes.tolist()))

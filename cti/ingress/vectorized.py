@@ -21,7 +21,7 @@ import pandas as pd
 from cti.events import EventShape
 from cti.ingress.machine import IngressMachine
 from cti.ingress.spec import StreamSpec
-from cti.operators.frame import stack
+from cti.operators.frame import Chunk, filled, make, stack, text_codes
 from cti.settings import AdvanceTimePolicy
 from cti.time import MAX_TIME, MIN_TIME, format_time
 
@@ -80,7 +80,7 @@ def process_group(machine: IngressMachine, pdf: pd.DataFrame, owner: int | None 
     done = _process(specs[i], machine.state["streams"][i], pdf[mine], i, owner)
     if done is None:
         return None
-    out, ctis = done
+    out, ctis, _ = done
     for j in machine.importers[i]:
         machine.state["streams"][j]["imported"].extend(ctis)
     rest = out_rows_to_pandas(machine.process(in_rows_from_pandas(pdf[~mine])))
@@ -89,11 +89,30 @@ def process_group(machine: IngressMachine, pdf: pd.DataFrame, owner: int | None 
     return stack([out, rest])
 
 
+def shard_chunk(machine: IngressMachine, pdf: pd.DataFrame, owner: int,
+                field: str | None = None) -> tuple[pd.DataFrame, Chunk] | None:
+    """A query shard's micro-batch of a group of one common stream, when the shard passes no
+    ingress rows on: the chunk its operators take (the ``owner``'s accepted and adjusted
+    events and the stream's CTIs), built straight from the arrays, and the output rows of
+    ``process_group(machine, pdf, owner)`` without the owner's event rows (the CTI and the
+    summary rows: what the metrics need). None where ``process_group`` would give None.
+    ``field``: the payload field that spreads the query; where ``pdf`` has its JSON text for
+    every event the chunk keeps (``text``, see ``packing.routed``), the chunk carries its
+    codes (``Chunk.fields``)."""
+    if not eligible(machine.specs):
+        return None
+    done = _process(machine.specs[0], machine.state["streams"][0], pdf, 0, owner,
+                    events_apart=True, field=field)
+    return None if done is None else (done[0], done[2])
+
+
 def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int,
-             owner: int | None = None) -> tuple[pd.DataFrame, list[tuple[tuple, int]]] | None:
-    """Stream ``index``'s output rows, and each CTI it emitted with its place in arrival
-    order (the merge key of the row that made it); None where the row machine must run.
-    ``owner``: see ``process_group``."""
+             owner: int | None = None, events_apart: bool = False, field: str | None = None
+             ) -> tuple[pd.DataFrame, list[tuple[tuple, int]], Chunk] | None:
+    """Stream ``index``'s output rows, each CTI it emitted with its place in arrival order
+    (the merge key of the row that made it), and (``events_apart``, with an ``owner``) the
+    owner's chunk, whose event rows the output then leaves out; None where the row machine
+    must run. ``owner``: see ``process_group``; ``field``: see ``shard_chunk``."""
     if st["eos"] or st["pending"] or st["imported"] or st["open_edges"]:
         return None
     seq = pdf["seq"].to_numpy(np.int64)
@@ -105,7 +124,8 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
     n = len(seq)
     if n == 0:
         empty = _frame({}, index)
-        return (empty if owner is None else empty.assign(weight=np.zeros(0, np.int64))), []
+        return ((empty if owner is None else empty.assign(weight=np.zeros(0, np.int64))), [],
+                Chunk.empty())
     if not np.array_equal(seq, np.arange(st["next_in_seq"], st["next_in_seq"] + n)):
         return None
     take = slice(None) if keep.all() else keep
@@ -176,6 +196,17 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
     if owner is not None:  # events of other shards: counted, not output
         rows_ev = np.flatnonzero(is_ev & (pdf["own"].to_numpy(np.int32)[take] == owner))
         others = _counted({"accepted": accepted, "adjusted": adjust, "dropped": dropped})
+    chunk = Chunk.empty()
+    if events_apart and owner is not None:  # the chunk from the arrays; no event rows
+        kept = rows_ev[~dropped[rows_ev]]
+        kept_start = np.where(adjust[kept], before[kept], start[kept])
+        pays = payload[kept]
+        chunk = Chunk(make(filled(len(kept), ev_kind), kept_start,
+                           kept_start + 1 if ev_kind == "point" else end[kept],
+                           np.where(pd.isna(pays), "{}", pays) if len(pays) else pays,
+                           filled(len(kept), "")),
+                      candidate[emits_cti].tolist(), _known_field(pdf, take, kept, field))
+        rows_ev = rows_ev[:0]
     order = np.argsort(np.concatenate([rows_ev * 2, rows_cti * 2 + 1]), kind="stable")
 
     extra = 0 if others is None else len(others["weight"])
@@ -247,7 +278,20 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
     st["last_arrival"] = int(run[-1])
     st["last_key"] = (int(run[-1]), index, int(seq[-1]))
     st["eos"] = bool(is_eos.any())
-    return out, cti_keys
+    return out, cti_keys, chunk
+
+
+def _known_field(pdf: pd.DataFrame, take: Any, kept: np.ndarray, field: str | None
+                 ) -> dict[str, tuple[np.ndarray, list[Any]]]:
+    """``{field: field_codes}`` of the ``kept`` rows from the ``text`` column, if it has a
+    text for each of them; else nothing."""
+    text = pdf["text"] if field is not None and "text" in pdf else None
+    if text is None or not isinstance(text.dtype, pd.CategoricalDtype) or not len(kept):
+        return {}
+    codes = text.cat.codes.to_numpy()[take][kept]
+    if (codes < 0).any():
+        return {}
+    return {field: text_codes(codes, text.cat.categories.tolist())}
 
 
 def _counted(masks: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import attrs
@@ -42,8 +42,16 @@ def _objects(values: Iterable[Any]) -> np.ndarray:
     return out
 
 
+def filled(n: int, value: Any) -> np.ndarray:
+    """An object array of ``n`` times ``value`` (``np.full`` takes ten times as long)."""
+    out = np.empty(n, dtype=object)
+    out.fill(value)
+    return out
+
+
 def make(kind: Iterable[str], start: Iterable[int], end: Iterable[int],
          payload: Iterable[str], key: Iterable[str]) -> pd.DataFrame:
+    """A frame of these columns; numpy arrays become its columns as they are (no copy)."""
     return pd.DataFrame({
         "kind": _objects(kind),
         "start": np.asarray(start if isinstance(start, np.ndarray) else list(start),
@@ -51,7 +59,7 @@ def make(kind: Iterable[str], start: Iterable[int], end: Iterable[int],
         "end": np.asarray(end if isinstance(end, np.ndarray) else list(end), dtype=np.int64),
         "payload": _objects(payload),
         "key": _objects(key),
-    })
+    }, copy=False)
 
 
 def concat(frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
@@ -160,6 +168,16 @@ def field_codes(frame: pd.DataFrame, field: str | Callable[[dict[str, Any]], Any
     return codes.astype(np.int64), [values[i] for i in first]
 
 
+def text_codes(codes: np.ndarray, texts: Sequence[str]) -> tuple[np.ndarray, list[Any]]:
+    """``field_codes`` from each row's code into ``texts``, the JSON texts of the values (as an
+    adapter gives them: ``cti.adapters.FIELD_COLUMN``): JSON-equal texts share a code."""
+    values = [json.loads(t) for t in texts]
+    merged, uniques = pd.factorize(_objects([_value_json(v) for v in values]))
+    first = np.zeros(len(uniques), np.int64)
+    first[merged[::-1]] = np.arange(len(merged))[::-1]  # a text of each distinct value
+    return merged[codes].astype(np.int64), [values[i] for i in first]
+
+
 def keys_with(frame: pd.DataFrame, codes: np.ndarray, values: list[Any]) -> np.ndarray:
     """Each row's group key extended by a value (``group_by``), given as each row's code and
     the value of each code (``field_codes``): a JSON list, computed once per distinct
@@ -199,10 +217,13 @@ def _value_json(value: Any) -> str:
 
 @attrs.define
 class Chunk:
-    """One step of a stream: new event items and the CTIs (increasing) that came with them."""
+    """One step of a stream: new event items and the CTIs (increasing) that came with them.
+    ``fields`` may hold a payload field's ``field_codes`` of exactly these ``events``, known
+    already (an operator's output is a new chunk, without them)."""
 
     events: pd.DataFrame
     ctis: list[int]
+    fields: dict[str, tuple[np.ndarray, list[Any]]] = attrs.field(factory=dict)
 
     @classmethod
     def empty(cls) -> Chunk:

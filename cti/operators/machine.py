@@ -113,7 +113,8 @@ class QueryMachine:
         part goes back into the output payloads."""
         ev = chunk.events.copy()
         if len(ev):
-            ev["key"] = frame.keys_with(ev, *frame.field_codes(ev, node.field))
+            known = chunk.fields.get(node.field) if isinstance(node.field, str) else None
+            ev["key"] = frame.keys_with(ev, *(known or frame.field_codes(ev, node.field)))
         group_inputs = [n for n in plan.walk(node.body) if isinstance(n, plan.GroupInput)]
         for g in group_inputs:
             memo[id(g)] = Chunk(ev, chunk.ctis)

@@ -101,12 +101,19 @@ def query_function(queries: Sequence[Any], groups: Sequence[Any],
         saved = pickle.loads(state.get[0]) if state.exists else {
             "ingress": {g: None for g in mine}, "machine": None}
         machine = QueryMachine(plans[q], [], saved["machine"])
-        out, ingress_out = [], {}
+        out, ingress_out, direct = [], {}, {}
         for g in mine:
             ingress = IngressMachine(specs[g], saved["ingress"][g])
             part = rows if len(mine) == 1 else rows[rows["group"] == g]
             passing = with_inputs and shard == 0 and reporter[g] == q
-            got = vectorized.process_group(ingress, part, None if passing else shard)
+            got = None
+            if not passing:  # the shard's chunk straight from the vectorised ingress
+                done = vectorized.shard_chunk(ingress, part, shard,
+                                              routes[q].fields.get((g, 0)))
+                if done is not None:
+                    got, direct[(g, 0)] = done
+            if got is None:
+                got = vectorized.process_group(ingress, part, None if passing else shard)
             if got is None:
                 got = out_rows_to_pandas(ingress.process(in_rows_from_pandas(part)))
             if "weight" not in got:  # every row stands for itself
@@ -116,8 +123,8 @@ def query_function(queries: Sequence[Any], groups: Sequence[Any],
             if shard == 0 and reporter[g] == q:
                 out.append(_passed(got, g) if with_inputs else _summary(got, g))
         route = routes[q]
-        chunks = [_chunk(ingress_out[g], i, shard, route.fields.get((g, i)), route.shards)
-                  for g, i in refs[q]]
+        chunks = [direct[(g, i)] if (g, i) in direct else _chunk(
+            ingress_out[g], i, shard, route.fields.get((g, i)), route.shards) for g, i in refs[q]]
         events, ctis = machine.step(chunks)
         saved["machine"] = machine.state
         state.update((pickle.dumps(saved, protocol=pickle.HIGHEST_PROTOCOL),))

@@ -122,12 +122,16 @@ def owners(payloads: pa.Array, field: str | None, shards: int,
 
 def routed(route: QueryRoute, group: int, rows: pa.Table) -> Iterable[tuple[int, pa.Table]]:
     """One piece of a group's input rows (``IN_SCHEMA`` columns), for each shard of the query:
-    the rows with ``own`` set and payloads kept only where that shard needs them."""
+    the rows with ``own`` set, payloads kept only where that shard needs them, and ``text``,
+    the JSON text of the field that spreads the query, on the shard's own events where the
+    adapter gave it (so the shard need not read it from the payloads again)."""
     stream = rows.column("stream").to_numpy()
     kind = rows.column("kind").combine_chunks()
     payload = rows.column("payload").combine_chunks()
-    own = np.full(rows.num_rows, -1, np.int32)
-    edge = np.zeros(rows.num_rows, bool)
+    n = rows.num_rows
+    own = np.full(n, -1, np.int32)
+    text_codes, dictionaries = np.full(n, -1, np.int32), []
+    edge = np.zeros(n, bool)
     has_payload = payload.is_valid().to_numpy(zero_copy_only=False)
     for (g, i), field in route.fields.items():
         mine = (stream == i) & (g == group) & has_payload
@@ -137,6 +141,13 @@ def routed(route: QueryRoute, group: int, rows: pa.Table) -> Iterable[tuple[int,
         texts = (rows.column(given).combine_chunks().filter(pa.array(mine))
                  if given in rows.column_names else None)
         own[mine] = owners(payload.filter(pa.array(mine)), field, route.shards, texts)
+        if texts is not None and field is not None:
+            encoded = texts.dictionary_encode()
+            codes = encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False)
+            text_codes[mine] = np.where(codes >= 0, codes + sum(map(len, dictionaries)), -1)
+            dictionaries.append(encoded.dictionary)
+    dictionary = (pa.concat_arrays(dictionaries) if dictionaries
+                  else pa.array([], pa.string()))
     for g, i in route.edges:
         edge |= (stream == i) & (g == group)
     shared = edge | ~pc.is_in(kind, pa.array(["point", "interval"])).to_numpy(
@@ -145,18 +156,22 @@ def routed(route: QueryRoute, group: int, rows: pa.Table) -> Iterable[tuple[int,
     at = with_own.schema.get_field_index("payload")
     for shard in range(route.shards):
         keep = shared | (own == shard) | (route.with_inputs and shard == 0)
-        yield shard, with_own.set_column(at, _ARROW.field("payload"),
-                                         pc.if_else(pa.array(keep), payload, None))
+        text = pa.DictionaryArray.from_arrays(
+            pa.array(text_codes, mask=(text_codes < 0) | (own != shard)), dictionary)
+        yield shard, with_own.set_column(at, _ARROW.field("payload"), pc.if_else(
+            pa.array(keep), payload, None)).append_column(_ARROW.field("text"), text)
 
 
 _COMPRESSED = pa.ipc.IpcWriteOptions(compression="lz4")  # a quarter of the bytes to shuffle
 
 
 def pack(rows: pa.Table, first_seq: int) -> bytes:
-    """Rows (``IN_SCHEMA`` columns and ``own``) as an Arrow IPC stream (LZ4 buffers). Fewer
-    bytes for Spark to carry: ``kind`` (a few distinct values) travels dictionary-encoded, and
-    ``seq`` not at all where it counts up from ``first_seq`` (the packed row's ``seq``), as it
-    does for a columnar adapter's rows."""
+    """Rows (``IN_SCHEMA`` columns, ``own`` and maybe ``text``) as an Arrow IPC stream (LZ4
+    buffers). Fewer bytes for Spark to carry: ``kind`` (a few distinct values) travels
+    dictionary-encoded, and ``seq`` not at all where it counts up from ``first_seq`` (the
+    packed row's ``seq``), as it does for a columnar adapter's rows."""
+    if "text" not in rows.column_names:
+        rows = rows.append_column(_ARROW.field("text"), pa.nulls(rows.num_rows, _TEXT))
     rows = rows.cast(_ARROW)
     seq = rows.column("seq").to_numpy()
     if len(seq) and seq[0] == first_seq and (np.diff(seq) == 1).all():
@@ -184,6 +199,9 @@ def unpack(packed: pd.DataFrame) -> pd.DataFrame:
     return pa.concat_tables(tables).to_pandas()
 
 
-_ARROW = arrow_schema(StructType([*IN_SCHEMA.fields, StructField("own", IntegerType(), False)]))
+_TEXT = pa.dictionary(pa.int32(), pa.string())  # the spreading field's JSON text (``routed``)
+_ARROW = pa.schema([*arrow_schema(StructType([*IN_SCHEMA.fields,
+                                              StructField("own", IntegerType(), False)])),
+                    pa.field("text", _TEXT)])
 _IN_ARROW = arrow_schema(IN_SCHEMA)
 _KIND = pa.field("kind", pa.dictionary(pa.int8(), pa.string()), nullable=False)
