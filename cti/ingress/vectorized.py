@@ -119,16 +119,19 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
     if len(seq) > 1 and not (seq[1:] > seq[:-1]).all():
         pdf = pdf.sort_values("seq", kind="stable")
         seq = pdf["seq"].to_numpy(np.int64)
-    keep = seq >= st["next_in_seq"]  # rows seen before are replays
-    seq = seq[keep]
+        if not (seq[1:] > seq[:-1]).all():  # a row twice
+            return None
+    # Rows seen before are replays; the rest must go on from the next row, without a gap (they
+    # increase strictly, so the first and the last say so).
+    take = slice(int(np.searchsorted(seq, st["next_in_seq"])), None)
+    seq = seq[take]
     n = len(seq)
     if n == 0:
         empty = _frame({}, index)
         return ((empty if owner is None else empty.assign(weight=np.zeros(0, np.int64))), [],
                 Chunk.empty())
-    if not np.array_equal(seq, np.arange(st["next_in_seq"], st["next_in_seq"] + n)):
+    if seq[0] != st["next_in_seq"] or seq[-1] != st["next_in_seq"] + n - 1:
         return None
-    take = slice(None) if keep.all() else keep
     kind = pdf["kind"].to_numpy(object)[take]
     start = pdf["start"].to_numpy(np.int64)[take]
     end = pdf["end"].to_numpy(np.int64)[take]
@@ -162,8 +165,8 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
     ev_idx = np.flatnonzero(is_ev)
     count, gen_ref = st["count"], st["gen_ref"]
     if spec.event_count is not None:
-        ordinal = count + np.arange(1, len(ev_idx) + 1)
-        generating[ev_idx[ordinal % spec.event_count == 0]] = True
+        # The events whose ordinal (count + 1, count + 2, ...) is a multiple of the count.
+        generating[ev_idx[(-count - 1) % spec.event_count::spec.event_count]] = True
         count = int((count + len(ev_idx)) % spec.event_count)
     else:
         d = spec.duration
@@ -190,7 +193,7 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
     accepted = is_ev & ~violates
 
     # Output rows: each input row's event row, then the CTI it generated (or its regression).
-    rows_ev = np.flatnonzero(is_ev)
+    rows_ev = ev_idx
     rows_cti = np.flatnonzero(emits_cti | regression)
     others = None
     if owner is not None:  # events of other shards: counted, not output

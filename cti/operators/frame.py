@@ -184,7 +184,13 @@ def keys_with(frame: pd.DataFrame, codes: np.ndarray, values: list[Any]) -> np.n
     (key, value)."""
     if not len(frame):
         return np.empty(0, object)
-    k_codes, k_uniques = pd.factorize(frame["key"].to_numpy(object))
+    keys = frame["key"].to_numpy(object)
+    if (keys == "").all():  # no key yet (a group_by outside any other): one key per value
+        table = np.empty(len(values), object)
+        used = np.flatnonzero(np.bincount(codes, minlength=len(values)))
+        table[used] = ["[" + _value_json(values[v]) + "]" for v in used.tolist()]
+        return table[codes]
+    k_codes, k_uniques = pd.factorize(keys)
     pair = k_codes.astype(np.int64) * len(values) + codes
     p_codes, p_uniques = pd.factorize(pair)
     # key_json([*parent, value]) from texts: the parent list's text opened, the value's text.

@@ -111,10 +111,12 @@ class QueryMachine:
                      memo: dict[int, Chunk]) -> Chunk:
         """Each event's key gains the value of ``field``; the body runs keyed; the key's last
         part goes back into the output payloads."""
-        ev = chunk.events.copy()
+        ev = chunk.events
         if len(ev):
             known = chunk.fields.get(node.field) if isinstance(node.field, str) else None
-            ev["key"] = frame.keys_with(ev, *(known or frame.field_codes(ev, node.field)))
+            keys = frame.keys_with(ev, *(known or frame.field_codes(ev, node.field)))
+            ev = frame.make(*(ev[c].to_numpy() for c in ("kind", "start", "end", "payload")),
+                            keys)
         group_inputs = [n for n in plan.walk(node.body) if isinstance(n, plan.GroupInput)]
         for g in group_inputs:
             memo[id(g)] = Chunk(ev, chunk.ctis)
