@@ -69,3 +69,19 @@ JSON_VALUES = st.recursive(
 def test_a_key_of_any_json_value_is_its_canonical_json_text(values, parent):
     ev = _frame(values, [parent] * len(values), set())
     assert list(frame.keys_with(ev, *frame.field_codes(ev, "k"))) == _one_by_one(ev)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.one_of(VALUES, st.text(max_size=4)), st.booleans()), min_size=1,
+                max_size=12), st.data())
+def test_codes_from_an_adapters_texts_are_the_codes_of_the_values(pairs, data):
+    """``text_codes``: each row's value is its text's value, and rows share a code exactly when
+    their values are JSON-equal, however the texts spell them (``ensure_ascii`` or not)."""
+    texts = [json.dumps(v, ensure_ascii=a) for v, a in pairs]
+    codes = np.asarray(data.draw(st.lists(st.integers(0, len(texts) - 1), min_size=1,
+                                          max_size=20)))
+    got, values = frame.text_codes(codes, texts)
+    canon = [json.dumps(json.loads(texts[c]), sort_keys=True) for c in codes]
+    assert [json.dumps(values[g], sort_keys=True) for g in got] == canon
+    assert len(set(zip(got.tolist(), canon, strict=True))) == len(set(got.tolist())) \
+        == len(set(canon))

@@ -171,11 +171,22 @@ def field_codes(frame: pd.DataFrame, field: str | Callable[[dict[str, Any]], Any
 def text_codes(codes: np.ndarray, texts: Sequence[str]) -> tuple[np.ndarray, list[Any]]:
     """``field_codes`` from each row's code into ``texts``, the JSON texts of the values (as an
     adapter gives them: ``cti.adapters.FIELD_COLUMN``): JSON-equal texts share a code."""
-    values = [json.loads(t) for t in texts]
+    used = np.flatnonzero(np.bincount(codes, minlength=len(texts)))  # the texts rows have
+    values = [_text_value(texts[i]) for i in used.tolist()]
     merged, uniques = pd.factorize(_objects([_value_json(v) for v in values]))
     first = np.zeros(len(uniques), np.int64)
     first[merged[::-1]] = np.arange(len(merged))[::-1]  # a text of each distinct value
-    return merged[codes].astype(np.int64), [values[i] for i in first]
+    code_of = np.zeros(len(texts), np.int64)
+    code_of[used] = merged
+    return code_of[codes], [values[i] for i in first]
+
+
+def _text_value(text: str) -> Any:
+    """The value of a JSON text; a plain ASCII string's directly (``_value_json`` backwards)."""
+    if len(text) > 1 and text[0] == '"' and text[-1] == '"' and text.isascii() \
+            and text.isprintable() and '"' not in text[1:-1] and "\\" not in text:
+        return text[1:-1]
+    return json.loads(text)
 
 
 def keys_with(frame: pd.DataFrame, codes: np.ndarray, values: list[Any]) -> np.ndarray:

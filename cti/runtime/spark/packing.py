@@ -156,10 +156,19 @@ def routed(route: QueryRoute, group: int, rows: pa.Table) -> Iterable[tuple[int,
     at = with_own.schema.get_field_index("payload")
     for shard in range(route.shards):
         keep = shared | (own == shard) | (route.with_inputs and shard == 0)
-        text = pa.DictionaryArray.from_arrays(
-            pa.array(text_codes, mask=(text_codes < 0) | (own != shard)), dictionary)
         yield shard, with_own.set_column(at, _ARROW.field("payload"), pc.if_else(
-            pa.array(keep), payload, None)).append_column(_ARROW.field("text"), text)
+            pa.array(keep), payload, None)).append_column(
+            _ARROW.field("text"), _shard_texts(text_codes, dictionary, own == shard))
+
+
+def _shard_texts(codes: np.ndarray, dictionary: pa.Array, mine: np.ndarray
+                 ) -> pa.DictionaryArray:
+    """The texts of the ``mine`` rows (code -1: none), with the dictionary of those alone."""
+    mine = mine & (codes >= 0)
+    used = np.unique(codes[mine])
+    return pa.DictionaryArray.from_arrays(
+        pa.array(np.searchsorted(used, codes).astype(np.int32), mask=~mine),
+        dictionary.take(pa.array(used)))
 
 
 _COMPRESSED = pa.ipc.IpcWriteOptions(compression="lz4")  # a quarter of the bytes to shuffle
