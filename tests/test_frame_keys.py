@@ -85,3 +85,40 @@ def test_codes_from_an_adapters_texts_are_the_codes_of_the_values(pairs, data):
     assert [json.dumps(values[g], sort_keys=True) for g in got] == canon
     assert len(set(zip(got.tolist(), canon, strict=True))) == len(set(got.tolist())) \
         == len(set(canon))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(VALUES, st.integers(0, 30), st.booleans()), min_size=1, max_size=40),
+       st.booleans())
+def test_a_group_by_given_its_fields_codes_gives_what_it_reads_from_the_payloads(rows, where):
+    """A chunk that carries a field's codes (``Chunk.fields``, as a Spark shard's input chunk
+    does) gives a ``group_by`` on that field, straight or after a ``where``, the same output as
+    the same chunk without them; the codes reach it."""
+    from adapters.memory import MemoryInputAdapterFactory
+    from cti import AdvanceTimeSettings, Application, CepStream, EventShape, agg
+    from cti.operators.machine import QueryMachine
+
+    stream = CepStream.create("s", MemoryInputAdapterFactory(), [], EventShape.POINT,
+                              AdvanceTimeSettings.increasing_start_time(),
+                              application=Application())
+    source = stream.where(lambda p: p["keep"]) if where else stream
+    query = source.group_by("k").apply(
+        lambda g: g.tumbling_window(10).aggregate(n=agg.count()))
+    payloads = [json.dumps({"k": v, "keep": keep, "n": i}, sort_keys=True,
+                           separators=(",", ":")) for i, (v, _, keep) in enumerate(rows)]
+    events = frame.make(["point"] * len(rows), [t for _, t, _ in rows],
+                        [t + 1 for _, t, _ in rows], payloads, [""] * len(rows))
+    known = frame.field_codes(events, "k")
+    read = frame.field_codes  # without the codes, group_by reads them: count its calls
+    calls = []
+    frame.field_codes = lambda *a: calls.append(1) or read(*a)
+    try:
+        outs = [QueryMachine(query.node, query.inputs()).step(
+            [frame.Chunk(events, [5, 40], fields)]) for fields in ({}, {"k": known})]
+    finally:
+        frame.field_codes = read
+    # Only the chunk without codes was read (where the group_by had events at all).
+    assert len(calls) == int(any(keep for _, _, keep in rows) or not where)
+    (plain, plain_ctis), (given_out, given_ctis) = outs
+    assert given_ctis == plain_ctis
+    assert given_out.to_dict("list") == plain.to_dict("list")
