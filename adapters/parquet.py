@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from cti.adapters import FIELD_COLUMN, AdapterItem, Arriving, InvalidInput
@@ -33,6 +32,9 @@ from cti.time import MAX_TIME, MIN_TIME
 
 if TYPE_CHECKING:
     import pandas as pd
+
+# pyarrow.compute is imported where rows are read: the process Spark starts for the Python
+# streaming source on every query start unpickles this module only to count the rows.
 
 NULL = MIN_TIME  # a missing time in cti's row form
 _KINDS = {EventShape.POINT: "point", EventShape.INTERVAL: "interval"}
@@ -80,6 +82,8 @@ _PLAIN_TEXT = r'^[\x20-\x21\x23-\x5b\x5d-\x7e]*$'  # printable ASCII but " and \
 def _json_values(column: pa.ChunkedArray) -> pa.ChunkedArray | None:
     """A column's values as JSON text, where Arrow's text of them is exactly ``json.dumps``'s
     (integers, booleans, strings of plain printable ASCII); else None."""
+    import pyarrow.compute as pc
+
     t = column.type
     if pa.types.is_integer(t):
         text = pc.cast(column, pa.string())
@@ -99,6 +103,8 @@ def _payloads(table: pa.Table, cols: list[str]) -> tuple[pa.Array, dict[str, pa.
     Arrow's string kernels; a column whose Arrow text is not exact is written by pandas. And
     the JSON text of each column whose Arrow text is exact (``read_frame``'s ``field:`` columns).
     """
+    import pyarrow.compute as pc
+
     if not cols or not table.num_rows:
         return pa.array(["{}"] * table.num_rows, pa.string()), {}
     parts: list[Any] = []
@@ -150,6 +156,8 @@ class ParquetInputAdapter:
         arrival, partition, error (the rule a bad row breaks, else null); and ``field:<name>``,
         the JSON text of payload field <name>, for the columns whose text Arrow writes exactly
         (the Spark source routes rows by it without parsing the payloads)."""
+        import pyarrow.compute as pc
+
         c = self.config
         table = _table(c.path).slice(start, max(0, end - start))
         named = {c.start_column, c.end_column, c.arrival_column, c.partition_column} - {None}
