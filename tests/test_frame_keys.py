@@ -75,14 +75,17 @@ def test_a_key_of_any_json_value_is_its_canonical_json_text(values, parent):
 @given(st.lists(st.tuples(st.one_of(VALUES, st.text(max_size=4)), st.booleans()), min_size=1,
                 max_size=12), st.data())
 def test_codes_from_an_adapters_texts_are_the_codes_of_the_values(pairs, data):
-    """``text_codes``: each row's value is its text's value, and rows share a code exactly when
-    their values are JSON-equal, however the texts spell them (``ensure_ascii`` or not)."""
-    texts = [json.dumps(v, ensure_ascii=a) for v, a in pairs]
+    """``text_codes``: each row's value is its text's value, and its key text the value's in
+    ``key_json``; rows share a code exactly when their values are JSON-equal, however the texts
+    spell them (``ensure_ascii`` or not, ``-0``, ``1.0``)."""
+    texts = [json.dumps(v, ensure_ascii=a) for v, a in pairs] + ["-0", "0", "1.0", "1", "7.50"]
     codes = np.asarray(data.draw(st.lists(st.integers(0, len(texts) - 1), min_size=1,
                                           max_size=20)))
-    got, values = frame.text_codes(codes, texts)
+    got, values, key_texts = frame.text_codes(codes, texts)
     canon = [json.dumps(json.loads(texts[c]), sort_keys=True) for c in codes]
     assert [json.dumps(values[g], sort_keys=True) for g in got] == canon
+    assert [key_texts[g] for g in got] == [frame.key_json([json.loads(texts[c])])[1:-1]
+                                           for c in codes]
     assert len(set(zip(got.tolist(), canon, strict=True))) == len(set(got.tolist())) \
         == len(set(canon))
 
@@ -108,7 +111,7 @@ def test_a_group_by_given_its_fields_codes_gives_what_it_reads_from_the_payloads
                            separators=(",", ":")) for i, (v, _, keep) in enumerate(rows)]
     events = frame.make(["point"] * len(rows), [t for _, t, _ in rows],
                         [t + 1 for _, t, _ in rows], payloads, [""] * len(rows))
-    known = frame.field_codes(events, "k")
+    known = frame.text_codes(np.arange(len(rows)), [json.dumps(v) for v, _, _ in rows])
     read = frame.field_codes  # without the codes, group_by reads them: count its calls
     calls = []
     frame.field_codes = lambda *a: calls.append(1) or read(*a)

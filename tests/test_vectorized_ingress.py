@@ -241,10 +241,11 @@ def test_a_shards_chunk_straight_from_the_arrays_is_the_chunk_of_its_rows(data):
         assert chunk.fields == {}
         return
     event("field codes known")
-    codes, values = chunk.fields["k"]
+    codes, values, key_texts = chunk.fields["k"]
     parsed = [json.loads(p)["k"] for p in chunk.events["payload"]]
     canon = [json.dumps(v, sort_keys=True) for v in parsed]
     assert [json.dumps(values[c], sort_keys=True) for c in codes] == canon
+    assert [key_texts[c] for c in codes] == [frames.key_json([v])[1:-1] for v in parsed]
     want_codes, _ = frames.field_codes(chunk.events, "k")
     pairs = set(zip(codes.tolist(), want_codes.tolist(), strict=True))
     assert len(pairs) == len(set(codes.tolist())) == len(set(want_codes.tolist()))

@@ -285,8 +285,8 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
 
 
 def _known_field(pdf: pd.DataFrame, take: Any, kept: np.ndarray, field: str | None
-                 ) -> dict[str, tuple[np.ndarray, list[Any]]]:
-    """``{field: field_codes}`` of the ``kept`` rows from the ``text`` column, if it has a
+                 ) -> dict[str, tuple[np.ndarray, list[Any], list[str]]]:
+    """``{field: text_codes}`` of the ``kept`` rows from the ``text`` column, if it has a
     text for each of them; else nothing."""
     text = pdf["text"] if field is not None and "text" in pdf else None
     if text is None or not isinstance(text.dtype, pd.CategoricalDtype) or not len(kept):

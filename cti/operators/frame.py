@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -168,45 +169,54 @@ def field_codes(frame: pd.DataFrame, field: str | Callable[[dict[str, Any]], Any
     return codes.astype(np.int64), [values[i] for i in first]
 
 
-def text_codes(codes: np.ndarray, texts: Sequence[str]) -> tuple[np.ndarray, list[Any]]:
+def text_codes(codes: np.ndarray, texts: Sequence[str]
+               ) -> tuple[np.ndarray, list[Any], list[str]]:
     """``field_codes`` from each row's code into ``texts``, the JSON texts of the values (as an
-    adapter gives them: ``cti.adapters.FIELD_COLUMN``): JSON-equal texts share a code."""
+    adapter gives them: ``cti.adapters.FIELD_COLUMN``): JSON-equal texts share a code. And each
+    value's text in a key (``_value_json``), which ``keys_with`` takes."""
     used = np.flatnonzero(np.bincount(codes, minlength=len(texts)))  # the texts rows have
-    values = [_text_value(texts[i]) for i in used.tolist()]
-    merged, uniques = pd.factorize(_objects([_value_json(v) for v in values]))
+    values, canonical = [], []
+    for i in used.tolist():
+        text = texts[i]
+        if _KEY_TEXT.fullmatch(text):  # a plain string or an integer: its own key text
+            values.append(text[1:-1] if text[0] == '"' else int(text))
+            canonical.append(text)
+        else:
+            values.append(json.loads(text))
+            canonical.append(_value_json(values[-1]))
+    merged, uniques = pd.factorize(_objects(canonical))
     first = np.zeros(len(uniques), np.int64)
     first[merged[::-1]] = np.arange(len(merged))[::-1]  # a text of each distinct value
     code_of = np.zeros(len(texts), np.int64)
     code_of[used] = merged
-    return code_of[codes], [values[i] for i in first]
+    return (code_of[codes], [values[i] for i in first],
+            [canonical[i] for i in first])
 
 
-def _text_value(text: str) -> Any:
-    """The value of a JSON text; a plain ASCII string's directly (``_value_json`` backwards)."""
-    if len(text) > 1 and text[0] == '"' and text[-1] == '"' and text.isascii() \
-            and text.isprintable() and '"' not in text[1:-1] and "\\" not in text:
-        return text[1:-1]
-    return json.loads(text)
+# JSON texts that are their value's ``_value_json``: plain printable ASCII strings, integers.
+_KEY_TEXT = re.compile(r'"[\x20\x21\x23-\x5b\x5d-\x7e]*"|0|-?[1-9][0-9]*')
 
 
-def keys_with(frame: pd.DataFrame, codes: np.ndarray, values: list[Any]) -> np.ndarray:
+def keys_with(frame: pd.DataFrame, codes: np.ndarray, values: list[Any],
+              texts: list[str] | None = None) -> np.ndarray:
     """Each row's group key extended by a value (``group_by``), given as each row's code and
-    the value of each code (``field_codes``): a JSON list, computed once per distinct
-    (key, value)."""
+    the value of each code (``field_codes``; ``texts``: each value's ``_value_json`` where
+    known): a JSON list, computed once per distinct (key, value)."""
     if not len(frame):
         return np.empty(0, object)
     keys = frame["key"].to_numpy(object)
     if (keys == "").all():  # no key yet (a group_by outside any other): one key per value
         table = np.empty(len(values), object)
         used = np.flatnonzero(np.bincount(codes, minlength=len(values)))
-        table[used] = ["[" + _value_json(values[v]) + "]" for v in used.tolist()]
+        table[used] = ["[" + (texts[v] if texts is not None else _value_json(values[v])) + "]"
+                       for v in used.tolist()]
         return table[codes]
     k_codes, k_uniques = pd.factorize(keys)
     pair = k_codes.astype(np.int64) * len(values) + codes
     p_codes, p_uniques = pd.factorize(pair)
     # key_json([*parent, value]) from texts: the parent list's text opened, the value's text.
     heads = ["[" if not k else k[:-1] + "," for k in k_uniques]  # "": no key yet
-    texts = [_value_json(v) for v in values]
+    texts = texts if texts is not None else [_value_json(v) for v in values]
     table = np.asarray([heads[k] + texts[v] + "]" for k, v in zip(
         (p_uniques // len(values)).tolist(), (p_uniques % len(values)).tolist(), strict=True)],
         dtype=object)
@@ -235,12 +245,12 @@ def _value_json(value: Any) -> str:
 @attrs.define
 class Chunk:
     """One step of a stream: new event items and the CTIs (increasing) that came with them.
-    ``fields`` may hold a payload field's ``field_codes`` of exactly these ``events``, known
-    already (an operator's output is a new chunk, without them)."""
+    ``fields`` may hold a payload field's ``text_codes`` of exactly these ``events``, known
+    already (an operator's output is a new chunk, without them; ``where`` keeps them)."""
 
     events: pd.DataFrame
     ctis: list[int]
-    fields: dict[str, tuple[np.ndarray, list[Any]]] = attrs.field(factory=dict)
+    fields: dict[str, tuple[np.ndarray, list[Any], list[str]]] = attrs.field(factory=dict)
 
     @classmethod
     def empty(cls) -> Chunk:

@@ -42,7 +42,7 @@ def where(node: plan.Where, chunk: Chunk) -> Chunk:
         return chunk
     keep = np.asarray(frame.map_payloads(ev, lambda p: bool(node.predicate(p))), dtype=bool)
     return Chunk(ev[keep].reset_index(drop=True), chunk.ctis,  # the payloads are the same
-                 {f: (codes[keep], values) for f, (codes, values) in chunk.fields.items()})
+                 {f: (codes[keep], *rest) for f, (codes, *rest) in chunk.fields.items()})
 
 
 def select(node: plan.Select, chunk: Chunk) -> Chunk:
