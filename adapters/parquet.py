@@ -28,6 +28,7 @@ import pyarrow.parquet as pq
 from cti.adapters import FIELD_COLUMN, AdapterItem, Arriving, InvalidInput
 from cti.errors import InvalidSettingsError
 from cti.events import EventShape, item_from_kind
+from cti.rows import PLAIN_JSON_CHARS
 from cti.time import MAX_TIME, MIN_TIME
 
 if TYPE_CHECKING:
@@ -76,7 +77,7 @@ def _table(path: str) -> pa.Table:
         return _CACHE[key]
 
 
-_PLAIN_TEXT = r'^[\x20-\x21\x23-\x5b\x5d-\x7e]*$'  # printable ASCII but " and \\
+_PLAIN_TEXT = rf"^{PLAIN_JSON_CHARS}*$"
 
 
 def _json_values(column: pa.ChunkedArray) -> pa.ChunkedArray | None:

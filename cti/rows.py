@@ -79,6 +79,10 @@ def payload_to_json(payload: Mapping[str, Any] | None) -> str:
     )
 
 
+# Printable ASCII but " and \: a string of these is, quoted, its own JSON text.
+PLAIN_JSON_CHARS = r"[\x20\x21\x23-\x5b\x5d-\x7e]"
+
+
 def payload_from_json(text: str | None) -> dict[str, Any]:
     return {} if not text else json.loads(text)
 

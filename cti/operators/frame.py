@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
 from cti.events import StreamItem, item_from_kind
-from cti.rows import OutRow, payload_from_json
+from cti.rows import PLAIN_JSON_CHARS, OutRow, payload_from_json
 from cti.time import MAX_TIME
 
 # Order of kinds at equal sync time within a release block (docs/operators.md).
@@ -164,9 +164,14 @@ def field_codes(frame: pd.DataFrame, field: str | Callable[[dict[str, Any]], Any
     # Else each value's JSON text stands in for it (1, 1.0 and True differ there).
     codes, uniques = pd.factorize(_objects(values if plain else [
         _value_json(v) for v in values]))
-    first = np.zeros(len(uniques), np.int64)
-    first[codes[::-1]] = np.arange(len(codes))[::-1]  # a row of each distinct value
-    return codes.astype(np.int64), [values[i] for i in first]
+    return codes.astype(np.int64), [values[i] for i in _first_of(codes, len(uniques))]
+
+
+def _first_of(codes: np.ndarray, n: int) -> np.ndarray:
+    """For each of the ``n`` codes, the first position that has it."""
+    first = np.zeros(n, np.int64)
+    first[codes[::-1]] = np.arange(len(codes))[::-1]
+    return first
 
 
 def text_codes(codes: np.ndarray, texts: Sequence[str]
@@ -185,8 +190,7 @@ def text_codes(codes: np.ndarray, texts: Sequence[str]
             values.append(json.loads(text))
             canonical.append(_value_json(values[-1]))
     merged, uniques = pd.factorize(_objects(canonical))
-    first = np.zeros(len(uniques), np.int64)
-    first[merged[::-1]] = np.arange(len(merged))[::-1]  # a text of each distinct value
+    first = _first_of(merged, len(uniques))  # a text of each distinct value
     code_of = np.zeros(len(texts), np.int64)
     code_of[used] = merged
     return (code_of[codes], [values[i] for i in first],
@@ -194,7 +198,7 @@ def text_codes(codes: np.ndarray, texts: Sequence[str]
 
 
 # JSON texts that are their value's ``_value_json``: plain printable ASCII strings, integers.
-_KEY_TEXT = re.compile(r'"[\x20\x21\x23-\x5b\x5d-\x7e]*"|0|-?[1-9][0-9]*')
+_KEY_TEXT = re.compile(rf'"{PLAIN_JSON_CHARS}*"|0|-?[1-9][0-9]*')
 
 
 def keys_with(frame: pd.DataFrame, codes: np.ndarray, values: list[Any],

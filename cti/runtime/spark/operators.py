@@ -101,6 +101,7 @@ def query_function(queries: Sequence[Any], groups: Sequence[Any],
         saved = pickle.loads(state.get[0]) if state.exists else {
             "ingress": {g: None for g in mine}, "machine": None}
         machine = QueryMachine(plans[q], [], saved["machine"])
+        route = routes[q]
         out, ingress_out, direct = [], {}, {}
         for g in mine:
             ingress = IngressMachine(specs[g], saved["ingress"][g])
@@ -108,8 +109,7 @@ def query_function(queries: Sequence[Any], groups: Sequence[Any],
             passing = with_inputs and shard == 0 and reporter[g] == q
             got = None
             if not passing:  # the shard's chunk straight from the vectorised ingress
-                done = vectorized.shard_chunk(ingress, part, shard,
-                                              routes[q].fields.get((g, 0)))
+                done = vectorized.shard_chunk(ingress, part, shard, route.fields.get((g, 0)))
                 if done is not None:
                     got, direct[(g, 0)] = done
             if got is None:
@@ -122,7 +122,6 @@ def query_function(queries: Sequence[Any], groups: Sequence[Any],
             ingress_out[g] = got
             if shard == 0 and reporter[g] == q:
                 out.append(_passed(got, g) if with_inputs else _summary(got, g))
-        route = routes[q]
         chunks = [direct[(g, i)] if (g, i) in direct else _chunk(
             ingress_out[g], i, shard, route.fields.get((g, i)), route.shards) for g, i in refs[q]]
         events, ctis = machine.step(chunks)

@@ -84,7 +84,8 @@ def key_shards(payloads: pa.Array, field: str, shards: int, texts: pa.Array | No
                ) -> np.ndarray:
     """The shard of each payload's ``field`` value (JSON text, not null): a hash of the value's
     JSON, the same in every process, so equal values meet in one shard. ``texts``: the value's
-    JSON text per row where the adapter gave it (null: not given), so its payload is not read.
+    JSON text per row where the adapter gave it (null: not given; maybe dictionary-encoded
+    already), so its payload is not read.
     """
     if texts is not None and texts.null_count:  # some rows without: read those payloads
         given = texts.is_valid()
@@ -94,7 +95,7 @@ def key_shards(payloads: pa.Array, field: str, shards: int, texts: pa.Array | No
         out[~mask] = key_shards(payloads.filter(pc.invert(given)), field, shards)
         return out
     if texts is not None:  # the value's own JSON text: one per distinct value
-        encoded = texts.dictionary_encode()
+        encoded = texts.dictionary_encode()  # (itself, if it is encoded)
         texts = encoded.dictionary.to_pylist()
         codes = encoded.indices.to_numpy(zero_copy_only=False)
     elif (values := exact_field(payloads, field)) is not None:  # Arrow's parse of the payloads
@@ -138,14 +139,13 @@ def routed(route: QueryRoute, group: int, rows: pa.Table) -> Iterable[tuple[int,
         if not mine.any():
             continue
         given = FIELD_COLUMN + (field or "")
-        texts = (rows.column(given).combine_chunks().filter(pa.array(mine))
+        texts = (rows.column(given).combine_chunks().filter(pa.array(mine)).dictionary_encode()
                  if given in rows.column_names else None)
         own[mine] = owners(payload.filter(pa.array(mine)), field, route.shards, texts)
         if texts is not None and field is not None:
-            encoded = texts.dictionary_encode()
-            codes = encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False)
+            codes = texts.indices.fill_null(-1).to_numpy(zero_copy_only=False)
             text_codes[mine] = np.where(codes >= 0, codes + sum(map(len, dictionaries)), -1)
-            dictionaries.append(encoded.dictionary)
+            dictionaries.append(texts.dictionary)
     dictionary = (pa.concat_arrays(dictionaries) if dictionaries
                   else pa.array([], pa.string()))
     for g, i in route.edges:
