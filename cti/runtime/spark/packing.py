@@ -165,9 +165,11 @@ def _shard_texts(codes: np.ndarray, dictionary: pa.Array, mine: np.ndarray
                  ) -> pa.DictionaryArray:
     """The texts of the ``mine`` rows (code -1: none), with the dictionary of those alone."""
     mine = mine & (codes >= 0)
-    used = np.unique(codes[mine])
+    used = np.flatnonzero(np.bincount(codes[mine], minlength=len(dictionary)))
+    renumbered = np.zeros(max(len(dictionary), 1), np.int32)  # (index 0 where not mine)
+    renumbered[used] = np.arange(len(used), dtype=np.int32)
     return pa.DictionaryArray.from_arrays(
-        pa.array(np.searchsorted(used, codes).astype(np.int32), mask=~mine),
+        pa.array(renumbered[np.where(mine, codes, 0)], mask=~mine),
         dictionary.take(pa.array(used)))
 
 
