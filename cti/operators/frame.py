@@ -206,15 +206,23 @@ def keys_with(frame: pd.DataFrame, codes: np.ndarray, values: list[Any],
     """Each row's group key extended by a value (``group_by``), given as each row's code and
     the value of each code (``field_codes``; ``texts``: each value's ``_value_json`` where
     known): a JSON list, computed once per distinct (key, value)."""
+    key_codes, keys = key_codes_with(frame, codes, values, texts)
+    return keys[key_codes]
+
+
+def key_codes_with(frame: pd.DataFrame, codes: np.ndarray, values: list[Any],
+                   texts: list[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``keys_with`` as each row's code and the key of each code (distinct keys; a code no
+    row has may have None)."""
     if not len(frame):
-        return np.empty(0, object)
+        return np.empty(0, np.int64), np.empty(0, object)
     keys = frame["key"].to_numpy(object)
     if (keys == "").all():  # no key yet (a group_by outside any other): one key per value
         table = np.empty(len(values), object)
         used = np.flatnonzero(np.bincount(codes, minlength=len(values)))
         table[used] = ["[" + (texts[v] if texts is not None else _value_json(values[v])) + "]"
                        for v in used.tolist()]
-        return table[codes]
+        return codes, table
     k_codes, k_uniques = pd.factorize(keys)
     pair = k_codes.astype(np.int64) * len(values) + codes
     p_codes, p_uniques = pd.factorize(pair)
@@ -224,7 +232,7 @@ def keys_with(frame: pd.DataFrame, codes: np.ndarray, values: list[Any],
     table = np.asarray([heads[k] + texts[v] + "]" for k, v in zip(
         (p_uniques // len(values)).tolist(), (p_uniques % len(values)).tolist(), strict=True)],
         dtype=object)
-    return table[p_codes]
+    return p_codes, table
 
 
 _JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
@@ -249,12 +257,15 @@ def _value_json(value: Any) -> str:
 @attrs.define
 class Chunk:
     """One step of a stream: new event items and the CTIs (increasing) that came with them.
-    ``fields`` may hold a payload field's ``text_codes`` of exactly these ``events``, known
-    already (an operator's output is a new chunk, without them; ``where`` keeps them)."""
+    ``fields`` may hold a payload field's ``text_codes`` of exactly these ``events``, and
+    ``keys`` each event's code for its ``key`` with the key of each code
+    (``key_codes_with``), known already (an operator's output is a new chunk, without them;
+    ``where`` keeps them)."""
 
     events: pd.DataFrame
     ctis: list[int]
     fields: dict[str, tuple[np.ndarray, list[Any], list[str]]] = attrs.field(factory=dict)
+    keys: tuple[np.ndarray, np.ndarray] | None = None
 
     @classmethod
     def empty(cls) -> Chunk:

@@ -111,15 +111,15 @@ class QueryMachine:
                      memo: dict[int, Chunk]) -> Chunk:
         """Each event's key gains the value of ``field``; the body runs keyed; the key's last
         part goes back into the output payloads."""
-        ev = chunk.events
+        ev, keys = chunk.events, None
         if len(ev):
             known = chunk.fields.get(node.field) if isinstance(node.field, str) else None
-            keys = frame.keys_with(ev, *(known or frame.field_codes(ev, node.field)))
+            keys = frame.key_codes_with(ev, *(known or frame.field_codes(ev, node.field)))
             ev = frame.make(*(ev[c].to_numpy() for c in ("kind", "start", "end", "payload")),
-                            keys)
+                            keys[1][keys[0]])
         group_inputs = [n for n in plan.walk(node.body) if isinstance(n, plan.GroupInput)]
         for g in group_inputs:
-            memo[id(g)] = Chunk(ev, chunk.ctis)
+            memo[id(g)] = Chunk(ev, chunk.ctis, keys=keys)
         out = self._eval(node.body, chunks, memo)
         return Chunk(self._ungroup(node, out.events.copy()), out.ctis)
 

@@ -42,7 +42,8 @@ def where(node: plan.Where, chunk: Chunk) -> Chunk:
         return chunk
     keep = np.asarray(frame.map_payloads(ev, lambda p: bool(node.predicate(p))), dtype=bool)
     return Chunk(ev[keep].reset_index(drop=True), chunk.ctis,  # the payloads are the same
-                 {f: (codes[keep], *rest) for f, (codes, *rest) in chunk.fields.items()})
+                 {f: (codes[keep], *rest) for f, (codes, *rest) in chunk.fields.items()},
+                 None if chunk.keys is None else (chunk.keys[0][keep], chunk.keys[1]))
 
 
 def select(node: plan.Select, chunk: Chunk) -> Chunk:

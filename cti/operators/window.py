@@ -66,41 +66,78 @@ def _expand(node: plan.Window, starts: np.ndarray, ends: np.ndarray, k_from: np.
 
 
 def _add(node: plan.Window, state: dict[str, Any], ev: pd.DataFrame, rows: np.ndarray,
-         ks: np.ndarray) -> None:
-    """Add each (event row, window k) to the partial aggregates and the windows' event lists."""
+         ks: np.ndarray, keys: tuple[np.ndarray, np.ndarray] | None = None) -> None:
+    """Add each (event row, window k) to the partial aggregates and the windows' event lists.
+    ``keys``: each row's code for its key and the key of each code, where known."""
     if not len(rows):
         return
-    cols: dict[str, Any] = {"key": ev["key"].to_numpy()[rows], "k": ks, "n": 1}
+    measures: dict[str, np.ndarray] = {}
     for name, agg in _builtins(node).items():
         if agg.op == "count":
             continue
         values = pd.to_numeric(pd.Series(frame.field_values(ev, agg.field)), errors="coerce")
         v = values.to_numpy()[rows]
-        if agg.op in ("sum", "avg"):
-            cols[f"sum:{name}"] = v
-        else:
-            cols[f"{agg.op}:{name}"] = v
-    # Group by (key, window) as one integer per pair: grouping by an object column and an
-    # integer one took most of the time.
-    key_codes, keys = pd.factorize(ev["key"].to_numpy(object))
-    k_codes, windows = pd.factorize(ks)
-    pairs, firsts = pd.factorize(key_codes[rows].astype(np.int64) * len(windows) + k_codes)
-    measures = pd.DataFrame({c: np.broadcast_to(v, len(rows)) for c, v in cols.items()
-                             if c not in ("key", "k")})
-    how = {c: (c.split(":")[0] if ":" in c else "sum") for c in measures.columns}
-    part = measures.groupby(pairs, sort=False).agg(how)
-    part.index = pd.MultiIndex.from_arrays(
-        [keys[firsts // len(windows)], windows[firsts % len(windows)]], names=["key", "k"])
-    old = state["partials"]
-    if old is not None and len(old):
-        part = pd.concat([old, part]).groupby(level=[0, 1], sort=False).agg(how)
-    state["partials"] = part
+        measures[f"sum:{name}" if agg.op in ("sum", "avg") else f"{agg.op}:{name}"] = v
+    key_codes, keys = keys if keys is not None else pd.factorize(ev["key"].to_numpy(object))
+    pairs, key_of, k_of = _pairs(key_codes[rows], ks)
+    state["partials"] = _merged(state["partials"], _partials(
+        keys[key_of], k_of, np.bincount(pairs), measures, pairs))
     if len(node.aggregates) > len(_builtins(node)):
         lists = state["events"]
-        for key, k, s, e, p in zip(cols["key"], ks.tolist(), ev["start"].to_numpy()[rows],
-                                   ev["end"].to_numpy()[rows], ev["payload"].to_numpy()[rows],
-                                   strict=True):
+        for key, k, s, e, p in zip(ev["key"].to_numpy()[rows], ks.tolist(),
+                                   ev["start"].to_numpy()[rows], ev["end"].to_numpy()[rows],
+                                   ev["payload"].to_numpy()[rows], strict=True):
             lists.setdefault((key, k), []).append((int(s), int(e), p))
+
+
+def _pairs(key_codes: np.ndarray, ks: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each row's code for its (key code, window k) pair, and each pair's key code and k:
+    one integer per pair (grouping by an object column and an integer one took most of the
+    time)."""
+    k_codes, windows = _dense_codes(ks)
+    pairs, firsts = _dense_codes(key_codes.astype(np.int64) * len(windows) + k_codes)
+    return pairs, firsts // len(windows), windows[firsts % len(windows)]
+
+
+def _dense_codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``pd.factorize`` of integers, by counting where their range is no wider than their
+    number (no hashing); the codes then follow the values' order, not first appearance."""
+    if not len(values):
+        return np.empty(0, np.int64), values[:0]
+    low, high = int(values.min()), int(values.max())
+    if high - low > max(len(values), 1024):
+        return pd.factorize(values)
+    offsets = values - low
+    used = np.flatnonzero(np.bincount(offsets, minlength=high - low + 1))
+    code_of = np.zeros(high - low + 1, np.int64)
+    code_of[used] = np.arange(len(used))
+    return code_of[offsets], used + low
+
+
+def _partials(keys: np.ndarray, ks: np.ndarray, n: np.ndarray,
+              measures: dict[str, np.ndarray], pairs: np.ndarray) -> pd.DataFrame:
+    """The partial aggregates of each (key, k): ``n`` events, and each measure (``sum:``,
+    ``min:``, ``max:`` + name) of its rows' values, rows grouped by ``pairs``."""
+    part = pd.DataFrame({"key": keys, "k": ks.astype(np.int64), "n": n}, copy=False)
+    if measures:
+        grouped = pd.DataFrame(measures, copy=False).groupby(pairs, sort=True).agg(
+            {c: c.split(":")[0] for c in measures})
+        for c in measures:
+            part[c] = grouped[c].to_numpy()
+    return part
+
+
+def _merged(old: pd.DataFrame | None, new: pd.DataFrame) -> pd.DataFrame:
+    """Partials of the same (key, k) combined (count and sums add, min and max take theirs)."""
+    if old is None or not len(old):
+        return new
+    both = frame.stack([old, new])
+    key_codes, keys = pd.factorize(both["key"].to_numpy(object))
+    pairs, key_of, k_of = _pairs(key_codes, both["k"].to_numpy())
+    if len(k_of) == len(both):  # no (key, k) in both
+        return both
+    return _partials(keys[key_of], k_of, np.bincount(pairs, both["n"].to_numpy()).astype(
+        np.int64), {c: both[c].to_numpy() for c in both.columns if ":" in c}, pairs)
 
 
 def window(node: plan.Window, chunk: Chunk, state: dict[str, Any],
@@ -132,7 +169,9 @@ def window(node: plan.Window, chunk: Chunk, state: dict[str, Any],
     rows, ks = _expand(node, fixed["start"].to_numpy(), fixed["end"].to_numpy(),
                        np.full(len(fixed), _I64.min if k_first is None else
                                min(max(k_first, _I64.min), _I64.max), np.int64), None)
-    _add(node, state, fixed.reset_index(drop=True), rows, ks)
+    known = chunk.keys if is_fixed.all() else None if chunk.keys is None else (
+        chunk.keys[0][is_fixed], chunk.keys[1])
+    _add(node, state, fixed, rows, ks, known)
     if closed:
         cf = frame.make(["interval"] * len(closed), [c[0] for c in closed],
                         [c[1] for c in closed], [c[2] for c in closed], [c[3] for c in closed])
@@ -190,14 +229,14 @@ def _emit(node: plan.Window, state: dict[str, Any], done: int | None,
     part = state["partials"]
     if part is None or not len(part):
         return frame.empty()
-    ks = part.index.get_level_values(1).to_numpy()
-    ready = np.ones(len(part), bool) if done is None else ks <= done
+    ready = np.ones(len(part), bool) if done is None else part["k"].to_numpy() <= done
     if not ready.any():
         return frame.empty()
-    out, state["partials"] = part[ready], part[~ready]
+    out = part[ready]
+    state["partials"] = part[~ready].reset_index(drop=True)
     a, size, hop = node.alignment, node.size, node.hop
-    keys = out.index.get_level_values(0).to_numpy()
-    kk = out.index.get_level_values(1).to_numpy()
+    keys = out["key"].to_numpy()
+    kk = out["k"].to_numpy()
     starts = a + kk * hop
     ends = starts + size
     columns = {}
