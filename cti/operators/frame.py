@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import io
 import json
-import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -180,25 +179,28 @@ def text_codes(codes: np.ndarray, texts: Sequence[str]
     adapter gives them: ``cti.adapters.FIELD_COLUMN``): JSON-equal texts share a code. And each
     value's text in a key (``_value_json``), which ``keys_with`` takes."""
     used = np.flatnonzero(np.bincount(codes, minlength=len(texts)))  # the texts rows have
-    values, canonical = [], []
-    for i in used.tolist():
-        text = texts[i]
-        if _KEY_TEXT.fullmatch(text):  # a plain string or an integer: its own key text
-            values.append(text[1:-1] if text[0] == '"' else int(text))
-            canonical.append(text)
-        else:
-            values.append(json.loads(text))
-            canonical.append(_value_json(values[-1]))
-    merged, uniques = pd.factorize(_objects(canonical))
+    given = pa.array(np.asarray(texts, object)[used], pa.string())
+    # A plain string's or a (64-bit) integer's text is its own key text: read by Arrow.
+    is_str = pc.match_substring_regex(given, _PLAIN_STRING).to_numpy(zero_copy_only=False)
+    is_int = pc.match_substring_regex(given, _PLAIN_INT).to_numpy(zero_copy_only=False)
+    values = np.empty(len(used), object)
+    values[is_str] = pc.utf8_slice_codeunits(given.filter(pa.array(is_str)), 1, -1).to_pylist()
+    values[is_int] = pc.cast(given.filter(pa.array(is_int)), pa.int64()).to_pylist()
+    canonical = given.to_numpy(zero_copy_only=False)
+    for i in np.flatnonzero(~(is_str | is_int)).tolist():
+        values[i] = json.loads(canonical[i])
+        canonical[i] = _value_json(values[i])
+    merged, uniques = pd.factorize(canonical)
     first = _first_of(merged, len(uniques))  # a text of each distinct value
     code_of = np.zeros(len(texts), np.int64)
     code_of[used] = merged
-    return (code_of[codes], [values[i] for i in first],
-            [canonical[i] for i in first])
+    return code_of[codes], values[first].tolist(), canonical[first].tolist()
 
 
-# JSON texts that are their value's ``_value_json``: plain printable ASCII strings, integers.
-_KEY_TEXT = re.compile(rf'"{PLAIN_JSON_CHARS}*"|0|-?[1-9][0-9]*')
+# JSON texts that are their value's ``_value_json``: plain printable ASCII strings, integers
+# (those of 64 bits, which Arrow reads).
+_PLAIN_STRING = rf'^"{PLAIN_JSON_CHARS}*"$'
+_PLAIN_INT = r"^(0|-?[1-9][0-9]{0,17})$"
 
 
 def keys_with(frame: pd.DataFrame, codes: np.ndarray, values: list[Any],

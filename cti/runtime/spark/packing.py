@@ -217,10 +217,10 @@ def unpack(packed: pd.DataFrame) -> pd.DataFrame:
 
 def _repeats(texts: pa.ChunkedArray, sample: int = 5000) -> bool:
     """Whether texts repeat enough that pandas is better off making one Python string per
-    distinct text (hashing them all) than one per row: judged by the repeats in a sample
-    (a thousand distinct payloads in half a million rows repeat in about a quarter of the
-    sampled rows; all distinct ones in none)."""
-    seen = texts.drop_null().slice(0, sample).to_pylist()
+    distinct text (hashing them all) than one per row: judged by the repeats in a sample of
+    5,000 (drawn from 10,000 distinct texts, a fifth of it repeats; from 500,000, half a
+    percent). It pays below about three rows per distinct text."""
+    seen = texts.slice(0, 4 * sample).drop_null().slice(0, sample).to_pylist()
     return len(seen) - len(set(seen)) > 0.015 * len(seen)
 
 
