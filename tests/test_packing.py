@@ -8,11 +8,12 @@ import json
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cti.adapters import FIELD_COLUMN
-from cti.runtime.spark.packing import key_shards, pack, routed, unpack
+from cti.runtime.spark.packing import _repeats, key_shards, pack, routed, unpack
 from cti.runtime.spark.schema import IN_SCHEMA, arrow_schema
 from cti.runtime.spark.source import MIN_PIECE, READ_CHUNK, QueryRoute, cuts
 
@@ -96,6 +97,18 @@ def test_packed_rows_unpack_to_the_same_rows(first, steps, kinds):
     want = table.to_pandas()
     assert got.columns.tolist() == want.columns.tolist()
     assert got.to_dict("list") == want.to_dict("list")
+
+
+@pytest.mark.parametrize("distinct", [3, 20_000])
+def test_payloads_unpack_to_their_texts_whether_they_repeat_or_not(distinct):
+    """Payloads become Python strings with pandas' deduplication where a sample of them
+    repeats (3 distinct texts) and without it where not (all distinct): the same texts."""
+    n = 20_000
+    payloads = [None if i % 3 == 0 else json.dumps({"k": i % distinct}) for i in range(n)]
+    table = _rows(["point"] * n, payloads).append_column("own", pa.array(np.zeros(n, np.int32)))
+    assert _repeats(table.column("payload")) == (distinct == 3)
+    got = unpack_one(pack(table, 0))["payload"]
+    assert got.dtype == object and got.tolist() == payloads
 
 
 @settings(max_examples=60, deadline=None)
