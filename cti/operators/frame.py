@@ -309,14 +309,3 @@ def stable_order(keys: pd.DataFrame) -> np.ndarray:
     table = pa.Table.from_pandas(keys, preserve_index=False)
     return pc.sort_indices(table, sort_keys=[(c, "ascending") for c in keys.columns]
                            ).to_numpy()
-
-
-def sort_key_columns(frame: pd.DataFrame) -> pd.DataFrame:
-    """Columns that order a release block: sync, kind rank, start, end, payload."""
-    return pd.DataFrame({
-        "sync": sync(frame),
-        "rank": frame["kind"].map(KIND_RANK).to_numpy(),
-        "start": frame["start"].to_numpy(),
-        "end": frame["end"].to_numpy(),
-        "payload": frame["payload"].to_numpy(),
-    })

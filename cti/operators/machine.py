@@ -3,8 +3,10 @@
 Each step takes one chunk per input stream (events and CTIs in that stream's order), runs every
 operator once (a node used twice in the plan runs once), and returns the released output: the
 events whose sync time lies below an output CTI, each tagged with the CTI that releases it,
-sorted, and the new output CTIs. The whole state is plain data (pandas frames, lists, dicts),
-so Spark can keep it in its state store; the same machine runs in-process.
+and the new output CTIs. Output order is the sink's to make (``output.ordered``): Spark shards'
+rows meet there, so ordering each shard's rows first would be work done twice. The whole state
+is plain data (pandas frames, lists, dicts), so Spark can keep it in its state store; the same
+machine runs in-process.
 """
 
 from __future__ import annotations
@@ -68,7 +70,8 @@ class QueryMachine:
             "buffer": frame.empty(), "cti": MIN_TIME}
 
     def step(self, chunks: Sequence[Chunk]) -> tuple[pd.DataFrame, list[int]]:
-        """One step. Returns (released events with a ``release`` column, sorted; new CTIs)."""
+        """One step. Returns (released events with a ``release`` column, in no particular
+        order: ``output.ordered`` puts them in output order where they meet; new CTIs)."""
         memo: dict[int, Chunk] = {}
         out = self._eval(self.root, chunks, memo)
         return self._release(out)
@@ -158,7 +161,7 @@ class QueryMachine:
         released = buffer[ready].reset_index(drop=True)
         self.state["buffer"] = buffer[~ready].reset_index(drop=True)
         release = np.asarray(ctis, dtype=np.int64)[at[ready]]
-        return _sorted(_with_release(released, release)), ctis
+        return _with_release(released, release), ctis
 
 
 def _key_list(key: str) -> list[Any]:
@@ -169,12 +172,3 @@ def _with_release(events: pd.DataFrame, release: np.ndarray) -> pd.DataFrame:
     events = events.copy()
     events["release"] = release.astype(np.int64)
     return events
-
-
-def _sorted(events: pd.DataFrame) -> pd.DataFrame:
-    """Events in output order: release CTI, then the block order of docs/operators.md."""
-    if len(events) < 2:
-        return events
-    keys = frame.sort_key_columns(events)
-    keys.insert(0, "release", events["release"].to_numpy())
-    return events.iloc[frame.stable_order(keys)].reset_index(drop=True)
