@@ -48,7 +48,7 @@ from cti.operators import frame, plan
 from cti.operators.machine import QueryMachine
 from cti.operators.sharding import shard_fields
 from cti.runtime.spark.ingress import GROUP_OUT_SCHEMA
-from cti.runtime.spark.packing import owners, unpack
+from cti.runtime.spark.packing import owners, pack_output, unpack
 from cti.runtime.spark.schema import NULL_TIME, in_rows_from_pandas, out_rows_to_pandas
 from cti.runtime.spark.shipping import ship_user_functions
 from cti.runtime.spark.source import QueryRoute
@@ -59,7 +59,9 @@ OUT_FIELDS = [StructField("query", IntegerType(), False),
               StructField("role", StringType(), False),
               StructField("release", LongType(), False),
               StructField("weight", LongType(), False)]
-OUTPUT_SCHEMA = StructType([*OUT_FIELDS, *GROUP_OUT_SCHEMA.fields])
+# ``blob``: an OP row's released events and CTIs, packed (``packing.pack_output``).
+OUTPUT_SCHEMA = StructType([*OUT_FIELDS, *GROUP_OUT_SCHEMA.fields,
+                            StructField("blob", BinaryType(), True)])
 _STATE = StructType([StructField("blob", BinaryType(), False)])
 
 
@@ -175,6 +177,7 @@ def _passed(rows: pd.DataFrame, group: int, role: str = PASS) -> pd.DataFrame:
     out["group"] = np.int32(group)
     out["release"] = np.int64(NULL_TIME)
     out["role"] = role
+    out["blob"] = None
     return out[[f.name for f in OUTPUT_SCHEMA.fields if f.name != "query"]]
 
 
@@ -207,20 +210,18 @@ def _summary(rows: pd.DataFrame, group: int) -> pd.DataFrame:
 
 
 def _released(events: pd.DataFrame, ctis: Sequence[int]) -> pd.DataFrame:
-    """Released events and CTIs as output rows (``release`` orders them at the sink)."""
-    n, m = len(events), len(ctis)
-    ctis = np.asarray(ctis, dtype=np.int64)
-    null = np.full(n + m, NULL_TIME, np.int64)
+    """Released events and CTIs as ONE output row (none if there are none) that holds them
+    packed (``blob``; ``release`` orders them at the sink)."""
+    blob = pack_output(events, ctis)
+    rows = [] if blob is None else [blob]
+    n = len(rows)
+    null = np.full(n, NULL_TIME, np.int64)
     return pd.DataFrame({
-        "role": OP,
-        "release": np.concatenate([events["release"].to_numpy(np.int64), ctis]),
-        "weight": np.int64(1),
-        "group": np.full(n + m, -1, np.int32), "stream": np.full(n + m, -1, np.int32),
-        "seq": np.zeros(n + m, np.int64), "in_seq": np.zeros(n + m, np.int64),
-        "kind": np.concatenate([events["kind"].to_numpy(object), np.full(m, "cti", object)]),
-        "start": np.concatenate([events["start"].to_numpy(np.int64), ctis]),
-        "end": np.concatenate([events["end"].to_numpy(np.int64), ctis]),
-        "payload": np.concatenate([events["payload"].to_numpy(object),
-                                   np.full(m, None, object)]),
-        "status": "output", "orig_start": null, "orig_end": null, "cti": null,
-        "reason": None, "partition": None})
+        "role": np.full(n, OP, object), "release": null, "weight": np.zeros(n, np.int64),
+        "group": np.full(n, -1, np.int32), "stream": np.full(n, -1, np.int32),
+        "seq": np.zeros(n, np.int64), "in_seq": np.zeros(n, np.int64),
+        "kind": np.full(n, "packed", object), "start": null, "end": null,
+        "payload": np.full(n, None, object), "status": np.full(n, "output", object),
+        "orig_start": null, "orig_end": null, "cti": null,
+        "reason": np.full(n, None, object), "partition": np.full(n, None, object),
+        "blob": np.asarray(rows, object)})

@@ -188,11 +188,8 @@ def pack(rows: pa.Table, first_seq: int) -> bytes:
     if len(seq) and seq[0] == first_seq and (np.diff(seq) == 1).all():
         rows = rows.drop_columns(["seq"])
     at = rows.schema.get_field_index("kind")
-    rows = rows.set_column(at, _KIND, rows.column("kind").dictionary_encode().cast(_KIND.type))
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, rows.schema, options=_COMPRESSED) as writer:
-        writer.write_table(rows)
-    return sink.getvalue().to_pybytes()
+    return _ipc(rows.set_column(at, _KIND, rows.column("kind").dictionary_encode().cast(
+        _KIND.type)))
 
 
 def unpack(packed: pd.DataFrame) -> pd.DataFrame:
@@ -224,6 +221,42 @@ def _repeats(texts: pa.ChunkedArray, sample: int = 5000) -> bool:
     return len(seen) - len(set(seen)) > 0.015 * len(seen)
 
 
+def pack_output(events: pd.DataFrame, ctis: Sequence[int]) -> bytes | None:
+    """A shard's released events (with ``release``) and output CTIs of one step as ONE Arrow
+    IPC stream (``OUTPUT_ARROW`` columns; a CTI row has kind ``cti`` and start = end =
+    release), so Spark carries one row per shard and step, not one per result (each result
+    row cost Spark more than the shard's whole work on it); None when there is nothing."""
+    n, m = len(events), len(ctis)
+    if not n + m:
+        return None
+    c = np.asarray(ctis, np.int64)
+    table = pa.table({
+        "release": np.concatenate([events["release"].to_numpy(np.int64), c]),
+        "kind": pa.array(np.concatenate([events["kind"].to_numpy(object),
+                                         np.full(m, "cti", object)]), pa.string()),
+        "start": np.concatenate([events["start"].to_numpy(np.int64), c]),
+        "end": np.concatenate([events["end"].to_numpy(np.int64), c]),
+        "payload": pa.array(np.concatenate([events["payload"].to_numpy(object),
+                                            np.full(m, None, object)]), pa.string()),
+    }, schema=OUTPUT_ARROW)
+    return _ipc(table)
+
+
+def unpack_output(blobs: Iterable[bytes]) -> pa.Table:
+    """The output rows of packed output blobs (``pack_output``), one table."""
+    tables = [pa.ipc.open_stream(b).read_all().cast(OUTPUT_ARROW) for b in blobs]
+    return pa.concat_tables(tables) if tables else OUTPUT_ARROW.empty_table()
+
+
+def _ipc(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema, options=_COMPRESSED) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+OUTPUT_ARROW = pa.schema([("release", pa.int64()), ("kind", pa.string()),
+                          ("start", pa.int64()), ("end", pa.int64()), ("payload", pa.string())])
 _TEXT = pa.dictionary(pa.int32(), pa.string())  # the spreading field's JSON text (``routed``)
 _ARROW = pa.schema([*arrow_schema(StructType([*IN_SCHEMA.fields,
                                               StructField("own", IntegerType(), False)])),

@@ -18,7 +18,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from cti import errors
-from cti.operators.output import COLUMNS, OutputRow, deliver
+from cti.operators.output import OutputRow, deliver
 from cti.query import IngressGroup, OutputBinding
 from cti.results import DIAGNOSTIC_STATUSES, RunResult
 from cti.rows import OUTPUT_STATUSES
@@ -27,6 +27,7 @@ from cti.runtime.local import derived_result
 from cti.runtime.spark.ingress import apply_ingress
 from cti.runtime.spark.metrics import OBSERVATION, observe
 from cti.runtime.spark.operators import OP, PASS, apply_queries, routes
+from cti.runtime.spark.packing import unpack_output
 from cti.runtime.spark.schema import out_row_from_spark
 from cti.runtime.spark.session import get_spark
 from cti.runtime.spark.source import FORMAT, CtiAdapterSource, QueryRoute, encode_sources
@@ -183,11 +184,12 @@ class SparkRuntime:
         outputs: list[list[OutputRow]] = [[] for _ in queries]
         ingress: list[list] = [[] for _ in groups]
         for r in self._run_to_memory(frame):
-            query, role, release, group = r[0], r[1], r[2], r[4]
+            query, role, group = r[0], r[1], r[4]
             if role == PASS:
-                ingress[group].append(out_row_from_spark(r[5:]))
+                ingress[group].append(out_row_from_spark(r[5:-1]))
             elif role == OP:
-                outputs[query].append((release, r[8], r[9], r[10], r[11]))
+                outputs[query] += zip(*unpack_output([r[-1]]).to_pydict().values(),
+                                      strict=True)
         results = [RunResult.from_rows(g.names, rows, g.overs)
                    for g, rows in zip(groups, ingress, strict=True)]
         return [derived_result(q, [results[g] for g in sorted({g for g, _ in refs[k]})]
@@ -199,7 +201,7 @@ class SparkRuntime:
         streaming plan itself (one partition, in output order, then Spark's no-op sink), so a
         micro-batch costs no call back into the driver's Python."""
         frame, _, _ = self.query_frame([bound.stream])
-        written = (frame.where(F.col("role") == OP).select(*COLUMNS).repartition(1)
+        written = (frame.where(F.col("role") == OP).select("blob").repartition(1)
                    .mapInArrow(partial(_write_query_partition, bound), "written long"))
         checkpoint = self.checkpoint_location or tempfile.mkdtemp(prefix="cti-checkpoint-")
         self._drive(written.writeStream.format("noop").outputMode("append")
@@ -208,11 +210,11 @@ class SparkRuntime:
 
 def _write_query_partition(bound: Any, batches: Iterator[pa.RecordBatch]
                            ) -> Iterator[pa.RecordBatch]:
-    """One micro-batch of a query's output (Arrow batches of one task), in output order, to a
-    new output adapter, with the micro-batch's id (a replayed batch has the same id); yields
-    how many rows it wrote."""
-    got = list(batches)
-    rows = (pa.Table.from_batches(got) if got else _OUTPUT_ARROW.empty_table()).to_pandas()
+    """One micro-batch of a query's output (Arrow batches of one task, each row a shard's
+    packed output), in output order, to a new output adapter, with the micro-batch's id (a
+    replayed batch has the same id); yields how many rows it wrote."""
+    rows = unpack_output(blob for b in batches for blob in b.column(0).to_pylist()
+                         ).to_pandas()
     if len(rows):
         batch_id = int(TaskContext.get().getLocalProperty(_BATCH_ID))
         adapter = bound.factory.create(bound.config, bound.stream.shape)
@@ -222,5 +224,4 @@ def _write_query_partition(bound: Any, batches: Iterator[pa.RecordBatch]
 
 
 _BATCH_ID = "streaming.sql.batchId"  # the local property Spark gives a micro-batch's tasks
-_OUTPUT_ARROW = pa.schema([("release", pa.int64()), ("kind", pa.string()),
-                           ("start", pa.int64()), ("end", pa.int64()), ("payload", pa.string())])
+
