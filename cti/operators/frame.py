@@ -301,11 +301,3 @@ def from_out_rows(rows: Iterable[OutRow]) -> Chunk:
 
 def to_item(kind: str, start: int, end: int, payload: str) -> StreamItem:
     return item_from_kind(kind, int(start), int(end), payload_from_json(payload))
-
-
-def stable_order(keys: pd.DataFrame) -> np.ndarray:
-    """The row order that sorts ``keys`` by its columns, first to last, stably: by Arrow, which
-    sorts a text column without building a pandas index of it."""
-    table = pa.Table.from_pandas(keys, preserve_index=False)
-    return pc.sort_indices(table, sort_keys=[(c, "ascending") for c in keys.columns]
-                           ).to_numpy()

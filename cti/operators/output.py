@@ -13,9 +13,11 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from cti.events import Cti, StreamItem
-from cti.operators.frame import KIND_RANK, stable_order, to_item
+from cti.operators.frame import KIND_RANK, to_item
 
 OutputRow = tuple[int, str, int, int, str | None]
 
@@ -33,20 +35,33 @@ def ordered(rows: pd.DataFrame) -> pd.DataFrame:
     """Output rows (columns release, kind, start, end, payload) in output order: by release;
     within a release block the events by sync time, kind, start, end and payload, then the
     CTI that releases them."""
-    kind = rows["kind"].to_numpy(object)
-    cti = kind == "cti"
-    start = rows["start"].to_numpy(np.int64)
-    end = rows["end"].to_numpy(np.int64)
-    keys = pd.DataFrame({
-        "release": rows["release"].to_numpy(np.int64),
+    table = pa.Table.from_pandas(rows[list(COLUMNS)], schema=OUTPUT_ARROW, preserve_index=False)
+    return rows.iloc[_order(table)].reset_index(drop=True)
+
+
+def ordered_table(rows: pa.Table) -> pa.Table:
+    """``ordered`` of output rows as an Arrow table."""
+    return rows.take(_order(rows))
+
+
+def _order(rows: pa.Table) -> np.ndarray:
+    """The row order of ``ordered``, by Arrow's (stable) sort."""
+    kind = rows.column("kind")
+    cti = pc.equal(kind, "cti")
+    start, end = rows.column("start"), rows.column("end")
+    zero = pa.scalar(0, pa.int64())
+    keys = pa.table({
+        "release": rows.column("release"),
         "cti": cti,
-        "sync": np.where(cti, 0, np.where(kind == "edge_end", end, start)),
-        "rank": pd.Series(kind).map(KIND_RANK).fillna(0).to_numpy(np.int64),
-        "start": np.where(cti, 0, start),
-        "end": np.where(cti, 0, end),
-        "payload": np.where(cti, "", rows["payload"].to_numpy(object)),
+        "sync": pc.if_else(cti, zero, pc.if_else(pc.equal(kind, "edge_end"), end, start)),
+        "rank": pc.fill_null(pc.index_in(kind, value_set=pa.array(
+            sorted(KIND_RANK, key=KIND_RANK.get))), 0),
+        "start": pc.if_else(cti, zero, start),
+        "end": pc.if_else(cti, zero, end),
+        "payload": pc.if_else(cti, "", rows.column("payload")),
     })
-    return rows.iloc[stable_order(keys)].reset_index(drop=True)
+    return pc.sort_indices(keys, sort_keys=[(c, "ascending") for c in keys.column_names]
+                           ).to_numpy()
 
 
 def items_of_frame(rows: pd.DataFrame) -> list[StreamItem]:
@@ -60,12 +75,14 @@ def items_of_rows(rows: Iterable[OutputRow]) -> list[StreamItem]:
     return items_of_frame(ordered(pd.DataFrame(list(rows), columns=list(COLUMNS))))
 
 
-def deliver(adapter: Any, rows: pd.DataFrame, batch_id: int) -> None:
-    """One batch of a query's output rows, in output order, to an output adapter: as a frame
-    (kind, start, end, payload) to an adapter with ``write_frame``, else as items."""
+def deliver(adapter: Any, rows: pd.DataFrame | pa.Table, batch_id: int) -> None:
+    """One batch of a query's output rows (a frame or an Arrow table), in output order, to an
+    output adapter: as a frame (kind, start, end, payload) to an adapter with
+    ``write_frame``, else as items."""
     if not len(rows):
         return
-    rows = ordered(rows)
+    rows = (ordered_table(rows).to_pandas() if isinstance(rows, pa.Table)
+            else ordered(rows))
     if hasattr(adapter, "write_frame"):
         adapter.write_frame(rows[["kind", "start", "end", "payload"]], batch_id)
     else:
@@ -73,3 +90,5 @@ def deliver(adapter: Any, rows: pd.DataFrame, batch_id: int) -> None:
 
 
 COLUMNS = ("release", "kind", "start", "end", "payload")
+OUTPUT_ARROW = pa.schema([("release", pa.int64()), ("kind", pa.string()),  # COLUMNS in Arrow
+                          ("start", pa.int64()), ("end", pa.int64()), ("payload", pa.string())])

@@ -25,6 +25,7 @@ from pyspark.sql.types import IntegerType, StructField, StructType
 
 from cti.adapters import FIELD_COLUMN
 from cti.operators.frame import exact_field
+from cti.operators.output import OUTPUT_ARROW
 from cti.rows import eos_row, payload_from_json
 from cti.runtime.local import read_rows
 from cti.runtime.spark.schema import IN_SCHEMA, arrow_schema, in_row_to_tuple
@@ -255,8 +256,6 @@ def _ipc(table: pa.Table) -> bytes:
     return sink.getvalue().to_pybytes()
 
 
-OUTPUT_ARROW = pa.schema([("release", pa.int64()), ("kind", pa.string()),
-                          ("start", pa.int64()), ("end", pa.int64()), ("payload", pa.string())])
 _TEXT = pa.dictionary(pa.int32(), pa.string())  # the spreading field's JSON text (``routed``)
 _ARROW = pa.schema([*arrow_schema(StructType([*IN_SCHEMA.fields,
                                               StructField("own", IntegerType(), False)])),
