@@ -95,8 +95,8 @@ def _pairs(key_codes: np.ndarray, ks: np.ndarray) -> tuple[np.ndarray, np.ndarra
     one integer per pair (grouping by an object column and an integer one took most of the
     time)."""
     k_codes, windows = _dense_codes(ks)
-    pairs, firsts = _dense_codes(key_codes.astype(np.int64) * len(windows) + k_codes)
-    return pairs, firsts // len(windows), windows[firsts % len(windows)]
+    pairs, uniques = _dense_codes(key_codes.astype(np.int64) * len(windows) + k_codes)
+    return pairs, uniques // len(windows), windows[uniques % len(windows)]
 
 
 def _dense_codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
