@@ -163,3 +163,43 @@ def test_sequence_numbers_that_count_up_from_the_first_are_left_out():
     assert "seq" not in pa.ipc.open_stream(pack(table, 7)).schema.names
     assert "seq" in pa.ipc.open_stream(pack(table, 6)).schema.names
     assert list(unpack_one(pack(table, 7), 7)["seq"]) == list(range(7, 12))
+
+
+OUT_ROWS = st.lists(st.tuples(st.integers(0, 5), st.sampled_from(
+    ["point", "interval", "edge_start", "edge_end"]), st.integers(-3, 3), st.integers(0, 4),
+    st.sampled_from(['{"a":1}', '{"a":2}', '{"b":"x"}', "{}"])), max_size=25)
+
+
+@settings(max_examples=60, deadline=None)
+@given(OUT_ROWS, st.lists(st.integers(0, 6), max_size=3, unique=True), st.randoms())
+def test_packed_output_unpacks_to_the_rows_and_ctis_and_orders_as_the_frame_does(
+        rows, ctis, rnd):
+    """A shard's released events and CTIs, packed into one blob (or none when there are none),
+    come back as the same rows, CTI rows included; ordered as an Arrow table they come out as
+    ``ordered`` puts the frame, and as the documented order does, whatever order the rows were
+    released in."""
+    from cti.operators.output import COLUMNS, OUTPUT_ARROW, ordered, ordered_table
+    from cti.runtime.spark.packing import pack_output, unpack_output
+
+    events = pd.DataFrame([(r, k, s, s + d, p) for r, k, s, d, p in rows],
+                          columns=list(COLUMNS))
+    blob = pack_output(events, ctis)
+    assert (blob is None) == (not rows and not ctis)
+    got = unpack_output([blob] if blob is not None else []).to_pandas()
+    want = [*map(tuple, events.itertuples(index=False)), *((c, "cti", c, c, None) for c in ctis)]
+    assert list(got.itertuples(index=False, name=None)) == want
+    shuffled = want[:]
+    rnd.shuffle(shuffled)
+    frame_rows = pd.DataFrame(shuffled, columns=list(COLUMNS))
+    by_arrow = ordered_table(pa.Table.from_pandas(frame_rows, schema=OUTPUT_ARROW,
+                                                  preserve_index=False)).to_pandas()
+    assert by_arrow.to_dict("list") == ordered(frame_rows).to_dict("list")
+    rank = {"point": 0, "interval": 1, "edge_end": 2, "edge_start": 3}
+
+    def order(row):  # docs/operators.md: release; sync, kind, start, end, payload; the CTI
+        r, k, s, e, p = row
+        if k == "cti":
+            return (r, True)
+        return (r, False, e if k == "edge_end" else s, rank[k], s, e, p)
+
+    assert list(by_arrow.itertuples(index=False, name=None)) == sorted(shuffled, key=order)
