@@ -17,7 +17,8 @@ microseconds per event). Each shard:
 The state of a shard (its ingress machines and its query machine: plain data, pickled) is one
 binary state row in Spark's state store, checkpointed with the query. Every shard computes the
 same output CTIs; shard 0 emits them. Output rows carry the CTI that releases each event, which
-orders the output at the sink. With ``with_inputs`` shard 0 also emits every input stream's
+orders the output at the sink; a shard's output rows of a micro-batch travel packed in one
+Spark row (``packing.pack_output``). With ``with_inputs`` shard 0 also emits every input stream's
 ingress rows, so a run can return each input stream's own result.
 """
 

@@ -1,4 +1,5 @@
-"""Input rows routed to query shards in the source, many to a Spark row.
+"""Input rows routed to query shards in the source, many to a Spark row; and a shard's output
+rows, many to a Spark row, on their way to the sink.
 
 A Spark row costs about the same whatever it holds (shuffle, sort, Arrow conversion), so the
 source of a query does not hand Spark one row per event: for each piece of input it reads, it
@@ -7,7 +8,8 @@ an Arrow IPC stream (``blob``). The routing is done there, column-wise: each eve
 shard (``own``: the hash of the key the query is spread by, modulo the number of shards; -1 for
 streams the query does not read), and the payload only where the shard needs it (the owner;
 every shard for edge streams, since an edge end finds its start by payload; shard 0 too when it
-passes the input through).
+passes the input through). For the same reason a shard's released events and CTIs of a
+micro-batch leave its stateful function as one row (``pack_output``).
 """
 
 from __future__ import annotations
