@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cti.adapters import FIELD_COLUMN
-from cti.runtime.spark.packing import _repeats, key_shards, pack, routed, unpack
+from cti.operators.frame import repeats
+from cti.runtime.spark.packing import key_shards, pack, routed, unpack
 from cti.runtime.spark.schema import IN_SCHEMA, arrow_schema
 from cti.runtime.spark.source import MIN_PIECE, READ_CHUNK, QueryRoute, cuts
 
@@ -106,7 +107,7 @@ def test_payloads_unpack_to_their_texts_whether_they_repeat_or_not(distinct):
     n = 20_000
     payloads = [None if i % 3 == 0 else json.dumps({"k": i % distinct}) for i in range(n)]
     table = _rows(["point"] * n, payloads).append_column("own", pa.array(np.zeros(n, np.int32)))
-    assert _repeats(table.column("payload")) == (distinct == 3)
+    assert repeats(table.column("payload")) == (distinct == 3)
     got = unpack_one(pack(table, 0))["payload"]
     assert got.dtype == object and got.tolist() == payloads
 

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cti.events import Cti, StreamItem
-from cti.operators.frame import KIND_RANK, to_item
+from cti.operators.frame import KIND_RANK, arrow_to_pandas, to_item
 
 OutputRow = tuple[int, str, int, int, str | None]
 
@@ -40,7 +40,9 @@ def ordered(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def ordered_table(rows: pa.Table) -> pa.Table:
-    """``ordered`` of output rows as an Arrow table."""
+    """``ordered`` of output rows as an Arrow table (in one chunk: Arrow sorts a table of
+    several at half the speed)."""
+    rows = rows.combine_chunks()
     return rows.take(_order(rows))
 
 
@@ -81,7 +83,7 @@ def deliver(adapter: Any, rows: pd.DataFrame | pa.Table, batch_id: int) -> None:
     ``write_frame``, else as items."""
     if not len(rows):
         return
-    rows = (ordered_table(rows).to_pandas() if isinstance(rows, pa.Table)
+    rows = (arrow_to_pandas(ordered_table(rows)) if isinstance(rows, pa.Table)
             else ordered(rows))
     if hasattr(adapter, "write_frame"):
         adapter.write_frame(rows[["kind", "start", "end", "payload"]], batch_id)

@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 from pyspark.sql.types import IntegerType, StructField, StructType
 
 from cti.adapters import FIELD_COLUMN
-from cti.operators.frame import exact_field
+from cti.operators.frame import arrow_to_pandas, exact_field
 from cti.operators.output import OUTPUT_ARROW
 from cti.rows import eos_row, payload_from_json
 from cti.runtime.local import read_rows
@@ -207,21 +207,7 @@ def unpack(packed: pd.DataFrame) -> pd.DataFrame:
             "group", pa.array(np.full(table.num_rows, group, np.int32))))
     if not tables:
         return _ARROW.empty_table().to_pandas().assign(group=np.int32(0))
-    table = pa.concat_tables(tables)
-    at = table.schema.get_field_index("payload")
-    payload = table.column(at)
-    out = table.remove_column(at).to_pandas()
-    out.insert(at, "payload", payload.to_pandas(deduplicate_objects=_repeats(payload)).to_numpy())
-    return out
-
-
-def _repeats(texts: pa.ChunkedArray, sample: int = 5000) -> bool:
-    """Whether texts repeat enough that pandas is better off making one Python string per
-    distinct text (hashing them all) than one per row: judged by the repeats in a sample of
-    5,000 (drawn from 10,000 distinct texts, a fifth of it repeats; from 500,000, half a
-    percent). It pays below about three rows per distinct text."""
-    seen = texts.slice(0, 4 * sample).drop_null().slice(0, sample).to_pylist()
-    return len(seen) - len(set(seen)) > 0.015 * len(seen)
+    return arrow_to_pandas(pa.concat_tables(tables))
 
 
 def pack_output(events: pd.DataFrame, ctis: Sequence[int]) -> bytes | None:
