@@ -213,9 +213,8 @@ def _write_query_partition(bound: Any, batches: Iterator[pa.RecordBatch]
     """One micro-batch of a query's output (Arrow batches of one task, each row a shard's
     packed output), in output order, to a new output adapter, with the micro-batch's id (a
     replayed batch has the same id); yields how many rows it wrote."""
-    rows = unpack_output(blob for b in batches for blob in b.column(0).to_pylist()
-                         ).to_pandas()
-    if len(rows):
+    rows = unpack_output(blob for b in batches for blob in b.column(0).to_pylist())
+    if len(rows):  # handed over as Arrow: ``deliver`` orders it there, then makes the frame
         batch_id = int(TaskContext.get().getLocalProperty(_BATCH_ID))
         adapter = bound.factory.create(bound.config, bound.stream.shape)
         deliver(adapter, rows, batch_id)
@@ -224,4 +223,3 @@ def _write_query_partition(bound: Any, batches: Iterator[pa.RecordBatch]
 
 
 _BATCH_ID = "streaming.sql.batchId"  # the local property Spark gives a micro-batch's tasks
-
