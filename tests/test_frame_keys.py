@@ -131,13 +131,11 @@ def test_a_group_by_given_its_fields_codes_gives_what_it_reads_from_the_payloads
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.integers(-2**62, 2**62) | st.integers(-5, 5), max_size=60), st.integers(0, 3))
 def test_integer_codes_by_counting_are_a_factorisation(values, spread):
-    """``window._dense_codes`` (counting where the range is narrow, hashing where not) gives
+    """``frame.dense_codes`` (counting where the range is narrow, hashing where not) gives
     codes and uniques as ``pd.factorize`` does: each value is the unique of its code, and the
     uniques are distinct."""
-    from cti.operators.window import _dense_codes
-
     values = np.asarray([v * 10**spread if abs(v) < 6 else v for v in values], np.int64)
-    codes, uniques = _dense_codes(values)
+    codes, uniques = frame.dense_codes(values)
     assert codes.dtype.kind == "i" and len(codes) == len(values)
     assert (uniques[codes] == values).all()
     assert len(set(uniques.tolist())) == len(uniques) == len(set(values.tolist()))

@@ -186,6 +186,21 @@ def field_codes(frame: pd.DataFrame, field: str | Callable[[dict[str, Any]], Any
     return codes.astype(np.int64), [values[i] for i in _first_of(codes, len(uniques))]
 
 
+def dense_codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``pd.factorize`` of integers, by counting where their range is no wider than their
+    number (no hashing); the codes then follow the values' order, not first appearance."""
+    if not len(values):
+        return np.empty(0, np.int64), values[:0]
+    low, high = int(values.min()), int(values.max())
+    if high - low > max(len(values), 1024):
+        return pd.factorize(values)
+    offsets = values - low
+    used = np.flatnonzero(np.bincount(offsets, minlength=high - low + 1))
+    code_of = np.zeros(high - low + 1, np.int64)
+    code_of[used] = np.arange(len(used))
+    return code_of[offsets], used + low
+
+
 def _first_of(codes: np.ndarray, n: int) -> np.ndarray:
     """For each of the ``n`` codes, the first position that has it."""
     first = np.zeros(n, np.int64)

@@ -94,24 +94,9 @@ def _pairs(key_codes: np.ndarray, ks: np.ndarray) -> tuple[np.ndarray, np.ndarra
     """Each row's code for its (key code, window k) pair, and each pair's key code and k:
     one integer per pair (grouping by an object column and an integer one took most of the
     time)."""
-    k_codes, windows = _dense_codes(ks)
-    pairs, uniques = _dense_codes(key_codes.astype(np.int64) * len(windows) + k_codes)
+    k_codes, windows = frame.dense_codes(ks)
+    pairs, uniques = frame.dense_codes(key_codes.astype(np.int64) * len(windows) + k_codes)
     return pairs, uniques // len(windows), windows[uniques % len(windows)]
-
-
-def _dense_codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``pd.factorize`` of integers, by counting where their range is no wider than their
-    number (no hashing); the codes then follow the values' order, not first appearance."""
-    if not len(values):
-        return np.empty(0, np.int64), values[:0]
-    low, high = int(values.min()), int(values.max())
-    if high - low > max(len(values), 1024):
-        return pd.factorize(values)
-    offsets = values - low
-    used = np.flatnonzero(np.bincount(offsets, minlength=high - low + 1))
-    code_of = np.zeros(high - low + 1, np.int64)
-    code_of[used] = np.arange(len(used))
-    return code_of[offsets], used + low
 
 
 def _partials(keys: np.ndarray, ks: np.ndarray, n: np.ndarray,

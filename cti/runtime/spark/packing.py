@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 from pyspark.sql.types import IntegerType, StructField, StructType
 
 from cti.adapters import FIELD_COLUMN
-from cti.operators.frame import arrow_to_pandas, exact_field
+from cti.operators.frame import arrow_to_pandas, dense_codes, exact_field
 from cti.operators.output import OUTPUT_ARROW
 from cti.rows import eos_row, payload_from_json
 from cti.runtime.local import read_rows
@@ -168,12 +168,11 @@ def _shard_texts(codes: np.ndarray, dictionary: pa.Array, mine: np.ndarray
                  ) -> pa.DictionaryArray:
     """The texts of the ``mine`` rows (code -1: none), with the dictionary of those alone."""
     mine = mine & (codes >= 0)
-    used = np.flatnonzero(np.bincount(codes[mine], minlength=len(dictionary)))
-    renumbered = np.zeros(max(len(dictionary), 1), np.int32)  # (index 0 where not mine)
-    renumbered[used] = np.arange(len(used), dtype=np.int32)
-    return pa.DictionaryArray.from_arrays(
-        pa.array(renumbered[np.where(mine, codes, 0)], mask=~mine),
-        dictionary.take(pa.array(used)))
+    renumbered, used = dense_codes(codes[mine])
+    indices = np.zeros(len(codes), np.int32)
+    indices[mine] = renumbered
+    return pa.DictionaryArray.from_arrays(pa.array(indices, mask=~mine),
+                                          dictionary.take(pa.array(used, pa.int64())))
 
 
 _COMPRESSED = pa.ipc.IpcWriteOptions(compression="lz4")  # a quarter of the bytes to shuffle
