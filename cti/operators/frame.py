@@ -212,7 +212,7 @@ def text_codes(codes: np.ndarray, texts: Sequence[str]
                ) -> tuple[np.ndarray, list[Any], list[str]]:
     """``field_codes`` from each row's code into ``texts``, the JSON texts of the values (as an
     adapter gives them: ``cti.adapters.FIELD_COLUMN``): JSON-equal texts share a code. And each
-    value's text in a key (``_value_json``), which ``keys_with`` takes."""
+    value's text in a key (``_value_json``), which ``key_codes_with`` takes."""
     used = np.flatnonzero(np.bincount(codes, minlength=len(texts)))  # the texts rows have
     given = pa.array(np.asarray(texts, object)[used], pa.string())
     # A plain string's or a (64-bit) integer's text is its own key text: read by Arrow.
@@ -238,19 +238,12 @@ _PLAIN_STRING = rf'^"{PLAIN_JSON_CHARS}*"$'
 _PLAIN_INT = r"^(0|-?[1-9][0-9]{0,17})$"
 
 
-def keys_with(frame: pd.DataFrame, codes: np.ndarray, values: list[Any],
-              texts: list[str] | None = None) -> np.ndarray:
-    """Each row's group key extended by a value (``group_by``), given as each row's code and
-    the value of each code (``field_codes``; ``texts``: each value's ``_value_json`` where
-    known): a JSON list, computed once per distinct (key, value)."""
-    key_codes, keys = key_codes_with(frame, codes, values, texts)
-    return keys[key_codes]
-
-
 def key_codes_with(frame: pd.DataFrame, codes: np.ndarray, values: list[Any],
                    texts: list[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """``keys_with`` as each row's code and the key of each code (distinct keys; a code no
-    row has may have None)."""
+    """Each row's group key extended by a value (``group_by``), given as each row's code and
+    the value of each code (``field_codes``; ``texts``: each value's ``_value_json`` where
+    known): each row's code and the key of each code, a JSON list computed once per distinct
+    (key, value) (a code no row has may have None)."""
     if not len(frame):
         return np.empty(0, np.int64), np.empty(0, object)
     keys = frame["key"].to_numpy(object)
