@@ -1,4 +1,5 @@
-"""bench/run.py runs end to end, and spark-native and cti-local count the same windows."""
+"""bench/run.py runs end to end, and spark-native, cti-local and the Arrow yardstick count the
+same windows."""
 
 from __future__ import annotations
 
@@ -24,12 +25,12 @@ def _bench_module():
     return module
 
 
-def _expected_windows(tmp_path: Path) -> int:
+def _expected_windows(tmp_path: Path, key_rate: float | None = None) -> int:
     """Distinct (key, 10 s window every 5 s) pairs of the generated data: one output each."""
     import pyarrow.parquet as pq
 
     bench = _bench_module()
-    bench.generate(EVENTS, KEYS, 0, 1, tmp_path)
+    bench.generate(EVENTS, KEYS, 0, 1, tmp_path, key_rate)
     cols = pq.read_table(tmp_path / "part-00000.parquet").to_pydict()
     hop = bench.HOP // bench.timedelta(microseconds=1)
     size = bench.WINDOW // bench.timedelta(microseconds=1)
@@ -46,13 +47,13 @@ def _expected_windows(tmp_path: Path) -> int:
 def test_bench_runs_and_counts_agree(tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, str(BENCH), "--events", str(EVENTS), "--keys", str(KEYS),
-         "--systems", "spark-native,cti-local", "--seed", "0", "--repeat", "3"],
+         "--systems", "spark-native,cti-local,arrow-floor", "--seed", "0", "--repeat", "3"],
         cwd=REPO, capture_output=True, text=True, timeout=600, check=False,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = [json.loads(line) for line in proc.stdout.splitlines()]
     by_system = {line["system"]: line for line in lines}
-    assert list(by_system) == ["spark-native", "cti-local"]
+    assert list(by_system) == ["spark-native", "cti-local", "arrow-floor"]
 
     for line in lines:
         assert "error" not in line, line
@@ -68,6 +69,17 @@ def test_bench_runs_and_counts_agree(tmp_path: Path) -> None:
     expected = _expected_windows(tmp_path / "data")
     assert by_system["spark-native"]["output_rows"] == expected
     assert by_system["cti-local"]["output_rows"] == expected
+    assert by_system["arrow-floor"]["output_rows"] == expected
+
+
+def test_arrow_floor_carries_open_windows_across_files(tmp_path: Path) -> None:
+    """The yardstick merges a window's counts from several micro-batch files: the same windows
+    with 5 files as with one, and every event counted once in each of its two windows."""
+    bench = _bench_module()
+    for batches in (1, 5):
+        bench.generate(EVENTS, KEYS, 0, batches, tmp_path / str(batches), key_rate=2.0)
+    one, five = (bench._floor_run(tmp_path / str(b))[1:] for b in (1, 5))
+    assert one == five == (_expected_windows(tmp_path / "data", key_rate=2.0), 2 * EVENTS)
 
 
 @pytest.mark.parametrize("keys", [10, 1000])
