@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from cti.adapters import FIELD_COLUMN
 from cti.operators.frame import repeats
-from cti.runtime.spark.packing import key_shards, pack, routed, unpack
+from cti.runtime.spark.packing import key_shards, pack, routed, text_hashes, unpack
 from cti.runtime.spark.schema import IN_SCHEMA, arrow_schema
 from cti.runtime.spark.source import MIN_PIECE, READ_CHUNK, QueryRoute, cuts
 
@@ -41,6 +41,29 @@ def test_a_value_has_one_shard_whatever_piece_it_is_read_in(piece, other, shards
 def test_values_spread_over_shards():
     got = key_shards(_payloads([f"key{i}" for i in range(1000)]), "k", 4)
     assert min(np.bincount(got, minlength=4)) > 150
+    for shards in (2, 3, 8):  # texts that differ in one byte, as keys often do
+        got = key_shards(_payloads(list(range(20_000))), "k", shards)
+        assert np.bincount(got, minlength=shards).min() > 20_000 / shards * 0.9
+
+
+def _text_hash(text: str) -> int:
+    """``text_hashes`` written out for one text, byte by byte."""
+    m, mask = 0x9E3779B97F4A7C15, 2**64 - 1
+    data = text.encode()
+    h = (len(data) + sum(b * pow(m, j + 1, 2**64) for j, b in enumerate(data))) & mask
+    for shift, factor in ((33, 0xFF51AFD7ED558CCD), (33, 0xC4CEB9FE1A85EC53), (33, 1)):
+        h = ((h ^ (h >> shift)) * factor) & mask
+    return h
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.text(max_size=12), max_size=30), st.integers(0, 5), st.integers(0, 5))
+def test_text_hashes_are_the_written_out_hash_of_each_text(texts, head, tail):
+    """Vectorised over Arrow's buffers, of a slice too, empty texts and multi-byte characters
+    included: the same value as byte by byte."""
+    whole = pa.array(["pad"] * head + texts + ["x"] * tail, pa.string())
+    got = text_hashes(whole.slice(head, len(texts)))
+    assert got.tolist() == [_text_hash(t) for t in texts]
 
 
 def _rows(kinds: list[str], payloads: list[str | None], stream: int = 0) -> pa.Table:

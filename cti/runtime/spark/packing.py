@@ -15,7 +15,6 @@ micro-batch leave its stateful function as one row (``pack_output``).
 from __future__ import annotations
 
 import json
-import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -99,19 +98,47 @@ def key_shards(payloads: pa.Array, field: str, shards: int, texts: pa.Array | No
         return out
     if texts is not None:  # the value's own JSON text: one per distinct value
         encoded = texts.dictionary_encode()  # (itself, if it is encoded)
-        texts = encoded.dictionary.to_pylist()
+        distinct = encoded.dictionary
         codes = encoded.indices.to_numpy(zero_copy_only=False)
     elif (values := exact_field(payloads, field)) is not None:  # Arrow's parse of the payloads
         encoded = values.dictionary_encode()
-        texts = [json.dumps(v) for v in encoded.dictionary.to_pylist()]
-        codes = encoded.indices.fill_null(len(texts)).to_numpy(zero_copy_only=False)
-        texts.append("null")
+        distinct = pa.array([json.dumps(v) for v in encoded.dictionary.to_pylist()] + ["null"],
+                            pa.string())
+        codes = encoded.indices.fill_null(len(distinct) - 1).to_numpy(zero_copy_only=False)
     else:  # row by row (1, 1.0 and True are equal in Python, not in JSON)
-        texts = [json.dumps(payload_from_json(p).get(field), sort_keys=True)
-                 for p in payloads.to_pylist()]
-        codes = np.arange(len(texts))
-    shard = np.asarray([zlib.crc32(t.encode()) % shards for t in texts], np.int32)
-    return shard[codes]
+        distinct = pa.array([json.dumps(payload_from_json(p).get(field), sort_keys=True)
+                             for p in payloads.to_pylist()], pa.string())
+        codes = np.arange(len(distinct))
+    return (text_hashes(distinct) % np.uint64(shards)).astype(np.int32)[codes]
+
+
+def text_hashes(texts: pa.Array) -> np.ndarray:
+    """A 64-bit hash of each string's UTF-8 bytes (not null), the same in every process:
+    the bytes as a polynomial (wrapping), and the length, through MurmurHash3's 64-bit
+    finaliser so that every bit depends on every byte. Vectorised: no Python per text."""
+    texts = texts.cast(pa.large_string())
+    offsets = np.frombuffer(texts.buffers()[1], np.int64)[
+        texts.offset:texts.offset + len(texts) + 1]
+    data = np.frombuffer(texts.buffers()[2] or b"", np.uint8)[offsets[0]:offsets[-1]]
+    lengths = np.diff(offsets)
+    starts = offsets[:-1] - offsets[0]
+    h = lengths.astype(np.uint64)
+    with np.errstate(over="ignore"):
+        if len(data):
+            powers = np.cumprod(np.full(int(lengths.max()), _MULTIPLIER, np.uint64))
+            within = np.arange(len(data)) - np.repeat(starts, lengths)
+            weighted = data.astype(np.uint64) * powers[within]
+            filled = lengths > 0  # reduceat's segment of a text runs to the next one's start
+            h[filled] += np.add.reduceat(weighted, starts[filled])
+        for shift, factor in _FMIX64:
+            h ^= h >> np.uint64(shift)
+            if factor:
+                h *= np.uint64(factor)
+    return h
+
+
+_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)  # odd: the golden ratio's 64-bit fraction
+_FMIX64 = ((33, 0xFF51AFD7ED558CCD), (33, 0xC4CEB9FE1A85EC53), (33, 0))
 
 
 def owners(payloads: pa.Array, field: str | None, shards: int,
