@@ -8,7 +8,7 @@ produced (one in-process machine, or Spark shards whose rows meet at the sink).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -22,13 +22,31 @@ from cti.operators.frame import KIND_RANK, arrow_to_pandas, to_item
 OutputRow = tuple[int, str, int, int, str | None]
 
 
-def rows_of_step(events: pd.DataFrame, ctis: Iterable[int]) -> list[OutputRow]:
-    rows: list[OutputRow] = [
-        (int(r), k, int(s), int(e), p) for r, k, s, e, p in zip(
-            events["release"], events["kind"], events["start"], events["end"],
-            events["payload"], strict=True)]
-    rows += [(int(c), "cti", int(c), int(c), None) for c in ctis]
-    return rows
+def step_table(events: pd.DataFrame, ctis: Sequence[int]) -> pa.Table:
+    """A step's released events (with ``release``) and its new output CTIs as output rows
+    (``OUTPUT_ARROW``): the events, then one row per CTI (kind ``cti``, start = end =
+    release)."""
+    m = len(ctis)
+    c = np.asarray(ctis, np.int64)
+    return pa.table({
+        "release": np.concatenate([events["release"].to_numpy(np.int64), c]),
+        "kind": pa.array(np.concatenate([events["kind"].to_numpy(object),
+                                         np.full(m, "cti", object)]), pa.string()),
+        "start": np.concatenate([events["start"].to_numpy(np.int64), c]),
+        "end": np.concatenate([events["end"].to_numpy(np.int64), c]),
+        "payload": pa.array(np.concatenate([events["payload"].to_numpy(object),
+                                            np.full(m, None, object)]), pa.string()),
+    }, schema=OUTPUT_ARROW)
+
+
+def table_rows(table: pa.Table) -> list[OutputRow]:
+    """Output rows (``OUTPUT_ARROW`` columns) as tuples."""
+    return list(zip(*table.to_pydict().values(), strict=True))
+
+
+def rows_of_step(events: pd.DataFrame, ctis: Sequence[int]) -> list[OutputRow]:
+    """``step_table`` as tuples."""
+    return table_rows(step_table(events, ctis))
 
 
 def ordered(rows: pd.DataFrame) -> pd.DataFrame:

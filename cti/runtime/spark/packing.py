@@ -26,7 +26,7 @@ from pyspark.sql.types import IntegerType, StructField, StructType
 
 from cti.adapters import FIELD_COLUMN
 from cti.operators.frame import arrow_to_pandas, dense_codes, exact_field
-from cti.operators.output import OUTPUT_ARROW
+from cti.operators.output import OUTPUT_ARROW, step_table
 from cti.rows import eos_row, payload_from_json
 from cti.runtime.local import read_rows
 from cti.runtime.spark.schema import IN_SCHEMA, arrow_schema, in_row_to_tuple
@@ -238,23 +238,10 @@ def unpack(packed: pd.DataFrame) -> pd.DataFrame:
 
 def pack_output(events: pd.DataFrame, ctis: Sequence[int]) -> bytes | None:
     """A shard's released events (with ``release``) and output CTIs of one step as ONE Arrow
-    IPC stream (``OUTPUT_ARROW`` columns; a CTI row has kind ``cti`` and start = end =
-    release), so Spark carries one row per shard and step, not one per result (each result
-    row cost Spark more than the shard's whole work on it); None when there is nothing."""
-    n, m = len(events), len(ctis)
-    if not n + m:
-        return None
-    c = np.asarray(ctis, np.int64)
-    table = pa.table({
-        "release": np.concatenate([events["release"].to_numpy(np.int64), c]),
-        "kind": pa.array(np.concatenate([events["kind"].to_numpy(object),
-                                         np.full(m, "cti", object)]), pa.string()),
-        "start": np.concatenate([events["start"].to_numpy(np.int64), c]),
-        "end": np.concatenate([events["end"].to_numpy(np.int64), c]),
-        "payload": pa.array(np.concatenate([events["payload"].to_numpy(object),
-                                            np.full(m, None, object)]), pa.string()),
-    }, schema=OUTPUT_ARROW)
-    return _ipc(table)
+    IPC stream (``output.step_table``), so Spark carries one row per shard and step, not one
+    per result (each result row cost Spark more than the shard's whole work on it); None when
+    there is nothing."""
+    return _ipc(step_table(events, ctis)) if len(events) + len(ctis) else None
 
 
 def unpack_output(blobs: Iterable[bytes]) -> pa.Table:

@@ -18,7 +18,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from cti import errors
-from cti.operators.output import OutputRow, deliver
+from cti.operators.output import deliver, table_rows
 from cti.query import IngressGroup, OutputBinding
 from cti.results import DIAGNOSTIC_STATUSES, RunResult
 from cti.rows import OUTPUT_STATUSES
@@ -181,15 +181,15 @@ class SparkRuntime:
         """Run several queries in one streaming query; each one's result (with its input
         streams' own results when ``with_inputs``)."""
         frame, groups, refs = self.query_frame(queries, with_inputs)
-        outputs: list[list[OutputRow]] = [[] for _ in queries]
+        blobs: list[list[bytes]] = [[] for _ in queries]
         ingress: list[list] = [[] for _ in groups]
         for r in self._run_to_memory(frame):
             query, role, group = r[0], r[1], r[4]
             if role == PASS:
                 ingress[group].append(out_row_from_spark(r[5:-1]))
             elif role == OP:
-                outputs[query] += zip(*unpack_output([r[-1]]).to_pydict().values(),
-                                      strict=True)
+                blobs[query].append(r[-1])
+        outputs = [table_rows(unpack_output(b)) for b in blobs]
         results = [RunResult.from_rows(g.names, rows, g.overs)
                    for g, rows in zip(groups, ingress, strict=True)]
         return [derived_result(q, [results[g] for g in sorted({g for g, _ in refs[k]})]
