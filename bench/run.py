@@ -443,14 +443,20 @@ def _floor_run(data: Path) -> tuple[float, int, int]:
             high = int(times.max()) if high is None else max(high, int(times.max()))
         closed = pc.less_equal(pc.add(counts.column("start"), size),
                                (high if high is not None else -2**62) - DELAY_US)
-        done = counts.filter(closed).sort_by([("start", "ascending"), ("key", "ascending")])
-        emitted += done.num_rows
-        counted += pc.sum(done.column("n")).as_py() or 0
+        windows, n = _emitted(counts.filter(closed))
+        emitted, counted = emitted + windows, counted + n
         carried = counts.filter(pc.invert(closed))
-    done = carried.sort_by([("start", "ascending"), ("key", "ascending")])
-    emitted += done.num_rows
-    counted += pc.sum(done.column("n")).as_py() or 0
-    return time.perf_counter() - t0, emitted, counted
+    windows, n = _emitted(carried)  # the end of the input closes the rest
+    return time.perf_counter() - t0, emitted + windows, counted + n
+
+
+def _emitted(closed: Any) -> tuple[int, int]:
+    """Closed windows' counts (an Arrow table: key, start, n) in the order a sink gets them,
+    (window, key): how many windows, and the sum of their counts."""
+    import pyarrow.compute as pc
+
+    done = closed.sort_by([("start", "ascending"), ("key", "ascending")])
+    return done.num_rows, pc.sum(done.column("n")).as_py() or 0
 
 
 def run_arrow_floor(root: Path, opts: argparse.Namespace) -> dict[str, Any]:
