@@ -329,10 +329,10 @@ def _cti_source(data: Path, cti_input: str) -> tuple[Any, Any, float]:
     ``MemoryInputAdapterFactory`` with the events loaded first (not timed).
     """
     if cti_input == "parquet":
-        from adapters.parquet import ParquetInputAdapterFactory, ParquetInputConfig
+        from cti.io.parquet import ParquetInputAdapterFactory, ParquetInputConfig
 
         return (ParquetInputAdapterFactory(), ParquetInputConfig(cti_file(data), "time"), 0.0)
-    from adapters.memory import MemoryInputAdapterFactory
+    from cti.io.memory import MemoryInputAdapterFactory
 
     t0 = time.perf_counter()
     events = load_events(data)

@@ -6,7 +6,6 @@ import json
 from datetime import datetime
 from pathlib import Path
 
-from adapters.memory import MemoryInputAdapterFactory
 from cti import (
     AdvanceTimeImportSettings,
     AdvanceTimePolicy,
@@ -20,6 +19,7 @@ from cti import (
     to_datetime,
     to_ticks,
 )
+from cti.io.memory import MemoryInputAdapterFactory
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "tollapp"
 

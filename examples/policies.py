@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from adapters.memory import MemoryInputAdapterFactory
 from cti import (
     MAX_TIME,
     AdvanceTimeGenerationSettings,
@@ -41,6 +40,7 @@ from cti import (
     StreamResult,
 )
 from cti.events import StreamItem
+from cti.io.memory import MemoryInputAdapterFactory
 
 DROP, ADJUST = AdvanceTimePolicy.DROP, AdvanceTimePolicy.ADJUST
 

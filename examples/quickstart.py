@@ -18,7 +18,6 @@ from datetime import datetime, timedelta
 
 from _tolldata import points, read_json
 
-from adapters.memory import MemoryInputAdapterFactory
 from cti import (
     MAX_TIME,
     AdvanceTimeImportSettings,
@@ -34,6 +33,7 @@ from cti import (
     to_duration_ticks,
     to_ticks,
 )
+from cti.io.memory import MemoryInputAdapterFactory
 
 
 def registration_versions(plates: list[str]) -> list[Arriving]:

@@ -27,7 +27,6 @@ import json
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from adapters.memory import MemoryInputAdapterFactory
 from cti import (
     MAX_TIME,
     AdvanceTimeImportSettings,
@@ -45,6 +44,7 @@ from cti import (
     to_datetime,
     to_ticks,
 )
+from cti.io.memory import MemoryInputAdapterFactory
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "tollapp"
 PACIFIC = timezone(timedelta(hours=-7))  # the sample's local time (its times carry -07:00)

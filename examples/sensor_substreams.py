@@ -26,7 +26,6 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from adapters.memory import MemoryInputAdapterFactory
 from cti import (
     Application,
     Arriving,
@@ -40,6 +39,7 @@ from cti import (
     to_datetime,
     to_ticks,
 )
+from cti.io.memory import MemoryInputAdapterFactory
 from cti.runtime.local import LocalRuntime
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "sensors"

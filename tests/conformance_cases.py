@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-from adapters.memory import MemoryInputAdapterFactory
 from cti import (
     MAX_TIME,
     AdvanceTimeGenerationSettings,
@@ -22,6 +21,7 @@ from cti import (
     IntervalEvent,
     PointEvent,
 )
+from cti.io.memory import MemoryInputAdapterFactory
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 VENDORED = Path(__file__).resolve().parent / "conformance"

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from adapters.outputs import JsonLinesOutputAdapterFactory, read_json_lines_output
+from cti.io.outputs import JsonLinesOutputAdapterFactory, read_json_lines_output
 
 
 def write(path: Path, rows: list[dict], mode: str) -> None:

@@ -24,7 +24,6 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from adapters.memory import MemoryInputAdapterFactory
 from cti import (
     MAX_TIME,
     AdvanceTimeGenerationSettings,
@@ -40,6 +39,7 @@ from cti import (
     IntervalEvent,
     PointEvent,
 )
+from cti.io.memory import MemoryInputAdapterFactory
 
 SHAPES = (EventShape.POINT, EventShape.INTERVAL, EventShape.EDGE)
 POLICIES = (AdvanceTimePolicy.DROP, AdvanceTimePolicy.ADJUST)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import pytest
 
-from adapters.memory import MemoryInputAdapterFactory
 from cti import (
     MAX_TIME,
     AdvanceTimeGenerationSettings,
@@ -31,6 +30,7 @@ from cti import (
     InvalidSettingsError,
     PointEvent,
 )
+from cti.io.memory import MemoryInputAdapterFactory
 from cti.runtime.local import LocalRuntime
 
 GEN1 = AdvanceTimeSettings(AdvanceTimeGenerationSettings(1, 0))
@@ -125,7 +125,7 @@ def test_second_end_of_a_closed_edge_is_bad_input():
 
 
 def test_dead_letters_reach_a_diagnostics_output():
-    from adapters.memory import CollectingOutputAdapterFactory
+    from cti.io.memory import CollectingOutputAdapterFactory
 
     out = CollectingOutputAdapterFactory()
     stream = bind(ORPHAN, EventShape.EDGE, GEN1, name="ref", on_bad_input="dead_letter")

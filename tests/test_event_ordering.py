@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-from adapters.memory import MemoryInputAdapterFactory
-from adapters.outputs import JsonLinesOutputAdapterFactory, read_json_lines_output
 from cti import (
     MAX_TIME,
     Application,
@@ -19,6 +17,8 @@ from cti import (
     InvalidSettingsError,
     PointEvent,
 )
+from cti.io.memory import MemoryInputAdapterFactory
+from cti.io.outputs import JsonLinesOutputAdapterFactory, read_json_lines_output
 
 S = 1_000_000  # ticks per second
 

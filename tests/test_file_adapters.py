@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from adapters.files import CsvInputAdapterFactory, FileInputConfig, JsonLinesInputAdapterFactory
 from cti import (
     AdapterAdvanceTimeSettings,
     AdvanceTimeGenerationSettings,
@@ -28,6 +27,7 @@ from cti import (
     PointEvent,
     to_ticks,
 )
+from cti.io.files import CsvInputAdapterFactory, FileInputConfig, JsonLinesInputAdapterFactory
 from cti.runtime.local import LocalRuntime
 from cti.time import MAX_TIME
 

@@ -98,8 +98,8 @@ def test_a_group_by_given_its_fields_codes_gives_what_it_reads_from_the_payloads
     """A chunk that carries a field's codes (``Chunk.fields``, as a Spark shard's input chunk
     does) gives a ``group_by`` on that field, straight or after a ``where``, the same output as
     the same chunk without them; the codes reach it."""
-    from adapters.memory import MemoryInputAdapterFactory
     from cti import AdvanceTimeSettings, Application, CepStream, EventShape, agg
+    from cti.io.memory import MemoryInputAdapterFactory
     from cti.operators.machine import QueryMachine
     from cti.operators.output import ordered
 

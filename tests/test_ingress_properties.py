@@ -24,7 +24,6 @@ from strategies import (
     unwrap,
 )
 
-from adapters.memory import MemoryInputAdapterFactory
 from cti import (
     MAX_TIME,
     AdvanceTimeGenerationSettings,
@@ -42,6 +41,7 @@ from cti import (
     PointEvent,
 )
 from cti.events import item_from_kind
+from cti.io.memory import MemoryInputAdapterFactory
 from cti.results import RunResult
 from cti.runtime.local import LocalRuntime
 

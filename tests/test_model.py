@@ -13,7 +13,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from adapters.memory import MemoryInputAdapterFactory
 from cti import (
     MAX_TIME,
     MIN_TIME,
@@ -39,6 +38,7 @@ from cti import (
     to_ticks,
 )
 from cti.events import item_from_kind, kind_of
+from cti.io.memory import MemoryInputAdapterFactory
 from cti.runtime.local import LocalRuntime
 from cti.time import add, format_time
 

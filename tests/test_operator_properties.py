@@ -784,8 +784,8 @@ def run_items(query: Any) -> list[Any]:
 def one_stream(items: list[Any], shape: EventShape = POINT, flush: bool = True,
                name: str = "a", app: Any = None) -> Any:
     """A stream whose only CTIs are the adapter's (and MAX_TIME at shutdown if ``flush``)."""
-    from adapters.memory import MemoryInputAdapterFactory
     from cti import AdvanceTimeGenerationSettings, Application, CepStream
+    from cti.io.memory import MemoryInputAdapterFactory
 
     return CepStream.create(name, MemoryInputAdapterFactory(), items, shape,
                             AdvanceTimeSettings(AdvanceTimeGenerationSettings(1000, 0, flush)),

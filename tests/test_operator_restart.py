@@ -9,8 +9,8 @@ import json
 import pytest
 from restarts import run_twice_from_checkpoint
 
-from adapters.files import FileInputConfig, JsonLinesInputAdapterFactory
 from cti import AdvanceTimeSettings, Application, CepStream, EventShape, agg
+from cti.io.files import FileInputConfig, JsonLinesInputAdapterFactory
 from cti.runtime.local import LocalRuntime
 
 ROWS = [{"t": t, "k": "abc"[n % 3], "v": n}

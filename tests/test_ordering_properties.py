@@ -24,7 +24,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from adapters.memory import MemoryInputAdapterFactory
 from cti import (
     MAX_TIME,
     MIN_TIME,
@@ -38,6 +37,7 @@ from cti import (
     EventShape,
     PointEvent,
 )
+from cti.io.memory import MemoryInputAdapterFactory
 from cti.results import RunResult, StreamResult
 from cti.runtime.local import LocalRuntime
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from adapters.memory import CollectingOutputAdapterFactory, MemoryInputAdapterFactory
-from adapters.outputs import JsonLinesOutputAdapterFactory, read_json_lines_output
 from cti import AdvanceTimeSettings, Application, CepStream, EdgeEvent, EventShape, PointEvent
+from cti.io.memory import CollectingOutputAdapterFactory, MemoryInputAdapterFactory
+from cti.io.outputs import JsonLinesOutputAdapterFactory, read_json_lines_output
 from cti.runtime.local import LocalRuntime
 
 EVENTS = [PointEvent(t, {"n": k}) for k, t in enumerate([5, 9, 7, 12, 3, 20, 18, 30])]

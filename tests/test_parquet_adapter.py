@@ -6,8 +6,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from adapters.parquet import ParquetInputAdapterFactory, ParquetInputConfig
 from cti import AdvanceTimeSettings, Application, BadInputError, CepStream, EventShape, agg
+from cti.io.parquet import ParquetInputAdapterFactory, ParquetInputConfig
 
 
 def write(tmp_path, rows, name="in.parquet"):

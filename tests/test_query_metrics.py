@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 
-from adapters.memory import MemoryInputAdapterFactory
 from cti import (
     AdvanceTimeSettings,
     Application,
@@ -17,6 +16,7 @@ from cti import (
     PointEvent,
     agg,
 )
+from cti.io.memory import MemoryInputAdapterFactory
 
 TIMES = [5, 3, 9, 1, 14, 12, 30, 22, 25, 41, 33, 50]
 

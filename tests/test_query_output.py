@@ -9,8 +9,6 @@ from typing import Any
 
 import pytest
 
-from adapters.memory import MemoryInputAdapterFactory
-from adapters.outputs import JsonLinesOutputAdapterFactory, read_json_lines_output
 from cti import (
     AdvanceTimeGenerationSettings,
     AdvanceTimeSettings,
@@ -20,6 +18,8 @@ from cti import (
     IntervalEvent,
     agg,
 )
+from cti.io.memory import MemoryInputAdapterFactory
+from cti.io.outputs import JsonLinesOutputAdapterFactory, read_json_lines_output
 from cti.runtime.local import LocalRuntime
 
 

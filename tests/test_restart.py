@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from restarts import run_twice_from_checkpoint
 
-from adapters.files import FileInputConfig, JsonLinesInputAdapterFactory
 from cti import AdvanceTimeSettings, Application, CepStream, EventShape
+from cti.io.files import FileInputConfig, JsonLinesInputAdapterFactory
 from cti.runtime.local import LocalRuntime
 
 ROWS = [{"t": t, "id": k} for k, t in enumerate([10, 12, 11, 15, 30, 22, 31, 40, 38, 45, 44, 50])]

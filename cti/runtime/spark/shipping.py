@@ -25,7 +25,7 @@ from cti.operators import plan
 
 _INSTALLED = tuple(os.path.realpath(p) for p in {
     sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")})
-_OURS = ("cti", "adapters", "pyspark")
+_OURS = ("cti", "pyspark")
 
 
 def _shipped_by_reference(module: types.ModuleType | None) -> bool:

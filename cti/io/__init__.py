@@ -1,12 +1,12 @@
 """Adapters shipped with cti: in-memory, JSON lines and CSV inputs, and collecting outputs."""
 
-from adapters.files import CsvInputAdapterFactory, FileInputConfig, JsonLinesInputAdapterFactory
-from adapters.memory import (
+from cti.io.files import CsvInputAdapterFactory, FileInputConfig, JsonLinesInputAdapterFactory
+from cti.io.memory import (
     CollectingOutputAdapter,
     CollectingOutputAdapterFactory,
     MemoryInputAdapterFactory,
 )
-from adapters.outputs import JsonLinesOutputAdapterFactory, read_json_lines_output
+from cti.io.outputs import JsonLinesOutputAdapterFactory, read_json_lines_output
 
 __all__ = [
     "CollectingOutputAdapter",
