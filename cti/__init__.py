@@ -40,7 +40,18 @@ from cti.settings import (
     AdvanceTimeSettings,
     EventOrderingPolicy,
 )
-from cti.time import MAX_TIME, MIN_TIME, TICK, to_datetime, to_duration_ticks, to_ticks
+from cti.time import (
+    MAX_TIME,
+    MIN_TIME,
+    TICK,
+    Ticks,
+    format_time,
+    parse_duration,
+    ticks,
+    to_datetime,
+    to_duration_ticks,
+    to_ticks,
+)
 
 __all__ = [
     "MAX_TIME", "MIN_TIME", "TICK",
@@ -52,6 +63,7 @@ __all__ = [
     "InputAdapter",
     "InputAdapterFactory", "IntervalEvent", "InvalidEventError", "InvalidInput",
     "InvalidSettingsError", "OutputAdapter", "OutputAdapterFactory", "PointEvent", "RunResult",
-    "StreamItem", "StreamResult", "WindowOutputPolicy", "agg", "set_default_runtime",
-    "to_datetime", "to_duration_ticks", "to_ticks",
+    "StreamItem", "StreamResult", "Ticks", "WindowOutputPolicy", "agg", "format_time",
+    "parse_duration", "set_default_runtime", "ticks", "to_datetime", "to_duration_ticks",
+    "to_ticks",
 ]

@@ -18,7 +18,7 @@ import attrs
 
 from cti.events import Cti, EventShape, StreamItem
 from cti.settings import AdapterAdvanceTimeSettings
-from cti.time import TimeLike, to_ticks
+from cti.time import TimeLike, format_time, to_ticks
 
 
 def _partition(value: Any) -> str | None:
@@ -31,8 +31,12 @@ class Arriving:
     optionally, the input partition it came from."""
 
     item: StreamItem
-    arrival: int = attrs.field(converter=to_ticks)
+    arrival: int = attrs.field(converter=lambda t: to_ticks(t, None, "Arriving arrival"))
     partition: str | None = attrs.field(default=None, converter=_partition)
+
+    def __repr__(self) -> str:
+        return (f"Arriving(item={self.item!r}, arrival={format_time(self.arrival)}, "
+                f"partition={self.partition!r})")
 
 
 @attrs.frozen

@@ -1,4 +1,7 @@
-"""Event shapes, events and CTIs: the immutable object model."""
+"""Event shapes, events and CTIs: the immutable object model.
+
+Times are int ticks (``.start``, ``.end``, ``.time``); ``repr`` shows them as ISO-8601 in UTC.
+"""
 
 from __future__ import annotations
 
@@ -41,11 +44,30 @@ def _payload(value: Mapping[str, Any] | None) -> dict[str, Any]:
     return dict(value)
 
 
-def _time(value: Any) -> int:
-    try:
-        return to_ticks(value)
-    except (TypeError, ValueError) as exc:
-        raise InvalidEventError(f"invalid time {value!r}: {exc}") from None
+_NAIVE_HINT = ("give it a tzinfo (timezone.utc, ZoneInfo('Europe/Paris')); an event is built "
+               "before it is bound, so no application's time zone applies")
+
+
+def _time_of(where: str) -> Any:
+    """The converter of time field ``where``: a naive ``datetime`` is refused (an event does
+    not know the application it will be bound in, so it has no zone to read one in)."""
+    def convert(value: Any) -> int:
+        try:
+            return to_ticks(value, None, where, _NAIVE_HINT)
+        except TypeError as exc:
+            raise InvalidEventError(f"{where}: invalid time {value!r}: {exc}") from None
+        except ValueError as exc:
+            raise InvalidEventError(str(exc) if where in str(exc)
+                                    else f"{where}: invalid time {value!r}: {exc}") from None
+    return convert
+
+
+def _times_repr(item: Any, **times: int) -> str:
+    """``Name(field=ISO time, ..., payload=...)``: times as people read them (UTC)."""
+    parts = [f"{k}={format_time(t)}" for k, t in times.items()]
+    if hasattr(item, "payload"):
+        parts.append(f"payload={item.payload!r}")
+    return f"{type(item).__name__}({', '.join(parts)})"
 
 
 def _check_finite(name: str, t: int) -> None:
@@ -69,11 +91,14 @@ class _Datetimes:
 class PointEvent(_Datetimes):
     """An event at one instant: lifetime [start, start + 1 tick)."""
 
-    start: int = attrs.field(converter=_time)
+    start: int = attrs.field(converter=_time_of("PointEvent start"))
     payload: dict[str, Any] = attrs.field(factory=dict, converter=_payload, hash=False)
 
     def __attrs_post_init__(self) -> None:
         _check_finite("point start", self.start)
+
+    def __repr__(self) -> str:
+        return _times_repr(self, start=self.start)
 
     @property
     def end(self) -> int:
@@ -88,9 +113,12 @@ class PointEvent(_Datetimes):
 class IntervalEvent(_Datetimes):
     """An event with lifetime [start, end), start < end."""
 
-    start: int = attrs.field(converter=_time)
-    end: int = attrs.field(converter=_time)
+    start: int = attrs.field(converter=_time_of("IntervalEvent start"))
+    end: int = attrs.field(converter=_time_of("IntervalEvent end"))
     payload: dict[str, Any] = attrs.field(factory=dict, converter=_payload, hash=False)
+
+    def __repr__(self) -> str:
+        return _times_repr(self, start=self.start, end=self.end)
 
     def __attrs_post_init__(self) -> None:
         _check_finite("interval start", self.start)
@@ -114,9 +142,13 @@ class EdgeEvent(_Datetimes):
     """
 
     edge_type: EdgeType = attrs.field(converter=_edge_type)
-    start: int = attrs.field(converter=_time)
-    end: int = attrs.field(default=MAX_TIME, converter=_time)
+    start: int = attrs.field(converter=_time_of("EdgeEvent start"))
+    end: int = attrs.field(default=MAX_TIME, converter=_time_of("EdgeEvent end"))
     payload: dict[str, Any] = attrs.field(factory=dict, converter=_payload, hash=False)
+
+    def __repr__(self) -> str:
+        return (f"EdgeEvent(edge_type={self.edge_type}, start={format_time(self.start)}, "
+                f"end={format_time(self.end)}, payload={self.payload!r})")
 
     def __attrs_post_init__(self) -> None:
         _check_finite("edge start", self.start)
@@ -147,7 +179,10 @@ class EdgeEvent(_Datetimes):
 class Cti:
     """Current Time Increment: no later event of the stream has a sync time below ``time``."""
 
-    time: int = attrs.field(converter=_time)
+    time: int = attrs.field(converter=_time_of("Cti time"))
+
+    def __repr__(self) -> str:
+        return _times_repr(self, time=self.time)
 
     @property
     def sync_time(self) -> int:

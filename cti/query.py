@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from datetime import tzinfo
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
@@ -15,6 +16,7 @@ from cti.operators import plan
 from cti.operators.streams import QueryOperators
 from cti.rows import OUTPUT_STATUSES, OutRow, row_to_item
 from cti.settings import AdvanceTimeSettings, EventOrderingPolicy
+from cti.time import to_time_zone
 
 if TYPE_CHECKING:
     from cti.results import RunResult
@@ -26,14 +28,20 @@ class Application:
 
     Streams find the streams they import CTIs from by name here. ``Application.default()`` is
     the one ``CepStream.create`` uses when no application is given.
+
+    ``time_zone`` (an IANA name such as ``"Europe/Paris"``, or a ``tzinfo``) is where naive
+    times are read: adapters whose config has a ``time_zone`` field left None (the file and
+    Parquet inputs) read offset-less times in it, and window alignments may be naive. Without
+    it a naive time is an error. Events built in code always need an aware ``datetime``.
     """
 
     _default: ClassVar[Application | None] = None
     _count: ClassVar[int] = 0
 
-    def __init__(self, name: str | None = None) -> None:
+    def __init__(self, name: str | None = None, time_zone: str | tzinfo | None = None) -> None:
         Application._count += 1
         self.name = name or f"application-{Application._count}"
+        self.time_zone = to_time_zone(time_zone, f"Application {self.name!r} time_zone")
         self._streams: dict[str, CepStream] = {}
 
     @classmethod
@@ -61,6 +69,16 @@ class Application:
                 "choose another name or bind into a new Application()"
             )
         self._streams[stream.name] = stream
+
+
+def _with_time_zone(config: Any, app: Application) -> Any:
+    """The adapter config, given the application's time zone if it has a ``time_zone`` field
+    left None (an attrs class): the adapter then reads naive times in that zone."""
+    if (app.time_zone is not None and attrs.has(type(config))
+            and "time_zone" in attrs.fields_dict(type(config))
+            and config.time_zone is None):
+        return attrs.evolve(config, time_zone=app.time_zone)
+    return config
 
 
 def _check_shape(value: Any) -> EventShape:
@@ -132,6 +150,7 @@ class CepStream(QueryOperators):
             )
         shape = _check_shape(shape)
         app = application or Application.default()
+        config = _with_time_zone(config, app)
         if advance_time_settings is not None and event_ordering_policy is not None:
             raise InvalidSettingsError(
                 f"stream {name!r}: give advance_time_settings or event_ordering_policy, not both"

@@ -13,6 +13,7 @@ from cti.rows import OUTPUT_STATUSES, OutRow, payload_from_json, row_to_item
 from cti.time import format_time
 
 DIAGNOSTIC_STATUSES = ("adjusted", "dropped", "invalid", "cti_regression")
+_TIME_FIELDS = frozenset({"original_start", "original_end", "start", "end", "cti"})
 
 
 @attrs.frozen
@@ -20,7 +21,8 @@ class Diagnostic:
     """One side-output row: an event that was adjusted, dropped or rejected, or an ignored CTI.
 
     ``original_*`` are the times the event arrived with; ``start``/``end`` what it became (None
-    when dropped); ``cti`` the stream's CTI when it was processed; ``reason`` why.
+    when dropped); ``cti`` the stream's CTI when it was processed; ``reason`` why. Times are
+    ticks; ``repr`` and ``str`` show them as ISO-8601 (UTC).
     """
 
     stream: str
@@ -36,6 +38,12 @@ class Diagnostic:
     input_seq: int
     partition: str | None = None
     key: Any = None
+
+    def __repr__(self) -> str:
+        fields = ", ".join(
+            f"{f.name}={format_time(v) if f.name in _TIME_FIELDS else repr(v)}"
+            for f in attrs.fields(Diagnostic) for v in [getattr(self, f.name)])
+        return f"Diagnostic({fields})"
 
     def __str__(self) -> str:
         return (f"{self.stream}: {self.status} {self.kind} #{self.input_seq} "

@@ -12,7 +12,7 @@ from typing import Any
 import attrs
 
 from cti.errors import InvalidSettingsError
-from cti.time import TICK, to_duration_ticks
+from cti.time import TICK, DurationLike, Ticks, ticks, to_duration_ticks
 
 
 class AdvanceTimePolicy(enum.Enum):
@@ -33,22 +33,16 @@ def _policy(value: Any) -> AdvanceTimePolicy:
         ) from None
 
 
-def _delay(value: Any) -> int:
-    try:
-        return to_duration_ticks(value)
-    except TypeError as exc:
-        raise InvalidSettingsError(f"delay: {exc}") from None
-
-
 @attrs.frozen(init=False)
 class AdvanceTimeGenerationSettings:
     """Generate CTIs from the events: every ``event_count`` events or every ``duration``.
 
     ``AdvanceTimeGenerationSettings(10, timedelta(seconds=5))`` is a CTI after every 10th event,
-    ``AdvanceTimeGenerationSettings(timedelta(minutes=1))`` a CTI whenever an event is at least a
-    minute past the event that made the previous one. The CTI is the largest start seen minus
-    ``delay`` (negative delays allowed). ``advance_to_infinity_on_shutdown`` adds a CTI at
-    MAX_TIME when the input ends.
+    ``AdvanceTimeGenerationSettings(timedelta(minutes=1))`` (or ``"1min"``) a CTI whenever an
+    event is at least a minute past the event that made the previous one. A positional int
+    frequency is an event count; durations are ``timedelta``, strings or ``ticks(n)``. The CTI
+    is the largest start seen minus ``delay`` (negative delays allowed).
+    ``advance_to_infinity_on_shutdown`` adds a CTI at MAX_TIME when the input ends.
     """
 
     event_count: int | None
@@ -58,26 +52,26 @@ class AdvanceTimeGenerationSettings:
 
     def __init__(
         self,
-        frequency: int | timedelta | None = None,
-        delay: int | timedelta = 0,
+        frequency: int | DurationLike | None = None,
+        delay: DurationLike = 0,
         advance_to_infinity_on_shutdown: bool = False,
         *,
         event_count: int | None = None,
-        duration: int | timedelta | None = None,
+        duration: DurationLike | None = None,
     ) -> None:
         if frequency is not None:
             if event_count is not None or duration is not None:
                 raise InvalidSettingsError(
                     "give the frequency once: positionally, or as event_count= or duration="
                 )
-            if isinstance(frequency, timedelta):
+            if isinstance(frequency, timedelta | str | Ticks):
                 duration = frequency
             else:
                 event_count = frequency
         if (event_count is None) == (duration is None):
             raise InvalidSettingsError(
                 "AdvanceTimeGenerationSettings needs exactly one frequency: an event count "
-                "(int >= 1) or a duration (timedelta > 0)"
+                "(int >= 1) or a duration (a timedelta, a string such as '5s', or ticks(n); > 0)"
             )
         if event_count is not None:
             if isinstance(event_count, bool) or not isinstance(event_count, int) or event_count < 1:
@@ -86,15 +80,13 @@ class AdvanceTimeGenerationSettings:
                 )
         dur_ticks = None
         if duration is not None:
-            try:
-                dur_ticks = to_duration_ticks(duration)
-            except TypeError as exc:
-                raise InvalidSettingsError(f"duration: {exc}") from None
+            dur_ticks = to_duration_ticks(duration, "AdvanceTimeGenerationSettings duration")
             if dur_ticks <= 0:
                 raise InvalidSettingsError(f"duration must be positive, got {duration!r}")
         if not isinstance(advance_to_infinity_on_shutdown, bool):
             raise InvalidSettingsError("advance_to_infinity_on_shutdown must be a bool")
-        self.__attrs_init__(event_count, dur_ticks, _delay(delay), advance_to_infinity_on_shutdown)
+        delay_ticks = to_duration_ticks(delay, "AdvanceTimeGenerationSettings delay")
+        self.__attrs_init__(event_count, dur_ticks, delay_ticks, advance_to_infinity_on_shutdown)
 
 
 @attrs.frozen(init=False)
@@ -152,10 +144,11 @@ class AdvanceTimeSettings:
     @classmethod
     def strictly_increasing_start_time(cls) -> AdvanceTimeSettings:
         """A CTI one tick after every event: each event is final at once."""
-        return cls(AdvanceTimeGenerationSettings(1, -TICK, True), None, AdvanceTimePolicy.DROP)
+        return cls(AdvanceTimeGenerationSettings(1, ticks(-TICK), True), None,
+                   AdvanceTimePolicy.DROP)
 
     @classmethod
-    def unordered_start_time(cls, delay: int | timedelta) -> AdvanceTimeSettings:
+    def unordered_start_time(cls, delay: DurationLike) -> AdvanceTimeSettings:
         """A CTI at every event, ``delay`` behind the largest start (tolerates that disorder)."""
         return cls(AdvanceTimeGenerationSettings(1, delay, True), None, AdvanceTimePolicy.DROP)
 
@@ -180,25 +173,22 @@ def _tolerance(name: str, value: Any, allow_none: bool = False) -> int | None:
         if allow_none:
             return None
         raise InvalidSettingsError(f"{name} is required")
-    try:
-        ticks = to_duration_ticks(value)
-    except TypeError as exc:
-        raise InvalidSettingsError(f"{name}: {exc}") from None
-    if ticks < 0:
+    count = to_duration_ticks(value, f"EventOrderingPolicy {name}")
+    if count < 0:
         raise InvalidSettingsError(f"{name} must not be negative, got {value!r}")
-    return ticks
+    return count
 
 
 @attrs.frozen(init=False)
 class EventOrderingPolicy:
     """Azure Stream Analytics' event-ordering policy, on events with an arrival time (SPEC 7).
 
-    Durations are ``timedelta`` or int ticks. ``early_arrival_window=None`` turns the early
-    rule off. ``action`` (ADJUST or DROP) applies to late and out-of-order events,
-    ``early_action`` to early ones. ``over`` names a payload field: each value gets its own
-    timeline (substreams). ``partitioned=True`` makes each input partition its own timeline
-    (Stream Analytics' ``PARTITION BY PartitionId``). ``timestamp_by_arrival=True`` stamps
-    events with their arrival time (no application time).
+    Durations are ``timedelta``, strings such as ``"5s"``, or ``ticks(n)``.
+    ``early_arrival_window=None`` turns the early rule off. ``action`` (ADJUST or DROP) applies
+    to late and out-of-order events, ``early_action`` to early ones. ``over`` names a payload
+    field: each value gets its own timeline (substreams). ``partitioned=True`` makes each input
+    partition its own timeline (Stream Analytics' ``PARTITION BY PartitionId``).
+    ``timestamp_by_arrival=True`` stamps events with their arrival time (no application time).
     """
 
     late_arrival_tolerance: int
@@ -212,9 +202,9 @@ class EventOrderingPolicy:
 
     def __init__(
         self,
-        late_arrival_tolerance: int | timedelta = timedelta(seconds=5),
-        out_of_order_tolerance: int | timedelta = 0,
-        early_arrival_window: int | timedelta | None = timedelta(minutes=5),
+        late_arrival_tolerance: DurationLike = timedelta(seconds=5),
+        out_of_order_tolerance: DurationLike = 0,
+        early_arrival_window: DurationLike | None = timedelta(minutes=5),
         action: AdvanceTimePolicy | str = AdvanceTimePolicy.ADJUST,
         early_action: AdvanceTimePolicy | str = AdvanceTimePolicy.DROP,
         over: str | None = None,

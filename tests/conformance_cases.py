@@ -4,6 +4,7 @@ into streams and expectations."""
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from cti import (
     EventShape,
     IntervalEvent,
     PointEvent,
+    ticks,
 )
 from cti.io.memory import MemoryInputAdapterFactory
 
@@ -55,14 +57,19 @@ def si_item(e: dict[str, Any]) -> Any:
     raise ValueError(kind)
 
 
+def _ticks(value: int | None) -> Any:
+    """A case's duration in ticks, as a duration (the cases write durations as tick counts)."""
+    return None if value is None else ticks(value)
+
+
 def si_settings(s: dict[str, Any]) -> AdvanceTimeSettings:
     gen = s.get("generation")
     generation = None
     if gen:
         generation = AdvanceTimeGenerationSettings(
             event_count=gen.get("event_count"),
-            duration=gen.get("duration_ticks"),
-            delay=gen.get("delay_ticks", 0),
+            duration=_ticks(gen.get("duration_ticks")),
+            delay=_ticks(gen.get("delay_ticks", 0)),
             advance_to_infinity_on_shutdown=gen.get("advance_to_infinity_on_shutdown", False),
         )
     imp = AdvanceTimeImportSettings(s["import"]) if s.get("import") else None
@@ -98,14 +105,14 @@ def _iso(text: str) -> int:
 def asa_policy(p: dict[str, Any]) -> Any:
     from cti.settings import EventOrderingPolicy
 
-    def ticks(name: str) -> int | None:
+    def seconds(name: str) -> timedelta | None:
         v = p.get(name)
-        return None if v is None else int(v * 1_000_000)
+        return None if v is None else timedelta(seconds=v)
 
     return EventOrderingPolicy(
-        late_arrival_tolerance=ticks("late_arrival_tolerance_s"),
-        out_of_order_tolerance=ticks("out_of_order_tolerance_s"),
-        early_arrival_window=ticks("early_arrival_window_s"),
+        late_arrival_tolerance=seconds("late_arrival_tolerance_s"),
+        out_of_order_tolerance=seconds("out_of_order_tolerance_s"),
+        early_arrival_window=seconds("early_arrival_window_s"),
         action=p.get("action", "adjust"),
         early_action=p.get("early_action", "drop"),
         over=p.get("over"),

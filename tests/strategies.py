@@ -38,6 +38,8 @@ from cti import (
     EventShape,
     IntervalEvent,
     PointEvent,
+    Ticks,
+    ticks,
 )
 from cti.io.memory import MemoryInputAdapterFactory
 
@@ -109,8 +111,8 @@ def describe(defs: Sequence[StreamDef]) -> str:
 
 # ---- settings ---------------------------------------------------------------------------------
 
-def _ticks_or_timedelta(value: int, as_timedelta: bool) -> int | timedelta:
-    return timedelta(microseconds=value) if as_timedelta else value
+def _ticks_or_timedelta(value: int, as_timedelta: bool) -> Ticks | timedelta:
+    return timedelta(microseconds=value) if as_timedelta else ticks(value)
 
 
 @st.composite
@@ -123,7 +125,7 @@ def generation_settings(
     max_delay: int = 8,
     advance_to_infinity: bool | None = None,
 ) -> AdvanceTimeGenerationSettings:
-    """An event count (1..max_count) or a duration (1..max_duration ticks, as int ticks or
+    """An event count (1..max_count) or a duration (1..max_duration ticks, as ``ticks(n)`` or
     ``timedelta``), a delay in [min_delay, max_delay] (negative allowed), and a random
     ``advance_to_infinity_on_shutdown`` unless given."""
     flush = draw(st.booleans()) if advance_to_infinity is None else advance_to_infinity

@@ -62,7 +62,7 @@ def events(items):
 def test_partitions_combine_by_minimum_watermark():
     items = [ev(1, 100, 100, "p0"), ev(2, 50, 100, "p1"), ev(3, 120, 120, "p0"),
              ev(4, 60, 121, "p1")]
-    res = bind(items, PartitionedFactory(["p0", "p1"]), late_arrival_tolerance=100 * S,
+    res = bind(items, PartitionedFactory(["p0", "p1"]), late_arrival_tolerance="100s",
                early_arrival_window=None).run("local")["s"]
     # CTI = min over the declared partitions of max(max_p, A - 100 s): held back by p1.
     assert ctis(res.items)[:-1] == [0, 50 * S, 60 * S]
@@ -75,7 +75,7 @@ def test_partitions_combine_by_minimum_watermark():
 
 def test_a_partition_first_seen_after_the_cti_cannot_go_below_it():
     items = [ev(1, 100, 100, "p0"), ev(2, 50, 100, "p1"), ev(3, 120, 120, "p0")]
-    res = bind(items, late_arrival_tolerance=100 * S, early_arrival_window=None).run("local")["s"]
+    res = bind(items, late_arrival_tolerance="100s", early_arrival_window=None).run("local")["s"]
     # p1 was not declared: the CTI reached 100 on p0 alone, so p1 starts at 100.
     assert ctis(res.items)[0] == 100 * S
     assert [(d.payload["id"], d.reason, d.start) for d in res.adjusted] == [
@@ -86,7 +86,7 @@ def test_a_partition_first_seen_after_the_cti_cannot_go_below_it():
 
 def test_silent_declared_partition_is_reported_and_bounded_by_late_tolerance():
     items = [ev(k, t, t, "p0") for k, t in enumerate([10, 20, 30, 40])]
-    stream = bind(items, PartitionedFactory(["p0", "p1"]), late_arrival_tolerance=15 * S,
+    stream = bind(items, PartitionedFactory(["p0", "p1"]), late_arrival_tolerance="15s",
                   early_arrival_window=None)
     res = stream.run("local")["s"]
     # p1 never delivers: it counts with w = A - 15 s, so the CTI trails the arrival clock by 15 s.
@@ -99,7 +99,7 @@ def test_silent_declared_partition_is_reported_and_bounded_by_late_tolerance():
 def test_partitioned_processing_gives_each_partition_its_own_timeline():
     items = [ev(1, 100, 100, "fast"), ev(2, 5, 100, "slow"), ev(3, 200, 200, "fast")]
     factory = PartitionedFactory(["fast", "slow"], live=True)  # no end of input: no flush
-    policy = dict(late_arrival_tolerance=1000 * S, early_arrival_window=None)
+    policy = dict(late_arrival_tolerance="1000s", early_arrival_window=None)
 
     def released(**extra):
         res = bind(items, factory, **policy, **extra).run("local")["s"]
@@ -135,16 +135,18 @@ def test_missing_arrival_and_arrival_going_back_within_a_partition():
         bind(no_arrival).run("local")
     back = [ev(1, 10, 10, "p0"), ev(2, 9, 9, "p1"), ev(3, 8, 8, "p0")]
     with pytest.raises(BadInputError, match=r"partition 'p0'.*never goes back"):
-        bind(back, late_arrival_tolerance=100 * S).run("local")
-    res = bind(back, on_bad_input="dead_letter", late_arrival_tolerance=100 * S).run("local")
+        bind(back, late_arrival_tolerance="100s").run("local")
+    res = bind(back, on_bad_input="dead_letter", late_arrival_tolerance="100s").run("local")
     assert [d.payload["id"] for d in res["s"].diagnostics if d.status == "invalid"] == [3]
     # Going back across partitions is fine: event 2 (p1) is accepted.
     assert 2 in [e.payload["id"] for e in events(res["s"].items)]
 
 
 def test_settings_are_validated():
+    with pytest.raises(InvalidSettingsError, match=r"late_arrival_tolerance=5: a bare number"):
+        EventOrderingPolicy(late_arrival_tolerance=5)
     with pytest.raises(InvalidSettingsError):
-        EventOrderingPolicy(out_of_order_tolerance=-1)
+        EventOrderingPolicy(out_of_order_tolerance="-1s")
     with pytest.raises(InvalidSettingsError):
         EventOrderingPolicy(over="")
     with pytest.raises(InvalidSettingsError):
@@ -153,8 +155,8 @@ def test_settings_are_validated():
 
 ITEMS = [ev(1, 0, 601), ev(2, 1, 601), ev(3, 600, 602), ev(4, 540, 603), ev(5, 360, 604),
          ev(6, 2000, 605, deviceId="x")]
-POLICY = dict(late_arrival_tolerance=600 * S, out_of_order_tolerance=180 * S,
-              early_arrival_window=300 * S)
+POLICY = dict(late_arrival_tolerance="600s", out_of_order_tolerance="180s",
+              early_arrival_window="300s")
 
 
 @pytest.mark.parametrize("runtime", ["local", "spark"])

@@ -25,6 +25,7 @@ from cti import (
     InvalidInput,
     InvalidSettingsError,
     PointEvent,
+    ticks,
     to_ticks,
 )
 from cti.io.files import CsvInputAdapterFactory, FileInputConfig, JsonLinesInputAdapterFactory
@@ -225,7 +226,7 @@ def test_csv_edges_with_ticks(tmp_path):
         EdgeEvent.end_edge(150, 300, {"plate": "XYZ 2", "expired": "0"}),
     ]
     result = bind(CsvInputAdapterFactory(), config, EventShape.EDGE,
-                  AdvanceTimeSettings.unordered_start_time(1000)).run(LocalRuntime())["s"]
+                  AdvanceTimeSettings.unordered_start_time(ticks(1000))).run(LocalRuntime())["s"]
     assert result.metrics["accepted"] == 4  # each end found its start (same payload)
     assert result.metrics["invalid"] == 0
 
@@ -284,7 +285,7 @@ def test_bad_rows_are_invalid_input_not_exceptions(tmp_path):
 def test_bad_rows_raise_bad_input_error_by_default(tmp_path):
     config = FileInputConfig(write(tmp_path / "bad.jsonl", BAD_JSONL), "t")
     stream = bind(JsonLinesInputAdapterFactory(), config, EventShape.POINT,
-                  AdvanceTimeSettings.unordered_start_time(100))
+                  AdvanceTimeSettings.unordered_start_time(ticks(100)))
     with pytest.raises(BadInputError) as err:
         stream.run(LocalRuntime())
     message = str(err.value)
@@ -294,7 +295,7 @@ def test_bad_rows_raise_bad_input_error_by_default(tmp_path):
 def test_bad_rows_dead_lettered(tmp_path):
     config = FileInputConfig(write(tmp_path / "bad.jsonl", BAD_JSONL), "t")
     result = bind(JsonLinesInputAdapterFactory(), config, EventShape.POINT,
-                  AdvanceTimeSettings.unordered_start_time(100),
+                  AdvanceTimeSettings.unordered_start_time(ticks(100)),
                   on_bad_input="dead_letter").run(LocalRuntime())["s"]
     invalid = [d for d in result.diagnostics if d.status == "invalid"]
     # On a point stream "e" is payload, so line 6 is fine; the other bad lines are dead letters.

@@ -98,7 +98,7 @@ def test_a_group_by_given_its_fields_codes_gives_what_it_reads_from_the_payloads
     """A chunk that carries a field's codes (``Chunk.fields``, as a Spark shard's input chunk
     does) gives a ``group_by`` on that field, straight or after a ``where``, the same output as
     the same chunk without them; the codes reach it."""
-    from cti import AdvanceTimeSettings, Application, CepStream, EventShape, agg
+    from cti import AdvanceTimeSettings, Application, CepStream, EventShape, agg, ticks
     from cti.io.memory import MemoryInputAdapterFactory
     from cti.operators.machine import QueryMachine
     from cti.operators.output import ordered
@@ -108,7 +108,7 @@ def test_a_group_by_given_its_fields_codes_gives_what_it_reads_from_the_payloads
                               application=Application())
     source = stream.where(lambda p: p["keep"]) if where else stream
     query = source.group_by("k").apply(
-        lambda g: g.tumbling_window(10).aggregate(n=agg.count()))
+        lambda g: g.tumbling_window(ticks(10)).aggregate(n=agg.count()))
     payloads = [json.dumps({"k": v, "keep": keep, "n": i}, sort_keys=True,
                            separators=(",", ":")) for i, (v, _, keep) in enumerate(rows)]
     events = frame.make(["point"] * len(rows), [t for _, t, _ in rows],

@@ -33,6 +33,7 @@ from cti import (
     InvalidEventError,
     InvalidSettingsError,
     PointEvent,
+    ticks,
     to_datetime,
     to_duration_ticks,
     to_ticks,
@@ -56,10 +57,13 @@ def test_a_tick_is_a_microsecond():
     assert to_duration_ticks(timedelta(seconds=-1)) == -S
 
 
-def test_naive_datetimes_are_utc_and_aware_ones_are_converted():
-    assert to_ticks(datetime(2024, 1, 1)) == to_ticks(datetime(2024, 1, 1, tzinfo=UTC))
+def test_aware_datetimes_are_converted_and_naive_ones_need_a_zone():
     plus2 = timezone(timedelta(hours=2))
-    assert to_ticks(datetime(2024, 1, 1, 2, tzinfo=plus2)) == to_ticks(datetime(2024, 1, 1))
+    utc = to_ticks(datetime(2024, 1, 1, tzinfo=UTC))
+    assert to_ticks(datetime(2024, 1, 1, 2, tzinfo=plus2)) == utc
+    assert to_ticks(datetime(2024, 1, 1, 2), plus2) == utc
+    with pytest.raises(ValueError, match="naive datetime 2024-01-01T00:00:00 has no time zone"):
+        to_ticks(datetime(2024, 1, 1))
 
 
 def test_times_before_the_epoch_are_negative():
@@ -68,17 +72,18 @@ def test_times_before_the_epoch_are_negative():
 
 @given(st.datetimes(min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30)))
 def test_datetime_round_trip(dt):
-    ticks = to_ticks(dt)
-    assert to_datetime(ticks) == dt.replace(tzinfo=UTC)
-    assert MIN_TIME < ticks < MAX_TIME
+    t = to_ticks(dt.replace(tzinfo=UTC))
+    assert to_datetime(t) == dt.replace(tzinfo=UTC)
+    assert MIN_TIME < t < MAX_TIME
 
 
 def test_sentinels_map_to_the_datetime_extremes():
     assert to_datetime(MAX_TIME) == datetime.max.replace(tzinfo=UTC)
     assert to_datetime(MIN_TIME) == datetime.min.replace(tzinfo=UTC)
     assert to_datetime(0) == EPOCH
-    assert format_time(MAX_TIME) == "MAX_TIME" and format_time(MIN_TIME) == "MIN_TIME"
-    assert format_time(None) == "null" and format_time(5) == "5"
+    assert format_time(MAX_TIME) == "+infinity" and format_time(MIN_TIME) == "-infinity"
+    assert format_time(None) == "null"
+    assert format_time(5) == "1970-01-01T00:00:00.000005+00:00"
 
 
 @pytest.mark.parametrize("value", [1.5, "5", None, True, False, [1]])
@@ -93,9 +98,11 @@ def test_to_ticks_refuses_times_past_the_sentinels(value):
         to_ticks(value)
 
 
-@pytest.mark.parametrize("value", [1.5, "5", None, True])
-def test_to_duration_ticks_refuses_what_is_not_a_duration(value):
-    with pytest.raises(TypeError, match="timedelta or int ticks"):
+@pytest.mark.parametrize("value, match", [
+    (1.5, "a bare number is not a duration"), (5, "a bare number is not a duration"),
+    ("5", "'5' is not a duration"), (None, "expected a duration"), (True, "expected a duration")])
+def test_to_duration_ticks_refuses_what_is_not_a_duration(value, match):
+    with pytest.raises(InvalidSettingsError, match=match):
         to_duration_ticks(value)
 
 
@@ -127,7 +134,7 @@ def test_generated_cti_saturates_instead_of_overflowing():
     stream = CepStream.create(
         "s", MemoryInputAdapterFactory(), [PointEvent(MAX_TIME - 2, {"id": 1})],
         EventShape.POINT,
-        AdvanceTimeSettings(AdvanceTimeGenerationSettings(1, -(2**62), True)),
+        AdvanceTimeSettings(AdvanceTimeGenerationSettings(1, ticks(-(2**62)), True)),
         application=Application())
     items = LocalRuntime().run(stream.ingress_group()).items("s")
     assert items == [PointEvent(MAX_TIME - 2, {"id": 1}), Cti(MAX_TIME)]
@@ -161,7 +168,14 @@ def test_events_accept_datetimes():
     assert IntervalEvent(t0, t1).end - IntervalEvent(t0, t1).start == 3 * S
     assert EdgeEvent.end_edge(t0, t1).end == to_ticks(t1)
     assert Cti(t1).time == to_ticks(t1)
-    assert PointEvent(datetime(2024, 5, 1, 12)) == PointEvent(t0)  # naive = UTC
+    naive = datetime(2024, 5, 1, 12)
+    for make, where in [(lambda: PointEvent(naive), "PointEvent start"),
+                        (lambda: IntervalEvent(t0, naive), "IntervalEvent end"),
+                        (lambda: EdgeEvent.start_edge(naive), "EdgeEvent start"),
+                        (lambda: Cti(naive), "Cti time")]:
+        with pytest.raises(InvalidEventError, match=f"{where}: naive datetime "
+                           "2024-05-01T12:00:00 has no time zone; give it a tzinfo"):
+            make()
 
 
 def test_events_are_immutable_values():
@@ -278,34 +292,38 @@ def test_generation_by_event_count():
 def test_generation_by_duration():
     g = AdvanceTimeGenerationSettings(timedelta(minutes=1))
     assert (g.event_count, g.duration, g.delay) == (None, 60 * S, 0)
-    assert AdvanceTimeGenerationSettings(duration=7).duration == 7
+    assert AdvanceTimeGenerationSettings(duration=ticks(7)).duration == 7
+    assert AdvanceTimeGenerationSettings("7us").duration == 7
     assert AdvanceTimeGenerationSettings(duration=timedelta(microseconds=7)).duration == 7
 
 
-@pytest.mark.parametrize("delay, ticks", [
-    (0, 0), (5, 5), (-1, -1), (timedelta(seconds=2), 2 * S), (timedelta(microseconds=-1), -1)])
-def test_delay_in_ticks_or_timedelta_negative_allowed(delay, ticks):
-    assert AdvanceTimeGenerationSettings(1, delay).delay == ticks
+@pytest.mark.parametrize("delay, expected", [
+    (0, 0), (ticks(5), 5), (ticks(-1), -1), (timedelta(seconds=2), 2 * S),
+    (timedelta(microseconds=-1), -1), ("2s", 2 * S), ("-1us", -1)])
+def test_delay_in_ticks_or_timedelta_negative_allowed(delay, expected):
+    assert AdvanceTimeGenerationSettings(1, delay).delay == expected
 
 
 @pytest.mark.parametrize("kwargs, match", [
     ({}, "exactly one frequency"),
-    ({"event_count": 2, "duration": 5}, "exactly one frequency"),
+    ({"event_count": 2, "duration": ticks(5)}, "exactly one frequency"),
     ({"frequency": 2, "event_count": 2}, "frequency once"),
-    ({"frequency": 2, "duration": 5}, "frequency once"),
+    ({"frequency": 2, "duration": ticks(5)}, "frequency once"),
     ({"frequency": 0}, "event count must be an int >= 1"),
     ({"frequency": -3}, "event count must be an int >= 1"),
     ({"event_count": 0}, "event count must be an int >= 1"),
     ({"frequency": True}, "event count must be an int >= 1"),
     ({"frequency": 1.5}, "event count must be an int >= 1"),
-    ({"frequency": "3"}, "event count must be an int >= 1"),
+    ({"frequency": "3"}, "'3' is not a duration"),
     ({"frequency": timedelta(0)}, "duration must be positive"),
     ({"frequency": timedelta(seconds=-1)}, "duration must be positive"),
     ({"duration": 0}, "duration must be positive"),
-    ({"duration": -5}, "duration must be positive"),
+    ({"duration": ticks(-5)}, "duration must be positive"),
+    ({"duration": 5}, "duration=5: a bare number is not a duration"),
     ({"duration": 1.5}, "duration"),
     ({"frequency": 1, "delay": 1.5}, "delay"),
     ({"frequency": 1, "delay": "5"}, "delay"),
+    ({"frequency": 1, "delay": 5}, "delay=5: a bare number is not a duration"),
     ({"frequency": 1, "delay": None}, "delay"),
     ({"frequency": 1, "advance_to_infinity_on_shutdown": 1}, "must be a bool"),
 ])
@@ -366,7 +384,7 @@ def test_import_settings_take_a_stream_or_its_name():
 
 
 def test_adapter_settings_become_advance_time_settings():
-    g = AdvanceTimeGenerationSettings(2, 1)
+    g = AdvanceTimeGenerationSettings(2, ticks(1))
     a = AdapterAdvanceTimeSettings(g, "adjust")
     assert a.to_advance_time_settings() == AdvanceTimeSettings(g, None, AdvanceTimePolicy.ADJUST)
     assert AdapterAdvanceTimeSettings(g).policy is AdvanceTimePolicy.DROP
@@ -376,7 +394,7 @@ def test_adapter_settings_become_advance_time_settings():
     (AdvanceTimeSettings.increasing_start_time(), 0),
     (AdvanceTimeSettings.strictly_increasing_start_time(), -TICK),
     (AdvanceTimeSettings.unordered_start_time(timedelta(seconds=3)), 3 * S),
-    (AdvanceTimeSettings.unordered_start_time(4), 4),
+    (AdvanceTimeSettings.unordered_start_time(ticks(4)), 4),
 ])
 def test_presets(preset, delay):
     g = preset.generation_settings
@@ -401,7 +419,7 @@ def test_presets_behave_as_named():
     strict = _run(items, AdvanceTimeSettings.strictly_increasing_start_time())
     assert [x.payload["id"] for x in strict.dropped] == ["b", "c"]
     assert [i.time for i in strict.items if isinstance(i, Cti)] == [11, 13, MAX_TIME]
-    unordered = _run(items, AdvanceTimeSettings.unordered_start_time(2))
+    unordered = _run(items, AdvanceTimeSettings.unordered_start_time(ticks(2)))
     assert unordered.dropped == []  # 8 >= 10 - 2
     assert [i.time for i in unordered.items if isinstance(i, Cti)] == [8, 10, MAX_TIME]
 
@@ -460,7 +478,7 @@ def test_event_ordering_policy_defaults_and_validation():
     assert (p.action, p.early_action) == (AdvanceTimePolicy.ADJUST, AdvanceTimePolicy.DROP)
     assert EventOrderingPolicy(early_arrival_window=None).early_arrival_window is None
     with pytest.raises(InvalidSettingsError, match="must not be negative"):
-        EventOrderingPolicy(late_arrival_tolerance=-1)
+        EventOrderingPolicy(late_arrival_tolerance=ticks(-1))
     with pytest.raises(InvalidSettingsError, match="must not be negative"):
         EventOrderingPolicy(out_of_order_tolerance=timedelta(seconds=-1))
     with pytest.raises(InvalidSettingsError, match="is required"):

@@ -59,8 +59,10 @@ from cti import (
     EventShape,
     IntervalEvent,
     PointEvent,
+    Ticks,
     WindowOutputPolicy,
     agg,
+    ticks,
 )
 from cti.runtime.local import LocalRuntime
 
@@ -197,9 +199,9 @@ class Case:
     with_shape: bool = True  # compare point-ness too
 
 
-def _duration(draw: st.DrawFn, lo: int, hi: int) -> tuple[int, int | timedelta]:
+def _duration(draw: st.DrawFn, lo: int, hi: int) -> tuple[int, Ticks | timedelta]:
     d = draw(st.integers(lo, hi))
-    return d, timedelta(microseconds=d) if draw(st.booleans()) else d
+    return d, timedelta(microseconds=d) if draw(st.booleans()) else ticks(d)
 
 
 @st.composite
@@ -388,8 +390,9 @@ def window_case(draw: st.DrawFn, grouped: bool | None = None) -> Case:
         specs["inc"] = ("sum", "v")
 
     def windowed(s: Any) -> Any:
-        w = (s.tumbling_window(size, alignment=alignment, output_policy=policy) if tumbling
-             else s.hopping_window(size, hop, alignment=alignment, output_policy=policy))
+        w = (s.tumbling_window(ticks(size), alignment=alignment, output_policy=policy)
+             if tumbling else s.hopping_window(ticks(size), ticks(hop), alignment=alignment,
+                                               output_policy=policy))
         return w.aggregate(**aggs())
 
     def build(s: list[Any]) -> Any:
@@ -797,7 +800,7 @@ def test_where_select_repeat_no_cti_and_shift_moves_them():
              "k": "y", "v": 4}), Cti(12)]
     s = one_stream(items)
     assert ref.ctis_of(run_items(s.where(lambda p: p["v"] > 2))) == [7, 12, MAX_TIME]
-    assert ref.ctis_of(run_items(s.shift_event_time(-3))) == [4, 9, MAX_TIME]
+    assert ref.ctis_of(run_items(s.shift_event_time(ticks(-3)))) == [4, 9, MAX_TIME]
     out = run_items(s.select(lambda p: {"k": p["k"]}).shift_event_time(timedelta(
         microseconds=2)))
     assert out == [PointEvent(7, {"k": "x"}), Cti(9), PointEvent(11, {"k": "y"}), Cti(14),
@@ -819,7 +822,8 @@ def test_union_and_join_ctis_are_every_input_cti_up_to_the_slower_input():
 def test_clipped_window_ctis_go_back_to_the_earliest_incomplete_window():
     s = one_stream([PointEvent(1, {"v": 1}), Cti(4), PointEvent(6, {"v": 2}), Cti(13),
                     Cti(15)])
-    out = run_items(s.hopping_window(10, 5, output_policy=WindowOutputPolicy.CLIP_TO_WINDOW_END)
+    out = run_items(s.hopping_window(ticks(10), ticks(5),
+                                     output_policy=WindowOutputPolicy.CLIP_TO_WINDOW_END)
                     .aggregate(n=agg.count()))
     # Earliest window not complete: at CTI 4 [-5, 5); at 13 [5, 15); at 15 [10, 20).
     assert out == [Cti(-5), IntervalEvent(-5, 5, {"n": 1}), IntervalEvent(0, 10, {"n": 2}),
@@ -884,10 +888,12 @@ def test_a_row_held_back_into_the_next_micro_batch_still_reaches_its_operators(s
             interval(9, 10, "b3", "y", 9), Arriving(Cti(2), 10), interval(12, 15, "b5", "z", 12))
     defs = [
         StreamDef("a", EventShape.INTERVAL, fast, AdvanceTimeSettings(
-            AdvanceTimeGenerationSettings(4, delay=5, advance_to_infinity_on_shutdown=True),
+            AdvanceTimeGenerationSettings(4, delay=ticks(5),
+                                          advance_to_infinity_on_shutdown=True),
             policy=AdvanceTimePolicy.DROP)),
         StreamDef("b", EventShape.INTERVAL, slow, AdvanceTimeSettings(
-            AdvanceTimeGenerationSettings(1, delay=18, advance_to_infinity_on_shutdown=True),
+            AdvanceTimeGenerationSettings(1, delay=ticks(18),
+                                          advance_to_infinity_on_shutdown=True),
             AdvanceTimeImportSettings("a"), policy=AdvanceTimePolicy.ADJUST)),
     ]
     queries = [s[0].left_anti_semi_join(s[1]).named("one") for s in [bind(defs)]] + [
@@ -913,12 +919,12 @@ def test_open_edges_reach_windows_of_a_negative_alignment(size):
     defs = [StreamDef("a", EventShape.EDGE, (edge("a0"), edge("a1"), edge("a2"),
                                              Arriving(Cti(1), 0)),
                       AdvanceTimeSettings(AdvanceTimeGenerationSettings(
-                          duration=1, delay=0, advance_to_infinity_on_shutdown=True),
+                          duration=ticks(1), delay=0, advance_to_infinity_on_shutdown=True),
                           policy=AdvanceTimePolicy.DROP))]
 
     def query() -> Any:
         return bind(defs)[0].hopping_window(
-            size, 1, alignment=-2,
+            ticks(size), ticks(1), alignment=-2,
             output_policy=WindowOutputPolicy.POINT_ALIGN_TO_WINDOW_END).aggregate(
             n=agg.count()).named("q")
 
@@ -939,7 +945,8 @@ def test_a_window_after_the_end_of_input_cti_takes_empty_batches():
         return Arriving(PointEvent(0, {"id": name, "k": "y"}), 0)
 
     settings = AdvanceTimeSettings(AdvanceTimeGenerationSettings(
-        duration=1, delay=0, advance_to_infinity_on_shutdown=True), policy=AdvanceTimePolicy.DROP)
+        duration=ticks(1), delay=0, advance_to_infinity_on_shutdown=True),
+        policy=AdvanceTimePolicy.DROP)
     defs = [StreamDef("a", EventShape.POINT, (point("a0"), point("a1")), settings),
             StreamDef("b", EventShape.POINT, (point("b0"), point("b1"), point("b2"),
                                               Arriving(Cti(0), 0), Arriving(Cti(0), 0)),
@@ -948,7 +955,8 @@ def test_a_window_after_the_end_of_input_cti_takes_empty_batches():
     def query() -> Any:
         s = bind(defs)
         return s[0].hopping_window(
-            1, 1, alignment=-1, output_policy=WindowOutputPolicy.POINT_ALIGN_TO_WINDOW_END
+            ticks(1), ticks(1), alignment=-1,
+            output_policy=WindowOutputPolicy.POINT_ALIGN_TO_WINDOW_END
         ).aggregate(n=agg.count()).union(s[1]).named("q")
 
     whole = query().run(LocalRuntime()).items("q")

@@ -9,7 +9,7 @@ import json
 import pytest
 from restarts import run_twice_from_checkpoint
 
-from cti import AdvanceTimeSettings, Application, CepStream, EventShape, agg
+from cti import AdvanceTimeSettings, Application, CepStream, EventShape, agg, ticks
 from cti.io.files import FileInputConfig, JsonLinesInputAdapterFactory
 from cti.runtime.local import LocalRuntime
 
@@ -20,10 +20,12 @@ ROWS = [{"t": t, "k": "abc"[n % 3], "v": n}
 def queries(path):
     config = FileInputConfig(path, start_column="t", time_format="ticks", live=True)
     s = CepStream.create("s", JsonLinesInputAdapterFactory(), config, EventShape.POINT,
-                         AdvanceTimeSettings.unordered_start_time(3), application=Application())
+                         AdvanceTimeSettings.unordered_start_time(ticks(3)),
+                         application=Application())
     counts = s.group_by("k").apply(
-        lambda g: g.hopping_window(20, 10).aggregate(n=agg.count(), total=agg.sum("v")))
-    pairs = s.alter_event_duration(5).join(s, on="k", select=lambda left, right: {
+        lambda g: g.hopping_window(ticks(20), ticks(10)).aggregate(n=agg.count(),
+                                                                   total=agg.sum("v")))
+    pairs = s.alter_event_duration(ticks(5)).join(s, on="k", select=lambda left, right: {
         "l": left["v"], "r": right["v"]})
     return counts, pairs
 

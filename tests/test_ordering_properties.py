@@ -16,6 +16,7 @@ import json
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,7 @@ from cti import (
     EventOrderingPolicy,
     EventShape,
     PointEvent,
+    ticks,
 )
 from cti.io.memory import MemoryInputAdapterFactory
 from cti.results import RunResult, StreamResult
@@ -134,9 +136,9 @@ def event_lists(draw: st.DrawFn, max_size: int = 20) -> tuple[Ev, ...]:
 def policies(draw: st.DrawFn) -> tuple[EventOrderingPolicy, tuple[str, ...]]:
     mode = draw(st.sampled_from(["combined", "over", "partitioned"]))
     policy = EventOrderingPolicy(
-        late_arrival_tolerance=draw(st.sampled_from([0, 1, 2, 5, 12, 1000])) * S,
-        out_of_order_tolerance=draw(st.sampled_from([0, 1, 3, 8, 1000])) * S,
-        early_arrival_window=draw(st.sampled_from([None, None, 0, 2 * S, 6 * S])),
+        late_arrival_tolerance=timedelta(seconds=draw(st.sampled_from([0, 1, 2, 5, 12, 1000]))),
+        out_of_order_tolerance=timedelta(seconds=draw(st.sampled_from([0, 1, 3, 8, 1000]))),
+        early_arrival_window=draw(st.sampled_from([None, None, 0, "2s", "6s"])),
         action=draw(st.sampled_from([ADJUST, DROP])),
         early_action=draw(st.sampled_from([ADJUST, DROP])),
         over="key" if mode == "over" else None,
@@ -155,6 +157,9 @@ def _evolve(p: EventOrderingPolicy, **changes: Any) -> EventOrderingPolicy:
                   early_action=p.early_action, over=p.over, partitioned=p.partitioned,
                   timestamp_by_arrival=p.timestamp_by_arrival)
     fields.update(changes)
+    for name in ("late_arrival_tolerance", "out_of_order_tolerance", "early_arrival_window"):
+        if isinstance(fields[name], int):  # the policy's own fields are ticks
+            fields[name] = ticks(fields[name])
     return EventOrderingPolicy(**fields)
 
 

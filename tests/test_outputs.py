@@ -8,7 +8,15 @@ from __future__ import annotations
 
 import pytest
 
-from cti import AdvanceTimeSettings, Application, CepStream, EdgeEvent, EventShape, PointEvent
+from cti import (
+    AdvanceTimeSettings,
+    Application,
+    CepStream,
+    EdgeEvent,
+    EventShape,
+    PointEvent,
+    ticks,
+)
 from cti.io.memory import CollectingOutputAdapterFactory, MemoryInputAdapterFactory
 from cti.io.outputs import JsonLinesOutputAdapterFactory, read_json_lines_output
 from cti.runtime.local import LocalRuntime
@@ -18,7 +26,7 @@ EVENTS = [PointEvent(t, {"n": k}) for k, t in enumerate([5, 9, 7, 12, 3, 20, 18,
 
 def bind(app=None):
     return CepStream.create("s", MemoryInputAdapterFactory(), EVENTS, EventShape.POINT,
-                            AdvanceTimeSettings.unordered_start_time(2),
+                            AdvanceTimeSettings.unordered_start_time(ticks(2)),
                             application=app or Application())
 
 

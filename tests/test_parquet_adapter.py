@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from cti import AdvanceTimeSettings, Application, BadInputError, CepStream, EventShape, agg
+from cti import AdvanceTimeSettings, Application, BadInputError, CepStream, EventShape, agg, ticks
 from cti.io.parquet import ParquetInputAdapterFactory, ParquetInputConfig
 
 
@@ -19,7 +19,7 @@ def write(tmp_path, rows, name="in.parquet"):
 def bind(path, shape=EventShape.POINT, on_bad_input="raise", **columns):
     config = ParquetInputConfig(path, start_column="t", **columns)
     return CepStream.create("s", ParquetInputAdapterFactory(), config, shape,
-                            AdvanceTimeSettings.unordered_start_time(2),
+                            AdvanceTimeSettings.unordered_start_time(ticks(2)),
                             application=Application(), on_bad_input=on_bad_input)
 
 
@@ -59,7 +59,7 @@ def test_spark_reads_columnar_batches_with_the_same_results(spark, tmp_path):
     path = write(tmp_path, ROWS)
     stream = bind(path)
     query = stream.group_by("k").apply(
-        lambda g: g.tumbling_window(10).aggregate(n=agg.count(), total=agg.sum("x")))
+        lambda g: g.tumbling_window(ticks(10)).aggregate(n=agg.count(), total=agg.sum("x")))
     got = SparkRuntime(spark, batch_sizes=[4]).run_queries([query])[0]
     want = query.run("local")
     assert got["output"].items == want["output"].items

@@ -15,6 +15,7 @@ from cti import (
     EventShape,
     PointEvent,
     agg,
+    ticks,
 )
 from cti.io.memory import MemoryInputAdapterFactory
 
@@ -25,12 +26,12 @@ def streams():
     app = Application()
     si = CepStream.create("si", MemoryInputAdapterFactory(), [
         PointEvent(t, {"k": "ab"[n % 2], "n": n}) for n, t in enumerate(TIMES)],
-        EventShape.POINT, AdvanceTimeSettings.unordered_start_time(3), application=app)
+        EventShape.POINT, AdvanceTimeSettings.unordered_start_time(ticks(3)), application=app)
     ordered = CepStream.create("ordered", MemoryInputAdapterFactory(), [
         Arriving(PointEvent(t, {"k": "ab"[n % 2], "n": n}), max(TIMES[:n + 1]))
         for n, t in enumerate(TIMES)], EventShape.POINT, application=app,
-        event_ordering_policy=EventOrderingPolicy(late_arrival_tolerance=8,
-                                                  out_of_order_tolerance=2,
+        event_ordering_policy=EventOrderingPolicy(late_arrival_tolerance=ticks(8),
+                                                  out_of_order_tolerance=ticks(2),
                                                   early_arrival_window=None))
     return si, ordered
 
@@ -41,7 +42,8 @@ def test_query_progress_reports_ingress_metrics(spark, with_inputs):
     from cti.runtime.spark import SparkRuntime
 
     si, ordered = streams()
-    queries = [s.group_by("k").apply(lambda g: g.tumbling_window(10).aggregate(n=agg.count()))
+    queries = [s.group_by("k").apply(
+                   lambda g: g.tumbling_window(ticks(10)).aggregate(n=agg.count()))
                .named(f"q_{s.name}") for s in (si, ordered)]
     runtime = SparkRuntime(spark, batch_sizes=[4])
     runtime.run_queries(queries, with_inputs=with_inputs)

@@ -17,6 +17,7 @@ from cti import (
     EventShape,
     IntervalEvent,
     agg,
+    ticks,
 )
 from cti.io.memory import MemoryInputAdapterFactory
 from cti.io.outputs import JsonLinesOutputAdapterFactory, read_json_lines_output
@@ -48,11 +49,12 @@ def query() -> Any:
         start = rng.randrange(0, 400)
         events.append(IntervalEvent(start, start + rng.randrange(1, 30),
                                     {"k": rng.choice("abcd"), "v": n}))
-    settings = AdvanceTimeSettings(AdvanceTimeGenerationSettings(25, delay=40,
-                                                                 advance_to_infinity_on_shutdown=True))
+    settings = AdvanceTimeSettings(AdvanceTimeGenerationSettings(
+        25, delay=ticks(40), advance_to_infinity_on_shutdown=True))
     s = CepStream.create("s", MemoryInputAdapterFactory(), events, EventShape.INTERVAL,
                          settings, application=Application())
-    counts = s.group_by("k").apply(lambda g: g.tumbling_window(50).aggregate(n=agg.count()))
+    counts = s.group_by("k").apply(
+        lambda g: g.tumbling_window(ticks(50)).aggregate(n=agg.count()))
     return counts.union(s.where(lambda p: p["v"] % 7 == 0))
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from restarts import run_twice_from_checkpoint
 
-from cti import AdvanceTimeSettings, Application, CepStream, EventShape
+from cti import AdvanceTimeSettings, Application, CepStream, EventShape, ticks
 from cti.io.files import FileInputConfig, JsonLinesInputAdapterFactory
 from cti.runtime.local import LocalRuntime
 
@@ -15,7 +15,8 @@ ROWS = [{"t": t, "id": k} for k, t in enumerate([10, 12, 11, 15, 30, 22, 31, 40,
 def bind(path):
     config = FileInputConfig(path, start_column="t", time_format="ticks", live=True)
     return CepStream.create("s", JsonLinesInputAdapterFactory(), config, EventShape.POINT,
-                            AdvanceTimeSettings.unordered_start_time(3), application=Application())
+                            AdvanceTimeSettings.unordered_start_time(ticks(3)),
+                            application=Application())
 
 
 def test_restart_from_checkpoint_is_exactly_once(spark, tmp_path):

@@ -13,8 +13,10 @@ an unknown edge type, a missing payload column) is not an exception: ``read`` yi
 ``InvalidInput`` whose reason names the file, the line and the rule, and ingress then raises
 ``BadInputError`` naming the stream, or dead-letters the row (``on_bad_input="dead_letter"``).
 
-Times: ISO-8601 strings (an offset such as ``-07:00`` or ``Z`` is converted to UTC; a time
-without an offset is taken as UTC) or int ticks (microseconds since the Unix epoch, UTC).
+Times: ISO-8601 strings (an offset such as ``-07:00`` or ``Z`` is converted to UTC) or int ticks
+(microseconds since the Unix epoch, UTC). A time without an offset is read in the config's
+``time_zone`` (by default the application's, ``Application(time_zone=...)``); with no zone it is
+a bad row, since nothing says where it was read.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import re
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
-from datetime import datetime
+from datetime import datetime, tzinfo
 from typing import Any
 
 import attrs
@@ -35,9 +37,11 @@ from cti.adapters import AdapterItem, Arriving, InvalidInput
 from cti.errors import InvalidEventError, InvalidSettingsError
 from cti.events import Cti, EdgeEvent, EdgeType, EventShape, IntervalEvent, PointEvent, StreamItem
 from cti.settings import AdapterAdvanceTimeSettings
-from cti.time import to_ticks
+from cti.time import to_ticks, to_time_zone
 
 TIME_FORMATS = (None, "ticks", "iso")
+_NAIVE_HINT = ("write it with an offset (such as +02:00 or Z), or declare "
+               "Application(time_zone=...) or the config's time_zone to read such times in")
 _RAW_LIMIT = 2000  # characters of a bad row's text kept in its InvalidInput
 _INT = re.compile(r"[+-]?\d+")
 _TRUE = frozenset({"1", "true", "yes", "y", "cti"})
@@ -50,6 +54,10 @@ def _columns(value: Iterable[str] | str | None) -> tuple[str, ...] | None:
     if isinstance(value, str):
         return (value,)
     return tuple(str(c) for c in value)
+
+
+def _time_zone(value: Any) -> tzinfo | None:
+    return to_time_zone(value, "FileInputConfig time_zone")
 
 
 def _opt_column(_inst: Any, attr: attrs.Attribute, value: Any) -> None:
@@ -75,6 +83,8 @@ class FileInputConfig:
       listed column that a row lacks makes the row bad input. JSON values are kept as they are
       (nested objects too), CSV values stay strings.
     - ``delimiter``: the CSV field delimiter (CSV only).
+    - ``time_zone``: where ISO times without an offset were read (an IANA name or a tzinfo);
+      None takes the application's; with neither, such a time is a bad row.
     - ``live``: the file may still grow (a tailed log): the input never ends, so there is no
       end-of-input flush; each run reads what has been appended since the last one.
     """
@@ -90,6 +100,7 @@ class FileInputConfig:
     cti_column: str | None = attrs.field(default=None, validator=_opt_column)
     delimiter: str = ","
     live: bool = attrs.field(default=False, converter=bool)
+    time_zone: tzinfo | None = attrs.field(default=None, converter=_time_zone)
 
     @start_column.validator
     def _check_start(self, _attr: Any, value: Any) -> None:
@@ -326,7 +337,8 @@ def _missing(value: Any) -> bool:
     return value is None or (isinstance(value, str) and not value.strip())
 
 
-def parse_time(value: Any, time_format: str | None, column: str) -> int:
+def parse_time(value: Any, time_format: str | None, column: str,
+               zone: tzinfo | None = None) -> int:
     """A time cell as ticks; raises ``_RowError`` naming the column and the rule."""
     if _missing(value):
         raise _RowError(f"{column} is missing or null (rule: no null timestamps)")
@@ -344,10 +356,14 @@ def parse_time(value: Any, time_format: str | None, column: str) -> int:
         if time_format == "ticks":
             raise _RowError(f"{column} {value!r} is not int ticks (rule: time_format 'ticks')")
         try:
-            return to_ticks(datetime.fromisoformat(text))
+            parsed = datetime.fromisoformat(text)
         except ValueError as exc:
             raise _RowError(f"{column} {value!r} is not an ISO-8601 time ({exc}) "
                             "(rule: timestamps must parse)") from None
+        try:
+            return to_ticks(parsed, zone, column, _NAIVE_HINT)
+        except ValueError as exc:
+            raise _RowError(f"{exc} (rule: times with a time zone)") from None
     raise _RowError(f"{column} {value!r} ({type(value).__name__}) is not a time; give an "
                     "ISO-8601 string or int ticks (rule: timestamps must parse)")
 
@@ -415,7 +431,7 @@ class FileInputAdapter:
 
     def _build(self, fields: dict[str, Any]) -> AdapterItem:
         cfg = self.config
-        start = parse_time(fields.get(cfg.start_column), cfg.time_format, cfg.start_column)
+        start = self._time(fields, cfg.start_column)
         item: StreamItem
         if cfg.cti_column is not None and _flag(fields.get(cfg.cti_column), cfg.cti_column):
             item = Cti(start)
@@ -424,17 +440,21 @@ class FileInputAdapter:
             if self.shape is EventShape.POINT:
                 item = PointEvent(start, payload)
             elif self.shape is EventShape.INTERVAL:
-                end = parse_time(fields.get(cfg.end_column), cfg.time_format, cfg.end_column)
+                end = self._time(fields, cfg.end_column)
                 item = IntervalEvent(start, end, payload)
             else:
                 item = self._edge(fields, start, payload)
         if cfg.arrival_column is None:
             return item
-        arrival = parse_time(fields.get(cfg.arrival_column), cfg.time_format, cfg.arrival_column)
+        arrival = self._time(fields, cfg.arrival_column)
         partition = fields.get(cfg.partition_column) if cfg.partition_column else None
         if _missing(partition):
             partition = None
         return Arriving(item, arrival, partition)
+
+    def _time(self, fields: dict[str, Any], column: str) -> int:
+        cfg = self.config
+        return parse_time(fields.get(column), cfg.time_format, column, cfg.time_zone)
 
     def _edge(self, fields: dict[str, Any], start: int, payload: dict[str, Any]) -> EdgeEvent:
         cfg = self.config
@@ -448,7 +468,7 @@ class FileInputAdapter:
                                 "edge (rule: edge start has no end)")
             return EdgeEvent(EdgeType.START, start, payload=payload)
         if kind == "end":
-            end = parse_time(fields.get(cfg.end_column), cfg.time_format, cfg.end_column)
+            end = self._time(fields, cfg.end_column)
             return EdgeEvent.end_edge(start, end, payload)
         raise _RowError(f"{col} {value!r} is not 'start' or 'end' (rule: edge type)")
 

@@ -6,7 +6,9 @@
 Offsets are row indices. Besides ``read(start, end)`` (items, for the in-process runner), the
 adapter has ``read_frame(start, end)``: the rows as one Arrow table in cti's row form, which the
 Spark source hands to Spark as it is, so millions of events travel without Python objects per
-event. Time columns are int ticks (microseconds since the epoch, UTC) or timestamps.
+event. Time columns are int ticks (microseconds since the epoch, UTC) or timestamps; a timestamp
+column without a time zone is read in the config's ``time_zone`` (by default the application's,
+``Application(time_zone=...)``), and with no zone its rows are bad input.
 Payloads are the other columns (or ``payload_columns``), as canonical JSON (sorted keys). A row
 with a null or out-of-range start, or an interval whose end is not after its start, is bad input
 (``InvalidInput`` naming the file, row and rule).
@@ -18,6 +20,7 @@ import json
 import os
 import threading
 from collections.abc import Iterable
+from datetime import tzinfo
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -29,7 +32,7 @@ from cti.adapters import FIELD_COLUMN, AdapterItem, Arriving, InvalidInput
 from cti.errors import InvalidSettingsError
 from cti.events import EventShape, item_from_kind
 from cti.rows import PLAIN_JSON_CHARS
-from cti.time import MAX_TIME, MIN_TIME
+from cti.time import MAX_TIME, MIN_TIME, to_time_zone
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -45,9 +48,15 @@ def _columns(value: Iterable[str] | None) -> tuple[str, ...] | None:
     return None if value is None else tuple(value)
 
 
+def _time_zone(value: Any) -> tzinfo | None:
+    return to_time_zone(value, "ParquetInputConfig time_zone")
+
+
 @attrs.frozen
 class ParquetInputConfig:
-    """Where a Parquet input finds its events: the time columns; the rest is payload."""
+    """Where a Parquet input finds its events: the time columns; the rest is payload.
+    ``time_zone`` is where timestamp columns without one were written (None: the
+    application's)."""
 
     path: str = attrs.field(converter=os.fspath)
     start_column: str
@@ -55,6 +64,7 @@ class ParquetInputConfig:
     arrival_column: str | None = None
     partition_column: str | None = None
     payload_columns: tuple[str, ...] | None = attrs.field(default=None, converter=_columns)
+    time_zone: tzinfo | None = attrs.field(default=None, converter=_time_zone)
 
     def __attrs_post_init__(self) -> None:
         if not self.path or not isinstance(self.start_column, str) or not self.start_column:
@@ -125,16 +135,31 @@ def _payloads(table: pa.Table, cols: list[str]) -> tuple[pa.Array, dict[str, pa.
     return (joined.combine_chunks() if isinstance(joined, pa.ChunkedArray) else joined), exact
 
 
-def _ticks(column: pd.Series) -> np.ndarray:
-    """Ticks, with NULL for a missing value."""
+def _ticks(column: pd.Series, zone: tzinfo | None) -> tuple[np.ndarray, np.ndarray, str]:
+    """Ticks, with NULL for a missing value; and which rows' times have no time zone to be
+    read in (a naive timestamp column and no ``zone``, or a wall time ``zone`` skips or
+    repeats), with the rule they break."""
     import pandas as pd  # here: Spark's offset process imports this module, not pandas
 
+    unzoned, rule = np.zeros(len(column), bool), ""
     if pd.api.types.is_datetime64_any_dtype(column):
-        values = column.dt.tz_localize(None) if column.dt.tz is not None else column
+        if column.dt.tz is None:
+            if zone is None:
+                unzoned = column.notna().to_numpy()
+                rule = (f"{column.name} is a timestamp without a time zone; give the config a "
+                        "time_zone or declare Application(time_zone=...) (rule: times with a "
+                        "time zone)")
+                return np.full(len(column), NULL, np.int64), unzoned, rule
+            local = column.dt.tz_localize(zone, ambiguous="NaT", nonexistent="NaT")
+            unzoned = (local.isna() & column.notna()).to_numpy()
+            rule = (f"{column.name} is ambiguous or does not exist in {zone} (a daylight-saving "
+                    "change) (rule: times with a time zone)")
+            column = local
+        values = column.dt.tz_convert(None) if column.dt.tz is not None else column  # UTC
         ticks = values.astype("datetime64[us]").astype(np.int64)
-        return np.where(column.isna(), NULL, ticks)
+        return np.where(column.isna(), NULL, ticks), unzoned, rule
     numeric = pd.to_numeric(column, errors="coerce")
-    return np.where(numeric.isna(), NULL, numeric.fillna(0).astype(np.int64))
+    return np.where(numeric.isna(), NULL, numeric.fillna(0).astype(np.int64)), unzoned, rule
 
 
 class ParquetInputAdapter:
@@ -169,8 +194,10 @@ class ParquetInputAdapter:
         cols = sorted(c.payload_columns or [n for n in table.column_names if n not in named])
         n = table.num_rows
         df = table.select(sorted(named)).to_pandas()
-        t0 = _ticks(df[c.start_column])
-        t1 = _ticks(df[c.end_column]) if c.end_column else np.full(n, NULL, np.int64)
+        times = {col: _ticks(df[col], c.time_zone) for col in
+                 (c.start_column, c.end_column, c.arrival_column) if col is not None}
+        t0 = times[c.start_column][0]
+        t1 = times[c.end_column][0] if c.end_column else np.full(n, NULL, np.int64)
         error = np.full(n, None, object)
         bad_end = ((t1 == NULL) | (t1 <= t0) if self.shape is EventShape.INTERVAL
                    else np.zeros(n, bool))
@@ -179,8 +206,14 @@ class ParquetInputAdapter:
             rule = ("null or out-of-range start time (rule: no null timestamps)" if bad_start[i]
                     else "end missing or not after start (rule: a lifetime is non-empty)")
             error[i] = f"{c.path}, row {start + i}: {rule}"
-        kind = pc.if_else(pa.array(bad_end | bad_start), "invalid", _KINDS[self.shape])
-        arrival = _ticks(df[c.arrival_column]) if c.arrival_column else np.full(n, NULL)
+        bad_zone = np.zeros(n, bool)
+        for _ticks_of, unzoned, rule in reversed(times.values()):  # the start's rule wins
+            for i in np.flatnonzero(unzoned):
+                error[i] = f"{c.path}, row {start + i}: {rule}"
+            bad_zone |= unzoned
+        kind = pc.if_else(pa.array(bad_end | bad_start | bad_zone), "invalid",
+                          _KINDS[self.shape])
+        arrival = times[c.arrival_column][0] if c.arrival_column else np.full(n, NULL)
         part = (df[c.partition_column].astype(str).to_numpy(object) if c.partition_column
                 else np.full(n, None, object))
         payload, exact = _payloads(table, cols)

@@ -17,20 +17,17 @@ from cti.errors import BindingError, InvalidSettingsError
 from cti.events import EventShape
 from cti.operators import plan
 from cti.operators.aggregates import check_aggregates
-from cti.time import to_duration_ticks, to_ticks
+from cti.time import DurationLike, to_duration_ticks, to_ticks
 
 if TYPE_CHECKING:
     from cti.results import RunResult
     from cti.runtime.base import Runtime
 
-Duration = int | timedelta
+Duration = DurationLike
 
 
 def _duration(name: str, value: Any, positive: bool = True) -> int:
-    try:
-        ticks = to_duration_ticks(value)
-    except TypeError as exc:
-        raise InvalidSettingsError(f"{name}: {exc}") from None
+    ticks = to_duration_ticks(value, name)
     if positive and ticks <= 0:
         raise InvalidSettingsError(f"{name} must be positive, got {value!r}")
     return ticks
@@ -167,24 +164,32 @@ class QueryOperators:
                        output_policy: plan.WindowOutputPolicy =
                        plan.WindowOutputPolicy.POINT_ALIGN_TO_WINDOW_END) -> WindowedStream:
         """Windows [alignment + k*hop, alignment + k*hop + size) for every integer k."""
-        size_t, hop_t = _duration("window size", size), _duration("window hop", hop)
+        size_t = _duration("hopping_window size", size)
+        return self._window(size_t, _duration("hopping_window hop", hop), alignment,
+                            output_policy)
+
+    def tumbling_window(self, size: Duration, alignment: Any = 0,
+                        output_policy: plan.WindowOutputPolicy =
+                        plan.WindowOutputPolicy.POINT_ALIGN_TO_WINDOW_END) -> WindowedStream:
+        """Back-to-back windows of ``size``: a hopping window whose hop is its size."""
+        size_t = _duration("tumbling_window size", size)
+        return self._window(size_t, size_t, alignment, output_policy)
+
+    def _window(self, size_t: int, hop_t: int, alignment: Any,
+                output_policy: plan.WindowOutputPolicy) -> WindowedStream:
         if hop_t > size_t:
-            raise InvalidSettingsError(f"window hop ({hop_t}) must not exceed its size "
-                                       f"({size_t}): events between windows would be lost")
+            raise InvalidSettingsError(
+                f"window hop ({timedelta(microseconds=hop_t)}) must not exceed its size "
+                f"({timedelta(microseconds=size_t)}): events between windows would be lost")
+        zone = getattr(getattr(self, "application", None), "time_zone", None)
         try:
-            align = to_ticks(alignment)
+            align = to_ticks(alignment, zone, "window alignment")
         except (TypeError, ValueError) as exc:
             raise InvalidSettingsError(f"window alignment: {exc}") from None
         if not isinstance(output_policy, plan.WindowOutputPolicy):
             raise InvalidSettingsError(f"output_policy must be a WindowOutputPolicy, got "
                                        f"{output_policy!r}")
         return WindowedStream(self, size_t, hop_t, align, output_policy)
-
-    def tumbling_window(self, size: Duration, alignment: Any = 0,
-                        output_policy: plan.WindowOutputPolicy =
-                        plan.WindowOutputPolicy.POINT_ALIGN_TO_WINDOW_END) -> WindowedStream:
-        """Back-to-back windows of ``size``: a hopping window whose hop is its size."""
-        return self.hopping_window(size, size, alignment, output_policy)
 
     def group_by(self, field: str) -> GroupedStream:
         """Groups of events with equal payload ``field``: ``.apply(fn)`` runs ``fn`` per group."""
