@@ -21,6 +21,10 @@ from cti.settings import AdapterAdvanceTimeSettings
 from cti.time import TimeLike, format_time, to_ticks
 
 
+def _arrival(value: TimeLike) -> int:
+    return to_ticks(value, None, "Arriving arrival")
+
+
 def _partition(value: Any) -> str | None:
     return None if value is None else str(value)
 
@@ -31,7 +35,7 @@ class Arriving:
     optionally, the input partition it came from."""
 
     item: StreamItem
-    arrival: int = attrs.field(converter=lambda t: to_ticks(t, None, "Arriving arrival"))
+    arrival: int = attrs.field(converter=_arrival)
     partition: str | None = attrs.field(default=None, converter=_partition)
 
     def __repr__(self) -> str:
