@@ -16,6 +16,8 @@ from cti.errors import (
     CtiViolationError,
     InvalidEventError,
     InvalidSettingsError,
+    NullKeyError,
+    UnknownFieldError,
 )
 from cti.events import (
     Cti,
@@ -52,6 +54,7 @@ __all__ = [
     "InputAdapter",
     "InputAdapterFactory", "IntervalEvent", "InvalidEventError", "InvalidInput",
     "InvalidSettingsError", "OutputAdapter", "OutputAdapterFactory", "PointEvent", "RunResult",
-    "StreamItem", "StreamResult", "WindowOutputPolicy", "agg", "set_default_runtime",
+    "NullKeyError", "StreamItem", "StreamResult", "UnknownFieldError", "WindowOutputPolicy",
+    "agg", "set_default_runtime",
     "to_datetime", "to_duration_ticks", "to_ticks",
 ]
