@@ -155,7 +155,7 @@ def _decide(node: plan.Join, state: dict[str, Any]) -> tuple[list[tuple], list[t
             joined = node.select(lp, rp) if node.select else {**lp, **rp}
         except Exception as exc:
             usercode.note(exc, "join predicate or select", node.label,
-                          f"{lc['payload'][i]} (left), {rc['payload'][i]} (right)")
+                          f"{lc['payload'][i]} and {rc['payload'][i]}", "payloads")
             raise
         payload = payload_to_json(joined)
         kinds, t, key = (lc["kind"][i], rc["kind"][i]), int(s[i]), lc["key"][i]
@@ -269,7 +269,7 @@ def _holds(node: plan.AntiSemiJoin, lp: dict[str, Any], left: str, right: str) -
         return bool(node.predicate(lp, payload_from_json(right)))
     except Exception as exc:
         usercode.note(exc, "left_anti_semi_join predicate", node.label,
-                      f"{left} (left), {right} (right)")
+                      f"{left} and {right}", "payloads")
         raise
 
 

@@ -24,7 +24,8 @@ _NOTE = "cti: "
 _CARRIED = re.compile(r"cti-error\[([A-Za-z0-9+/=]+)\]")
 
 
-def note(exc: BaseException, operator: str, stream: str, payload: Any) -> None:
+def note(exc: BaseException, operator: str, stream: str, payload: Any,
+         what: str = "payload") -> None:
     """Add to ``exc`` (raised by the user's function in ``operator`` on ``stream``) a note
     naming them, the payload (JSON text, or what the function got) and the user's frames."""
     if any(str(n).startswith(_NOTE) for n in getattr(exc, "__notes__", ())):
@@ -33,7 +34,7 @@ def note(exc: BaseException, operator: str, stream: str, payload: Any) -> None:
             if not os.path.abspath(f.filename).startswith(_OURS)]
     text = payload if isinstance(payload, str) else repr(payload)
     message = (f"{_NOTE}{operator} on stream {stream} raised {type(exc).__name__} "
-               f"on the payload {shown(text)}")
+               f"on the {what} {shown(text)}")
     if mine:
         message += "\n" + "".join(traceback.format_list(mine)).rstrip()
     exc.add_note(message)

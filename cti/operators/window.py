@@ -118,7 +118,7 @@ def _computed(node: plan.Window, name: str, agg: Any, items: list[dict[str, Any]
         return agg.compute(items)
     except Exception as exc:
         usercode.note(exc, f"aggregate {name!r}", node.source.label,
-                      f"the window's {len(items)} payloads {json.dumps(items, default=str)}")
+                      "[" + ",".join(map(payload_to_json, items)) + "]", "window's payloads")
         raise
 
 
