@@ -252,20 +252,32 @@ def test_a_null_join_key_matches_nothing(runtime):
 GROUPED = [{"k": "a"}, {"k": None}, {"k": "a"}, {}, {"k": "b"}]
 
 
-def _counts(nulls: str, runtime: Any) -> list[dict[str, Any]]:
-    s = memory("s", GROUPED, Application())
+def _grouped(source: str, tmp_path: Any) -> CepStream:
+    if source == "memory":
+        return memory("s", GROUPED, Application())
+    path = tmp_path / "grouped.parquet"  # the Spark shards get the keys' texts from the file
+    pd.DataFrame({"t": [10 * (i + 1) for i in range(len(GROUPED))],
+                  "k": [p.get("k") for p in GROUPED]}).to_parquet(path)
+    return CepStream.create("s", ParquetInputAdapterFactory(), ParquetInputConfig(
+        path, start_column="t"), EventShape.POINT, AdvanceTimeSettings.increasing_start_time(),
+        application=Application())
+
+
+def _counts(nulls: str, runtime: Any, source: str, tmp_path: Any) -> list[dict[str, Any]]:
+    s = _grouped(source, tmp_path)
     return _payloads(s.group_by("k", nulls=nulls).apply(
         lambda g: g.tumbling_window(timedelta(microseconds=100)).aggregate(n=agg.count())
     ).collect(runtime))
 
 
-def test_null_group_keys_are_a_group_only_when_asked(runtime):
-    assert _counts("group", runtime) == [{"k": "a", "n": 2}, {"k": "b", "n": 1},
-                                         {"k": None, "n": 2}]
-    assert _counts("drop", runtime) == [{"k": "a", "n": 2}, {"k": "b", "n": 1}]
+@pytest.mark.parametrize("source", ["memory", "parquet"])
+def test_null_group_keys_are_a_group_only_when_asked(source, runtime, tmp_path):
+    assert _counts("group", runtime, source, tmp_path) == [
+        {"k": "a", "n": 2}, {"k": "b", "n": 1}, {"k": None, "n": 2}]
+    assert _counts("drop", runtime, source, tmp_path) == [{"k": "a", "n": 2}, {"k": "b", "n": 1}]
     with pytest.raises(NullKeyError, match=r"group_by\('k'\) on stream 's': an event whose "
                                            r"'k' is null: \{.*nulls='group'"):
-        _counts("raise", runtime)
+        _counts("raise", runtime, source, tmp_path)
 
 
 # ---- 3. the user's exceptions, one message -------------------------------------------------

@@ -76,14 +76,14 @@ def _add(node: plan.Window, state: dict[str, Any], ev: pd.DataFrame, rows: np.nd
     for name, agg in _builtins(node).items():
         if agg.op == "count":
             continue
-        raw = _user_fields(node, name, ev, agg.field)
-        if isinstance(agg.field, str):
-            nulls = np.fromiter((v is None for v in raw), bool, len(raw))
-            if nulls.any():  # a field the stream was not known to have: on every event?
+        values = pd.Series(_user_fields(node, name, ev, agg.field))
+        if isinstance(agg.field, str) and node.source.fields is None:
+            nulls = values.isna().to_numpy()  # a field the stream was not known to have
+            if nulls.any():  # (null or absent: checked on those events)
                 check_events(ev["payload"].to_numpy(object)[nulls], agg.field,
                              f"aggregate({name}=agg.{agg.op}({agg.field!r}))",
                              node.source.label, node.source.fields)
-        values = pd.to_numeric(pd.Series(raw), errors="coerce")
+        values = pd.to_numeric(values, errors="coerce")
         v = values.to_numpy()[rows]
         measures[f"sum:{name}" if agg.op in ("sum", "avg") else f"{agg.op}:{name}"] = v
     key_codes, keys = keys if keys is not None else pd.factorize(ev["key"].to_numpy(object))
