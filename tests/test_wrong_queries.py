@@ -12,6 +12,8 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cti import (
     AdvanceTimeSettings,
@@ -226,10 +228,10 @@ RIGHT = [{"k": None, "r": 1}, {"k": "a", "r": 2}, {"r": 3}, {"k": "b", "r": 4}]
 
 
 def _intervals(name: str, payloads: list[dict[str, Any]], app: Application,
-               step: int = 1) -> CepStream:
+               step: int = 1, **kw: Any) -> CepStream:
     events = [IntervalEvent(i * step, 100, p) for i, p in enumerate(payloads)]
     return CepStream.create(name, MemoryInputAdapterFactory(), events, EventShape.INTERVAL,
-                            AdvanceTimeSettings.increasing_start_time(), application=app)
+                            AdvanceTimeSettings.increasing_start_time(), application=app, **kw)
 
 
 def _payloads(items: list[Any]) -> list[dict[str, Any]]:
@@ -247,6 +249,39 @@ def test_a_null_join_key_matches_nothing(runtime):
     assert [p["l"] for p in joined] == [1, 4]
     unmatched = left.left_anti_semi_join(right, on="k").collect(runtime)  # right covers all
     assert sorted({i.payload["l"] for i in unmatched if not isinstance(i, Cti)}) == [2, 3]
+
+
+KEY_VALUES = st.sampled_from(["a", "b", None, "missing", 1, 1.0])
+
+
+def _keyed(keys: list[Any], name: str) -> list[dict[str, Any]]:
+    return [{name: i} if k == "missing" else {"k": k, name: i} for i, k in enumerate(keys)]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(KEY_VALUES, max_size=8), st.lists(KEY_VALUES, max_size=8),
+       st.integers(1, 4))
+def test_joins_and_groups_pair_equal_keys_that_are_not_null(left, right, batch):
+    """In-process, whatever the micro-batches: a join pairs exactly the events whose keys are
+    equal JSON values and not null; a group_by with nulls='group' counts the nulls (and the
+    missing) as one group, with nulls='drop' leaves them out."""
+    app = Application()
+    lp, rp = _keyed(left, "l"), _keyed(right, "r")
+    ls = _intervals("left", lp, app, fields=["k", "l"])  # (a list may have no "k")
+    rs = _intervals("right", rp, app, step=0, fields=["k", "r"])
+    runtime = LocalRuntime(batch_sizes=[batch])
+    got = sorted((p["l"], p["r"]) for p in _payloads(ls.join(rs, on="k").collect(runtime)))
+    text = json.dumps  # 1 and 1.0 are different keys (JSON-equal values meet)
+    assert got == sorted((a["l"], b["r"]) for a in lp for b in rp if a.get("k") is not None
+                         and text(a.get("k")) == text(b.get("k")))
+    for nulls in ("group", "drop"):
+        counts = ls.group_by("k", nulls=nulls).apply(lambda g: g.tumbling_window(
+            timedelta(microseconds=1000)).aggregate(n=agg.count())).collect(runtime)
+        expected: dict[str, int] = {}
+        for p in lp:
+            if p.get("k") is not None or nulls == "group":
+                expected[text(p.get("k"))] = expected.get(text(p.get("k")), 0) + 1
+        assert {text(p["k"]): p["n"] for p in _payloads(counts)} == expected
 
 
 GROUPED = [{"k": "a"}, {"k": None}, {"k": "a"}, {}, {"k": "b"}]
