@@ -16,6 +16,8 @@ from cti.errors import (
     CtiViolationError,
     InvalidEventError,
     InvalidSettingsError,
+    NullKeyError,
+    UnknownFieldError,
 )
 from cti.events import (
     Cti,
@@ -63,7 +65,7 @@ __all__ = [
     "InputAdapter",
     "InputAdapterFactory", "IntervalEvent", "InvalidEventError", "InvalidInput",
     "InvalidSettingsError", "OutputAdapter", "OutputAdapterFactory", "PointEvent", "RunResult",
-    "StreamItem", "StreamResult", "Ticks", "WindowOutputPolicy", "agg", "format_time",
-    "parse_duration", "set_default_runtime", "ticks", "to_datetime", "to_duration_ticks",
-    "to_ticks",
+    "NullKeyError", "StreamItem", "StreamResult", "Ticks", "UnknownFieldError",
+    "WindowOutputPolicy", "agg", "format_time", "parse_duration", "set_default_runtime", "ticks",
+    "to_datetime", "to_duration_ticks", "to_ticks",
 ]

@@ -25,3 +25,12 @@ class CtiViolationError(CtiError):
 
 class BadInputError(CtiError):
     """Input that cannot be processed: malformed rows, edge ends with no open start, ..."""
+
+
+class UnknownFieldError(BindingError):
+    """A query names a payload field its stream does not have (a typo): raised when the query
+    is built where the stream's fields are known, else by the first event that lacks it."""
+
+
+class NullKeyError(BadInputError):
+    """An event whose ``group_by`` key is null, where the query did not say what nulls do."""

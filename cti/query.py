@@ -15,6 +15,7 @@ from cti.ingress.spec import StreamSpec
 from cti.operators import plan
 from cti.operators.streams import QueryOperators
 from cti.rows import OUTPUT_STATUSES, OutRow, row_to_item
+from cti.schema import Fields, check_field, field_names, stream_fields
 from cti.settings import AdvanceTimeSettings, EventOrderingPolicy
 from cti.time import to_time_zone
 
@@ -108,6 +109,7 @@ class CepStream(QueryOperators):
     dead_letter: bool = False
     event_ordering_policy: EventOrderingPolicy | None = None
     declared_partitions: tuple[str, ...] = ()
+    payload_fields: Fields = None
 
     @classmethod
     def create(
@@ -121,6 +123,7 @@ class CepStream(QueryOperators):
         application: Application | None = None,
         on_bad_input: str = "raise",
         event_ordering_policy: EventOrderingPolicy | None = None,
+        fields: Sequence[str] | None = None,
     ) -> CepStream:
         """Bind a stream. Settings given here replace what the factory declares.
 
@@ -130,6 +133,8 @@ class CepStream(QueryOperators):
         partitions with ``declare_partitions(config, shape)``.
         ``on_bad_input``: ``"raise"`` (default) stops with an error naming the stream, event and
         rule; ``"dead_letter"`` keeps going and reports the row in the diagnostics output.
+        ``fields``: the payload fields of the stream's events, where the factory cannot tell
+        (``fields(config)``); the fields a query names are checked against them.
         """
         if not isinstance(name, str) or not name:
             raise BindingError(f"a stream needs a non-empty name, got {name!r}")
@@ -186,13 +191,16 @@ class CepStream(QueryOperators):
                     f"stream {name!r} imports CTIs from unknown stream {imp.stream_name!r}; "
                     f"bind that stream first (known: {sorted(app._streams)})"
                 )
+        known = field_names(fields) if fields is not None else stream_fields(name, factory, config)
+        if ordering is not None:
+            check_field(ordering.over, "EventOrderingPolicy(over=...)", repr(name), known)
         stream = cls(name, factory, config, shape, settings, origin, app,
-                     on_bad_input == "dead_letter", ordering, partitions)
+                     on_bad_input == "dead_letter", ordering, partitions, known)
         app._register(stream)
         return stream
 
     def _node(self) -> plan.Node:
-        return plan.Input(self)
+        return plan.Input(self, fields=self.payload_fields, label=repr(self.name))
 
     # ---- ingress group ------------------------------------------------------------------------
 

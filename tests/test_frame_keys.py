@@ -107,7 +107,7 @@ def test_a_group_by_given_its_fields_codes_gives_what_it_reads_from_the_payloads
                               AdvanceTimeSettings.increasing_start_time(),
                               application=Application())
     source = stream.where(lambda p: p["keep"]) if where else stream
-    query = source.group_by("k").apply(
+    query = source.group_by("k", nulls="group").apply(  # null: a group of its own
         lambda g: g.tumbling_window(ticks(10)).aggregate(n=agg.count()))
     payloads = [json.dumps({"k": v, "keep": keep, "n": i}, sort_keys=True,
                            separators=(",", ":")) for i, (v, _, keep) in enumerate(rows)]

@@ -36,6 +36,7 @@ import attrs
 from cti.adapters import AdapterItem, Arriving, InvalidInput
 from cti.errors import InvalidEventError, InvalidSettingsError
 from cti.events import Cti, EdgeEvent, EdgeType, EventShape, IntervalEvent, PointEvent, StreamItem
+from cti.schema import check_field
 from cti.settings import AdapterAdvanceTimeSettings
 from cti.time import to_ticks, to_time_zone
 
@@ -503,6 +504,64 @@ class _FileInputAdapterFactory:
         self, config: Any, shape: EventShape
     ) -> AdapterAdvanceTimeSettings | None:
         return self.advance_time_settings
+
+    def fields(self, config: FileInputConfig) -> list[str] | None:
+        """The payload fields: ``payload_columns``, else a CSV's header or the fields of a JSON
+        file's first rows (``file_fields``), less the time columns. Raises
+        ``UnknownFieldError`` for a time column the header or rows do not have."""
+        return file_fields(config, self.format)
+
+
+_SAMPLE_ROWS = 1000  # JSON rows whose fields stand for a file's
+
+
+def file_fields(config: FileInputConfig, fmt: str) -> list[str] | None:
+    """``fields(config)`` of a file factory: read from the first rows only (a CSV header; the
+    first 1,000 JSON lines), so binding never reads a whole file. None where the file cannot
+    be read (yet) or is a JSON array."""
+    if not isinstance(config, FileInputConfig):
+        return None
+    try:
+        with open(config.path, encoding="utf-8-sig", errors="replace", newline="") as f:
+            if fmt == "csv":
+                rows = csv.reader(f, delimiter=config.delimiter)
+                header = next((r for r in rows if any(c.strip() for c in r)), None)
+                columns = None if header is None else {h.strip() for h in header}
+            else:
+                columns = _json_fields(f)
+    except OSError:
+        return None
+    if columns is None:
+        return None if config.payload_columns is None else list(config.payload_columns)
+    for role in ("start_column", "end_column", "edge_type_column", "arrival_column",
+                 "partition_column"):
+        check_field(getattr(config, role), f"FileInputConfig({role}=...)",
+                    repr(config.path), tuple(sorted(columns)), noun="file")
+    if config.payload_columns is not None:
+        return list(config.payload_columns)
+    return sorted(columns - {c for c in config.time_columns if c is not None})
+
+
+def _json_fields(f: Any) -> set[str] | None:
+    """The fields of the first JSON lines' objects; None for a JSON array or no objects."""
+    found: set[str] | None = None
+    rows = 0
+    for line in f:
+        text = line.strip()
+        if not text:
+            continue
+        if text.startswith("[") and found is None and rows == 0:
+            return None
+        rows += 1
+        try:
+            value = json.loads(text)
+        except ValueError:
+            value = None
+        if isinstance(value, dict):
+            found = (found or set()) | set(value)
+        if rows >= _SAMPLE_ROWS:
+            break
+    return found
 
 
 class JsonLinesInputAdapterFactory(_FileInputAdapterFactory):

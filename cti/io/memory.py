@@ -55,6 +55,20 @@ class MemoryInputAdapterFactory:
     ) -> AdapterAdvanceTimeSettings | None:
         return self.advance_time_settings
 
+    def fields(self, config: Sequence[AdapterItem]) -> list[str] | None:
+        """The payload fields of the items' events (every field any event has; the list is
+        in memory already), or None when there are no events."""
+        if not isinstance(config, Sequence):
+            return None
+        found: set[str] = set()
+        seen = False
+        for item in config:
+            payload = getattr(item.item if isinstance(item, Arriving) else item, "payload", None)
+            if isinstance(payload, dict):
+                found.update(payload)
+                seen = True
+        return sorted(found) if seen else None
+
 
 class CollectingOutputAdapter:
     """Keeps every item written to it, in batch order (in-process runs only)."""

@@ -32,6 +32,7 @@ from cti.adapters import FIELD_COLUMN, AdapterItem, Arriving, InvalidInput
 from cti.errors import InvalidSettingsError
 from cti.events import EventShape, item_from_kind
 from cti.rows import PLAIN_JSON_CHARS
+from cti.schema import check_field
 from cti.time import MAX_TIME, MIN_TIME, to_time_zone
 
 if TYPE_CHECKING:
@@ -242,6 +243,26 @@ class ParquetInputAdapterFactory:
         if not isinstance(config, ParquetInputConfig):
             raise InvalidSettingsError(f"expected a ParquetInputConfig, got {config!r}")
         return ParquetInputAdapter(config, shape)
+
+    def fields(self, config: ParquetInputConfig) -> list[str] | None:
+        """The payload columns, from the file's schema (its footer only); raises
+        ``UnknownFieldError`` for a time or payload column the file does not have. None when
+        the file cannot be read (yet)."""
+        if not isinstance(config, ParquetInputConfig):
+            return None
+        try:
+            columns = tuple(sorted(pq.read_schema(config.path).names))
+        except (OSError, pa.ArrowInvalid):
+            return None
+        for role in ("start_column", "end_column", "arrival_column", "partition_column"):
+            check_field(getattr(config, role), f"ParquetInputConfig({role}=...)",
+                        repr(config.path), columns, noun="file")
+        for name in config.payload_columns or ():
+            check_field(name, "ParquetInputConfig(payload_columns=...)", repr(config.path),
+                        columns, noun="file")
+        named = {config.start_column, config.end_column, config.arrival_column,
+                 config.partition_column}
+        return list(config.payload_columns or [c for c in columns if c not in named])
 
 
 __all__: list[Any] = ["ParquetInputAdapter", "ParquetInputAdapterFactory", "ParquetInputConfig"]

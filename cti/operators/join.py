@@ -16,9 +16,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cti.operators import frame, merge, plan
+from cti.operators import frame, merge, plan, usercode
 from cti.operators.frame import Chunk
 from cti.rows import payload_from_json, payload_to_json
+from cti.schema import check_events
 from cti.time import MAX_TIME, MIN_TIME
 
 SIDE_COLUMNS = ("id", "kind", "start", "end", "known", "payload", "key", "jkey")
@@ -35,14 +36,24 @@ def new_state() -> dict[str, Any]:
             "merge": merge.new_state(2), "pending": [], "open": [], "next_id": 0}
 
 
-def _join_key(events: pd.DataFrame, field: str | None) -> list[str]:
+def _join_key(events: pd.DataFrame, field: str | None, source: plan.Node, what: str
+              ) -> list[str | None]:
+    """Each event's join key text: "" without ``on``, None where the key is null (it matches
+    nothing, SQL's rule); an event that lacks a field its stream was not known to have raises
+    ``UnknownFieldError``."""
     if field is None:
         return [""] * len(events)
-    return frame.map_payloads(events, lambda p: frame.key_json([p.get(field)]))
+    keys = frame.map_payloads(events, lambda p: None if p.get(field) is None
+                              else frame.key_json([p[field]]))
+    nulls = np.fromiter((k is None for k in keys), bool, len(keys))
+    if nulls.any():
+        check_events(events["payload"].to_numpy(object)[nulls], field, f"{what}(on=...)",
+                     source.label, source.fields)
+    return keys
 
 
-def _take(state: dict[str, Any], side: int, events: pd.DataFrame,
-          field: str | None) -> pd.DataFrame:
+def _take(state: dict[str, Any], side: int, events: pd.DataFrame, field: str | None,
+          node: plan.Join | plan.AntiSemiJoin) -> pd.DataFrame:
     """Add a chunk's events to one side; close open edges; return the new rows."""
     kinds = events["kind"].to_numpy()
     ends_mask = kinds == "edge_end"
@@ -54,7 +65,8 @@ def _take(state: dict[str, Any], side: int, events: pd.DataFrame,
         "id": ids, "kind": new["kind"].to_numpy(), "start": new["start"].to_numpy(),
         "end": new["end"].to_numpy(), "known": new["kind"].to_numpy() != "edge_start",
         "payload": new["payload"].to_numpy(), "key": new["key"].to_numpy(),
-        "jkey": _join_key(new, field)}).set_index("id", drop=False)
+        "jkey": _join_key(new, field, node.children[side], "join" if isinstance(
+            node, plan.Join) else "left_anti_semi_join")}).set_index("id", drop=False)
     table = state["sides"][side]
     table = rows if not len(table) else pd.concat([table, rows])
     # Then the edge ends close the earliest open start with the same start, payload and key.
@@ -72,7 +84,9 @@ def _take(state: dict[str, Any], side: int, events: pd.DataFrame,
 
 
 def _candidates(left: pd.DataFrame, right: pd.DataFrame) -> list[tuple[int, int]]:
-    """Pairs with equal keys whose lifetimes may overlap (open ends count as infinite)."""
+    """Pairs with equal keys whose lifetimes may overlap (open ends count as infinite); a
+    null key matches nothing."""
+    left, right = left[left["jkey"].notna()], right[right["jkey"].notna()]
     if not len(left) or not len(right):
         return []
     m = left[["id", "start", "end", "key", "jkey"]].merge(
@@ -83,8 +97,8 @@ def _candidates(left: pd.DataFrame, right: pd.DataFrame) -> list[tuple[int, int]
 
 
 def join(node: plan.Join, left: Chunk, right: Chunk, state: dict[str, Any]) -> Chunk:
-    new_l = _take(state, 0, left.events, node.left_key)
-    new_r = _take(state, 1, right.events, node.right_key)
+    new_l = _take(state, 0, left.events, node.left_key, node)
+    new_r = _take(state, 1, right.events, node.right_key, node)
     for side, chunk in ((0, left), (1, right)):
         if chunk.ctis:
             state["ctis"][side] = chunk.ctis[-1]
@@ -135,9 +149,15 @@ def _decide(node: plan.Join, state: dict[str, Any]) -> tuple[list[tuple], list[t
 
     for i in np.flatnonzero(certain):
         lp, rp = parse(lc["payload"][i]), parse(rc["payload"][i])
-        if node.predicate is not None and not node.predicate(lp, rp):
-            continue
-        payload = payload_to_json(node.select(lp, rp) if node.select else {**lp, **rp})
+        try:
+            if node.predicate is not None and not node.predicate(lp, rp):
+                continue
+            joined = node.select(lp, rp) if node.select else {**lp, **rp}
+        except Exception as exc:
+            usercode.note(exc, "join predicate or select", node.label,
+                          f"{lc['payload'][i]} and {rc['payload'][i]}", "payloads")
+            raise
+        payload = payload_to_json(joined)
         kinds, t, key = (lc["kind"][i], rc["kind"][i]), int(s[i]), lc["key"][i]
         if "point" in kinds:
             out.append(("point", t, t + 1, payload, key))
@@ -192,8 +212,8 @@ def anti_semi_join(node: plan.AntiSemiJoin, left: Chunk, right: Chunk,
     interval or edge gives an edge pair per uncovered part (its start once decided, its end once
     reached), so the output does not depend on when the right events arrive.
     """
-    new_l = _take(state, 0, left.events, node.left_key)
-    _take(state, 1, right.events, node.right_key)
+    new_l = _take(state, 0, left.events, node.left_key, node)
+    _take(state, 1, right.events, node.right_key, node)
     for side, chunk in ((0, left), (1, right)):
         if chunk.ctis:
             state["ctis"][side] = chunk.ctis[-1]
@@ -211,7 +231,8 @@ def anti_semi_join(node: plan.AntiSemiJoin, left: Chunk, right: Chunk,
         horizon = max(f, min(cr, end if end is not None else cl))
         if horizon == f and (end is None or f < end):
             continue  # nothing new to decide (an end at the frontier still closes below)
-        covers = _covers(node, row, by_key.get((row["key"], row["jkey"])), f, horizon)
+        covers = _covers(node, row, None if row["jkey"] is None else
+                         by_key.get((row["key"], row["jkey"])), f, horizon)
         point = row["kind"] == "point"
         t = f
         while t < horizon:
@@ -242,6 +263,16 @@ def anti_semi_join(node: plan.AntiSemiJoin, left: Chunk, right: Chunk,
     return Chunk(frame.make(*zip(*out, strict=True)) if out else frame.empty(), ctis)
 
 
+def _holds(node: plan.AntiSemiJoin, lp: dict[str, Any], left: str, right: str) -> bool:
+    """The anti-semi-join's predicate of a left payload (parsed ``lp``) and a right one."""
+    try:
+        return bool(node.predicate(lp, payload_from_json(right)))
+    except Exception as exc:
+        usercode.note(exc, "left_anti_semi_join predicate", node.label,
+                      f"{left} and {right}", "payloads")
+        raise
+
+
 def _covers(node: plan.AntiSemiJoin, row: pd.Series, right: pd.DataFrame | None, lo: int,
             hi: int) -> list[tuple[int, int]]:
     """The matching right lifetimes that reach into [lo, hi): (start, end), an open end as
@@ -252,6 +283,6 @@ def _covers(node: plan.AntiSemiJoin, row: pd.Series, right: pd.DataFrame | None,
     found = []
     lp = payload_from_json(row["payload"]) if node.predicate is not None else None
     for rs, re, known, rp in near[["start", "end", "known", "payload"]].itertuples(index=False):
-        if lp is None or node.predicate(lp, payload_from_json(rp)):
+        if lp is None or _holds(node, lp, row["payload"], rp):
             found.append((int(rs), int(re) if known else MAX_TIME))
     return found

@@ -17,9 +17,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from cti.errors import NullKeyError
 from cti.operators import frame, join, merge, plan, stateless, window
 from cti.operators.frame import Chunk
 from cti.rows import payload_from_json, payload_to_json
+from cti.schema import check_events, shown
 from cti.time import MIN_TIME
 
 _UNARY = {
@@ -117,7 +119,9 @@ class QueryMachine:
         ev, keys = chunk.events, None
         if len(ev):
             known = chunk.fields.get(node.field) if isinstance(node.field, str) else None
-            keys = frame.key_codes_with(ev, *(known or frame.field_codes(ev, node.field)))
+            codes, values, *texts = known or frame.field_codes(ev, node.field)
+            ev, codes = _null_keys(node, ev, codes, values)
+            keys = frame.key_codes_with(ev, codes, values, *texts)
             ev = frame.make(*(ev[c].to_numpy() for c in ("kind", "start", "end", "payload")),
                             keys[1][keys[0]])
         group_inputs = [n for n in plan.walk(node.body) if isinstance(n, plan.GroupInput)]
@@ -162,6 +166,34 @@ class QueryMachine:
         self.state["buffer"] = buffer[~ready].reset_index(drop=True)
         release = np.asarray(ctis, dtype=np.int64)[at[ready]]
         return _with_release(released, release), ctis
+
+
+def _null_keys(node: plan.GroupApply, ev: pd.DataFrame, codes: np.ndarray, values: list[Any]
+               ) -> tuple[pd.DataFrame, np.ndarray]:
+    """The events (and their codes) that ``group_by`` groups: an event whose key is null
+    (or lacks it, where its stream's fields were known) raises ``NullKeyError``, is left out
+    or kept as a group of its own, as ``node.nulls`` says; one that lacks a field its stream
+    was not known to have raises ``UnknownFieldError``."""
+    is_null = np.fromiter((v is None for v in values), bool, len(values))
+    nulls = is_null[codes] if len(values) else np.zeros(len(codes), bool)
+    if not nulls.any() or node.nulls == "group":
+        if nulls.any():
+            _check_present(node, ev, nulls)
+        return ev, codes
+    _check_present(node, ev, nulls)
+    if node.nulls == "raise":
+        payload = ev["payload"].to_numpy(object)[nulls][0]
+        raise NullKeyError(
+            f"group_by({node.field!r}) on stream {node.source.label}: an event whose "
+            f"{node.field!r} is null: {shown(payload)}. Null keys are not equal to each other; "
+            f"pass group_by({node.field!r}, nulls='group') to group them together, or "
+            "nulls='drop' to leave such events out")
+    return ev[~nulls].reset_index(drop=True), codes[~nulls]
+
+
+def _check_present(node: plan.GroupApply, ev: pd.DataFrame, nulls: np.ndarray) -> None:
+    check_events(ev["payload"].to_numpy(object)[nulls], node.field,
+                 f"group_by({node.field!r})", node.source.label, node.source.fields)
 
 
 def _key_list(key: str) -> list[Any]:

@@ -25,7 +25,12 @@ class WindowOutputPolicy(enum.Enum):
 
 @attrs.frozen(eq=False)
 class Node:
-    """Base of every plan node; ``children`` are its input nodes."""
+    """Base of every plan node; ``children`` are its input nodes. ``fields``: the payload
+    fields of its output where known when the query was built (None: unknown), ``label``:
+    its output stream as messages name it (``'tolls'.where(...)``)."""
+
+    fields: tuple[str, ...] | None = attrs.field(default=None, kw_only=True)
+    label: str = attrs.field(default="", kw_only=True)
 
     @property
     def children(self) -> tuple[Node, ...]:
@@ -102,10 +107,13 @@ class Window(Unary):
 
 @attrs.frozen(eq=False)
 class GroupApply(Unary):
-    """``fn`` applied to each group of events with equal ``field``; ``body`` is its plan."""
+    """``fn`` applied to each group of events with equal ``field``; ``body`` is its plan.
+    ``nulls``: what an event whose ``field`` is null does: ``"raise"`` (``NullKeyError``),
+    ``"group"`` (null is a group of its own) or ``"drop"`` (the event is left out)."""
 
     field: str
     body: Node
+    nulls: str = attrs.field(default="raise", kw_only=True)
 
 
 @attrs.frozen(eq=False)
@@ -184,8 +192,8 @@ def without_inputs(root: Node, inputs: list[Any]) -> Node:
         if id(node) in done:
             return done[id(node)]
         if isinstance(node, Input):
-            new: Node = Input(InputRef(next(i for i, s in enumerate(inputs)
-                                            if s is node.stream)))
+            new: Node = attrs.evolve(node, stream=InputRef(next(
+                i for i, s in enumerate(inputs) if s is node.stream)))
         else:
             changes = {f.name: rebuild(getattr(node, f.name)) for f in attrs.fields(type(node))
                        if isinstance(getattr(node, f.name), Node)}

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from cti.errors import CtiError
-from cti.operators import frame, plan
+from cti.operators import frame, plan, usercode
 from cti.operators.frame import Chunk
 from cti.rows import payload_to_json
 from cti.time import MAX_TIME, MIN_TIME
@@ -40,7 +40,14 @@ def where(node: plan.Where, chunk: Chunk) -> Chunk:
     ev = chunk.events
     if not len(ev):
         return chunk
-    keep = np.asarray(frame.map_payloads(ev, lambda p: bool(node.predicate(p))), dtype=bool)
+    def test(p: dict[str, Any]) -> bool:
+        try:
+            return bool(node.predicate(p))
+        except Exception as exc:
+            usercode.note(exc, "where", node.source.label, payload_to_json(p))
+            raise
+
+    keep = np.asarray(frame.map_payloads(ev, test), dtype=bool)
     return Chunk(ev[keep].reset_index(drop=True), chunk.ctis,  # the payloads are the same
                  {f: (codes[keep], *rest) for f, (codes, *rest) in chunk.fields.items()},
                  None if chunk.keys is None else (chunk.keys[0][keep], chunk.keys[1]))
@@ -52,7 +59,11 @@ def select(node: plan.Select, chunk: Chunk) -> Chunk:
         return chunk
 
     def project(p: dict[str, Any]) -> str:
-        out = node.fn(p)
+        try:
+            out = node.fn(p)
+        except Exception as exc:
+            usercode.note(exc, "select", node.source.label, payload_to_json(p))
+            raise
         if not isinstance(out, dict):
             raise CtiError(f"select must return a dict payload, got {out!r} for {p!r}")
         return payload_to_json(out)
@@ -86,7 +97,14 @@ def alter_duration(node: plan.AlterEventDuration, chunk: Chunk) -> Chunk:
 
 def alter_lifetime(node: plan.AlterEventLifetime, chunk: Chunk) -> Chunk:
     ev = chunk.events
-    starts = np.asarray([int(node.start_fn(int(s))) for s in ev["start"]], dtype=np.int64)
+    def start(s: int) -> int:
+        try:
+            return int(node.start_fn(s))
+        except Exception as exc:
+            usercode.note(exc, "alter_event_lifetime", node.source.label, f"start {s}")
+            raise
+
+    starts = np.asarray([start(int(s)) for s in ev["start"]], dtype=np.int64)
     return Chunk(_as_intervals(ev, starts, node.duration), _map_ctis(chunk.ctis, node.start_fn))
 
 

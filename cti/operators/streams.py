@@ -16,7 +16,8 @@ import attrs
 from cti.errors import BindingError, InvalidSettingsError
 from cti.events import EventShape
 from cti.operators import plan
-from cti.operators.aggregates import check_aggregates
+from cti.operators.aggregates import Aggregate, check_aggregates
+from cti.schema import Fields, check_field, field_names
 from cti.time import DurationLike, to_duration_ticks, to_ticks
 
 if TYPE_CHECKING:
@@ -76,28 +77,43 @@ class QueryOperators:
     def _node(self) -> plan.Node:
         raise NotImplementedError
 
-    def _derive(self, node: plan.Node, shape: EventShape | None) -> DerivedStream:
+    def _derive(self, node: plan.Node, shape: EventShape | None, label: str) -> DerivedStream:
+        """A stream of ``node``'s output, which messages call ``label``."""
+        node = attrs.evolve(node, fields=_output_fields(node), label=label)
         return DerivedStream(node, shape, getattr(self, "application", None))
+
+    def _label(self, operator: str = "") -> str:
+        """This stream as messages name it, with ``operator`` applied."""
+        return self._node().label + (f".{operator}" if operator else "")
+
+    @property
+    def fields(self) -> Fields:
+        """The payload fields of this stream's events where known (None: unknown)."""
+        return self._node().fields
 
     # ---- per event --------------------------------------------------------------------------
 
     def where(self, predicate: Callable[[dict[str, Any]], bool]) -> DerivedStream:
         """Keep the events whose payload satisfies ``predicate(payload)``."""
-        return self._derive(plan.Where(self._node(), _function("where", predicate)), self.shape)
+        return self._derive(plan.Where(self._node(), _function("where", predicate)), self.shape,
+                            self._label("where(...)"))
 
     def select(self, fn: Callable[[dict[str, Any]], dict[str, Any]]) -> DerivedStream:
         """Replace each payload by ``fn(payload)`` (a dict); lifetimes are unchanged."""
-        return self._derive(plan.Select(self._node(), _function("select", fn)), self.shape)
+        return self._derive(plan.Select(self._node(), _function("select", fn)), self.shape,
+                            self._label("select(...)"))
 
     def shift_event_time(self, offset: Duration) -> DerivedStream:
         """Move every event (and CTI) by ``offset`` (may be negative)."""
         d = _duration("shift_event_time offset", offset, positive=False)
-        return self._derive(plan.ShiftEventTime(self._node(), d), self.shape)
+        return self._derive(plan.ShiftEventTime(self._node(), d), self.shape,
+                            self._label("shift_event_time(...)"))
 
     def alter_event_duration(self, duration: Duration) -> DerivedStream:
         """Every event becomes the interval [start, start + duration)."""
         d = _duration("alter_event_duration duration", duration)
-        return self._derive(plan.AlterEventDuration(self._node(), d), EventShape.INTERVAL)
+        return self._derive(plan.AlterEventDuration(self._node(), d), EventShape.INTERVAL,
+                            self._label("alter_event_duration(...)"))
 
     def alter_event_lifetime(self, start_fn: Callable[[int], int],
                              duration: Duration) -> DerivedStream:
@@ -105,16 +121,18 @@ class QueryOperators:
         and returns ticks and must not decrease (it is applied to the CTIs too)."""
         d = _duration("alter_event_lifetime duration", duration)
         node = plan.AlterEventLifetime(self._node(), _function("start_fn", start_fn), d)
-        return self._derive(node, EventShape.INTERVAL)
+        return self._derive(node, EventShape.INTERVAL, self._label("alter_event_lifetime(...)"))
 
     def clip_event_duration(self, max_duration: Duration) -> DerivedStream:
         """Every lifetime ends at most ``max_duration`` after its start."""
         d = _duration("clip_event_duration max_duration", max_duration)
-        return self._derive(plan.ClipEventDuration(self._node(), d), self.shape)
+        return self._derive(plan.ClipEventDuration(self._node(), d), self.shape,
+                            self._label("clip_event_duration(...)"))
 
     def to_point_event_stream(self) -> DerivedStream:
         """A point at each event's start."""
-        return self._derive(plan.ToPointEventStream(self._node()), EventShape.POINT)
+        return self._derive(plan.ToPointEventStream(self._node()), EventShape.POINT,
+                            self._label("to_point_event_stream()"))
 
     # ---- several streams --------------------------------------------------------------------
 
@@ -123,7 +141,8 @@ class QueryOperators:
         _check_stream("union", other)
         _same_context(self._node(), other._node(), "union")
         shape = self.shape if self.shape == other.shape else None
-        return self._derive(plan.Union(self._node(), other._node()), shape)
+        return self._derive(plan.Union(self._node(), other._node()), shape,
+                            self._label(f"union({other._label()})"))
 
     def join(self, other: QueryOperators, on: Any = None,
              predicate: Callable[[dict[str, Any], dict[str, Any]], bool] | None = None,
@@ -135,6 +154,7 @@ class QueryOperators:
         _check_stream("join", other)
         _same_context(self._node(), other._node(), "join")
         lk, rk = _join_keys(on)
+        _check_keys("join", self, other, on, lk, rk)
         node = plan.Join(self._node(), other._node(), lk, rk,
                          None if predicate is None else _function("predicate", predicate),
                          None if select is None else _function("select", select))
@@ -142,7 +162,7 @@ class QueryOperators:
         shape = (EventShape.POINT if EventShape.POINT in shapes else
                  EventShape.INTERVAL if shapes == {EventShape.INTERVAL} else
                  EventShape.EDGE if None not in shapes else None)
-        return self._derive(node, shape)
+        return self._derive(node, shape, self._label(_join_text("join", other, on)))
 
     def left_anti_semi_join(self, other: QueryOperators, on: Any = None,
                             predicate: Callable[[dict[str, Any], dict[str, Any]], bool] | None
@@ -152,11 +172,12 @@ class QueryOperators:
         _check_stream("left_anti_semi_join", other)
         _same_context(self._node(), other._node(), "left_anti_semi_join")
         lk, rk = _join_keys(on)
+        _check_keys("left_anti_semi_join", self, other, on, lk, rk)
         node = plan.AntiSemiJoin(self._node(), other._node(), lk, rk,
                                  None if predicate is None else _function("predicate", predicate))
         shape = (EventShape.POINT if self.shape is EventShape.POINT else
                  None if self.shape is None else EventShape.EDGE)
-        return self._derive(node, shape)
+        return self._derive(node, shape, self._label(_join_text("left_anti_semi_join", other, on)))
 
     # ---- windows and groups -----------------------------------------------------------------
 
@@ -191,11 +212,57 @@ class QueryOperators:
                                        f"{output_policy!r}")
         return WindowedStream(self, size_t, hop_t, align, output_policy)
 
-    def group_by(self, field: str) -> GroupedStream:
-        """Groups of events with equal payload ``field``: ``.apply(fn)`` runs ``fn`` per group."""
+    def group_by(self, field: str, nulls: str = "raise") -> GroupedStream:
+        """Groups of events with equal payload ``field``: ``.apply(fn)`` runs ``fn`` per group.
+
+        A null ``field`` (or one an event lacks) is never equal to another null (SQL's rule);
+        ``nulls`` says what such an event does: ``"raise"`` (``NullKeyError`` naming it),
+        ``"group"`` (the nulls make one group of their own) or ``"drop"`` (left out)."""
         if not isinstance(field, str) or not field:
             raise InvalidSettingsError(f"group_by needs a payload field name, got {field!r}")
-        return GroupedStream(self, field)
+        if nulls not in _NULLS:
+            raise InvalidSettingsError(f"group_by({field!r}): nulls is one of {list(_NULLS)}, "
+                                       f"got {nulls!r}")
+        check_field(field, f"group_by({field!r})", self._label(), self.fields)
+        return GroupedStream(self, field, nulls)
+
+
+_NULLS = ("raise", "group", "drop")
+
+
+def _output_fields(node: plan.Node) -> Fields:
+    """The payload fields of a new node's output, from its inputs' and its settings."""
+    def both(a: plan.Node, b: plan.Node) -> Fields:
+        return None if a.fields is None or b.fields is None else field_names(
+            [*a.fields, *b.fields])
+
+    if isinstance(node, plan.Select):
+        return None
+    if isinstance(node, plan.Window):
+        return field_names(node.aggregates)
+    if isinstance(node, plan.GroupApply):
+        body = node.body.fields
+        return None if body is None else field_names([*body, node.field])
+    if isinstance(node, plan.Join):
+        return None if node.select is not None else both(node.left, node.right)
+    if isinstance(node, plan.Union):
+        return both(node.left, node.right)
+    if isinstance(node, plan.AntiSemiJoin):
+        return node.left.fields
+    if isinstance(node, plan.Unary):
+        return node.source.fields
+    return node.fields
+
+
+def _join_text(what: str, other: QueryOperators, on: Any) -> str:
+    return f"{what}({other._label()}" + (f", on={on!r})" if on is not None else ")")
+
+
+def _check_keys(what: str, left: QueryOperators, right: QueryOperators, on: Any,
+                lk: str | None, rk: str | None) -> None:
+    """A join's key fields exist on their sides."""
+    check_field(lk, f"{what}(on={on!r})", left._label(), left.fields)
+    check_field(rk, f"{what}(on={on!r})", right._label(), right.fields)
 
 
 def _check_stream(what: str, other: Any) -> None:
@@ -214,24 +281,34 @@ class WindowedStream:
     output_policy: plan.WindowOutputPolicy
 
     def aggregate(self, **aggregates: Any) -> DerivedStream:
+        aggregates = check_aggregates(aggregates)
+        label = self.stream._label()
+        for name, a in aggregates.items():
+            if isinstance(a, Aggregate):
+                check_field(a.field, f"aggregate({name}=agg.{a.op}({a.field!r}))", label,
+                            self.stream.fields)
         node = plan.Window(self.stream._node(), self.size, self.hop, self.alignment,
-                           self.output_policy, check_aggregates(aggregates))
+                           self.output_policy, aggregates)
         shape = (EventShape.INTERVAL if self.output_policy is
                  plan.WindowOutputPolicy.CLIP_TO_WINDOW_END else EventShape.POINT)
-        return self.stream._derive(node, shape)
+        kind = "tumbling_window" if self.hop == self.size else "hopping_window"
+        return self.stream._derive(node, shape, self.stream._label(
+            f"{kind}(...).aggregate({', '.join(aggregates)})"))
 
 
 @attrs.frozen
 class GroupedStream:
     stream: QueryOperators
     field: str
+    nulls: str = "raise"
 
     def apply(self, fn: Callable[[DerivedStream], QueryOperators]) -> DerivedStream:
         """``fn(group)`` builds the query of one group; every group runs it. The group's field
         is added to each output payload."""
         _function("apply", fn)
-        group = GroupInputStream(plan.GroupInput(), self.stream.shape,
-                                 getattr(self.stream, "application", None))
+        label = self.stream._label(f"group_by({self.field!r})")
+        group = GroupInputStream(plan.GroupInput(fields=self.stream.fields, label=label),
+                                 self.stream.shape, getattr(self.stream, "application", None))
         body = fn(group)
         if not isinstance(body, QueryOperators):
             raise BindingError(f"group_by({self.field!r}).apply: the function must return a "
@@ -239,8 +316,8 @@ class GroupedStream:
         if any(isinstance(n, plan.Input) for n in plan.walk(body._node())):
             raise BindingError(f"group_by({self.field!r}).apply: the group's query may only "
                                "use the group's stream, not other input streams")
-        node = plan.GroupApply(self.stream._node(), self.field, body._node())
-        return self.stream._derive(node, body.shape)
+        node = plan.GroupApply(self.stream._node(), self.field, body._node(), nulls=self.nulls)
+        return self.stream._derive(node, body.shape, f"{label}.apply(...)")
 
 
 @attrs.frozen(eq=False)

@@ -20,10 +20,11 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cti.operators import frame, plan
+from cti.operators import frame, plan, usercode
 from cti.operators.aggregates import Aggregate
 from cti.operators.frame import Chunk
 from cti.rows import payload_from_json, payload_to_json
+from cti.schema import check_events
 from cti.time import MAX_TIME, MIN_TIME
 
 _NONE_DONE = MIN_TIME  # "no window is complete yet"
@@ -75,7 +76,14 @@ def _add(node: plan.Window, state: dict[str, Any], ev: pd.DataFrame, rows: np.nd
     for name, agg in _builtins(node).items():
         if agg.op == "count":
             continue
-        values = pd.to_numeric(pd.Series(frame.field_values(ev, agg.field)), errors="coerce")
+        values = pd.Series(_user_fields(node, name, ev, agg.field))
+        if isinstance(agg.field, str) and node.source.fields is None:
+            nulls = values.isna().to_numpy()  # a field the stream was not known to have
+            if nulls.any():  # (null or absent: checked on those events)
+                check_events(ev["payload"].to_numpy(object)[nulls], agg.field,
+                             f"aggregate({name}=agg.{agg.op}({agg.field!r}))",
+                             node.source.label, node.source.fields)
+        values = pd.to_numeric(values, errors="coerce")
         v = values.to_numpy()[rows]
         measures[f"sum:{name}" if agg.op in ("sum", "avg") else f"{agg.op}:{name}"] = v
     key_codes, keys = keys if keys is not None else pd.factorize(ev["key"].to_numpy(object))
@@ -88,6 +96,30 @@ def _add(node: plan.Window, state: dict[str, Any], ev: pd.DataFrame, rows: np.nd
                                    ev["start"].to_numpy()[rows], ev["end"].to_numpy()[rows],
                                    ev["payload"].to_numpy()[rows], strict=True):
             lists.setdefault((key, k), []).append((int(s), int(e), p))
+
+
+def _user_fields(node: plan.Window, name: str, ev: pd.DataFrame, field: Any) -> list[Any]:
+    """An aggregate's field of each event (a function's exception noted: ``usercode``)."""
+    if not callable(field):
+        return frame.field_values(ev, field)
+    def value(p: dict[str, Any]) -> Any:
+        try:
+            return field(p)
+        except Exception as exc:
+            usercode.note(exc, f"aggregate {name!r}", node.source.label, payload_to_json(p))
+            raise
+
+    return frame.field_values(ev, value)
+
+
+def _computed(node: plan.Window, name: str, agg: Any, items: list[dict[str, Any]]) -> Any:
+    """A user-defined aggregate of a window's payloads (its exception noted)."""
+    try:
+        return agg.compute(items)
+    except Exception as exc:
+        usercode.note(exc, f"aggregate {name!r}", node.source.label,
+                      "[" + ",".join(map(payload_to_json, items)) + "]", "window's payloads")
+        raise
 
 
 def _pairs(key_codes: np.ndarray, ks: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -248,7 +280,7 @@ def _emit(node: plan.Window, state: dict[str, Any], done: int | None,
                 items = [payload_from_json(e[2]) for e in events]
                 for name, agg in node.aggregates.items():
                     if name not in columns:
-                        p[name] = agg.compute(items)
+                        p[name] = _computed(node, name, agg, items)
             payloads.append(payload_to_json(p))
     if node.output_policy is plan.WindowOutputPolicy.CLIP_TO_WINDOW_END:
         return frame.make(["interval"] * len(out), starts, ends, payloads, keys)

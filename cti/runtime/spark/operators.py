@@ -45,7 +45,7 @@ from pyspark.sql.types import (
 from cti.events import EventShape
 from cti.ingress import vectorized
 from cti.ingress.machine import IngressMachine
-from cti.operators import frame, plan
+from cti.operators import frame, plan, usercode
 from cti.operators.machine import QueryMachine
 from cti.operators.sharding import shard_fields
 from cti.runtime.spark.ingress import GROUP_OUT_SCHEMA
@@ -98,6 +98,17 @@ def query_function(queries: Sequence[Any], groups: Sequence[Any],
             reporter.setdefault(g, q)
 
     def run(key: tuple, batches: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
+        try:
+            yield from step(key, batches, state)
+        except Exception as exc:
+            if not usercode.noted(exc):
+                raise
+            # The driver raises it again as itself (``usercode.recover``), without Spark's
+            # traceback of this frame.
+            raise RuntimeError(usercode.carry(exc)) from None
+
+    def step(key: tuple, batches: Iterator[pd.DataFrame], state: Any
+             ) -> Iterator[pd.DataFrame]:
         q, shard = int(key[0]), int(key[1])
         rows = unpack(pd.concat(list(batches), ignore_index=True))
         mine = sorted({g for g, _ in refs[q]})

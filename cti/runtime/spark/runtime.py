@@ -18,6 +18,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from cti import errors
+from cti.operators import usercode
 from cti.operators.output import deliver, table_rows
 from cti.query import IngressGroup, OutputBinding
 from cti.results import DIAGNOSTIC_STATUSES, RunResult
@@ -36,10 +37,14 @@ _ERROR = re.compile(r"cti\.errors\.(\w+): (.*)")
 
 
 def _raise_cti_error(exc: Exception) -> None:
-    """Re-raise a cti error that failed inside a Spark worker as itself, on the driver."""
+    """Re-raise a cti error, or an exception of the user's code, that failed inside a Spark
+    worker as itself, on the driver (``usercode.carry``): one error, not Spark's traces."""
+    carried = usercode.recover(str(exc))
+    if carried is not None:
+        raise carried from None
     match = _ERROR.search(str(exc))
     if match and isinstance(getattr(errors, match.group(1), None), type):
-        raise getattr(errors, match.group(1))(match.group(2)) from exc
+        raise getattr(errors, match.group(1))(match.group(2)) from None
     raise exc
 
 
