@@ -7,6 +7,11 @@ Offsets are data-row indices: 0 is the first data row (a CSV header is not a row
 are skipped and never count). ``latest_offset()`` is the number of data rows in the file now,
 ``read(start, end)`` gives rows [start, end), so a replay reads the same rows again; files are
 bounded (``is_complete()`` is True). Line numbers in messages are physical lines, from 1.
+A CSV row is one physical line, parsed on its own: a quote that is not closed on its line makes
+that line one bad row and never swallows the lines after it (so quoted fields cannot span lines).
+
+Binding (``check_config``) checks that the file exists and can be read, and that a CSV header
+names every column the config names.
 
 A row that cannot become an event (bad JSON, a missing, null or unparseable time, end <= start,
 an unknown edge type, a missing payload column) is not an exception: ``read`` yields
