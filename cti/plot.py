@@ -41,9 +41,10 @@ class PlotEvent:
     """One input event: where it is drawn and what ingress did with it.
 
     ``x`` is its arrival time (ticks) or, for a stream without arrival times, its input
-    position; ``original`` the start time it came with; ``assigned`` its start after the
-    policy (None when dropped, or when it was never released); ``status`` accepted, adjusted,
-    dropped or pending (still held when the input ended).
+    position; ``original`` the start time it came with (an edge end: its end time);
+    ``assigned`` that time after the policy (None when dropped, or when it was never
+    released); ``status`` accepted, adjusted, dropped or pending (still held when the input
+    ended).
     """
 
     seq: int
@@ -219,7 +220,11 @@ def group_pictures(group: IngressGroup, max_steps: int = 2000) -> dict[str, Stre
             o = outcome.get((i, row.seq))
             status = o.status if o is not None else "pending"
             assigned = o.start if o is not None and o.status != "dropped" else None
-            events.append(PlotEvent(row.seq, x_of(i, row), _timeline(stream, row), row.start,
+            original = row.start
+            if row.kind == "edge_end":  # an edge end happens at its end
+                original = row.end
+                assigned = o.end if assigned is not None else None
+            events.append(PlotEvent(row.seq, x_of(i, row), _timeline(stream, row), original,
                                     assigned, status, o.reason if o is not None else None))
         dates = bool(events) and min(e.original for e in events) >= _DATES_FROM
         policy = stream.event_ordering_policy
@@ -308,11 +313,14 @@ def draw_panel(ax: Axes, picture: StreamPicture, tid: str) -> None:
     mark(adjusted, [e.original for e in adjusted], "o", color="C1", ms=5, mfc="none",
          label="time it came with")
     mark(adjusted, [e.assigned for e in adjusted], "o", color="C1", ms=5, label="adjusted")
-    for e in adjusted:
-        ax.annotate("", xy=(_coords([e.x], xd)[0], _coords([e.assigned], yd)[0]),
-                    xytext=(_coords([e.x], xd)[0], _coords([e.original], yd)[0]),
-                    arrowprops={"arrowstyle": "->", "color": "C1", "lw": 1.2,
-                                "shrinkA": 3, "shrinkB": 3})
+    moved = [e for e in adjusted if e.assigned != e.original]
+    if moved:  # one artist for every arrow: thousands of annotations draw slowly
+        x = _coords([e.x for e in moved], xd)
+        came = _coords([e.original for e in moved], yd)
+        given = _coords([e.assigned for e in moved], yd)
+        ax.quiver(x, came, np.zeros_like(x), given - came, angles="xy", scale_units="xy",
+                  scale=1, color="C1", width=0.003, headwidth=4, headlength=5,
+                  headaxislength=4.5, label="adjustment")
     mark(dropped, [e.original for e in dropped], "x", color="C3", ms=8, mew=2, label="dropped")
     mark(pending, [e.original for e in pending], "o", color="0.6", ms=5, mfc="none",
          label="not released")

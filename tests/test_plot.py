@@ -3,15 +3,18 @@ against the conformance cases' expected outcomes, not on pixels."""
 
 from __future__ import annotations
 
+import re
+import runpy
 import textwrap
 from datetime import timedelta
+from pathlib import Path
 
 import numpy as np
 import pytest
 from click.testing import CliRunner
 from conformance_cases import CONFORMANCE, asa_expected, bind_asa_case, bind_si_case, load
 from matplotlib.dates import date2num
-from matplotlib.text import Annotation
+from matplotlib.quiver import Quiver
 
 from cti import (
     Application,
@@ -42,12 +45,19 @@ def points(ax, label):
     return list(zip(line.get_xdata(), line.get_ydata(), strict=True))
 
 
+def flat(arrow_list):
+    return [v for (a, b) in arrow_list for v in (*a, *b)]
+
+
 def dates(ticks):
     return date2num(np.array(ticks, dtype="datetime64[us]"))
 
 
 def arrows(ax):
-    return [(a.xyann, a.xy) for a in ax.get_children() if isinstance(a, Annotation)]
+    """((x, from), (x, to)) of each adjustment arrow."""
+    found = [q for q in ax.collections if isinstance(q, Quiver)]
+    return [((x, y), (x + u, y + v)) for q in found
+            for x, y, u, v in zip(q.X, q.Y, q.U, q.V, strict=True)]
 
 
 def test_substreams_one_panel_per_key_with_every_event_and_its_fate():
@@ -75,7 +85,7 @@ def test_substreams_one_panel_per_key_with_every_event_and_its_fate():
                 want_arrows.add(((x, came), (x, dates([ts])[0])))
         for label, expected in want.items():
             assert sorted(points(ax, label)) == sorted(expected), (key, label)
-        assert sorted(arrows(ax)) == sorted(want_arrows)
+        assert flat(sorted(arrows(ax))) == pytest.approx(flat(sorted(want_arrows)), rel=1e-12)
         # Each key's watermark is drawn, and the stream's CTI beside it.
         assert lines(ax, "watermark") and lines(ax, "stream CTI")
     assert drawn == len(case["events"])
@@ -245,3 +255,17 @@ def test_load_streams_imports_modules_beside_the_file(tmp_path):
     path = query_file(tmp_path, "from helpers import NAME\nSTREAMS = {NAME: readings}")
     streams = load_streams(path)
     assert list(streams) == ["kept"] and streams["kept"].name == "readings"
+
+
+def test_docs_show_a_picture_of_every_conformance_case(tmp_path):
+    """docs/make_plots.py draws every case (as CI runs it); docs/plots.md shows each one, and
+    the committed pictures are the same set."""
+    root = Path(__file__).resolve().parents[1]
+    written = runpy.run_path(str(root / "docs" / "make_plots.py"))["main"](tmp_path)
+    names = sorted(p.name for p in written)
+    cases = sorted(p.stem + ".png" for p in CONFORMANCE.glob("*.json"))
+    assert names == cases
+    assert all(p.read_bytes()[:4] == b"\x89PNG" for p in written)
+    assert sorted(p.name for p in (root / "docs" / "images").glob("*.png")) == cases
+    page = (root / "docs" / "plots.md").read_text()
+    assert sorted(re.findall(r"\(images/([\w.]+\.png)\)", page)) == cases
