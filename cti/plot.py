@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Sequence
-from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -114,10 +113,19 @@ _NOT_A_STREAM = ("plot_time draws bound streams or queries (CepStream, or a stre
 
 
 def _span(ticks: int, dates: bool) -> str:
-    if not dates:
+    """A duration: in hours, minutes and seconds on a time axis or when it is whole seconds
+    ("4min", "1min 30s", "0.5s"), else in ticks."""
+    if ticks == 0:
+        return "0"
+    if not dates and ticks % 1_000_000:
         return f"{ticks} ticks"
-    text = str(timedelta(microseconds=ticks))
-    return text.removeprefix("0:").removeprefix("00:") if ticks < 3_600_000_000 else text
+    seconds, micros = divmod(abs(ticks), 1_000_000)
+    hours, rest = divmod(seconds, 3600)
+    minutes, seconds = divmod(rest, 60)
+    parts = [f"{hours}h"] * bool(hours) + [f"{minutes}min"] * bool(minutes)
+    if seconds or micros:
+        parts.append(f"{seconds + micros / 1_000_000:g}s")
+    return ("-" if ticks < 0 else "") + " ".join(parts)
 
 
 def describe_settings(stream: CepStream, dates: bool) -> str:
@@ -298,7 +306,7 @@ def draw_panel(ax: Axes, picture: StreamPicture, tid: str) -> None:
     watermark = picture.watermarks.get(tid, []) if tid else []
     xd = picture.by_arrival and _axis([e.x for e in picture.events])
     yd = _axis([e.original for e in picture.events])
-    right = max((e.x for e in events), default=None)
+    right = max((e.x for e in picture.events), default=None)
 
     def mark(chosen: list[PlotEvent], times: list[int | None], fmt: str, **style: Any) -> None:
         if chosen:
