@@ -278,12 +278,19 @@ def _coords(values: Sequence[int | None], dates: bool) -> np.ndarray:
     return date2num(np.array(values, dtype="datetime64[us]")) if len(values) else array
 
 
-def _date_axis(axis: Any, offset: bool = True) -> None:
-    from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
+def _date_axis(axis: Any, span: int | None = None) -> None:
+    """Dates on an axis: concise labels with the date beside the axis, or, given the span of
+    the times (ticks), whole times (no offset text to crowd a panel's title)."""
+    from matplotlib.dates import AutoDateLocator, ConciseDateFormatter, DateFormatter
 
     locator = AutoDateLocator()
     axis.set_major_locator(locator)
-    axis.set_major_formatter(ConciseDateFormatter(locator, show_offset=offset))
+    if span is None:
+        axis.set_major_formatter(ConciseDateFormatter(locator))
+    else:
+        fmt = ("%H:%M:%S" if span < 3_600_000_000 else "%H:%M" if span < 86_400_000_000
+               else "%Y-%m-%d %H:%M")
+        axis.set_major_formatter(DateFormatter(fmt))
 
 
 def _step(ax: Axes, points: list[tuple[int, int]], right: int | None, xd: bool, yd: bool,
@@ -347,7 +354,8 @@ def draw_panel(ax: Axes, picture: StreamPicture, tid: str) -> None:
     else:
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     if yd:
-        _date_axis(ax.yaxis, offset=False)
+        times = [t for e in picture.events for t in (e.original, e.assigned) if _finite(t)]
+        _date_axis(ax.yaxis, max(times) - min(times))
     ax.grid(True, color="0.92")
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
 
