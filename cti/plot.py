@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Sequence
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -112,9 +113,12 @@ _NOT_A_STREAM = ("plot_time draws bound streams or queries (CepStream, or a stre
                  "one), got {!r}; a RunResult keeps no arrival times: pass the stream it ran")
 
 
-def _span(ticks: int, dates: bool) -> str:
+def _span(ticks: Any, dates: bool) -> str:
     """A duration: in hours, minutes and seconds on a time axis or when it is whole seconds
     ("4min", "1min 30s", "0.5s"), else in ticks."""
+    if isinstance(ticks, timedelta):
+        ticks = ticks // timedelta(microseconds=1)
+    ticks = int(ticks)
     if ticks == 0:
         return "0"
     if not dates and ticks % 1_000_000:
