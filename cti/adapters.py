@@ -16,6 +16,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
+from cti.errors import BindingError
 from cti.events import Cti, EventShape, StreamItem
 from cti.settings import AdapterAdvanceTimeSettings
 from cti.time import TimeLike, format_time, to_ticks
@@ -77,7 +78,10 @@ class InputAdapterFactory(Protocol):
     """Creates input adapters (StreamInsight's ``ITypedInputAdapterFactory``).
 
     A factory may also define ``declare_advance_time_properties(config, shape)`` returning
-    ``AdapterAdvanceTimeSettings`` (StreamInsight's ``IDeclareAdvanceTimeProperties``).
+    ``AdapterAdvanceTimeSettings`` (StreamInsight's ``IDeclareAdvanceTimeProperties``), and
+    ``check_config(config, shape)``, which raises when the config cannot work (a missing file,
+    a column the data lacks): ``CepStream.create`` calls it and raises ``BindingError`` naming
+    the stream, before anything runs.
     """
 
     def create(self, config: Any, shape: EventShape) -> InputAdapter: ...
@@ -97,6 +101,18 @@ def declared_settings(
             f"AdapterAdvanceTimeSettings or None, got {settings!r}"
         )
     return settings
+
+
+def check_config(name: str, factory: Any, config: Any, shape: EventShape) -> None:
+    """Run the factory's optional ``check_config(config, shape)``; what it raises becomes a
+    ``BindingError`` naming stream ``name`` (the original error is its cause)."""
+    check = getattr(factory, "check_config", None)
+    if check is None:
+        return
+    try:
+        check(config, shape)
+    except Exception as exc:
+        raise BindingError(f"stream {name!r}: {exc}") from exc
 
 
 class EnqueuingInputAdapter:

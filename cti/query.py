@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 
-from cti.adapters import declared_settings
+from cti.adapters import check_config, declared_settings
 from cti.errors import BindingError, InvalidSettingsError
 from cti.events import EventShape
 from cti.ingress.spec import StreamSpec
@@ -131,6 +131,8 @@ class CepStream(QueryOperators):
         Azure Stream Analytics' rules (arrival time, tolerances) and produces the stream's CTIs;
         a factory may declare one with ``declare_event_ordering_policy(config, shape)`` and its
         partitions with ``declare_partitions(config, shape)``.
+        A factory's ``check_config(config, shape)``, if it has one, runs here: a missing or
+        unreadable file, or columns the data lacks, raise ``BindingError`` naming the stream.
         ``on_bad_input``: ``"raise"`` (default) stops with an error naming the stream, event and
         rule; ``"dead_letter"`` keeps going and reports the row in the diagnostics output.
         ``fields``: the payload fields of the stream's events, where the factory cannot tell
@@ -154,6 +156,7 @@ class CepStream(QueryOperators):
                 f"got {advance_time_settings!r}"
             )
         shape = _check_shape(shape)
+        check_config(name, factory, config, shape)
         app = application or Application.default()
         config = _with_time_zone(config, app)
         if advance_time_settings is not None and event_ordering_policy is not None:

@@ -7,6 +7,11 @@ Offsets are data-row indices: 0 is the first data row (a CSV header is not a row
 are skipped and never count). ``latest_offset()`` is the number of data rows in the file now,
 ``read(start, end)`` gives rows [start, end), so a replay reads the same rows again; files are
 bounded (``is_complete()`` is True). Line numbers in messages are physical lines, from 1.
+A CSV row is one physical line, parsed on its own: a quote that is not closed on its line makes
+that line one bad row and never swallows the lines after it (so quoted fields cannot span lines).
+
+Binding (``check_config``) checks that the file exists and can be read, and that a CSV header
+names every column the config names.
 
 A row that cannot become an event (bad JSON, a missing, null or unparseable time, end <= start,
 an unknown edge type, a missing payload column) is not an exception: ``read`` yields
@@ -36,6 +41,7 @@ import attrs
 from cti.adapters import AdapterItem, Arriving, InvalidInput
 from cti.errors import InvalidEventError, InvalidSettingsError
 from cti.events import Cti, EdgeEvent, EdgeType, EventShape, IntervalEvent, PointEvent, StreamItem
+from cti.io.checks import check_columns, check_readable_file
 from cti.schema import check_field
 from cti.settings import AdapterAdvanceTimeSettings
 from cti.time import to_ticks, to_time_zone
@@ -64,6 +70,10 @@ def _time_zone(value: Any) -> tzinfo | None:
 def _opt_column(_inst: Any, attr: attrs.Attribute, value: Any) -> None:
     if value is not None and (not isinstance(value, str) or not value):
         raise InvalidSettingsError(f"{attr.name} must be a column name or None, got {value!r}")
+
+
+_ROLES = ("start_column", "end_column", "edge_type_column", "arrival_column", "partition_column",
+          "cti_column")
 
 
 @attrs.frozen
@@ -131,8 +141,13 @@ class FileInputConfig:
     @property
     def time_columns(self) -> tuple[str | None, ...]:
         """The columns with a role other than payload."""
-        return (self.start_column, self.end_column, self.edge_type_column, self.arrival_column,
-                self.partition_column, self.cti_column)
+        return tuple(getattr(self, role) for role in _ROLES)
+
+    @property
+    def named_columns(self) -> list[tuple[str, str]]:
+        """(option, column) for every column the config names, payload columns included."""
+        return [*((r, getattr(self, r)) for r in _ROLES if getattr(self, r) is not None),
+                *(("payload_columns", c) for c in self.payload_columns or ())]
 
 
 # ---- scanning a file into records ----------------------------------------------------------
@@ -254,36 +269,47 @@ def _scan_json_array(data: bytes) -> list[_Record]:
         pos, first = end, False
 
 
+_UNCLOSED = ("a quoted field is not closed on its line (rule: a CSV row is one line; "
+             "quotes close on the line they open)")
+
+
+def _csv_lines(lines: Iterable[tuple[int, str, bool]], delimiter: str
+               ) -> Iterator[tuple[int, str, list[str] | None, str | None]]:
+    """(line number, text, fields or None, error or None) for each non-blank physical line.
+
+    Each line is parsed on its own, so a quote left open on one line never takes the lines
+    after it: the line is one bad row and the next line is read as usual.
+    """
+    for number, text, clean in lines:
+        raw = text.rstrip("\r\n")
+        if not raw.strip():
+            continue  # a blank line
+        if not clean:
+            yield number, raw, None, _NOT_UTF8
+            continue
+        try:
+            fields = next(csv.reader((raw,), delimiter=delimiter, strict=True))
+        except csv.Error as exc:
+            error = _UNCLOSED if "unexpected end of data" in str(exc) else (
+                f"not valid CSV: {exc} (rule: CSV quoting)")
+            yield number, raw, None, error
+            continue
+        yield number, raw, fields, None
+
+
+def _header_error(header: list[str]) -> str | None:
+    dupes = sorted({h for h in header if header.count(h) > 1})
+    return f"the header names {dupes} more than once (rule: CSV header)" if dupes else None
+
+
 def _scan_csv(data: bytes, delimiter: str) -> list[_Record]:
-    lines = list(_split_lines(data))
-    texts = (text for _, text, _ in lines)
-    reader = csv.reader(texts, delimiter=delimiter)
     records: list[_Record] = []
     header: list[str] | None = None
     header_error: str | None = None
-    consumed = 0
-    while True:
-        first = consumed  # index into lines of this record's first line
-        try:
-            fields = next(reader)
-            error = None
-        except StopIteration:
-            break
-        except csv.Error as exc:
-            fields, error = None, f"not valid CSV: {exc} (rule: CSV rows)"
-        consumed = reader.line_num
-        span = lines[first:consumed] or lines[first:first + 1]
-        raw = "".join(text for _, text, _ in span).rstrip("\r\n")
-        number = span[0][0] if span else first + 1
-        if fields is not None and not any(f.strip() for f in fields) and len(fields) <= 1:
-            continue  # a blank line
-        if error is None and not all(ok for _, _, ok in span):
-            error = _NOT_UTF8
-        if header is None and error is None:
+    for number, raw, fields, error in _csv_lines(_split_lines(data), delimiter):
+        if header is None and fields is not None:
             header = [h.strip() for h in fields]
-            dupes = sorted({h for h in header if header.count(h) > 1})
-            if dupes:
-                header_error = f"the header names {dupes} more than once (rule: CSV header)"
+            header_error = _header_error(header)
             continue
         if error is None and header_error is not None:
             error = header_error
@@ -295,6 +321,25 @@ def _scan_csv(data: bytes, delimiter: str) -> list[_Record]:
             continue
         records.append(_Record(number, raw[:_RAW_LIMIT], dict(zip(header, fields, strict=True))))
     return records
+
+
+def csv_header(path: str, delimiter: str = ",") -> list[str] | None:
+    """The header of a CSV file (its first non-blank line that parses), read without reading
+    the rest of the file; None if the file has none yet. Raises ``InvalidSettingsError`` for
+    a header that names a column twice."""
+    with open(path, "rb") as f:
+        first = True
+        for chunk in f:
+            lines = _split_lines(chunk) if first else _split_lines(b"\n" + chunk)
+            first = False
+            for _, _, fields, _ in _csv_lines(lines, delimiter):
+                if fields is not None:
+                    header = [h.strip() for h in fields]
+                    error = _header_error(header)
+                    if error:
+                        raise InvalidSettingsError(f"{path}: {error}")
+                    return header
+    return None
 
 
 # Scans are cached per process by (path, format, file identity), so the executors of one batch
@@ -499,6 +544,19 @@ class _FileInputAdapterFactory:
 
     def create(self, config: FileInputConfig, shape: EventShape) -> FileInputAdapter:
         return FileInputAdapter(config, shape, self.format)
+
+    def check_config(self, config: FileInputConfig, shape: EventShape) -> None:
+        """At binding: the config suits the shape, the file exists and can be read, and a CSV
+        header names every column the config names (a live file with no header yet is not
+        checked for columns)."""
+        self.create(config, shape)
+        check_readable_file(config.path)
+        if self.format != "csv":
+            return
+        header = csv_header(config.path, config.delimiter)
+        if header is None:
+            return
+        check_columns(config.path, header, config.named_columns, "header")
 
     def declare_advance_time_properties(
         self, config: Any, shape: EventShape

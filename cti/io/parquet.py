@@ -31,6 +31,7 @@ import pyarrow.parquet as pq
 from cti.adapters import FIELD_COLUMN, AdapterItem, Arriving, InvalidInput
 from cti.errors import InvalidSettingsError
 from cti.events import EventShape, item_from_kind
+from cti.io.checks import check_columns, check_readable_file
 from cti.rows import PLAIN_JSON_CHARS
 from cti.schema import check_field
 from cti.time import MAX_TIME, MIN_TIME, to_time_zone
@@ -72,6 +73,13 @@ class ParquetInputConfig:
             raise InvalidSettingsError("ParquetInputConfig needs a path and a start_column")
         if self.partition_column is not None and self.arrival_column is None:
             raise InvalidSettingsError("partition_column needs arrival_column")
+
+    @property
+    def named_columns(self) -> list[tuple[str, str]]:
+        """(option, column) for every column the config names, payload columns included."""
+        roles = ("start_column", "end_column", "arrival_column", "partition_column")
+        return [*((r, getattr(self, r)) for r in roles if getattr(self, r) is not None),
+                *(("payload_columns", c) for c in self.payload_columns or ())]
 
 
 _CACHE: dict[tuple[str, float], pa.Table] = {}
@@ -187,11 +195,8 @@ class ParquetInputAdapter:
 
         c = self.config
         table = _table(c.path).slice(start, max(0, end - start))
+        check_columns(c.path, table.column_names, c.named_columns)
         named = {c.start_column, c.end_column, c.arrival_column, c.partition_column} - {None}
-        missing = [n for n in named | set(c.payload_columns or ())
-                   if n not in table.column_names]
-        if missing:
-            raise InvalidSettingsError(f"{c.path}: no column(s) {missing}")
         cols = sorted(c.payload_columns or [n for n in table.column_names if n not in named])
         n = table.num_rows
         df = table.select(sorted(named)).to_pandas()
@@ -263,6 +268,17 @@ class ParquetInputAdapterFactory:
         named = {config.start_column, config.end_column, config.arrival_column,
                  config.partition_column}
         return list(config.payload_columns or [c for c in columns if c not in named])
+
+    def check_config(self, config: ParquetInputConfig, shape: EventShape) -> None:
+        """At binding: the config suits the shape, the file can be read as Parquet, and it
+        has every column the config names."""
+        self.create(config, shape)
+        check_readable_file(config.path, "Parquet file")
+        try:
+            names = pq.read_schema(config.path).names
+        except (OSError, pa.ArrowException) as exc:
+            raise InvalidSettingsError(f"{config.path} is not a Parquet file: {exc}") from None
+        check_columns(config.path, names, config.named_columns)
 
 
 __all__: list[Any] = ["ParquetInputAdapter", "ParquetInputAdapterFactory", "ParquetInputConfig"]

@@ -29,21 +29,30 @@ def read_rows(index: int, adapter: InputAdapter, start: int, end: int) -> list[I
             for k, item in enumerate(adapter.read(start, end))]
 
 
+def read_inputs(group: IngressGroup) -> list[list[InRow]]:
+    """Each stream's input rows, ending with an end-of-input row where the input is complete."""
+    inputs = []
+    for i, s in enumerate(group.streams):
+        adapter = s.factory.create(s.config, s.shape)
+        n = adapter.latest_offset()
+        rows = read_rows(i, adapter, 0, n)
+        if adapter.is_complete():
+            rows.append(eos_row(i, n))
+        inputs.append(rows)
+    return inputs
+
+
 class LocalRuntime:
     def __init__(self, batch_sizes: Sequence[int] | None = None) -> None:
         self.batch_sizes = list(batch_sizes) if batch_sizes else None
 
-    def _batches(self, group: IngressGroup) -> Iterator[list[OutRow]]:
-        """Run the group; yield the output of each batch."""
+    def batches(self, group: IngressGroup,
+                inputs: list[list[InRow]] | None = None) -> Iterator[list[OutRow]]:
+        """Run the group; yield the output of each batch. ``inputs``: the streams' input rows
+        if already read (``read_inputs``)."""
         machine = IngressMachine(group.specs())
-        inputs: list[list[InRow]] = []
-        for i, s in enumerate(group.streams):
-            adapter = s.factory.create(s.config, s.shape)
-            n = adapter.latest_offset()
-            rows = read_rows(i, adapter, 0, n)
-            if adapter.is_complete():
-                rows.append(eos_row(i, n))
-            inputs.append(rows)
+        if inputs is None:
+            inputs = read_inputs(group)
         if self.batch_sizes is None:
             yield machine.process([r for rows in inputs for r in rows])
             return
@@ -59,7 +68,7 @@ class LocalRuntime:
             k += 1
 
     def run(self, group: IngressGroup) -> RunResult:
-        rows = [r for out in self._batches(group) for r in out]
+        rows = [r for out in self.batches(group) for r in out]
         return RunResult.from_rows(group.names, rows, group.overs)
 
     def run_query(self, query: Any, with_inputs: bool = True) -> RunResult:
@@ -70,7 +79,7 @@ class LocalRuntime:
 
     def write(self, group: IngressGroup, outputs: Sequence[OutputBinding]) -> None:
         adapters = [o.factory.create(o.config, o.shape) for o in outputs]
-        for batch_id, out in enumerate(self._batches(group)):
+        for batch_id, out in enumerate(self.batches(group)):
             for o, adapter in zip(outputs, adapters, strict=True):
                 selected = o.select(out)
                 if selected:
@@ -82,7 +91,7 @@ class LocalRuntime:
 def ingress_steps(groups: Sequence[IngressGroup],
                   batch_sizes: Sequence[int] | None) -> Iterator[list[list[OutRow]]]:
     """Step k: the output of batch k of every group (a group with fewer batches gives [])."""
-    runners = [LocalRuntime(batch_sizes)._batches(g) for g in groups]
+    runners = [LocalRuntime(batch_sizes).batches(g) for g in groups]
     while True:
         step = [next(r, None) for r in runners]
         if all(s is None for s in step):
