@@ -105,14 +105,16 @@ def declared_settings(
 
 def check_config(name: str, factory: Any, config: Any, shape: EventShape) -> None:
     """Run the factory's optional ``check_config(config, shape)``; what it raises becomes a
-    ``BindingError`` naming stream ``name`` (the original error is its cause)."""
+    ``BindingError`` (or the ``BindingError`` subclass it raised) naming stream ``name``, the
+    original error as its cause."""
     check = getattr(factory, "check_config", None)
     if check is None:
         return
     try:
         check(config, shape)
     except Exception as exc:
-        raise BindingError(f"stream {name!r}: {exc}") from exc
+        kind = type(exc) if isinstance(exc, BindingError) else BindingError
+        raise kind(f"stream {name!r}: {exc}") from exc
 
 
 class EnqueuingInputAdapter:

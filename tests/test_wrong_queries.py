@@ -181,12 +181,12 @@ def test_event_ordering_over_a_misspelt_field_fails_at_binding():
 
 def test_a_misspelt_time_column_fails_at_binding(tmp_path):
     (tmp_path / "t.csv").write_text("EntryTime,TollId\n1,2\n")
-    with pytest.raises(UnknownFieldError, match=r"start_column.*'EntryTme'.*'EntryTime'"):
+    with pytest.raises(UnknownFieldError, match=r"'EntryTme'.*start_column.*'EntryTime'"):
         CepStream.create("s", CsvInputAdapterFactory(),
                          FileInputConfig(tmp_path / "t.csv", start_column="EntryTme"),
                          EventShape.POINT, application=Application())
     pd.DataFrame({"EntryTime": [1], "TollId": [2]}).to_parquet(tmp_path / "t.parquet")
-    with pytest.raises(UnknownFieldError, match=r"start_column.*'EntryTme'.*'EntryTime'"):
+    with pytest.raises(UnknownFieldError, match=r"'EntryTme'.*start_column.*'EntryTime'"):
         CepStream.create("s", ParquetInputAdapterFactory(),
                          ParquetInputConfig(tmp_path / "t.parquet", start_column="EntryTme"),
                          EventShape.POINT, application=Application())

@@ -11,7 +11,7 @@ import difflib
 import os
 from collections.abc import Iterable, Sequence
 
-from cti.errors import InvalidSettingsError
+from cti.errors import UnknownFieldError
 
 
 def _missing_path(path: str, what: str) -> FileNotFoundError:
@@ -48,7 +48,7 @@ def check_readable_directory(path: str, what: str = "input directory") -> None:
 
 def check_columns(path: str, columns: Sequence[str],
                   named: Iterable[tuple[str, str | None]], what: str = "columns") -> None:
-    """Raise ``InvalidSettingsError`` if a column the config names (``(role, column)`` pairs;
+    """Raise ``UnknownFieldError`` if a column the config names (``(role, column)`` pairs;
     None columns are skipped) is not among the data's ``columns``, naming each missing column,
     its role, the closest known name, and the known columns."""
     missing = [(role, col) for role, col in named if col is not None and col not in columns]
@@ -60,5 +60,5 @@ def check_columns(path: str, columns: Sequence[str],
         hint = f"; did you mean {close[0]!r}?" if close else ""
         parts.append(f"{col!r} ({role}{hint})")
     noun = "column" if len(parts) == 1 else "columns"
-    raise InvalidSettingsError(
+    raise UnknownFieldError(
         f"{path} has no {noun} {', '.join(parts)}; its {what}: {list(columns)}")
