@@ -3,8 +3,8 @@
 Deterministic and instant; the oracle the Spark runtime is tested against. ``batch_sizes``
 splits each stream's input into batches the way Spark micro-batches would (for tests). A
 stream bound with ``arrival_clock="wall"`` that has delivered everything it has (its input not
-complete) gets a clock tick (``cti.rows.clock_row``) in each later batch, from ``clock``
-(default: the wall clock); the ticks are kept in ``ticks``, so a run can be replayed.
+complete) gets a clock tick (``cti.rows.clock_row``) in each later batch, and one when the run
+stops, from ``clock`` (default: the wall clock); the ticks are kept in ``ticks``.
 """
 
 from __future__ import annotations
@@ -56,24 +56,30 @@ class LocalRuntime:
             if adapter.is_complete():
                 rows.append(eos_row(i, n))
             inputs.append(rows)
+        live = [i for i, rows in enumerate(inputs) if machine.specs[i].arrival_clock == "wall"
+                and not (rows and rows[-1].kind == EOS)]
         if self.batch_sizes is None:
             yield machine.process([r for rows in inputs for r in rows])
-            return
-        pos = [0] * len(inputs)
-        k = 0
-        while any(p < len(rows) for p, rows in zip(pos, inputs, strict=True)):
-            size = self.batch_sizes[k % len(self.batch_sizes)]
-            batch = []
-            for i, rows in enumerate(inputs):
-                part = rows[pos[i]:pos[i] + size]
-                if not part and machine.specs[i].arrival_clock == "wall" and \
-                        not (rows and rows[-1].kind == EOS):
-                    part = [clock_row(i, len(rows), self.clock())]  # silent: a tick
-                    self.ticks.append(part[0])
-                batch += part
-                pos[i] += size
-            yield machine.process(batch)
-            k += 1
+        else:
+            pos = [0] * len(inputs)
+            k = 0
+            while any(p < len(rows) for p, rows in zip(pos, inputs, strict=True)):
+                size = self.batch_sizes[k % len(self.batch_sizes)]
+                batch = []
+                for i, rows in enumerate(inputs):
+                    part = rows[pos[i]:pos[i] + size]
+                    pos[i] += size
+                    batch += part or ([self._tick(i, len(rows))] if i in live else [])
+                yield machine.process(batch)
+                k += 1
+        if live:  # the run stops with nothing more come: a last tick for each live input
+            yield machine.process([self._tick(i, len(inputs[i])) for i in live])
+
+    def _tick(self, stream: int, seq: int) -> InRow:
+        """A clock tick of a silent live stream, recorded in ``ticks``."""
+        tick = clock_row(stream, seq, self.clock())
+        self.ticks.append(tick)
+        return tick
 
     def run(self, group: IngressGroup) -> RunResult:
         rows = [r for out in self._batches(group) for r in out]
