@@ -5,6 +5,7 @@ rules give: purging changes no output at all; a tick is input, the same on every
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 from datetime import timedelta
 from pathlib import Path
@@ -274,3 +275,68 @@ def test_ticks_take_the_same_course_vectorised_and_in_the_row_machine(defs, size
             want.sort_values(order, kind="stable").reset_index(drop=True), check_dtype=False)
         assert mixed.state == rows_machine.state
     event(f"vectorised group batches: {min(used, 2)}")
+
+
+# ---- Spark --------------------------------------------------------------------------------------
+
+class _State:
+    """Spark's ``GroupState`` as ``ingress_function`` uses it."""
+
+    def __init__(self) -> None:
+        self.value: tuple | None = None
+
+    @property
+    def exists(self) -> bool:
+        return self.value is not None
+
+    @property
+    def get(self) -> tuple:
+        assert self.value is not None
+        return self.value
+
+    def update(self, value: tuple) -> None:
+        self.value = value
+
+
+def test_the_spark_ingress_function_takes_ticks_through_its_pickled_state():
+    """Spark's stateful ingress function, batch by batch with the state pickled in between, on
+    the fast stream and the silent reference stream with ticks: the row machine's output."""
+    from cti.runtime.spark.ingress import ingress_function
+
+    _, slow = _fast_and_slow("wall")
+    group = slow.ingress_group()
+    fast_rows, slow_rows = _rows(group, eos=False)
+    batches = [fast_rows[k:k + 10] + (slow_rows if k == 0 else [
+        clock_row(1, len(slow_rows), fast_rows[min(k + 9, len(fast_rows) - 1)].arrival)])
+        for k in range(0, len(fast_rows), 10)]
+    run, state, machine = ingress_function([group.specs()]), _State(), IngressMachine(group.specs())
+    for batch in batches:
+        got = pd.concat(list(run((0,), iter([frame([in_row_to_tuple(r) for r in batch])]),
+                                 state)), ignore_index=True).drop(columns="group")
+        want = out_rows_to_pandas(machine.process(batch))
+        order = ["stream", "seq"]
+        pd.testing.assert_frame_equal(
+            got.sort_values(order, kind="stable").reset_index(drop=True),
+            want.sort_values(order, kind="stable").reset_index(drop=True), check_dtype=False)
+    assert sum(1 for r in machine.state["streams"][1]["imported"]) <= 10
+
+
+@pytest.mark.spark
+@settings(max_examples=2, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(batch=st.lists(cases(max_size=12), min_size=20, max_size=25),
+       sizes=st.lists(st.integers(2, 8), min_size=1, max_size=3))
+def test_purging_on_spark_equals_in_process(spark, batch, sizes):
+    """~25 random cases with purging, each its own ingress group, in ONE Spark query: items,
+    diagnostics, metrics and ordering snapshot (with the purged count) equal in-process."""
+    from cti.runtime.spark import SparkRuntime
+
+    batch = [dataclasses.replace(c, policy=attrs.evolve(c.policy, purge_idle_timelines=True))
+             for c in batch]
+    streams = [c.bind(f"c{i}") for i, c in enumerate(batch)]
+    groups = [s.ingress_group() for s in streams]
+    results = SparkRuntime(spark, batch_sizes=sizes).run_groups(groups)
+    for case, stream, group, got in zip(batch, streams, groups, results, strict=True):
+        g, e = got[stream.name], LocalRuntime().run(group)[stream.name]
+        assert (g.items, g.diagnostics, g.metrics, g.ordering) == \
+            (e.items, e.diagnostics, e.metrics, e.ordering), case
