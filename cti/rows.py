@@ -18,9 +18,11 @@ from cti.errors import InvalidEventError
 from cti.events import StreamItem, item_from_kind, kind_of
 from cti.time import MAX_TIME
 
-# Row kinds beyond the event kinds: end of input, and a row the adapter could not parse.
+# Row kinds beyond the event kinds: end of input, a row the adapter could not parse, and a
+# wall-clock tick of a silent stream.
 EOS = "eos"
 INVALID = "invalid"
+CLOCK = "clock"
 
 
 class InRow(NamedTuple):
@@ -100,6 +102,14 @@ def item_to_row(stream: int, seq: int, item: StreamItem, arrival: int | None = N
 
 def eos_row(stream: int, seq: int) -> InRow:
     return InRow(stream, seq, MAX_TIME, EOS, None, None, None)
+
+
+def clock_row(stream: int, seq: int, arrival: int) -> InRow:
+    """A recorded wall-clock tick: by arrival time ``arrival`` the stream had delivered no row
+    after row ``seq - 1``. It takes no sequence number of its own (``seq`` is the next row's,
+    which it precedes), advances only the stream's arrival clock, and is idempotent, so a
+    replayed micro-batch that carries it gives the same output."""
+    return InRow(stream, seq, arrival, CLOCK, None, None, None)
 
 
 def row_to_item(row: OutRow) -> StreamItem:

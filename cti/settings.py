@@ -104,6 +104,19 @@ class AdvanceTimeImportSettings:
         self.__attrs_init__(name)
 
 
+ARRIVAL_CLOCKS = ("data", "wall")
+
+
+def _arrival_clock(value: Any) -> str:
+    """``"data"``: the arrival clock moves only with the arrival times of the input;
+    ``"wall"``: a live source also advances it from the wall clock while the stream delivers
+    nothing, recording each tick as input (SPEC 7)."""
+    if value not in ARRIVAL_CLOCKS:
+        raise InvalidSettingsError(
+            f"arrival_clock must be 'data' or 'wall', got {value!r}")
+    return value
+
+
 def _check_gen(_inst: Any, _attr: Any, value: Any) -> None:
     if value is not None and not isinstance(value, AdvanceTimeGenerationSettings):
         raise InvalidSettingsError(
@@ -120,7 +133,12 @@ def _check_import(_inst: Any, _attr: Any, value: Any) -> None:
 
 @attrs.frozen
 class AdvanceTimeSettings:
-    """Advance-time settings given at query binding; they replace the adapter's own."""
+    """Advance-time settings given at query binding; they replace the adapter's own.
+
+    ``arrival_clock="wall"``: while the stream delivers nothing, a live source advances its
+    arrival time from the wall clock (recorded ticks), so the CTIs it imports, and the rows of
+    the streams that import its CTIs, do not wait for its next delivery.
+    """
 
     generation_settings: AdvanceTimeGenerationSettings | None = attrs.field(
         default=None, validator=_check_gen
@@ -129,6 +147,7 @@ class AdvanceTimeSettings:
         default=None, validator=_check_import
     )
     policy: AdvanceTimePolicy = attrs.field(default=AdvanceTimePolicy.DROP, converter=_policy)
+    arrival_clock: str = attrs.field(default="data", converter=_arrival_clock, kw_only=True)
 
     def __attrs_post_init__(self) -> None:
         if self.generation_settings is None and self.import_settings is None:
@@ -189,6 +208,12 @@ class EventOrderingPolicy:
     field: each value gets its own timeline (substreams). ``partitioned=True`` makes each input
     partition its own timeline (Stream Analytics' ``PARTITION BY PartitionId``).
     ``timestamp_by_arrival=True`` stamps events with their arrival time (no application time).
+    ``arrival_clock="wall"``: a live source advances the arrival clock from the wall clock
+    while the stream delivers nothing (recorded ticks). ``purge_idle_timelines=True``: a
+    substream or partition timeline (``over`` / ``partitioned``) whose watermark is back at the
+    arrival clock minus the late-arrival tolerance, with nothing buffered, is forgotten (it can
+    change no output; its
+metrics leave the snapshot), so keys that come and go do not grow the state.
     """
 
     late_arrival_tolerance: int
@@ -199,6 +224,8 @@ class EventOrderingPolicy:
     over: str | None
     partitioned: bool
     timestamp_by_arrival: bool
+    arrival_clock: str
+    purge_idle_timelines: bool
 
     def __init__(
         self,
@@ -210,6 +237,8 @@ class EventOrderingPolicy:
         over: str | None = None,
         partitioned: bool = False,
         timestamp_by_arrival: bool = False,
+        arrival_clock: str = "data",
+        purge_idle_timelines: bool = False,
     ) -> None:
         if over is not None and (not isinstance(over, str) or not over):
             raise InvalidSettingsError(f"over must name a payload field, got {over!r}")
@@ -224,4 +253,6 @@ class EventOrderingPolicy:
             over,
             bool(partitioned),
             bool(timestamp_by_arrival),
+            _arrival_clock(arrival_clock),
+            bool(purge_idle_timelines),
         )

@@ -18,7 +18,7 @@ from cti.errors import BadInputError, CtiViolationError
 from cti.events import SHAPE_KINDS
 from cti.ingress import ordering
 from cti.ingress.spec import StreamSpec
-from cti.rows import EOS, INVALID, InRow, OutRow, payload_to_json
+from cti.rows import CLOCK, EOS, INVALID, InRow, OutRow, payload_to_json
 from cti.settings import AdvanceTimePolicy
 from cti.time import MAX_TIME, MIN_TIME, add, format_time
 
@@ -38,13 +38,22 @@ def _new_stream_state(spec: StreamSpec) -> dict[str, Any]:
         "open_edges": {},  # (orig start, payload) -> [adjusted start, or None if dropped]
         "out_seq": 0,
         "next_in_seq": 0,
-        "last_arrival": MIN_TIME,
+        "last_arrival": MIN_TIME,  # the merge arrival: data and clock ticks (running maximum)
+        "data_arrival": MIN_TIME,  # the largest arrival of the stream's own rows
         "last_key": None,  # merge key of the last row received
         "eos": False,  # end of input received
         "pending": deque(),  # (merge key, row) received but not yet processed
         "imported": deque(),  # (merge key, time) CTIs imported but not yet processed
         "metrics": dict.fromkeys(METRICS, 0),
     }
+
+
+def _drop_passed(st: dict[str, Any]) -> None:
+    """Forget queued imported CTIs the stream's own time has reached: processed, each would
+    be skipped (a stream's CTIs strictly increase, and queued CTIs increase)."""
+    queue = st["imported"]
+    while queue and queue[0][1] <= st["cti"]:
+        queue.popleft()
 
 
 def _describe(row: InRow) -> str:
@@ -77,7 +86,8 @@ class IngressMachine:
         """Take rows (any streams, any order in the batch); return the output they release."""
         self._out = []
         streams = self.state["streams"]
-        for row in sorted(rows, key=lambda r: (r.stream, r.seq)):
+        # A clock tick precedes the row whose sequence number it carries.
+        for row in sorted(rows, key=lambda r: (r.stream, r.seq, r.kind != CLOCK)):
             self._receive(streams[row.stream], row)
         self._merge()
         self._emit_ordering_metrics()
@@ -96,6 +106,9 @@ class IngressMachine:
 
     def _receive(self, st: dict[str, Any], row: InRow) -> None:
         spec = self.specs[row.stream]
+        if row.kind == CLOCK:
+            self._receive_clock(st, row)
+            return
         if row.seq < st["next_in_seq"]:
             return  # already received: a replayed row
         if row.seq > st["next_in_seq"]:
@@ -107,22 +120,47 @@ class IngressMachine:
             raise BadInputError(f"stream {spec.name!r}: row #{row.seq} after the end of input")
         st["next_in_seq"] = row.seq + 1
         if row.kind == EOS:
-            arrival = MAX_TIME
+            arrival = st["data_arrival"] = MAX_TIME
             st["eos"] = True
         elif spec.ordering is not None and row.kind not in (INVALID,):
             arrival, row = self._ordering_arrival(st, row)
         elif row.arrival is not None:
+            # A clock tick may be ahead of the data's own arrival times: a row behind it is
+            # merged at the tick, and only a row behind the stream's data is out of sequence.
             arrival = max(row.arrival, st["last_arrival"])
-            if row.arrival < st["last_arrival"] and row.kind != INVALID:
+            if row.arrival < st["data_arrival"] and row.kind != INVALID:
                 row = row._replace(
                     error=f"arrival time {format_time(row.arrival)} is before the previous "
-                          f"arrival {format_time(st['last_arrival'])} (rule: arrival time "
+                          f"arrival {format_time(st['data_arrival'])} (rule: arrival time "
                           "never goes back within a stream)")
+            st["data_arrival"] = max(st["data_arrival"], row.arrival)
         else:
             sync = row.end if row.kind == "edge_end" else row.start
             arrival = st["last_arrival"] if sync is None else max(st["last_arrival"], sync)
+            if sync is not None:
+                st["data_arrival"] = max(st["data_arrival"], sync)
         st["last_arrival"] = arrival
         key = (arrival, row.stream, row.seq)
+        st["last_key"] = key
+        st["pending"].append((key, row))
+
+    def _receive_clock(self, st: dict[str, Any], row: InRow) -> None:
+        """A wall-clock tick (``cti.rows.clock_row``): it moves the stream's merge arrival, so
+        what waits for the stream's place in arrival order (imported CTIs, rows of streams that
+        import its CTIs) goes on; processed in its place, it moves an event-ordering stream's
+        arrival clock. A tick of a row already received, or after the end, changes nothing."""
+        spec = self.specs[row.stream]
+        if row.seq < st["next_in_seq"] or st["eos"]:
+            return
+        if row.seq > st["next_in_seq"]:
+            raise BadInputError(
+                f"stream {spec.name!r}: a clock tick before row #{row.seq} arrived before row "
+                f"#{st['next_in_seq']} (rule: a stream's rows arrive in sequence)")
+        if row.arrival is None:
+            raise BadInputError(f"stream {spec.name!r}: a clock tick before row #{row.seq} "
+                                "has no time (rule: a tick records the wall-clock time)")
+        st["last_arrival"] = max(st["last_arrival"], row.arrival)
+        key = (st["last_arrival"], row.stream, row.seq)
         st["last_key"] = key
         st["pending"].append((key, row))
 
@@ -216,16 +254,32 @@ class IngressMachine:
             return
         st["cti"] = t
         self._emit(i, -1, "cti", t, None, None, "cti")
+        _drop_passed(st)
+        self.import_ctis(i, [(self._current_key, t)])
+
+    def import_ctis(self, i: int, ctis: Sequence[tuple[tuple, int]]) -> None:
+        """Queue stream i's CTIs ((merge key, time), in order) in each stream importing them:
+        imported at that place in arrival order, processed when the importer reaches it.
+        A CTI at or below the importer's time would be skipped when processed: not queued."""
         for j in self.importers[i]:
-            # Imported at this row's place in arrival order; processed when j reaches it.
-            self.state["streams"][j]["imported"].append((self._current_key, t))
+            st = self.state["streams"][j]
+            queue = st["imported"]
+            for key, t in ctis:
+                if t > st["cti"]:
+                    queue.append((key, t))
 
     def _process_row(self, row: InRow) -> None:
         i = row.stream
         spec = self.specs[i]
         st = self.state["streams"][i]
-        if spec.ordering is not None and row.kind not in (EOS, INVALID):
+        if spec.ordering is not None and row.kind not in (EOS, INVALID, CLOCK):
             self._ordered_row(row)
+            return
+        if row.kind == CLOCK:
+            if spec.ordering is not None:
+                ost = st["ordering"]
+                ost["A"] = max(ost["A"], row.arrival)
+                self._ordered_release(i, None)
             return
         if row.kind == EOS:
             if spec.ordering is not None:
@@ -305,6 +359,8 @@ class IngressMachine:
                 snapshot = {"arrival_clock": ost["A"],
                             "cti": ost["rule_cti"],
                             "timelines": ordering.metrics(spec.ordering, ost)}
+                if spec.ordering.purge_idle_timelines:
+                    snapshot["purged_timelines"] = ost["purged"]
                 self._emit(i, -1, "metrics", None, None, payload_to_json(snapshot), "metrics")
 
     def _validate(self, row: InRow) -> str | None:

@@ -15,6 +15,15 @@ The stream's CTI is a promise for every timeline, including those not seen yet. 
 that first delivers after the CTI advanced starts with its watermark at that CTI (its events
 below it are out of order); with independent timelines the CTI is the arrival clock minus the
 late-arrival tolerance, the bound that every key, seen or not, respects.
+
+Purging (``purge_idle_timelines``, independent timelines only): once a timeline's max is at or
+below A - L, its watermark is A - L, nothing of it is buffered (the buffer is released up to
+A - L first), and it stays so until it delivers again. A timeline created afresh then behaves
+the same: its watermark is A - L too, and whichever max the two reach, both stay at A - L until
+their kept events lift them, which lifts both alike (a kept event is at or above A - L, so at or
+above the old max minus O). So the timeline is forgotten and, if its key returns, started anew:
+the output is the same, only its metrics leave the snapshot (``purged_timelines`` counts them).
+A timeline whose first events were all dropped keeps nothing and goes at once.
 """
 
 from __future__ import annotations
@@ -43,12 +52,13 @@ def new_state(policy: EventOrderingPolicy,
     st: dict[str, Any] = {
         "A": MIN_TIME,
         "timelines": {},  # id -> {"max", "last_arrival", "metrics", "partition"}
-        "maxes": SortedList(),  # max of every timeline that has one
+        "maxes": SortedList(),  # (max, timeline) of every timeline that has a max
         "silent": 0,  # declared timelines with no event yet (their max is -infinity)
         "buffer": SortedList(),  # (timestamp, seq, timeline, row, status, start, end, reason)
         "per_timeline": {},  # timeline -> SortedList of buffered (timestamp, seq), independent
         "cti": MIN_TIME,  # the last CTI emitted (MAX_TIME after the end-of-input flush)
         "rule_cti": MIN_TIME,  # the last CTI the rules gave (never decreasing, never flushed)
+        "purged": 0,  # timelines forgotten (purge_idle_timelines)
     }
     for p in declared_partitions:
         _timeline(st, p, p)
@@ -59,8 +69,8 @@ def _timeline(st: dict[str, Any], tid: str, partition: str | None) -> dict[str, 
     tl = st["timelines"].get(tid)
     if tl is None:
         # A timeline first seen after the stream's CTI advanced cannot go below that CTI.
-        tl = {"max": None, "last_arrival": None, "partition": partition, "floor": st["cti"],
-              "metrics": dict.fromkeys(TIMELINE_METRICS, 0)}
+        tl = {"id": tid, "max": None, "last_arrival": None, "partition": partition,
+              "floor": st["cti"], "metrics": dict.fromkeys(TIMELINE_METRICS, 0)}
         st["timelines"][tid] = tl
         st["silent"] += 1
     return tl
@@ -72,9 +82,9 @@ def _set_max(st: dict[str, Any], tl: dict[str, Any], ts: int) -> None:
     elif ts <= tl["max"]:
         return
     else:
-        st["maxes"].remove(tl["max"])
+        st["maxes"].remove((tl["max"], tl["id"]))
     tl["max"] = ts
-    st["maxes"].add(ts)
+    st["maxes"].add((ts, tl["id"]))
 
 
 def watermark(policy: EventOrderingPolicy, st: dict[str, Any], tl: dict[str, Any]) -> int:
@@ -91,7 +101,7 @@ def stream_cti(policy: EventOrderingPolicy, st: dict[str, Any]) -> int:
     a_term = add(st["A"], -policy.late_arrival_tolerance)
     if independent(policy) or st["silent"] or not st["maxes"]:
         return a_term
-    return max(add(st["maxes"][0], -policy.out_of_order_tolerance), a_term)
+    return max(add(st["maxes"][0][0], -policy.out_of_order_tolerance), a_term)
 
 
 def timeline_id(policy: EventOrderingPolicy, row: InRow) -> tuple[str | None, str | None]:
@@ -167,10 +177,31 @@ def release(policy: EventOrderingPolicy, st: dict[str, Any], tid: str | None,
             _release_upto(st, buffer, watermark(policy, st, tl), tid, emit)
     else:
         _release_upto(st, buffer, cti, None, emit)
+    if policy.purge_idle_timelines and independent(policy) and not flush:
+        _purge(policy, st, tid)
     if cti > st["cti"]:
         st["cti"] = cti
         return cti
     return None
+
+
+def _purge(policy: EventOrderingPolicy, st: dict[str, Any], tid: str | None) -> None:
+    """Forget the timelines that can no longer change anything (the module's docstring says
+    why): those whose max is at or below A - L (a prefix of ``maxes``), and ``tid`` if it
+    kept nothing. Called after the release up to A - L."""
+    limit = add(st["A"], -policy.late_arrival_tolerance)
+    maxes = st["maxes"]
+    while maxes and maxes[0][0] <= limit:
+        _forget(st, maxes.pop(0)[1])
+    if tid is not None and tid in st["timelines"] and st["timelines"][tid]["max"] is None:
+        st["silent"] -= 1
+        _forget(st, tid)
+
+
+def _forget(st: dict[str, Any], tid: str) -> None:
+    del st["timelines"][tid]
+    st["per_timeline"].pop(tid, None)
+    st["purged"] += 1
 
 
 def _release_upto(st: dict[str, Any], buffer: SortedList, limit: int, tid: str | None,
@@ -191,6 +222,8 @@ def _emit_entry(st: dict[str, Any], entry: tuple, emit: Emit) -> None:
     mine = st["per_timeline"].get(tid)
     if mine is not None:
         mine.discard((ts, seq))
+        if not mine:
+            del st["per_timeline"][tid]
     emit(InRow(*row), status, start, end, reason, tid)
 
 

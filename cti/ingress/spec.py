@@ -15,6 +15,8 @@ class StreamSpec:
     ``import_from`` is the index (within the group) of the stream whose CTIs this one imports.
     ``policy`` is None when the stream has no advance-time settings at all: then only the
     adapter's own CTIs advance it, and a violation raises ``CtiViolationError``.
+    ``arrival_clock`` is ``"wall"`` where a live source is to record wall-clock ticks (clock
+    rows) while the stream delivers nothing.
     """
 
     name: str
@@ -28,6 +30,7 @@ class StreamSpec:
     dead_letter: bool = False
     ordering: EventOrderingPolicy | None = None
     declared_partitions: tuple[str, ...] = ()
+    arrival_clock: str = "data"
 
     @property
     def generates(self) -> bool:
@@ -46,7 +49,8 @@ class StreamSpec:
     ) -> StreamSpec:
         if ordering is not None:
             return cls(name, shape, dead_letter=dead_letter, ordering=ordering,
-                       declared_partitions=tuple(declared_partitions))
+                       declared_partitions=tuple(declared_partitions),
+                       arrival_clock=ordering.arrival_clock)
         if settings is None:
             return cls(name, shape, dead_letter=dead_letter)
         gen = settings.generation_settings
@@ -60,4 +64,5 @@ class StreamSpec:
             import_from=import_from,
             policy=settings.policy,
             dead_letter=dead_letter,
+            arrival_clock=settings.arrival_clock,
         )

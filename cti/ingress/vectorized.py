@@ -81,8 +81,7 @@ def process_group(machine: IngressMachine, pdf: pd.DataFrame, owner: int | None 
     if done is None:
         return None
     out, ctis, _ = done
-    for j in machine.importers[i]:
-        machine.state["streams"][j]["imported"].extend(ctis)
+    machine.import_ctis(i, ctis)
     rest = out_rows_to_pandas(machine.process(in_rows_from_pandas(pdf[~mine])))
     if owner is not None:
         rest["weight"] = np.int64(1)
@@ -113,7 +112,8 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
     (the merge key of the row that made it), and (``events_apart``, with an ``owner``) the
     owner's chunk, whose event rows the output then leaves out; None where the row machine
     must run. ``owner``: see ``process_group``; ``field``: see ``shard_chunk``."""
-    if st["eos"] or st["pending"] or st["imported"] or st["open_edges"]:
+    if st["eos"] or st["pending"] or st["imported"] or st["open_edges"] or \
+            st["data_arrival"] != st["last_arrival"]:  # a clock tick ahead of the data
         return None
     seq = pdf["seq"].to_numpy(np.int64)
     if len(seq) > 1 and not (seq[1:] > seq[:-1]).all():
@@ -278,7 +278,7 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
         st["max_start"] = int(max_start[-1])
     st["out_seq"] += m
     st["next_in_seq"] += n
-    st["last_arrival"] = int(run[-1])
+    st["last_arrival"] = st["data_arrival"] = int(run[-1])
     st["last_key"] = (int(run[-1]), index, int(seq[-1]))
     st["eos"] = bool(is_eos.any())
     return out, cti_keys, chunk

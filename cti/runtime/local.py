@@ -1,12 +1,16 @@
 """The in-process runner: the same ingress machine, fed from the adapters in this process.
 
 Deterministic and instant; the oracle the Spark runtime is tested against. ``batch_sizes``
-splits each stream's input into batches the way Spark micro-batches would (for tests).
+splits each stream's input into batches the way Spark micro-batches would (for tests). A
+stream bound with ``arrival_clock="wall"`` that has delivered everything it has (its input not
+complete) gets a clock tick (``cti.rows.clock_row``) in each later batch, and one when the run
+stops, from ``clock`` (default: the wall clock); the ticks are kept in ``ticks``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pandas as pd
@@ -19,7 +23,7 @@ from cti.operators.machine import QueryMachine
 from cti.operators.output import COLUMNS, OutputRow, deliver, items_of_rows, rows_of_step
 from cti.query import IngressGroup, OutputBinding
 from cti.results import RunResult, StreamResult
-from cti.rows import InRow, OutRow, adapter_item_to_row, eos_row
+from cti.rows import EOS, InRow, OutRow, adapter_item_to_row, clock_row, eos_row
 from cti.runtime.base import query_inputs
 
 
@@ -42,9 +46,17 @@ def read_inputs(group: IngressGroup) -> list[list[InRow]]:
     return inputs
 
 
+def wall_clock() -> int:
+    """Now, in ticks (microseconds since the epoch, UTC)."""
+    return time.time_ns() // 1000
+
+
 class LocalRuntime:
-    def __init__(self, batch_sizes: Sequence[int] | None = None) -> None:
+    def __init__(self, batch_sizes: Sequence[int] | None = None,
+                 clock: Callable[[], int] | None = None) -> None:
         self.batch_sizes = list(batch_sizes) if batch_sizes else None
+        self.clock = clock or wall_clock
+        self.ticks: list[InRow] = []  # the clock ticks given, in order
 
     def batches(self, group: IngressGroup,
                 inputs: list[list[InRow]] | None = None) -> Iterator[list[OutRow]]:
@@ -53,19 +65,30 @@ class LocalRuntime:
         machine = IngressMachine(group.specs())
         if inputs is None:
             inputs = read_inputs(group)
+        live = [i for i, rows in enumerate(inputs) if machine.specs[i].arrival_clock == "wall"
+                and not (rows and rows[-1].kind == EOS)]
         if self.batch_sizes is None:
             yield machine.process([r for rows in inputs for r in rows])
-            return
-        pos = [0] * len(inputs)
-        k = 0
-        while any(p < len(rows) for p, rows in zip(pos, inputs, strict=True)):
-            size = self.batch_sizes[k % len(self.batch_sizes)]
-            batch = []
-            for i, rows in enumerate(inputs):
-                batch += rows[pos[i]:pos[i] + size]
-                pos[i] += size
-            yield machine.process(batch)
-            k += 1
+        else:
+            pos = [0] * len(inputs)
+            k = 0
+            while any(p < len(rows) for p, rows in zip(pos, inputs, strict=True)):
+                size = self.batch_sizes[k % len(self.batch_sizes)]
+                batch = []
+                for i, rows in enumerate(inputs):
+                    part = rows[pos[i]:pos[i] + size]
+                    pos[i] += size
+                    batch += part or ([self._tick(i, len(rows))] if i in live else [])
+                yield machine.process(batch)
+                k += 1
+        if live:  # the run stops with nothing more come: a last tick for each live input
+            yield machine.process([self._tick(i, len(inputs[i])) for i in live])
+
+    def _tick(self, stream: int, seq: int) -> InRow:
+        """A clock tick of a silent live stream, recorded in ``ticks``."""
+        tick = clock_row(stream, seq, self.clock())
+        self.ticks.append(tick)
+        return tick
 
     def run(self, group: IngressGroup) -> RunResult:
         rows = [r for out in self.batches(group) for r in out]
@@ -88,10 +111,10 @@ class LocalRuntime:
             adapter.close()
 
 
-def ingress_steps(groups: Sequence[IngressGroup],
-                  batch_sizes: Sequence[int] | None) -> Iterator[list[list[OutRow]]]:
+def ingress_steps(runtime: LocalRuntime, groups: Sequence[IngressGroup]
+                  ) -> Iterator[list[list[OutRow]]]:
     """Step k: the output of batch k of every group (a group with fewer batches gives [])."""
-    runners = [LocalRuntime(batch_sizes).batches(g) for g in groups]
+    runners = [runtime.batches(g) for g in groups]
     while True:
         step = [next(r, None) for r in runners]
         if all(s is None for s in step):
@@ -114,7 +137,7 @@ def _query_steps(runtime: LocalRuntime, query: Any, groups: list[IngressGroup],
                  refs: list[tuple[int, int]]
                  ) -> Iterator[tuple[list[list[OutRow]], list[OutputRow]]]:
     machine = QueryMachine(query.node, query.inputs())
-    for step in ingress_steps(groups, runtime.batch_sizes):
+    for step in ingress_steps(runtime, groups):
         chunks = [frame.from_out_rows(sorted((r for r in step[g] if r.stream == i),
                                              key=lambda r: r.seq)) for g, i in refs]
         yield step, rows_of_step(*machine.step(chunks))
