@@ -155,7 +155,8 @@ def _evolve(p: EventOrderingPolicy, **changes: Any) -> EventOrderingPolicy:
                   out_of_order_tolerance=p.out_of_order_tolerance,
                   early_arrival_window=p.early_arrival_window, action=p.action,
                   early_action=p.early_action, over=p.over, partitioned=p.partitioned,
-                  timestamp_by_arrival=p.timestamp_by_arrival)
+                  timestamp_by_arrival=p.timestamp_by_arrival, arrival_clock=p.arrival_clock,
+                  purge_idle_timelines=p.purge_idle_timelines)
     fields.update(changes)
     for name in ("late_arrival_tolerance", "out_of_order_tolerance", "early_arrival_window"):
         if isinstance(fields[name], int):  # the policy's own fields are ticks

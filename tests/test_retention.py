@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from strategies import batch_sizes, bind, stream_defs
-from test_ordering_properties import S, cases
+from test_ordering_properties import S, _evolve, cases
 from test_vectorized_ingress import frame
 
 from cti import (
@@ -99,7 +99,7 @@ def test_purging_idle_timelines_never_changes_the_output(case, data):
     batches = [rows[a:b] for a, b in zip([0, *cuts], [*cuts, len(rows)], strict=True)]
     outputs, snapshots = [], []
     for purge in (False, True):
-        policy = attrs.evolve(case.policy, purge_idle_timelines=purge)
+        policy = _evolve(case.policy, purge_idle_timelines=purge)
         spec = attrs.evolve(case.bind().ingress_group().specs()[0], ordering=policy)
         machine = IngressMachine([spec])
         got = [r for b in batches for r in machine.process(b)]
@@ -331,7 +331,7 @@ def test_purging_on_spark_equals_in_process(spark, batch, sizes):
     diagnostics, metrics and ordering snapshot (with the purged count) equal in-process."""
     from cti.runtime.spark import SparkRuntime
 
-    batch = [dataclasses.replace(c, policy=attrs.evolve(c.policy, purge_idle_timelines=True))
+    batch = [dataclasses.replace(c, policy=_evolve(c.policy, purge_idle_timelines=True))
              for c in batch]
     streams = [c.bind(f"c{i}") for i, c in enumerate(batch)]
     groups = [s.ingress_group() for s in streams]
