@@ -135,26 +135,37 @@ def test_group_path_equals_the_row_machine(defs, sizes):
         batch = [r for i, rows in enumerate(inputs) for r in rows[pos[i]:pos[i] + size]]
         pos = [p + size for p in pos]
         k += 1
-        table = frame([in_row_to_tuple(r) for r in batch])
-        try:
-            want = out_rows_to_pandas(rows_machine.process(batch))
-        except CtiError:
-            with pytest.raises(CtiError):
-                got = vectorized.process_group(mixed, table)
-                if got is None:
-                    mixed.process(in_rows_from_pandas(table))
+        step = same_step(rows_machine, mixed, batch)
+        if step is None:
             return
-        got = vectorized.process_group(mixed, table)
-        if got is None:
-            got = out_rows_to_pandas(mixed.process(in_rows_from_pandas(table)))
-        else:
-            used += 1
-        order = ["stream", "seq"]
-        pd.testing.assert_frame_equal(
-            got.sort_values(order, kind="stable").reset_index(drop=True),
-            want.sort_values(order, kind="stable").reset_index(drop=True), check_dtype=False)
-        assert mixed.state == rows_machine.state
+        used += step
     event(f"vectorised group batches: {min(used, 2)}")
+
+
+
+def same_step(rows_machine: IngressMachine, mixed: IngressMachine, batch: list) -> bool | None:
+    """Process ``batch`` in the row machine and through the vectorised group path (``mixed``)
+    and check they give the same output and state; None where both raise a ``CtiError``, else
+    whether the vectorised path took the batch."""
+    table = frame([in_row_to_tuple(r) for r in batch])
+    try:
+        want = out_rows_to_pandas(rows_machine.process(batch))
+    except CtiError:
+        with pytest.raises(CtiError):
+            got = vectorized.process_group(mixed, table)
+            if got is None:
+                mixed.process(in_rows_from_pandas(table))
+        return None
+    got = vectorized.process_group(mixed, table)
+    used = got is not None
+    if got is None:
+        got = out_rows_to_pandas(mixed.process(in_rows_from_pandas(table)))
+    order = ["stream", "seq"]
+    pd.testing.assert_frame_equal(
+        got.sort_values(order, kind="stable").reset_index(drop=True),
+        want.sort_values(order, kind="stable").reset_index(drop=True), check_dtype=False)
+    assert mixed.state == rows_machine.state
+    return used
 
 
 @settings(max_examples=200, deadline=None)
