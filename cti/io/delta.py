@@ -26,6 +26,7 @@ from typing import Any
 import attrs
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from cti.errors import InvalidSettingsError
 from cti.events import EventShape, StreamItem
@@ -64,6 +65,18 @@ def committed_batch(path: str, app_id: str = "cti") -> int | None:
     none, or no table)."""
     table = _table(path)
     return None if table is None else table.transaction_version(app_id)
+
+
+def table_rows(path: str) -> int:
+    """How many rows the Delta table at ``path`` holds (0 if there is none), from its log's
+    file statistics where they are there (no scan)."""
+    table = _table(path)
+    if table is None:
+        return 0
+    counts = pa.table(table.get_add_actions(flatten=True)).column("num_records")
+    if counts.null_count:
+        return table.to_pyarrow_table(columns=["kind"]).num_rows
+    return int(pc.sum(counts).as_py() or 0)
 
 
 class DeltaOutputAdapter:
