@@ -212,18 +212,21 @@ class Job:
                 self.progress.set_rows(name, o.rows())
 
     def run(self, until_idle: bool, interval: float) -> None:
-        with self.stop, self.display:
-            if self.runtime == "local":
+        if self.runtime == "local":
+            with self.stop, self.display:
                 run_pass(self.outs, self._local_runtime, self.stop, self._started)
-                return
-            from cti.runtime.spark import get_spark
+            return
+        from cti.runtime.spark import get_spark
 
-            self._spark = get_spark(master=self.master)
-            print(f"Spark {self._spark.version} on {self._spark.sparkContext.master}",
-                  file=self.display.stream, flush=True)
-            listener = _Listener(self)
-            self._spark.streams.addListener(listener)
-            try:
+        # The session first: a new SparkContext installs its own SIGINT handler (cancel every
+        # job, raise KeyboardInterrupt), which ``Stop`` then replaces for the run.
+        self._spark = get_spark(master=self.master)
+        print(f"Spark {self._spark.version} on {self._spark.sparkContext.master}",
+              file=self.display.stream, flush=True)
+        listener = _Listener(self)
+        self._spark.streams.addListener(listener)
+        try:
+            with self.stop, self.display:
                 while True:
                     run_pass(self.outs, self._spark_runtime, self.stop, self._started)
                     self._drain()
@@ -232,8 +235,8 @@ class Job:
                     self.display.refresh()
                     if until_idle or self.stop.requested.wait(interval):
                         return
-            finally:
-                self._spark.streams.removeListener(listener)
+        finally:
+            self._spark.streams.removeListener(listener)
 
 
 def _Listener(job: Job) -> Any:  # noqa: N802 - a class made on demand (pyspark is imported late)
