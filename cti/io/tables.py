@@ -38,11 +38,7 @@ _OPEN_KINDS = ("point", "edge_start")  # kinds whose end is not a time of the ev
 
 def items_frame(items: Sequence[StreamItem]) -> pd.DataFrame:
     """Stream items as the frame ``write_frame`` receives (for adapters written to by a plain
-    stream's ``write``)."""
-    for item in items:
-        if not hasattr(item, "start") and kind_of(item) != "cti":
-            raise TypeError(f"a table output writes events, not {type(item).__name__}: bind "
-                            "diagnostics to a JSON-lines output")
+    stream's ``write``); anything but events and CTIs (diagnostics) is refused by name."""
     events = [i for i in items if kind_of(i) != "cti"]
     return pd.DataFrame({
         "kind": [kind_of(i) for i in events],
