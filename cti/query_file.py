@@ -8,13 +8,14 @@ mapping ``STREAMS``. The ``cti`` commands take such a file::
         return {"per_booth": entries.group_by("TollId").apply(...)}
 
 The file runs as its own module (its folder first on ``sys.path``, so it can import modules
-beside it); its classes travel to Spark's executors by value, like a script's.
+beside it, also from ``streams()``); its classes travel to Spark's executors by value, like a script's.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -24,6 +25,9 @@ from cti.errors import CtiError
 
 HOW = ("expose the streams to run as a function streams() returning {name: stream}, or a "
        "module-level dict STREAMS = {name: stream}")
+
+
+_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")  # a stream's name names its output folder
 
 
 class QueryFileError(CtiError):
@@ -38,15 +42,13 @@ def _module(path: Path) -> Any:
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     folder = str(path.resolve().parent)
-    sys.path.insert(0, folder)
+    if folder not in sys.path:  # kept: streams() may import modules beside the file
+        sys.path.insert(0, folder)
     try:
         spec.loader.exec_module(module)
     except BaseException:
         sys.modules.pop(name, None)
         raise
-    finally:
-        if folder in sys.path:
-            sys.path.remove(folder)
     try:  # the file's classes (adapters, factories) travel to Spark's executors by value
         from pyspark import cloudpickle
 
@@ -85,9 +87,10 @@ def load_streams(path: str | os.PathLike[str]) -> dict[str, Any]:
     if not mapping:
         raise QueryFileError(f"query file {path}: {where} is empty: {HOW}")
     for name, stream in mapping.items():
-        if not isinstance(name, str) or not name:
-            raise QueryFileError(f"query file {path}: {where} has a key {name!r}; stream names "
-                                 "are non-empty strings")
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
+            raise QueryFileError(f"query file {path}: {where} has a key {name!r}, which is not a "
+                                 "usable output name (letters, digits, '_', '.', '-'; it names "
+                                 "a folder)")
         if not isinstance(stream, QueryOperators):
             raise QueryFileError(f"query file {path}: {where}[{name!r}] is "
                                  f"{type(stream).__name__}, not a stream (CepStream.create(...) "

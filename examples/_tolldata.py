@@ -13,13 +13,13 @@ from cti import (
     Application,
     Arriving,
     CepStream,
-    EdgeEvent,
     EventShape,
     PointEvent,
     to_datetime,
     to_ticks,
 )
 from cti.io.memory import MemoryInputAdapterFactory
+from cti.io.reference import ReferenceDataConfig, ReferenceDataInputAdapterFactory, reference_data
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "tollapp"
 
@@ -63,13 +63,22 @@ def bind_exits(app: Application, delay_minutes: int = 7) -> CepStream:
                                 timedelta(minutes=delay_minutes)), application=app)
 
 
-def bind_registrations(app: Application, plates: set[str]) -> CepStream:
-    """Registrations of ``plates`` as edges valid from 05:00 (open-ended): a slow reference
-    stream that imports the entries' CTIs."""
-    base = ticks("2014-09-10T05:00:00-07:00")
-    items = [Arriving(EdgeEvent.start_edge(base, r), base)
-             for r in read_json("Registration.json") if r["LicensePlate"] in plates]
+LOAD_TIME = "2014-09-10T05:00:00-07:00"  # when the registrations are loaded: before any entry
+
+
+def bind_registrations(app: Application, plates: set[str] | None = None) -> CepStream:
+    """Registrations (reference data without a time column) as open-ended edges from the load
+    time, 05:00: a slow reference stream that imports the entries' CTIs. All of them, read from
+    the file, or only those of ``plates``."""
+    config: object
+    if plates is None:
+        factory, config = ReferenceDataInputAdapterFactory(), ReferenceDataConfig(
+            DATA / "Registration.json", ticks(LOAD_TIME))
+    else:
+        factory, config = MemoryInputAdapterFactory(), reference_data(
+            [r for r in read_json("Registration.json") if r["LicensePlate"] in plates],
+            ticks(LOAD_TIME))
     return CepStream.create(
-        "registrations", MemoryInputAdapterFactory(), items, EventShape.EDGE,
+        "registrations", factory, config, EventShape.EDGE,
         AdvanceTimeSettings(import_settings=AdvanceTimeImportSettings("entries"),
                             policy=AdvanceTimePolicy.ADJUST), application=app)

@@ -6,7 +6,8 @@
 - **Left anti-semi-join**: entries whose plate has no registration on file.
 - **Time in the booth**: each entry, extended to a 15-minute interval
   (``alter_event_duration``), joined with the exit of the same car at the same booth: the result
-  is a point at the exit time whose payload holds how long the car took.
+  is a point at the exit time whose payload holds how long the car took (the toll-booth job's
+  ``time_at_booth``, from ``toll_booth.py``).
 - **Union**: entries and exits as one stream of booth events, counted per booth per 5 minutes.
 
 Every result is checked against the same question answered directly from the data.
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import argparse
 from collections import Counter
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from _tolldata import (
     bind_entries,
@@ -28,16 +29,9 @@ from _tolldata import (
     read_json,
     ticks,
 )
+from toll_booth import MINUTE, expected, keys, time_at_booth
 
 from cti import Application, Cti, PointEvent, agg
-
-MINUTE = 60_000_000
-
-
-def minutes_between(start: str, end: str) -> float:
-    """Minutes from one ISO time to another (used inside a query: it runs on Spark's workers,
-    so it is defined here, not imported from a helper module the workers cannot import)."""
-    return (datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds() / 60
 
 
 def events(items: list) -> list[PointEvent]:
@@ -58,10 +52,7 @@ def main() -> None:
     checked = entries.join(registrations, on="LicensePlate", select=lambda car, reg: {
         "plate": car["LicensePlate"], "booth": car["TollId"], "expired": reg["Expired"] == "1"})
     unregistered = entries.left_anti_semi_join(registrations, on="LicensePlate")
-    stay = entries.alter_event_duration(timedelta(minutes=15)).join(
-        exits, on="LicensePlate", predicate=lambda e, x: e["TollId"] == x["TollId"],
-        select=lambda e, x: {"plate": e["LicensePlate"], "booth": e["TollId"],
-                             "minutes": minutes_between(e["EntryTime"], x["ExitTime"])})
+    stay = time_at_booth(entries, exits)  # the toll-booth job's query (toll_booth.py)
     traffic = entries.select(lambda p: {"TollId": p["TollId"], "dir": "in"}).union(
         exits.select(lambda p: {"TollId": p["TollId"], "dir": "out"})).group_by(
         "TollId").apply(lambda b: b.tumbling_window(timedelta(minutes=5)).aggregate(
@@ -85,16 +76,9 @@ def main() -> None:
     stays = events(stay.collect(args.runtime))
     print("== time in the booth (entry joined with exit within 15 minutes)")
     for s in stays:
-        print(f"  {s.payload['plate']} booth {s.payload['booth']}: "
-              f"{s.payload['minutes']:.0f} min, out at {hhmm(s.start)}")
-    want_stays = Counter()
-    for e in entry_rows:
-        for x in exit_rows:
-            d = ticks(x["ExitTime"]) - ticks(e["EntryTime"])
-            if (e["LicensePlate"], e["TollId"]) == (x["LicensePlate"], x["TollId"]) \
-                    and 0 <= d < 15 * MINUTE:
-                want_stays[(e["LicensePlate"], d / MINUTE)] += 1
-    assert Counter((s.payload["plate"], s.payload["minutes"]) for s in stays) == want_stays
+        print(f"  {s.payload['LicensePlate']} booth {s.payload['TollId']}: "
+              f"{s.payload['DurationInMinutes']:.0f} min, out at {hhmm(s.start)}")
+    assert keys("time_at_booth", stays) == expected()["time_at_booth"]
 
     moves = events(traffic.collect(args.runtime))
     print("== entries and exits per booth per 5 minutes (union, then windows)")

@@ -1,8 +1,9 @@
 """Windows and aggregates on the TollApp entries: cars and tolls per booth per 3 minutes.
 
-- ``group_by("TollId").apply(... tumbling_window(3 min).aggregate(...))``: per booth and
-  3-minute window, the number of cars, the toll taken, the average and the largest toll, and a
-  user-defined aggregate (the sorted plates), each a point at the window's end;
+- ``group_by("TollId").apply(... tumbling_window(3 min).aggregate(...))`` (the toll-booth
+  job's ``per_booth``): per booth and 3-minute window, the number of cars, the toll taken, the
+  average and the largest toll, and a user-defined aggregate (the sorted plates), each an
+  interval covering its window;
 - a hopping window (10 minutes every 5) over all booths, with ``CLIP_TO_WINDOW_END``: each
   result is an interval covering its window, and the output CTI waits for the window's start;
 - an incremental user-defined aggregate (distinct states).
@@ -19,10 +20,9 @@ from collections import defaultdict
 from datetime import timedelta
 
 from _tolldata import bind_entries, hhmm, read_json, ticks
+from toll_booth import MINUTE, per_booth
 
-from cti import Application, Cti, IntervalEvent, PointEvent, WindowOutputPolicy, agg
-
-MINUTE = 60_000_000
+from cti import Application, Cti, IntervalEvent, WindowOutputPolicy, agg
 
 
 def main() -> None:
@@ -31,31 +31,31 @@ def main() -> None:
     args = parser.parse_args()
 
     entries = bind_entries(Application("toll-windows"))
-    per_booth = entries.group_by("TollId").apply(
-        lambda booth: booth.tumbling_window(timedelta(minutes=3)).aggregate(
-            cars=agg.count(), tolls=agg.sum("TollAmount"), avg=agg.avg("TollAmount"),
-            top=agg.max("TollAmount"),
-            plates=agg.udf(lambda cars: sorted(c["LicensePlate"] for c in cars))))
+    booths = per_booth(  # the toll-booth job's windows (toll_booth.py), more aggregates
+        entries, cars=agg.count(), tolls=agg.sum("TollAmount"), avg=agg.avg("TollAmount"),
+        top=agg.max("TollAmount"),
+        plates=agg.udf(lambda cars: sorted(c["LicensePlate"] for c in cars)))
     busy = entries.hopping_window(timedelta(minutes=10), timedelta(minutes=5),
                                   output_policy=WindowOutputPolicy.CLIP_TO_WINDOW_END).aggregate(
         cars=agg.count(),
         states=agg.incremental(set, lambda seen, car: seen | {car["State"]}, sorted))
 
-    booth_out = per_booth.collect(args.runtime)
-    print("== cars per booth per 3 minutes (a point at each window's end; times UTC)")
+    booth_out = booths.collect(args.runtime)
+    print("== cars per booth per 3 minutes (an interval per window; times UTC)")
     for item in booth_out:
-        if isinstance(item, PointEvent):
+        if isinstance(item, IntervalEvent):
             p = item.payload
-            print(f"  {hhmm(item.start)} booth {p['TollId']}: {p['cars']} cars, tolls "
+            print(f"  {hhmm(item.start)}-{hhmm(item.end)} booth {p['TollId']}: {p['cars']} cars, "
+                  f"tolls "
                   f"{p['tolls']:.2f} (avg {p['avg']:.2f}, top {p['top']:.2f}) {p['plates']}")
 
     # The same numbers, straight from the data.
     want: dict[tuple, list] = defaultdict(list)
     for row in read_json("Entry.json"):
         t = ticks(row["EntryTime"])
-        want[(t - t % (3 * MINUTE) + 3 * MINUTE, row["TollId"])].append(row)
+        want[(t - t % (3 * MINUTE), row["TollId"])].append(row)
     got = {(i.start, i.payload["TollId"]): i.payload for i in booth_out
-           if isinstance(i, PointEvent)}
+           if isinstance(i, IntervalEvent)}
     assert set(got) == set(want)
     for k, rows in want.items():
         assert got[k]["cars"] == len(rows)

@@ -69,22 +69,24 @@ def get_spark(master: str | None = None, shuffle_partitions: int | None = None) 
     write a changelog of the micro-batch's changes, not a snapshot of the store (Spark's
     changelog checkpointing: a snapshot is taken in the background now and then), which
     halved the commit of a cti query's micro-batch. A session that is already active (a
-    cluster, a notebook) is used as it is.
+    cluster, a notebook) is used as it is; under ``spark-submit`` the master it was given is.
     """
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    master = master or os.environ.get("CTI_SPARK_MASTER", "local[*]")
-    if master.startswith("local"):
+    # Started by spark-submit (it hands the driver its JVM's port): its --master holds.
+    submitted = "PYSPARK_GATEWAY_PORT" in os.environ
+    master = master or os.environ.get("CTI_SPARK_MASTER") or (None if submitted else "local[*]")
+    if master is not None and master.startswith("local") and not submitted:
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         home = site_spark_home()
         if home is not None:
             os.environ["SPARK_HOME"] = str(home)
     partitions = shuffle_partitions or max(2, os.cpu_count() or 2)
-    builder = SparkSession.builder.master(master)
-    if master.startswith("local"):
+    builder = SparkSession.builder if master is None else SparkSession.builder.master(master)
+    if master is not None and master.startswith("local"):
         # cti's shuffles are packed rows already compressed (``packing``): compressing them
         # again cost ~10 % of a query; a local shuffle never crosses a network.
         builder = builder.config("spark.shuffle.compress", "false")

@@ -1,0 +1,393 @@
+"""The ``cti`` command: ``cti run QUERY.py`` runs a query file's streams as a job.
+
+``cti run QUERY.py [--runtime spark|local] [--master M] [--checkpoint DIR] [--output DIR]
+[--until-idle]``: loads the streams the file names (``cti.query_file``), writes each to a Delta
+table ``DIR/<name>`` (``--output``; without it the rows are counted, not kept), and shows
+progress per input and output while it runs. On Spark each output is a streaming query with its
+own checkpoint ``<checkpoint>/<name>`` (by default ``DIR/_checkpoints``): running the same
+command again resumes where the last run stopped, exactly once (the Delta commits record the
+micro-batch ids). ``--until-idle`` stops once all available input is processed; otherwise the
+job looks for new input every ``--interval`` seconds until interrupted (Ctrl-C stops after the
+current micro-batch). See docs/cli.md.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import attrs
+import click
+
+from cti.errors import CtiError
+from cti.events import EventShape
+from cti.progress import Display, RunProgress
+from cti.plot_command import plot
+from cti.query_file import QueryFileError, load_streams
+
+BATCH_SIZE_ENV = "CTI_RUN_BATCH_SIZE"  # caps each source's micro-batches (tests, back-pressure)
+
+
+# ---- outputs ----------------------------------------------------------------------------------
+
+
+class CountingOutputAdapter:
+    """Counts a batch's events into ``directory/batch-NNNNNNNNNN.count`` (a replay replaces
+    it): the output of a job run without ``--output``."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    def write(self, items: Any, batch_id: int) -> None:
+        self._save(sum(1 for i in items if hasattr(i, "start")), batch_id)
+
+    def write_frame(self, frame: Any, batch_id: int) -> None:
+        self._save(int((frame["kind"] != "cti").sum()), batch_id)
+
+    def _save(self, count: int, batch_id: int) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        final = self.directory / f"batch-{batch_id:010d}.count"
+        tmp = self.directory / f".{final.name}.tmp"
+        tmp.write_text(str(count))
+        os.replace(tmp, final)
+
+    def close(self) -> None:
+        pass
+
+
+class CountingOutputAdapterFactory:
+    def create(self, config: Any, shape: EventShape) -> CountingOutputAdapter:
+        return CountingOutputAdapter(Path(config))
+
+
+@attrs.frozen
+class Output:
+    """One named stream of the job, where it goes, and where its checkpoint is."""
+
+    name: str
+    stream: Any
+    factory: Any
+    config: Any
+    checkpoint: Path
+    rows: Callable[[], int]
+
+
+def _delta_rows(path: Path) -> int:
+    from cti.io.delta import table_rows
+
+    return table_rows(str(path))
+
+
+def _counted_rows(path: Path) -> int:
+    return sum(int(p.read_text()) for p in path.glob("batch-*.count"))
+
+
+def _outputs(streams: dict[str, Any], output: Path | None, checkpoint: Path) -> list[Output]:
+    from cti.io.delta import DeltaOutputAdapterFactory, DeltaOutputConfig
+
+    outs = []
+    for name, stream in streams.items():
+        if output is not None:
+            path = output / name
+            outs.append(Output(name, stream, DeltaOutputAdapterFactory(),
+                               DeltaOutputConfig(path, app_id=f"cti:{name}"),
+                               checkpoint / name, lambda p=path: _delta_rows(p)))
+        else:
+            path = checkpoint / "_counts" / name
+            outs.append(Output(name, stream, CountingOutputAdapterFactory(), str(path),
+                               checkpoint / name, lambda p=path: _counted_rows(p)))
+    return outs
+
+
+def _check_fresh(outs: list[Output], output: Path | None, resumable: bool) -> None:
+    """A run that cannot resume an output's checkpoint must not write into an existing table
+    (its batch ids would start again at 0 and be skipped as written)."""
+    if output is None:
+        return
+    for o in outs:
+        table = output / o.name
+        started = resumable and any((o.checkpoint / "commits").glob("[0-9]*"))
+        if table.exists() and not started:
+            how = ("the local runtime does not resume a run: remove it or use another "
+                   "--output" if not resumable else
+                   f"there is no checkpoint to resume from in {o.checkpoint}: remove it or use "
+                   "another --output, or pass the --checkpoint of the run that wrote it")
+            raise click.ClickException(f"{table} exists and {how}")
+
+
+# ---- running ----------------------------------------------------------------------------------
+
+
+class Stop:
+    """Ctrl-C asks the job to stop after the current micro-batch; a second one stops it now."""
+
+    def __init__(self) -> None:
+        self.requested = threading.Event()
+        self._previous: Any = None
+
+    def __enter__(self) -> Stop:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.requested.is_set():
+            raise KeyboardInterrupt
+        self.requested.set()
+        print("stopping after the current micro-batch (Ctrl-C again to stop now)",
+              file=sys.stderr, flush=True)
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+
+
+def run_pass(outs: list[Output], make_runtime: Callable[[Output], Any], stop: Stop,
+             on_output: Callable[[Output], None]) -> None:
+    """Each output once over the input available now, resuming from its checkpoint. (The
+    job's one loop step: a long-running ``start()`` handle can replace it.)"""
+    for o in outs:
+        if stop.requested.is_set():
+            return
+        on_output(o)
+        o.stream.to(o.factory, o.config).run(make_runtime(o))
+
+
+class Job:
+    """A query file's outputs, run on one runtime, with progress."""
+
+    def __init__(self, outs: list[Output], runtime: str, master: str | None,
+                 batch_size: int | None, display: Display, progress: RunProgress) -> None:
+        self.outs, self.runtime = outs, runtime
+        self.master, self.batch_size = master, batch_size
+        self.display, self.progress = display, progress
+        self.current: Output | None = None
+        self.query_names: dict[str, str] = {}
+        self.terminated: set[str] = set()
+        self.events = threading.Condition()
+        self.stop = Stop()
+        self._spark: Any = None
+
+    def _started(self, o: Output) -> None:
+        self._drain()
+        self.current = o
+
+    def _drain(self, timeout: float = 30.0) -> None:
+        """Wait until Spark's listener has delivered every started query's last progress
+        (its events come asynchronously, and a query's termination comes last)."""
+        with self.events:
+            self.events.wait_for(lambda: self.terminated >= self.query_names.keys(), timeout)
+
+    def _spark_runtime(self, o: Output) -> Any:
+        from cti.runtime.spark import SparkRuntime
+
+        return SparkRuntime(self._spark, checkpoint_location=str(o.checkpoint),
+                            batch_sizes=[self.batch_size] if self.batch_size else None)
+
+    def _local_runtime(self, o: Output) -> Any:
+        return _MeasuredLocalRuntime(self, o)
+
+    def _on_spark_batch(self, p: Any) -> None:
+        name = self.query_names.get(str(p.id)) or (self.current.name if self.current else "?")
+        observed = p.observedMetrics.get("cti")
+        metrics = observed.asDict() if observed is not None else {}
+        self.progress.add_batch(name, p.batchId, (p.batchDuration or 0) / 1000, metrics)
+        self._count_rows(name)
+        self.display.refresh()
+        if self.stop.requested.is_set():
+            query = self._spark.streams.get(str(p.id))
+            if query is not None:
+                threading.Thread(target=query.stop, daemon=True).start()
+
+    def _count_rows(self, name: str) -> None:
+        for o in self.outs:
+            if o.name == name:
+                self.progress.set_rows(name, o.rows())
+
+    def run(self, until_idle: bool, interval: float) -> None:
+        if self.runtime == "local":
+            with self.stop, self.display:
+                run_pass(self.outs, self._local_runtime, self.stop, self._started)
+            return
+        from cti.runtime.spark import get_spark
+
+        # The session first: a new SparkContext installs its own SIGINT handler (cancel every
+        # job, raise KeyboardInterrupt), which ``Stop`` then replaces for the run.
+        self._spark = get_spark(master=self.master)
+        print(f"Spark {self._spark.version} on {self._spark.sparkContext.master}",
+              file=self.display.stream, flush=True)
+        listener = _Listener(self)
+        self._spark.streams.addListener(listener)
+        try:
+            with self.stop, self.display:
+                while True:
+                    run_pass(self.outs, self._spark_runtime, self.stop, self._started)
+                    self._drain()
+                    for o in self.outs:
+                        self.progress.set_rows(o.name, o.rows())
+                    self.display.refresh()
+                    if until_idle or self.stop.requested.wait(interval):
+                        return
+        finally:
+            self._spark.streams.removeListener(listener)
+
+
+def _Listener(job: Job) -> Any:  # noqa: N802 - a class made on demand (pyspark is imported late)
+    from pyspark.sql.streaming import StreamingQueryListener
+
+    class Listener(StreamingQueryListener):
+        def onQueryStarted(self, event: Any) -> None:
+            with job.events:
+                job.query_names[str(event.id)] = job.current.name if job.current else "?"
+
+        def onQueryProgress(self, event: Any) -> None:
+            job._on_spark_batch(event.progress)
+
+        def onQueryIdle(self, event: Any) -> None:
+            pass
+
+        def onQueryTerminated(self, event: Any) -> None:
+            with job.events:
+                job.terminated.add(str(event.id))
+                job.events.notify_all()
+
+    return Listener()
+
+
+class _MeasuredLocalRuntime:
+    """The in-process runtime, one pass; its inputs' metrics computed from their ingress
+    results (the same numbers Spark reports per micro-batch)."""
+
+    def __init__(self, job: Job, output: Output) -> None:
+        from cti.runtime.local import LocalRuntime
+
+        self.job, self.output = job, output
+        self.inner = LocalRuntime([job.batch_size] if job.batch_size else None)
+
+    def _measured(self, run: Callable[[], None], groups: list[Any]) -> None:
+        t0 = time.perf_counter()
+        run()
+        seconds = time.perf_counter() - t0
+        metrics: dict[str, Any] = {}
+        for group in groups:
+            metrics |= ingress_metrics(self.inner.run(group))
+        self.job.progress.add_batch(self.output.name, 0, seconds, metrics)
+        self.job._count_rows(self.output.name)
+        self.job.display.refresh()
+
+    def write(self, group: Any, outputs: Any) -> None:
+        self._measured(lambda: self.inner.write(group, outputs), [group])
+
+    def write_query(self, bound: Any) -> None:
+        from cti.runtime.base import queries_inputs
+
+        groups, _ = queries_inputs([bound.stream])
+        self._measured(lambda: self.inner.write_query(bound), groups)
+
+
+def ingress_metrics(result: Any) -> dict[str, Any]:
+    """An in-process ingress result's counts as ``<stream>.<metric>`` (Spark's names)."""
+    from cti.events import Cti
+    from cti.time import MAX_TIME
+
+    out: dict[str, Any] = {}
+    for name, s in result.streams.items():
+        for key in ("accepted", "adjusted", "dropped", "invalid"):
+            out[f"{name}.{key}"] = s.metrics.get(key, 0)
+        for reason in ("late", "early", "out_of_order"):
+            out[f"{name}.{reason}"] = sum(1 for d in s.diagnostics if d.reason == reason
+                                          and d.status in ("adjusted", "dropped"))
+        ctis = [i.time for i in s.items if isinstance(i, Cti) and i.time < MAX_TIME]
+        out[f"{name}.watermark"] = ctis[-1] if ctis else None
+        snap = s.ordering or {}
+        if snap.get("arrival_clock") is not None and snap.get("cti") is not None:
+            out[f"{name}.watermark_delay"] = snap["arrival_clock"] - snap["cti"]
+    return out
+
+
+# ---- the command ------------------------------------------------------------------------------
+
+
+@click.group()
+def cli() -> None:
+    """cti: Microsoft StreamInsight's temporal model on Apache Spark."""
+
+
+cli.add_command(plot)
+
+
+def main() -> None:
+    """The console script: ``cli``, then an exit that skips interpreter teardown, where the
+    Rust and Arrow thread pools of ``deltalake`` can abort a finished run (delta-rs #2184)."""
+    try:
+        cli()
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+@cli.command("run")
+@click.argument("query_file", type=click.Path(path_type=Path))
+@click.option("--runtime", type=click.Choice(["spark", "local"]), default="spark",
+              show_default=True, help="Spark (embedded local[*] unless --master or an active "
+              "session) or the in-process runtime (one pass over the input).")
+@click.option("--master", help="Spark master URL (default: $CTI_SPARK_MASTER or local[*]).")
+@click.option("--checkpoint", type=click.Path(path_type=Path),
+              help="Checkpoint folder (default: OUTPUT/_checkpoints, or a temporary one).")
+@click.option("--output", type=click.Path(path_type=Path),
+              help="Write each stream as a Delta table OUTPUT/<name>.")
+@click.option("--until-idle", is_flag=True,
+              help="Stop once all available input is processed.")
+@click.option("--interval", type=float, default=5.0, show_default=True,
+              help="Seconds between looks for new input (without --until-idle).")
+@click.option("--progress", "progress_mode", type=click.Choice(["auto", "live", "log"]),
+              default="auto", show_default=True,
+              help="A table refreshed in place (live), a line per micro-batch (log), or live "
+              "on a terminal and log otherwise (auto).")
+@click.option("--batch-size", type=click.IntRange(min=1), envvar=BATCH_SIZE_ENV, hidden=True)
+def run(query_file: Path, runtime: str, master: str | None, checkpoint: Path | None,
+        output: Path | None, until_idle: bool, interval: float, progress_mode: str,
+        batch_size: int | None) -> None:
+    """Run the streams QUERY_FILE names (a function streams() or a mapping STREAMS of name ->
+    stream) and write each one."""
+    if runtime == "local" and master:
+        raise click.UsageError("--master is for --runtime spark")
+    try:
+        streams = load_streams(query_file)
+    except QueryFileError as exc:
+        raise click.ClickException(str(exc)) from None
+    temporary = checkpoint is None and output is None
+    if checkpoint is None:
+        checkpoint = (output / "_checkpoints" if output is not None
+                      else Path(tempfile.mkdtemp(prefix="cti-run-")))
+    outs = _outputs(streams, output, checkpoint)
+    _check_fresh(outs, output, resumable=runtime == "spark")
+    progress = RunProgress()
+    display = Display(progress, live={"auto": None, "live": True, "log": False}[progress_mode])
+    job = Job(outs, runtime, master, batch_size, display, progress)
+    try:
+        job.run(until_idle or runtime == "local", interval)
+        stopped = " (stopped)" if job.stop.requested.is_set() else ""
+        for o in outs:
+            where = f" -> {output / o.name}" if output is not None else ""
+            click.echo(f"{o.name}: {o.rows()} rows{where}{stopped}")
+    except CtiError as exc:
+        raise click.ClickException(f"{type(exc).__name__}: {exc}") from None
+    finally:
+        if temporary:
+            shutil.rmtree(checkpoint, ignore_errors=True)
+
+
+if __name__ == "__main__":  # spark-submit .../cti/cli.py run QUERY.py ...
+    main()

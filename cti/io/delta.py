@@ -1,0 +1,128 @@
+"""Delta Lake output through the ``deltalake`` package (no JVM), exactly once per batch.
+
+``stream.to(DeltaOutputAdapterFactory(), DeltaOutputConfig("/data/cars"))``: each batch is
+one commit appending its events (columns of ``cti.io.tables.output_table``: kind, start, end as
+UTC timestamps, one typed column per payload field). The commit records the batch as a Delta
+*application transaction* (``txn``: the config's ``app_id`` and the batch id as its version),
+in the same commit as the rows. A batch delivered again (Spark replays a micro-batch after a
+failure, with the same id) finds its id at or below the table's transaction version for the
+app id and is skipped, so every batch lands once.
+
+Batch ids are the writing query's: a run that restarts from its checkpoint continues them.
+A *new* query (a fresh checkpoint) starts again at 0, so it must not write into a table under an
+app id an earlier query used (its batches would be skipped as already written): give it another
+``app_id``, or a new table. ``cti run`` refuses to start a fresh run over an existing table.
+
+Columns come from the first batch's payloads; later batches are parsed to the table's types,
+and a field that first appears later is added (schema merge).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from cti.errors import InvalidSettingsError
+from cti.events import EventShape, StreamItem
+from cti.io.tables import items_frame, output_table
+
+
+@attrs.frozen
+class DeltaOutputConfig:
+    """Where a Delta output writes: the table's ``path`` (created by the first batch) and the
+    ``app_id`` its commits record batches under."""
+
+    path: str = attrs.field(converter=os.fspath)
+    app_id: str = "cti"
+
+    def __attrs_post_init__(self) -> None:
+        if not self.path:
+            raise InvalidSettingsError("DeltaOutputConfig needs a table path")
+        if not isinstance(self.app_id, str) or not self.app_id:
+            raise InvalidSettingsError(f"DeltaOutputConfig.app_id must be a non-empty string, "
+                                       f"got {self.app_id!r}")
+
+
+def _table(path: str) -> Any:
+    """The Delta table at ``path``, or None if there is none yet."""
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    try:
+        return DeltaTable(path)
+    except TableNotFoundError:
+        return None
+
+
+def committed_batch(path: str, app_id: str = "cti") -> int | None:
+    """The last batch id committed to the Delta table at ``path`` under ``app_id`` (None if
+    none, or no table)."""
+    table = _table(path)
+    return None if table is None else table.transaction_version(app_id)
+
+
+def table_rows(path: str) -> int:
+    """How many rows the Delta table at ``path`` holds (0 if there is none), from its log's
+    file statistics where they are there (no scan)."""
+    table = _table(path)
+    if table is None:
+        return 0
+    counts = pa.table(table.get_add_actions(flatten=True)).column("num_records")
+    if counts.null_count:
+        return table.to_pyarrow_table(columns=["kind"]).num_rows
+    return int(pc.sum(counts).as_py() or 0)
+
+
+class DeltaOutputAdapter:
+    def __init__(self, config: DeltaOutputConfig) -> None:
+        self.config = config
+
+    def write(self, items: Sequence[StreamItem], batch_id: int) -> None:
+        self.write_frame(items_frame(items), batch_id)
+
+    def write_frame(self, frame: pd.DataFrame, batch_id: int) -> None:
+        """Commit the batch's events with the transaction (app id, batch id), unless a commit
+        already recorded this batch."""
+        from deltalake import CommitProperties, Transaction, write_deltalake
+
+        table = _table(self.config.path)
+        done = None if table is None else table.transaction_version(self.config.app_id)
+        if done is not None and batch_id <= done:
+            return  # a replayed batch: it is in the table already
+        schema = None if table is None else pa.schema(table.schema().to_arrow())
+        rows = output_table(frame, schema)
+        write_deltalake(
+            table if table is not None else self.config.path, rows, mode="append",
+            schema_mode="merge" if table is not None else None,
+            commit_properties=CommitProperties(
+                app_transactions=[Transaction(self.config.app_id, batch_id)]))
+
+    def close(self) -> None:
+        pass
+
+
+class DeltaOutputAdapterFactory:
+    """``create(DeltaOutputConfig(path, app_id="cti"), shape)`` (a plain path is accepted)."""
+
+    def create(self, config: Any, shape: EventShape) -> DeltaOutputAdapter:
+        if isinstance(config, str | os.PathLike):
+            config = DeltaOutputConfig(config)
+        if not isinstance(config, DeltaOutputConfig):
+            raise InvalidSettingsError(f"a Delta output's config is a DeltaOutputConfig or a "
+                                       f"table path, got {config!r}")
+        return DeltaOutputAdapter(config)
+
+
+def read_delta_output(path: str | os.PathLike) -> pd.DataFrame:
+    """The Delta table at ``path`` as a pandas frame (``deltalake.DeltaTable(path)
+    .to_pandas()``), for tests and quick looks."""
+    table = _table(os.fspath(path))
+    if table is None:
+        raise FileNotFoundError(f"no Delta table at {os.fspath(path)}")
+    return table.to_pandas()

@@ -1,0 +1,117 @@
+"""Reference data without timestamps: every row an edge that starts at a load time, never ends.
+
+StreamInsight applications joined fast event streams with slowly changing reference data (a
+registration list, a price table) held as edge events: a row starts an edge when it is loaded
+and is valid until it is replaced. Reference data usually has no time column, so
+``reference_data(rows, load_time)`` turns rows into exactly that: a start edge at ``load_time``
+(open-ended) per row, arriving at ``load_time``. ``ReferenceDataInputAdapterFactory`` does the
+same for a JSON (lines or array) or CSV file, read once per process and replayable by row
+offset, so that a large table does not travel in the plan as a list.
+
+Bind it with shape ``EventShape.EDGE`` and settings that import the CTIs of the fast stream it
+is joined with, so the join advances with that stream (SPEC 5)::
+
+    registrations = CepStream.create(
+        "registrations", ReferenceDataInputAdapterFactory(),
+        ReferenceDataConfig("Registration.json", load_time), EventShape.EDGE,
+        AdvanceTimeSettings(import_settings=AdvanceTimeImportSettings("entries"),
+                            policy=AdvanceTimePolicy.ADJUST), application=app)
+
+``load_time`` should not be after the first event the data is joined with: a fast event only
+matches edges that have started by its time (a load time after an imported CTI is moved up to
+it by the ``ADJUST`` policy).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+import attrs
+
+from cti.adapters import AdapterItem, Arriving, InvalidInput
+from cti.errors import InvalidSettingsError
+from cti.events import EdgeEvent, EventShape
+from cti.io.files import _scan
+from cti.time import MAX_TIME, MIN_TIME, TimeLike, to_ticks
+
+FORMATS = ("json", "csv")
+
+
+def _load_time(value: TimeLike) -> int:
+    ticks = to_ticks(value)
+    if ticks in (MIN_TIME, MAX_TIME):
+        raise InvalidSettingsError("a reference data load time must be a finite time")
+    return ticks
+
+
+def reference_data(rows: Iterable[Mapping[str, Any]], load_time: TimeLike) -> list[Arriving]:
+    """Rows as start edges at ``load_time`` that never end, arriving at ``load_time`` (a
+    ``MemoryInputAdapterFactory`` config for an ``EventShape.EDGE`` stream)."""
+    t = _load_time(load_time)
+    return [Arriving(EdgeEvent.start_edge(t, dict(row)), t) for row in rows]
+
+
+@attrs.frozen
+class ReferenceDataConfig:
+    """A file of reference rows (``format``: ``"json"`` for JSON lines or one JSON array,
+    ``"csv"`` with a header row), valid from ``load_time``; ``payload_columns`` keeps only
+    those fields (all by default)."""
+
+    path: str = attrs.field(converter=os.fspath)
+    load_time: int = attrs.field(converter=_load_time)
+    format: str = "json"
+    payload_columns: tuple[str, ...] | None = attrs.field(
+        default=None, converter=lambda v: None if v is None else tuple(v))
+    delimiter: str = ","
+
+    def __attrs_post_init__(self) -> None:
+        if self.format not in FORMATS:
+            raise InvalidSettingsError(f"ReferenceDataConfig.format is one of {FORMATS}, got "
+                                       f"{self.format!r}")
+
+
+class ReferenceDataInputAdapter:
+    def __init__(self, config: ReferenceDataConfig) -> None:
+        self.config = config
+
+    def _records(self) -> list:
+        return _scan(self.config.path, self.config.format, self.config.delimiter)
+
+    def latest_offset(self) -> int:
+        return len(self._records())
+
+    def read(self, start: int, end: int) -> Iterator[AdapterItem]:
+        cfg, t = self.config, self.config.load_time
+        for record in self._records()[start:end]:
+            where = f"{cfg.path}, line {record.line}"
+            if record.error is not None:
+                yield InvalidInput(f"{where}: {record.error}", record.raw)
+                continue
+            fields = record.fields
+            if cfg.payload_columns is not None:
+                missing = [c for c in cfg.payload_columns if c not in fields]
+                if missing:
+                    yield InvalidInput(f"{where}: no column {missing[0]!r} (rule: payload "
+                                       "columns are present)", record.raw)
+                    continue
+                fields = {c: fields[c] for c in cfg.payload_columns}
+            yield Arriving(EdgeEvent.start_edge(t, fields), t)
+
+    def is_complete(self) -> bool:
+        return True
+
+
+class ReferenceDataInputAdapterFactory:
+    """``create(ReferenceDataConfig(path, load_time), EventShape.EDGE)``: the file's rows as
+    open-ended start edges at the load time."""
+
+    def create(self, config: Any, shape: EventShape) -> ReferenceDataInputAdapter:
+        if not isinstance(config, ReferenceDataConfig):
+            raise InvalidSettingsError(f"a reference data input's config is a "
+                                       f"ReferenceDataConfig, got {config!r}")
+        if EventShape(shape) is not EventShape.EDGE:
+            raise InvalidSettingsError(f"{config.path}: reference data is bound as "
+                                       f"EventShape.EDGE (edges from the load time), not {shape}")
+        return ReferenceDataInputAdapter(config)

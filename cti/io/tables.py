@@ -1,0 +1,140 @@
+"""Table outputs: a stream's events as typed columns, and a Parquet directory sink.
+
+``output_table(frame)`` turns one batch of output rows (``kind``, ``start``, ``end`` in ticks,
+``payload`` as canonical JSON text: what ``write_frame`` receives) into an Arrow table whose
+columns are ``kind``, ``start``, ``end`` (UTC timestamps, microseconds: exactly the ticks; an
+open end, ``MAX_TIME``, is null, as is a point's or a start edge's end) and one typed column per
+payload field, parsed by Arrow's JSON reader for the whole batch at once (nested objects become
+structs). CTIs are punctuation, not rows: they are left out.
+
+``ParquetOutputAdapterFactory`` writes each batch as ``directory/batch-NNNNNNNNNN.parquet``
+through a temporary file and a rename, so a replayed batch (same id) replaces its file:
+exactly once. ``read_parquet_output(directory)`` reads them back as one table.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pajson
+import pyarrow.parquet as pq
+
+from cti.errors import InvalidSettingsError
+from cti.events import EventShape, StreamItem, kind_of
+from cti.rows import payload_to_json
+from cti.time import MAX_TIME, MIN_TIME
+
+TIME = pa.timestamp("us", tz="UTC")
+ROW_COLUMNS = ("kind", "start", "end")
+_OPEN_KINDS = ("point", "edge_start")  # kinds whose end is not a time of the event
+
+
+def items_frame(items: Sequence[StreamItem]) -> pd.DataFrame:
+    """Stream items as the frame ``write_frame`` receives (for adapters written to by a plain
+    stream's ``write``); anything but events and CTIs (diagnostics) is refused by name."""
+    events = [i for i in items if kind_of(i) != "cti"]
+    return pd.DataFrame({
+        "kind": [kind_of(i) for i in events],
+        "start": pd.array([i.start for i in events], dtype="int64"),
+        "end": pd.array([i.end for i in events], dtype="int64"),
+        "payload": [payload_to_json(i.payload) for i in events],
+    })
+
+
+def _times(ticks: pa.Array, open_end: pa.Array | None = None) -> pa.Array:
+    """Ticks as UTC timestamps; the infinities (and ``open_end`` rows) as null."""
+    ticks = pa.array(ticks, pa.int64())
+    null = pc.or_(pc.equal(ticks, MAX_TIME), pc.equal(ticks, MIN_TIME))
+    if open_end is not None:
+        null = pc.or_(null, open_end)
+    return pc.if_else(null, pa.scalar(None, pa.int64()), ticks).cast(TIME)
+
+
+def payload_columns(payloads: pa.Array, schema: pa.Schema | None = None) -> pa.Table:
+    """The payload JSON texts (one object per row) as typed columns, parsed for all rows at
+    once; ``schema`` fixes the types of the fields it names (a table's earlier batches). A
+    field that is null in every row becomes a string column (a table cannot store nulls)."""
+    if len(payloads) == 0:
+        return pa.table({})
+    data = "\n".join(payloads.to_pylist()).encode()
+    options = pajson.ParseOptions(explicit_schema=schema, unexpected_field_behavior="infer") \
+        if schema is not None and len(schema) else None
+    try:
+        table = pajson.read_json(io.BytesIO(data), parse_options=options,
+                                 read_options=pajson.ReadOptions(block_size=len(data) + 1))
+    except pa.ArrowInvalid as exc:
+        raise InvalidSettingsError(f"payloads do not fit the table's columns: {exc}") from None
+    return pa.table({name: col.cast(pa.string()) if pa.types.is_null(col.type) else col
+                     for name, col in zip(table.column_names, table.columns, strict=True)})
+
+
+def output_table(frame: pd.DataFrame, schema: pa.Schema | None = None) -> pa.Table:
+    """One batch of output rows (CTIs left out) as a table: kind, start, end, payload fields."""
+    events = frame[frame["kind"] != "cti"]
+    kind = pa.array(events["kind"].to_numpy(object), pa.string())
+    open_end = pc.is_in(kind, value_set=pa.array(_OPEN_KINDS))
+    fields = payload_columns(pa.array(events["payload"].to_numpy(object), pa.string()),
+                             _payload_schema(schema))
+    clash = [c for c in fields.column_names if c in ROW_COLUMNS]
+    if clash:
+        raise InvalidSettingsError(f"payload field {clash[0]!r} has the name of a row column "
+                                   f"{ROW_COLUMNS}: rename it with select(...)")
+    columns = {"kind": kind, "start": _times(events["start"].to_numpy("int64")),
+               "end": _times(events["end"].to_numpy("int64"), open_end)}
+    for name in fields.column_names:
+        columns[name] = fields.column(name)
+    return pa.table(columns)
+
+
+def _payload_schema(schema: pa.Schema | None) -> pa.Schema | None:
+    if schema is None:
+        return None
+    return pa.schema([f for f in schema if f.name not in ROW_COLUMNS])
+
+
+class ParquetOutputAdapter:
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    def write(self, items: Sequence[StreamItem], batch_id: int) -> None:
+        self.write_frame(items_frame(items), batch_id)
+
+    def write_frame(self, frame: pd.DataFrame, batch_id: int) -> None:
+        """One batch as one Parquet file, atomically (a replayed batch replaces it)."""
+        table = output_table(frame)
+        if not table.num_rows:
+            return
+        self.directory.mkdir(parents=True, exist_ok=True)
+        final = self.directory / f"batch-{batch_id:010d}.parquet"
+        tmp = self.directory / f".{final.name}.{os.getpid()}.tmp"  # hidden: readers skip it
+        pq.write_table(table, tmp)
+        os.replace(tmp, final)
+
+    def close(self) -> None:
+        pass
+
+
+class ParquetOutputAdapterFactory:
+    """``create(directory, shape)``: one ``directory/batch-NNNNNNNNNN.parquet`` per batch."""
+
+    def create(self, config: Any, shape: EventShape) -> ParquetOutputAdapter:
+        if not isinstance(config, str | os.PathLike):
+            raise InvalidSettingsError(f"a Parquet output's config is its directory, got "
+                                       f"{config!r}")
+        return ParquetOutputAdapter(Path(config))
+
+
+def read_parquet_output(directory: str | os.PathLike) -> pa.Table:
+    """Every batch a ``ParquetOutputAdapter`` wrote to ``directory``, in batch order (columns
+    that only some batches have are null elsewhere)."""
+    files = sorted(Path(directory).glob("batch-*.parquet"))
+    if not files:
+        raise FileNotFoundError(f"no batch-*.parquet files in {directory}")
+    return pa.concat_tables([pq.read_table(f) for f in files], promote_options="permissive")

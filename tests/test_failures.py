@@ -1,0 +1,152 @@
+"""Failures mid-run: the job's Delta tables are still exact and complete.
+
+- ``cti run`` killed with SIGKILL (with its Spark JVM: the whole process group) in the middle
+  of a run, then the same command again: the tables equal an uninterrupted run's, no row lost
+  or written twice (the checkpoint resumes; a replayed micro-batch is skipped by its Delta
+  transaction).
+- ``spark-submit`` of the command on ``local-cluster[2,1,1024]``, one executor killed with
+  SIGKILL mid-run: the tables are exact and complete.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from cti.cli import cli as main
+
+QUERY = '''
+from datetime import timedelta
+
+from cti import AdvanceTimeSettings, Application, CepStream, EventShape, PointEvent, agg
+from cti.io.memory import MemoryInputAdapterFactory
+
+EVENTS = [PointEvent(t * 1_000_000, {"k": "abc"[t % 3], "v": t}) for t in range(480)]
+
+
+def streams():
+    app = Application()
+    s = CepStream.create("readings", MemoryInputAdapterFactory(), EVENTS, EventShape.POINT,
+                         AdvanceTimeSettings.increasing_start_time(), application=app)
+    return {
+        "per_key": s.group_by("k").apply(
+            lambda g: g.tumbling_window(timedelta(seconds=20)).aggregate(
+                n=agg.count(), total=agg.sum("v"))),
+        "sevens": s.where(lambda p: p["v"] % 7 == 0),
+    }
+'''
+
+
+def _table(path: Path) -> pd.DataFrame:
+    from deltalake import DeltaTable
+
+    df = DeltaTable(str(path)).to_pandas()
+    return df.sort_values(list(df.columns)).reset_index(drop=True)
+
+
+def _commits(table: Path) -> int:
+    return len(list((table / "_delta_log").glob("*.json")))
+
+
+@pytest.mark.spark
+@pytest.mark.failures
+def test_kill_9_mid_run_then_the_same_command_again(tmp_path):
+    query = tmp_path / "job.py"
+    query.write_text(QUERY)
+    want = tmp_path / "uninterrupted"
+    local = CliRunner().invoke(main, ["run", str(query), "--runtime", "local",
+                                      "--output", str(want)])
+    assert local.exit_code == 0, local.output
+
+    out = tmp_path / "out"
+    command = [str(Path(sys.executable).with_name("cti")), "run", str(query), "--until-idle",
+               "--output", str(out), "--progress", "log"]
+    env = dict(os.environ, CTI_RUN_BATCH_SIZE="40", CTI_SPARK_MASTER="local[2]")
+    proc = subprocess.Popen(command, env=env, start_new_session=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 600
+    while not (out / "per_key").exists() or _commits(out / "per_key") < 3:
+        assert proc.poll() is None, proc.stdout.read().decode()[-3000:]
+        assert time.monotonic() < deadline, "the job wrote nothing in 10 minutes"
+        time.sleep(0.2)
+    assert proc.poll() is None, "the job finished before it could be killed"
+    os.killpg(proc.pid, signal.SIGKILL)  # cti run and its Spark JVM
+    proc.wait()
+    killed_at = len(_table(out / "per_key"))
+    assert 0 < killed_at < len(_table(want / "per_key")), "the kill landed mid-run"
+
+    again = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
+    assert again.returncode == 0, again.stderr[-3000:]
+    for name in ("per_key", "sevens"):
+        pd.testing.assert_frame_equal(_table(out / name), _table(want / name))
+
+
+def _executors(session: int) -> list[int]:
+    """The pids of the Spark executors started under process session ``session``."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+            if b"CoarseGrainedExecutorBackend" in cmdline and os.getsid(int(entry.name)) \
+                    == session:
+                pids.append(int(entry.name))
+        except (OSError, ProcessLookupError):
+            continue
+    return pids
+
+
+@pytest.mark.spark
+@pytest.mark.failures
+def test_executor_killed_mid_run_on_a_local_cluster(tmp_path):
+    """``spark-submit`` of the command on ``local-cluster[2,1,1024]`` (two executor JVMs), one
+    executor killed with SIGKILL mid-run: Spark runs its tasks again elsewhere, and the tables
+    are exact and complete. (Its own SparkSession: in a subprocess.)"""
+    import cti.cli
+
+    query = tmp_path / "job.py"
+    query.write_text(QUERY)
+    want = tmp_path / "uninterrupted"
+    local = CliRunner().invoke(main, ["run", str(query), "--runtime", "local",
+                                      "--output", str(want)])
+    assert local.exit_code == 0, local.output
+
+    out = tmp_path / "out"
+    submit = Path(sys.executable).with_name("spark-submit")
+    command = [str(submit), "--master", "local-cluster[2,1,1024]",
+               "--conf", "spark.executor.memory=768m", cti.cli.__file__, "run", str(query),
+               "--until-idle", "--output", str(out), "--progress", "log"]
+    env = dict(os.environ, CTI_RUN_BATCH_SIZE="40", PYSPARK_PYTHON=sys.executable)
+    env.pop("CTI_SPARK_MASTER", None)
+    log = tmp_path / "job.log"
+    with log.open("wb") as sink:
+        proc = subprocess.Popen(command, env=env, start_new_session=True, stdout=sink,
+                                stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + 600
+            while not (out / "per_key").exists() or _commits(out / "per_key") < 2:
+                assert proc.poll() is None, log.read_text()[-3000:]
+                assert time.monotonic() < deadline, "the job wrote nothing in 10 minutes"
+                time.sleep(0.2)
+            executors = _executors(proc.pid)
+            assert len(executors) == 2, executors
+            os.kill(executors[0], signal.SIGKILL)
+            killed_at = len(_table(out / "per_key"))
+            assert proc.wait(timeout=900) == 0, log.read_text()[-3000:]
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+    text = log.read_text()
+    assert "on local-cluster[2,1,1024]" in text
+    assert killed_at < len(_table(want / "per_key")), "the executor died mid-run"
+    for name in ("per_key", "sevens"):
+        pd.testing.assert_frame_equal(_table(out / name), _table(want / name))

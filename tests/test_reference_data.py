@@ -1,0 +1,79 @@
+"""Reference data without timestamps: rows as open-ended edges from a load time, joined with a
+fast stream whose CTIs the reference stream imports, on both runtimes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cti import (
+    MAX_TIME,
+    AdvanceTimeImportSettings,
+    AdvanceTimePolicy,
+    AdvanceTimeSettings,
+    Application,
+    Arriving,
+    CepStream,
+    EdgeEvent,
+    EventShape,
+    InvalidInput,
+    PointEvent,
+)
+from cti.errors import InvalidSettingsError
+from cti.io.memory import MemoryInputAdapterFactory
+from cti.io.reference import (
+    ReferenceDataConfig,
+    ReferenceDataInputAdapterFactory,
+    reference_data,
+)
+
+ROWS = [{"plate": "A", "expired": "1"}, {"plate": "B", "expired": "0"}]
+CARS = [Arriving(PointEvent(t, {"plate": p}), t) for t, p in [(10, "A"), (20, "B"), (30, "C"),
+                                                               (40, "A")]]
+
+
+def bind(factory, config):
+    app = Application()
+    cars = CepStream.create("cars", MemoryInputAdapterFactory(), CARS, EventShape.POINT,
+                            AdvanceTimeSettings.increasing_start_time(), application=app)
+    ref = CepStream.create("ref", factory, config, EventShape.EDGE, AdvanceTimeSettings(
+        import_settings=AdvanceTimeImportSettings("cars"), policy=AdvanceTimePolicy.ADJUST),
+        application=app)
+    return cars.join(ref.where(lambda r: r["expired"] == "1"), on="plate")
+
+
+def test_rows_become_open_edges_from_the_load_time():
+    items = reference_data(ROWS, 5)
+    assert items == [Arriving(EdgeEvent.start_edge(5, r), 5) for r in ROWS]
+    assert all(i.item.end == MAX_TIME for i in items)
+    with pytest.raises(InvalidSettingsError, match="finite"):
+        reference_data(ROWS, MAX_TIME)
+
+
+@pytest.mark.parametrize("runtime", ["local", "spark"])
+def test_join_with_reference_data_from_memory_and_file(runtime, tmp_path, request):
+    if runtime == "spark":
+        request.getfixturevalue("spark")
+    path = tmp_path / "ref.json"
+    path.write_text(json.dumps(ROWS))
+    from_file = bind(ReferenceDataInputAdapterFactory(), ReferenceDataConfig(path, 5))
+    from_memory = bind(MemoryInputAdapterFactory(), reference_data(ROWS, 5))
+    for query in (from_file, from_memory):
+        events = [e for e in query.collect(runtime) if isinstance(e, PointEvent)]
+        assert [(e.start, e.payload["plate"]) for e in events] == [(10, "A"), (40, "A")]
+
+
+def test_file_options_and_bad_rows(tmp_path):
+    path = tmp_path / "ref.csv"
+    path.write_text("plate,expired,extra\nA,1,x\nB,0\n")
+    adapter = ReferenceDataInputAdapterFactory().create(
+        ReferenceDataConfig(path, 7, format="csv", payload_columns=["plate", "expired"]),
+        EventShape.EDGE)
+    first, second = adapter.read(0, adapter.latest_offset())
+    assert first == Arriving(EdgeEvent.start_edge(7, {"plate": "A", "expired": "1"}), 7)
+    assert isinstance(second, InvalidInput) and "line 3" in second.reason
+    with pytest.raises(InvalidSettingsError, match="EDGE"):
+        ReferenceDataInputAdapterFactory().create(ReferenceDataConfig(path, 7), EventShape.POINT)
+    with pytest.raises(InvalidSettingsError, match="format"):
+        ReferenceDataConfig(path, 7, format="xml")
