@@ -29,8 +29,8 @@ import click
 
 from cti.errors import CtiError
 from cti.events import EventShape
-from cti.progress import Display, RunProgress
 from cti.plot_command import plot
+from cti.progress import Display, RunProgress
 from cti.query_file import QueryFileError, load_streams
 
 BATCH_SIZE_ENV = "CTI_RUN_BATCH_SIZE"  # caps each source's micro-batches (tests, back-pressure)

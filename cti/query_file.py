@@ -8,7 +8,8 @@ mapping ``STREAMS``. The ``cti`` commands take such a file::
         return {"per_booth": entries.group_by("TollId").apply(...)}
 
 The file runs as its own module (its folder first on ``sys.path``, so it can import modules
-beside it, also from ``streams()``); its classes travel to Spark's executors by value, like a script's.
+beside it, also from ``streams()``); its classes travel to Spark's executors by value, like a
+script's.
 """
 
 from __future__ import annotations

@@ -6,9 +6,8 @@ script), and its Delta tables are compared with the streams' own output.
 
 from __future__ import annotations
 
-import re
-
 import os
+import re
 import shutil
 import subprocess
 import sys
