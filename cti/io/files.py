@@ -8,6 +8,16 @@ are skipped and never count). ``latest_offset()`` is the number of data rows in 
 ``read(start, end)`` gives rows [start, end), so a replay reads the same rows again; files are
 bounded (``is_complete()`` is True). Line numbers in messages are physical lines, from 1.
 
+A directory (``path`` names one) is its files in the order of their modification time (then
+name), as one input: offsets run over the first file's data rows, then the second's, and so
+on. Each file's rows arrive at its modification time (``Arriving``) unless ``arrival_column``
+names a column or ``file_arrival=False``. With ``live=True`` new files are picked up as they
+appear; each file is scanned once per process (its row count is kept by its identity), and a
+read touches only the files of its offset range. Files are immutable once in the directory
+(write elsewhere, or under a name starting with ``.`` or ``_``, which are ignored, and rename):
+a file that appears with a modification time before one already listed would shift offsets
+that were read already, so it is refused.
+
 A row that cannot become an event (bad JSON, a missing, null or unparseable time, end <= start,
 an unknown edge type, a missing payload column) is not an exception: ``read`` yields
 ``InvalidInput`` whose reason names the file, the line and the rule, and ingress then raises
@@ -20,6 +30,7 @@ without an offset is taken as UTC) or int ticks (microseconds since the Unix epo
 from __future__ import annotations
 
 import csv
+import fnmatch
 import json
 import os
 import re
@@ -75,8 +86,12 @@ class FileInputConfig:
       listed column that a row lacks makes the row bad input. JSON values are kept as they are
       (nested objects too), CSV values stay strings.
     - ``delimiter``: the CSV field delimiter (CSV only).
-    - ``live``: the file may still grow (a tailed log): the input never ends, so there is no
-      end-of-input flush; each run reads what has been appended since the last one.
+    - ``live``: the file may still grow (a tailed log), or the directory get new files: the
+      input never ends, so there is no end-of-input flush; each run (or micro-batch of a
+      started query) reads what has been added since the last one.
+    - ``pattern``: in a directory, only the files whose name matches this glob (``"*.json"``).
+    - ``file_arrival``: in a directory, rows arrive at their file's modification time (the
+      default, unless ``arrival_column`` is given); False: no arrival time.
     """
 
     path: str = attrs.field(converter=os.fspath)
@@ -90,6 +105,8 @@ class FileInputConfig:
     cti_column: str | None = attrs.field(default=None, validator=_opt_column)
     delimiter: str = ","
     live: bool = attrs.field(default=False, converter=bool)
+    pattern: str | None = attrs.field(default=None, validator=_opt_column)
+    file_arrival: bool = attrs.field(default=True, converter=bool)
 
     @start_column.validator
     def _check_start(self, _attr: Any, value: Any) -> None:
@@ -315,6 +332,60 @@ def _scan(path: str, fmt: str, delimiter: str) -> list[_Record]:
     return records
 
 
+@attrs.frozen
+class _File:
+    path: str
+    mtime_ns: int | None  # None: a single file (no arrival from it)
+    rows: int
+
+
+_COUNTS: OrderedDict[tuple, int] = OrderedDict()  # a file's identity -> its data rows
+_COUNTS_SIZE = 1_000_000
+_LISTED: dict[tuple, tuple[tuple[int, str], set[str]]] = {}  # directory -> (last key, names)
+
+
+def _directory(path: str, pattern: str | None, fmt: str, delimiter: str) -> list[_File]:
+    """A directory's files (not ``.``/``_``-prefixed, matching ``pattern``) by modification
+    time then name, with their data-row counts (each file scanned once per process). Raises
+    when a file appears that sorts before one listed earlier in this process: offsets already
+    read would shift."""
+    entries = []
+    with os.scandir(path) as it:
+        for e in it:
+            if e.name[0] in "._" or not e.is_file() or (
+                    pattern is not None and not fnmatch.fnmatchcase(e.name, pattern)):
+                continue
+            st = e.stat()
+            entries.append((st.st_mtime_ns, e.name, st))
+    entries.sort(key=lambda x: (x[0], x[1]))
+    where = (os.path.abspath(path), pattern)
+    with _CACHE_LOCK:
+        last, names = _LISTED.get(where, ((-1, ""), set()))
+        for mtime, name, _ in entries:
+            if name not in names and (mtime, name) < last:
+                raise InvalidSettingsError(
+                    f"{os.path.join(path, name)} appeared in a live directory with a "
+                    "modification time before files already read: files are read in the order "
+                    "of their modification time, so offsets already read would shift (rule: "
+                    "new files in a directory input are newer than the files before them)")
+        if entries:
+            _LISTED[where] = ((entries[-1][0], entries[-1][1]), names | {n for _, n, _ in entries})
+    files = []
+    for mtime, name, st in entries:
+        full = os.path.join(path, name)
+        key = (os.path.abspath(full), fmt, delimiter, st.st_dev, st.st_ino, st.st_size, mtime)
+        with _CACHE_LOCK:
+            rows = _COUNTS.get(key)
+        if rows is None:
+            rows = len(_scan(full, fmt, delimiter))
+            with _CACHE_LOCK:
+                _COUNTS[key] = rows
+                while len(_COUNTS) > _COUNTS_SIZE:
+                    _COUNTS.popitem(last=False)
+        files.append(_File(full, mtime, rows))
+    return files
+
+
 # ---- records into events ------------------------------------------------------------------
 
 
@@ -394,24 +465,42 @@ class FileInputAdapter:
     def _records(self) -> list[_Record]:
         return _scan(self.config.path, self.format, self.config.delimiter)
 
+    def _files(self) -> list[_File]:
+        """The files of the input with their data-row counts, in offset order."""
+        if not os.path.isdir(self.config.path):
+            return [_File(self.config.path, None, len(self._records()))]
+        return _directory(self.config.path, self.config.pattern, self.format,
+                          self.config.delimiter)
+
     def latest_offset(self) -> int:
-        return len(self._records())
+        return sum(f.rows for f in self._files())
 
     def read(self, start: int, end: int) -> Iterator[AdapterItem]:
-        for record in self._records()[start:end]:
-            yield self.to_item(record)
+        arrive = self.config.arrival_column is None and self.config.file_arrival
+        first = 0
+        for f in self._files():
+            if first >= end:
+                return
+            if first + f.rows > start:
+                arrival = f.mtime_ns // 1000 if arrive and f.mtime_ns is not None else None
+                records = _scan(f.path, self.format, self.config.delimiter)
+                for record in records[max(0, start - first):end - first]:
+                    yield self.to_item(record, f.path, arrival)
+            first += f.rows
 
     def is_complete(self) -> bool:
         return not self.config.live
 
-    def to_item(self, record: _Record) -> AdapterItem:
-        where = f"{self.config.path}, line {record.line}"
+    def to_item(self, record: _Record, path: str | None = None,
+                arrival: int | None = None) -> AdapterItem:
+        where = f"{path or self.config.path}, line {record.line}"
         if record.error is not None:
             return InvalidInput(f"{where}: {record.error}", record.raw)
         try:
-            return self._build(record.fields)
+            item = self._build(record.fields)
         except (_RowError, InvalidEventError, TypeError, ValueError) as exc:
             return InvalidInput(f"{where}: {exc}", record.raw)
+        return item if arrival is None else Arriving(item, arrival)
 
     def _build(self, fields: dict[str, Any]) -> AdapterItem:
         cfg = self.config
