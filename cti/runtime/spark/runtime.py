@@ -247,8 +247,9 @@ class SparkRuntime:
 
     def _start_query(self, bound: Any, checkpoint: str | None = None) -> StreamingQuery:
         frame, _, _ = self.query_frame([bound.stream])
+        sink = (bound.factory, bound.config, bound.stream.shape)  # not the plan: its inputs
         written = (frame.where(F.col("role") == OP).select("blob").repartition(1)
-                   .mapInArrow(partial(_write_query_partition, bound), "written long"))
+                   .mapInArrow(partial(_write_query_partition, sink), "written long"))
         return (written.writeStream.format("noop").outputMode("append")
                 .option("checkpointLocation", checkpoint or self._checkpoint()).start())
 
@@ -277,7 +278,7 @@ def _as_query(stream: Any) -> Any:
                          f"{stream.name}$output")
 
 
-def _write_query_partition(bound: Any, batches: Iterator[pa.RecordBatch]
+def _write_query_partition(sink: tuple[Any, Any, Any], batches: Iterator[pa.RecordBatch]
                            ) -> Iterator[pa.RecordBatch]:
     """One micro-batch of a query's output (Arrow batches of one task, each row a shard's
     packed output), in output order, to a new output adapter, with the micro-batch's id (a
@@ -285,7 +286,8 @@ def _write_query_partition(bound: Any, batches: Iterator[pa.RecordBatch]
     rows = unpack_output(blob for b in batches for blob in b.column(0).to_pylist())
     if len(rows):  # handed over as Arrow: ``deliver`` orders it there, then makes the frame
         batch_id = int(TaskContext.get().getLocalProperty(_BATCH_ID))
-        adapter = bound.factory.create(bound.config, bound.stream.shape)
+        factory, config, shape = sink
+        adapter = factory.create(config, shape)
         deliver(adapter, rows, batch_id)
         adapter.close()
     yield pa.RecordBatch.from_pydict({"written": [len(rows)]})

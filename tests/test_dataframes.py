@@ -1,0 +1,161 @@
+"""Spark DataFrames in and out: a stream bound to a streaming DataFrame gives the same output
+as the same rows read as a batch DataFrame in-process, however the input is cut into
+micro-batches; a query's output as a streaming DataFrame; started queries stop and resume
+from their checkpoint with nothing lost or repeated; mistakes are refused by name."""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from cti import (
+    AdvanceTimeGenerationSettings,
+    AdvanceTimeSettings,
+    Application,
+    BadInputError,
+    BindingError,
+    CepStream,
+    Cti,
+    EventShape,
+    InvalidSettingsError,
+    PointEvent,
+    agg,
+)
+from cti.io.outputs import JsonLinesOutputAdapterFactory, read_json_lines_output
+from cti.runtime.local import LocalRuntime
+
+SCHEMA = "t long, k string, v long"
+ROWS = [{"t": t, "k": "abc"[i % 3], "v": i}
+        for i, t in enumerate([1, 3, 2, 11, 12, 25, 20, 33, 30, 41, 52, 47, 60, 58, 71])]
+# No CTI at infinity when the input ends: a live DataFrame never ends, a batch one does.
+SETTINGS = AdvanceTimeSettings(AdvanceTimeGenerationSettings(
+    2, delay=timedelta(microseconds=4), advance_to_infinity_on_shutdown=False))
+
+
+def put_files(directory: Path, rows: list[dict], per_file: int, first: int = 0) -> None:
+    """Rows in files of ``per_file`` rows, each file newer than the one before."""
+    directory.mkdir(exist_ok=True)
+    for n in range(0, len(rows), per_file):
+        k = first + n // per_file
+        path = directory / f"part-{k:04d}.json"
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows[n:n + per_file]))
+        os.utime(path, ns=(10**18 + k * 10**9,) * 2)
+
+
+def frame(spark, directory: Path, streaming: bool = True, **options):
+    reader = spark.readStream if streaming else spark.read
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    return reader.schema(SCHEMA).json(str(directory)).selectExpr(
+        "*", "_metadata.file_modification_time AS arrived", "_metadata.file_name AS file")
+
+
+def bind(df, name: str = "s", **kw):
+    return CepStream.from_dataframe(name, df, "point", start="t", arrival="arrived",
+                                    order_by=["file", "v"], payload=["k", "v"],
+                                    advance_time_settings=SETTINGS, application=Application(),
+                                    **kw)
+
+
+def counts(stream):
+    return stream.group_by("k").apply(
+        lambda g: g.tumbling_window(timedelta(microseconds=10)).aggregate(n=agg.count()))
+
+
+def test_streaming_dataframe_equals_batch_in_process_whatever_the_micro_batches(spark,
+                                                                                tmp_path):
+    from cti.runtime.spark import SparkRuntime
+
+    put_files(tmp_path / "in", ROWS, 3)
+    expected_in = bind(frame(spark, tmp_path / "in", streaming=False)).run(LocalRuntime())
+    expected = counts(bind(frame(spark, tmp_path / "in", streaming=False))).collect(
+        LocalRuntime())
+    assert any(isinstance(e, PointEvent) for e in expected)
+    # One file per micro-batch, over two shards (group_by spreads the query by "k").
+    got_in = bind(frame(spark, tmp_path / "in", maxFilesPerTrigger=1)).run(SparkRuntime(spark))
+    assert got_in["s"].items == expected_in["s"].items
+    assert got_in["s"].metrics == expected_in["s"].metrics
+    assert got_in["s"].metrics["dropped"] > 0  # the disorder matters
+    query = counts(bind(frame(spark, tmp_path / "in", maxFilesPerTrigger=2)))
+    assert query.collect(SparkRuntime(spark, shards=2)) == expected
+
+
+def test_output_as_a_streaming_dataframe(spark, tmp_path):
+    from cti.runtime.spark import SparkRuntime
+
+    put_files(tmp_path / "in", ROWS, 5)
+    expected = counts(bind(frame(spark, tmp_path / "in", streaming=False))).collect(
+        LocalRuntime())
+    out = counts(bind(frame(spark, tmp_path / "in"))).to_dataframe(
+        SparkRuntime(spark), payload_schema="k string, n long")
+    assert out.isStreaming and out.columns == ["release", "kind", "start", "end", "k", "n"]
+    writer = (out.writeStream.format("json").option("path", str(tmp_path / "out"))
+              .option("checkpointLocation", str(tmp_path / "checkpoint")).start())
+    writer.processAllAvailable()
+    writer.stop()
+    rows = spark.read.json(str(tmp_path / "out")).collect()
+    events = sorted((r.start, r.k, r.n) for r in rows if r.kind == "point")
+    ctis = sorted(r.start for r in rows if r.kind == "cti")
+    assert events == sorted((e.start, e.payload["k"], e.payload["n"])
+                            for e in expected if isinstance(e, PointEvent))
+    assert ctis == [c.time for c in expected if isinstance(c, Cti)]
+
+
+def test_started_query_stops_and_resumes_from_its_checkpoint(spark, tmp_path):
+    from cti.runtime.spark import RunningQuery, SparkRuntime
+
+    put_files(tmp_path / "in", ROWS[:6], 3)
+    query = counts(bind(frame(spark, tmp_path / "in"))).to(JsonLinesOutputAdapterFactory(),
+                                                          str(tmp_path / "out"))
+    runtime = SparkRuntime(spark, checkpoint_location=str(tmp_path / "checkpoint"))
+    handle = query.start(runtime)
+    assert isinstance(handle, RunningQuery) and handle.is_active
+    handle.process_all_available()
+    put_files(tmp_path / "in", ROWS[6:10], 2, first=2)  # new files while it runs
+    handle.process_all_available()
+    assert handle.progress and all("s.accepted" in p for p in handle.progress)
+    handle.stop()
+    assert not handle.is_active and handle.await_termination(1)
+    before = read_json_lines_output(tmp_path / "out")
+    put_files(tmp_path / "in", ROWS[10:], 5, first=4)  # arrives while the query is down
+    handle = query.start(runtime)  # the same call resumes from the checkpoint
+    handle.process_all_available()
+    handle.stop()
+    after = read_json_lines_output(tmp_path / "out")
+    expected = counts(bind(frame(spark, tmp_path / "in", streaming=False))).collect(
+        LocalRuntime())
+    assert after[:len(before)] == before and len(after) > len(before)
+    assert after == expected
+
+
+def test_bad_rows_and_refusals_name_the_stream_and_column(spark, tmp_path):
+    from cti.runtime.spark import SparkRuntime
+
+    put_files(tmp_path / "in", [{"t": 1, "k": "a", "v": 0}, {"k": "a", "v": 1}], 5)
+    with pytest.raises(BadInputError, match="'s'.*t is null"):
+        bind(frame(spark, tmp_path / "in")).run(SparkRuntime(spark))
+    dead = bind(frame(spark, tmp_path / "in"), on_bad_input="dead_letter").run(
+        SparkRuntime(spark))["s"]
+    assert dead.metrics["invalid"] == 1 and dead.metrics["accepted"] == 1
+    df = frame(spark, tmp_path / "in")
+    with pytest.raises(InvalidSettingsError, match="'s'.*start column 'time' is not a column"):
+        CepStream.from_dataframe("s", df, "point", start="time", order_by="v",
+                                 application=Application())
+    with pytest.raises(InvalidSettingsError, match="'s'.*start column 'k' is string"):
+        CepStream.from_dataframe("s", df, "point", start="k", order_by="v",
+                                 application=Application())
+    with pytest.raises(InvalidSettingsError, match="arrival= .* order_by="):
+        CepStream.from_dataframe("s", df, "point", start="t", application=Application())
+    with pytest.raises(InvalidSettingsError, match="interval input needs end="):
+        CepStream.from_dataframe("s", df, EventShape.INTERVAL, start="t", order_by="v",
+                                 application=Application())
+    with pytest.raises(InvalidSettingsError, match="'s' reads a streaming DataFrame.*Spark"):
+        bind(df).collect(LocalRuntime())
+    with pytest.raises(BindingError, match="start\\(\\) needs SparkRuntime"):
+        bind(df).to(JsonLinesOutputAdapterFactory(), str(tmp_path / "o")).start(LocalRuntime())
+    with pytest.raises(TypeError, match="'s' reads a batch DataFrame"):
+        bind(frame(spark, tmp_path / "in", streaming=False)).collect(SparkRuntime(spark))
