@@ -75,15 +75,21 @@ class RunningQuery:
     def exception(self) -> BaseException | None:
         return self.query.exception()
 
-    def stop(self, wait: float = 30.0) -> None:
-        """Stop after the micro-batch in progress (waiting up to ``wait`` seconds for it to
-        finish). A micro-batch interrupted all the same is not lost: its offsets are in the
-        checkpoint's write-ahead log, and it runs again when the query restarts."""
+    def stop(self, wait: float = 60.0) -> None:
+        """Stop once the micro-batch in progress has finished (waiting up to ``wait``
+        seconds). Spark cannot hold off the next trigger, so a micro-batch just begun may be
+        interrupted: it is not lost, its offsets are in the checkpoint's write-ahead log and it
+        runs again, exactly once, when the query is started again."""
         deadline = time.monotonic() + wait
-        while self.query.isActive and self.query.status["isTriggerActive"] \
-                and time.monotonic() < deadline:
+        last = self._last_batch()
+        while (self.query.isActive and self.query.status["isTriggerActive"]
+               and self._last_batch() == last and time.monotonic() < deadline):
             time.sleep(0.05)
         self.query.stop()
+
+    def _last_batch(self) -> int:
+        progress = self.query.lastProgress
+        return -1 if progress is None else int(progress["batchId"])
 
     def __enter__(self) -> RunningQuery:
         return self
