@@ -103,6 +103,20 @@ def test_output_as_a_streaming_dataframe(spark, tmp_path):
     assert events == sorted((e.start, e.payload["k"], e.payload["n"])
                             for e in expected if isinstance(e, PointEvent))
     assert ctis == [c.time for c in expected if isinstance(c, Cti)]
+    # A bound stream's own output (its ingress output), payload as JSON.
+    plain = bind(frame(spark, tmp_path / "in")).to_dataframe(SparkRuntime(spark))
+    assert plain.columns == ["release", "kind", "start", "end", "payload"]
+    writer = plain.writeStream.format("memory").queryName("cti_plain_output").start()
+    writer.processAllAvailable()
+    writer.stop()
+    got = sorted((r.start, r.payload) for r in spark.table("cti_plain_output").collect()
+                 if r.kind == "point")
+    want = bind(frame(spark, tmp_path / "in", streaming=False)).collect(LocalRuntime())
+    last_cti = max(e.time for e in want if isinstance(e, Cti))
+    # Released in CTI blocks, as a query's output: an event waits for a CTI above its start.
+    assert got == sorted((e.start, json.dumps(e.payload, separators=(",", ":"), sort_keys=True))
+                         for e in want if isinstance(e, PointEvent) and e.start < last_cti)
+    assert len(got) < sum(isinstance(e, PointEvent) for e in want)
 
 
 def test_started_query_stops_and_resumes_from_its_checkpoint(spark, tmp_path):
