@@ -11,6 +11,8 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cti import (
     AdvanceTimeGenerationSettings,
@@ -173,3 +175,47 @@ def test_bad_rows_and_refusals_name_the_stream_and_column(spark, tmp_path):
         bind(df).to(JsonLinesOutputAdapterFactory(), str(tmp_path / "o")).start(LocalRuntime())
     with pytest.raises(TypeError, match="'s' reads a batch DataFrame"):
         bind(frame(spark, tmp_path / "in", streaming=False)).collect(SparkRuntime(spark))
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows=st.lists(st.tuples(st.integers(0, 5), st.integers(0, 9), st.sampled_from("abc")),
+                     min_size=1, max_size=30),
+       cuts=st.lists(st.integers(0, 30), max_size=4), shuffle=st.randoms(use_true_random=False),
+       first=st.integers(0, 100))
+def test_a_micro_batch_is_numbered_the_same_however_spark_splits_it(rows, cuts, shuffle, first):
+    """The pieces of a DataFrame input's micro-batch (Spark partitions and Arrow batches, in
+    any order, each shard's with only its own payloads) are numbered alike: by the sort key,
+    from the stream's next sequence number."""
+    import pandas as pd
+    import pyarrow as pa
+
+    from cti.io.dataframes import ORDER
+    from cti.runtime.spark.packing import _IN_ARROW, pack_unnumbered, routed, unpack
+    from cti.runtime.spark.source import QueryRoute
+
+    n = len(rows)
+    table = pa.table({
+        "stream": pa.array([0] * n, pa.int32()), "seq": pa.array([-1] * n, pa.int64()),
+        "arrival": [a for a, _, _ in rows], "kind": ["point"] * n, "start": [s for _, s, _ in rows],
+        "end": [-(2**63)] * n, "payload": [json.dumps({"k": k, "i": i})
+                                           for i, (_, _, k) in enumerate(rows)],
+        "error": pa.nulls(n, pa.string()), "partition": pa.nulls(n, pa.string())},
+        schema=_IN_ARROW)
+    order = pa.table({ORDER + "arrival": table.column("arrival"),
+                      ORDER + "hash": pa.array([s * 1000 + ord(k) for _, s, k in rows])})
+    route = QueryRoute(0, 2, {(0, 0): "k"}, frozenset(), False)
+    bounds = sorted({0, n, *(c % (n + 1) for c in cuts)})
+    numbered = {}
+    for shard in range(2):
+        pieces = []
+        for a, b in zip(bounds, bounds[1:], strict=False):
+            part = dict(routed(route, 0, table.slice(a, b - a)))[shard]
+            pieces.append(pack_unnumbered(part, order.slice(a, b - a)))
+        shuffle.shuffle(pieces)
+        got = unpack(pd.DataFrame({"group": [0] * len(pieces), "seq": [-1] * len(pieces),
+                                   "blob": pieces}), lambda g, i: first)
+        assert sorted(got["seq"]) == list(range(first, first + n))
+        numbered[shard] = got.sort_values("seq")[["arrival", "start", "own"]].to_numpy().tolist()
+    assert numbered[0] == numbered[1]  # every shard numbers the rows the same way
+    keys = sorted((a, s * 1000 + ord(k), s) for a, s, k in rows)
+    assert [(a, s) for a, s, _ in numbered[0]] == [(a, s) for a, _, s in keys]
