@@ -202,6 +202,39 @@ class CepStream(QueryOperators):
         app._register(stream)
         return stream
 
+    @classmethod
+    def from_dataframe(
+        cls,
+        name: str,
+        frame: Any,
+        shape: EventShape | str,
+        *,
+        start: str,
+        end: str | None = None,
+        edge: str | None = None,
+        arrival: str | None = None,
+        order_by: Sequence[str] | str = (),
+        partition: str | None = None,
+        payload: Sequence[str] | None = None,
+        advance_time_settings: AdvanceTimeSettings | None = None,
+        application: Application | None = None,
+        on_bad_input: str = "raise",
+        event_ordering_policy: EventOrderingPolicy | None = None,
+    ) -> CepStream:
+        """Bind a stream to a Spark DataFrame's columns (``cti.io.dataframes``): a streaming
+        one (any Spark source: Kafka, Delta, files, rate) on ``SparkRuntime``, a batch one on
+        either runtime. ``start`` (``end``; ``edge``, the edge kind column) are timestamp or
+        integer-tick columns; ``arrival`` and ``order_by`` give the rows' order; ``payload``:
+        the payload columns (default: every other column)."""
+        from cti.io.dataframes import DataFrameInputAdapterFactory, DataFrameInputConfig
+
+        config = DataFrameInputConfig(frame, start, end, edge, arrival, order_by, partition,
+                                      payload)
+        config.check(name, _check_shape(shape))
+        return cls.create(name, DataFrameInputAdapterFactory(name), config, shape,
+                          advance_time_settings, application=application,
+                          on_bad_input=on_bad_input, event_ordering_policy=event_ordering_policy)
+
     def _node(self) -> plan.Node:
         return plan.Input(self, fields=self.payload_fields, label=repr(self.name))
 
@@ -299,6 +332,16 @@ class Query:
 
         group = self.stream.ingress_group()
         resolve_runtime(runtime).write(group, [self.output_binding(group)])
+
+    def start(self, runtime: Runtime | str | None = None) -> Any:
+        """Start writing the stream's output as its input arrives, until stopped: a
+        ``RunningQuery`` (``cti.runtime.spark.handle``). On ``SparkRuntime`` only; give it a
+        ``checkpoint_location`` to resume where a stopped run left off."""
+        from cti.runtime.base import streaming_runtime
+
+        group = self.stream.ingress_group()
+        return streaming_runtime(runtime, "start()").start_write(
+            group, [self.output_binding(group)])
 
 
 @attrs.frozen

@@ -43,3 +43,12 @@ def run_twice_from_checkpoint(spark: Any, tmp_path: Path, rows: list[dict], firs
     assert min(set(files) - set(first_files)) > max(first_files)
     assert after[:len(before)] == before  # released output is final: never retracted
     return before, after
+
+
+def put_file(directory: Path, name: str, rows: list[dict], mtime_s: int) -> None:
+    """A file of JSON lines in a directory input, modified at ``mtime_s`` (seconds)."""
+    import os
+
+    directory.mkdir(exist_ok=True)
+    write(directory / name, rows, "w")
+    os.utime(directory / name, ns=(mtime_s * 10**9,) * 2)

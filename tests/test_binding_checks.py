@@ -57,7 +57,6 @@ MISTAKES = {
                              "does not exist"),
     "missing-directory": (lambda p: csv_input(p["csv"].parent / "nodir" / "Entry.csv"),
                           "no directory"),
-    "directory-not-file": (lambda p: json_input(p["csv"].parent), "is a directory"),
     "csv-time-column": (lambda p: csv_input(p["csv"], "EntryTme"),
                         "no column 'EntryTme' (start_column; did you mean 'EntryTime'?)"),
     "csv-payload-column": (lambda p: csv_input(p["csv"], payload_columns=["Plate"]),

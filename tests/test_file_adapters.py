@@ -4,10 +4,12 @@ bad rows as errors or dead letters, and offset replay. In-process only (LocalRun
 from __future__ import annotations
 
 import json
+import os
 import pickle
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import attrs
 import pytest
 
 from cti import (
@@ -401,3 +403,69 @@ def test_factory_and_config_pickle():
     assert config2 == config and hash(config2) == hash(config)
     assert factory2.advance_time_settings == factory.advance_time_settings
     assert all_items(factory2.create(config2, EventShape.POINT))[0].payload == {"TollId": 1}
+
+
+# ---- a directory of files ------------------------------------------------------------------
+
+
+def _put(directory: Path, name: str, rows: list[dict], mtime_s: int) -> None:
+    path = directory / name
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    os.utime(path, ns=(mtime_s * 10**9, mtime_s * 10**9))
+
+
+def test_directory_reads_files_by_modification_time_arriving_then(tmp_path):
+    _put(tmp_path, "b.json", [{"t": 5, "id": 1}, {"t": 7, "id": 2}], 2000)
+    _put(tmp_path, "a.json", [{"t": 3, "id": 0}], 1000)
+    _put(tmp_path, "_partial.json", [{"t": 1, "id": 9}], 500)  # ignored: being written
+    _put(tmp_path, "c.csv", [{"t": 1, "id": 8}], 3000)  # not matching the pattern
+    config = FileInputConfig(tmp_path, start_column="t", time_format="ticks", pattern="*.json")
+    adapter = JsonLinesInputAdapterFactory().create(config, EventShape.POINT)
+    assert adapter.latest_offset() == 3 and adapter.is_complete()
+    assert list(adapter.read(0, 3)) == [
+        Arriving(PointEvent(3, {"id": 0}), to_ticks(datetime.fromtimestamp(1000, UTC))),
+        Arriving(PointEvent(5, {"id": 1}), to_ticks(datetime.fromtimestamp(2000, UTC))),
+        Arriving(PointEvent(7, {"id": 2}), to_ticks(datetime.fromtimestamp(2000, UTC)))]
+    assert list(adapter.read(1, 2)) == list(adapter.read(0, 3))[1:2]  # replayable by offset
+    plain = attrs.evolve(config, file_arrival=False)
+    items = list(JsonLinesInputAdapterFactory().create(plain, EventShape.POINT).read(0, 3))
+    assert items == [PointEvent(3, {"id": 0}), PointEvent(5, {"id": 1}), PointEvent(7, {"id": 2})]
+    bad = JsonLinesInputAdapterFactory().create(attrs.evolve(config, path=tmp_path / "x"),
+                                                EventShape.POINT)
+    with pytest.raises(FileNotFoundError):
+        bad.latest_offset()
+
+
+def test_live_directory_scans_each_file_once_and_refuses_a_file_from_the_past(tmp_path,
+                                                                              monkeypatch):
+    from cti.io import files
+
+    scanned = []  # the files' contents parsed
+    real = files._scan_json_lines
+    monkeypatch.setattr(files, "_scan_json_lines", lambda data: scanned.append(data) or
+                        real(data))
+    config = FileInputConfig(tmp_path, start_column="t", time_format="ticks", live=True)
+    _put(tmp_path, "1.json", [{"t": 1}, {"t": 2}], 1000)
+    factory = JsonLinesInputAdapterFactory()
+    assert factory.create(config, EventShape.POINT).latest_offset() == 2
+    assert not factory.create(config, EventShape.POINT).is_complete()
+    _put(tmp_path, "2.json", [{"t": 3}], 2000)
+    adapter = factory.create(config, EventShape.POINT)
+    assert adapter.latest_offset() == 3
+    assert [i.item.start for i in adapter.read(2, 3)] == [3]
+    assert scanned == [b'{"t": 1}\n{"t": 2}\n', b'{"t": 3}\n']  # each file once
+    _put(tmp_path, "0.json", [{"t": 0}], 500)  # offsets 0-2 were read: it cannot go before
+    with pytest.raises(InvalidSettingsError, match="0.json.*modification time before"):
+        factory.create(config, EventShape.POINT).latest_offset()
+
+
+def test_directory_stream_runs_with_arrival_from_files(tmp_path):
+    _put(tmp_path, "a.json", [{"t": 10}, {"t": 30}], 1000)
+    _put(tmp_path, "b.json", [{"t": 15}, {"t": 40}], 2000)
+    config = FileInputConfig(tmp_path, start_column="t", time_format="ticks")
+    stream = CepStream.create("d", JsonLinesInputAdapterFactory(), config, EventShape.POINT,
+                              AdvanceTimeSettings.unordered_start_time(timedelta(microseconds=10)),
+                              application=Application())
+    result = stream.run(LocalRuntime())["d"]
+    assert [e.start for e in result.items if isinstance(e, PointEvent)] == [10, 30, 40]
+    assert result.metrics["dropped"] == 1  # 15 arrived (in b.json) after the CTI at 20

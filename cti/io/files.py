@@ -13,6 +13,16 @@ that line one bad row and never swallows the lines after it (so quoted fields ca
 Binding (``check_config``) checks that the file exists and can be read, and that a CSV header
 names every column the config names.
 
+A directory (``path`` names one) is its files in the order of their modification time (then
+name), as one input: offsets run over the first file's data rows, then the second's, and so
+on. Each file's rows arrive at its modification time (``Arriving``) unless ``arrival_column``
+names a column or ``file_arrival=False``. With ``live=True`` new files are picked up as they
+appear; each file is scanned once per process (its row count is kept by its identity), and a
+read touches only the files of its offset range. Files are immutable once in the directory
+(write elsewhere, or under a name starting with ``.`` or ``_``, which are ignored, and rename):
+a file that appears with a modification time before one already listed would shift offsets
+that were read already, so it is refused.
+
 A row that cannot become an event (bad JSON, a missing, null or unparseable time, end <= start,
 an unknown edge type, a missing payload column) is not an exception: ``read`` yields
 ``InvalidInput`` whose reason names the file, the line and the rule, and ingress then raises
@@ -27,6 +37,7 @@ a bad row, since nothing says where it was read.
 from __future__ import annotations
 
 import csv
+import fnmatch
 import json
 import os
 import re
@@ -41,7 +52,7 @@ import attrs
 from cti.adapters import AdapterItem, Arriving, InvalidInput
 from cti.errors import InvalidEventError, InvalidSettingsError
 from cti.events import Cti, EdgeEvent, EdgeType, EventShape, IntervalEvent, PointEvent, StreamItem
-from cti.io.checks import check_columns, check_readable_file
+from cti.io.checks import check_columns, check_readable_directory, check_readable_file
 from cti.schema import check_field
 from cti.settings import AdapterAdvanceTimeSettings
 from cti.time import to_ticks, to_time_zone
@@ -96,8 +107,12 @@ class FileInputConfig:
     - ``delimiter``: the CSV field delimiter (CSV only).
     - ``time_zone``: where ISO times without an offset were read (an IANA name or a tzinfo);
       None takes the application's; with neither, such a time is a bad row.
-    - ``live``: the file may still grow (a tailed log): the input never ends, so there is no
-      end-of-input flush; each run reads what has been appended since the last one.
+    - ``live``: the file may still grow (a tailed log), or the directory get new files: the
+      input never ends, so there is no end-of-input flush; each run (or micro-batch of a
+      started query) reads what has been added since the last one.
+    - ``pattern``: in a directory, only the files whose name matches this glob (``"*.json"``).
+    - ``file_arrival``: in a directory, rows arrive at their file's modification time (the
+      default, unless ``arrival_column`` is given); False: no arrival time.
     """
 
     path: str = attrs.field(converter=os.fspath)
@@ -112,6 +127,8 @@ class FileInputConfig:
     delimiter: str = ","
     live: bool = attrs.field(default=False, converter=bool)
     time_zone: tzinfo | None = attrs.field(default=None, converter=_time_zone)
+    pattern: str | None = attrs.field(default=None, validator=_opt_column)
+    file_arrival: bool = attrs.field(default=True, converter=bool)
 
     @start_column.validator
     def _check_start(self, _attr: Any, value: Any) -> None:
@@ -372,6 +389,67 @@ def _scan(path: str, fmt: str, delimiter: str) -> list[_Record]:
     return records
 
 
+@attrs.frozen
+class _File:
+    path: str
+    mtime_ns: int | None  # None: a single file (no arrival from it)
+    rows: int
+
+
+_COUNTS: OrderedDict[tuple, int] = OrderedDict()  # a file's identity -> its data rows
+_COUNTS_SIZE = 1_000_000
+_LISTED: dict[tuple, tuple[tuple[int, str], set[str]]] = {}  # directory -> (last key, names)
+
+
+def _listing(path: str, pattern: str | None) -> list[tuple[int, str, os.stat_result]]:
+    """A directory's input files (not ``.``/``_``-prefixed, matching ``pattern``) as
+    (modification time, name, stat), in the order they are read."""
+    entries = []
+    with os.scandir(path) as it:
+        for e in it:
+            if e.name[0] in "._" or not e.is_file() or (
+                    pattern is not None and not fnmatch.fnmatchcase(e.name, pattern)):
+                continue
+            st = e.stat()
+            entries.append((st.st_mtime_ns, e.name, st))
+    entries.sort(key=lambda x: (x[0], x[1]))
+    return entries
+
+
+def _directory(path: str, pattern: str | None, fmt: str, delimiter: str) -> list[_File]:
+    """A directory's files (not ``.``/``_``-prefixed, matching ``pattern``) by modification
+    time then name, with their data-row counts (each file scanned once per process). Raises
+    when a file appears that sorts before one listed earlier in this process: offsets already
+    read would shift."""
+    entries = _listing(path, pattern)
+    where = (os.path.abspath(path), pattern)
+    with _CACHE_LOCK:
+        last, names = _LISTED.get(where, ((-1, ""), set()))
+        for mtime, name, _ in entries:
+            if name not in names and (mtime, name) < last:
+                raise InvalidSettingsError(
+                    f"{os.path.join(path, name)} appeared in a live directory with a "
+                    "modification time before files already read: files are read in the order "
+                    "of their modification time, so offsets already read would shift (rule: "
+                    "new files in a directory input are newer than the files before them)")
+        if entries:
+            _LISTED[where] = ((entries[-1][0], entries[-1][1]), names | {n for _, n, _ in entries})
+    files = []
+    for mtime, name, st in entries:
+        full = os.path.join(path, name)
+        key = (os.path.abspath(full), fmt, delimiter, st.st_dev, st.st_ino, st.st_size, mtime)
+        with _CACHE_LOCK:
+            rows = _COUNTS.get(key)
+        if rows is None:
+            rows = len(_scan(full, fmt, delimiter))
+            with _CACHE_LOCK:
+                _COUNTS[key] = rows
+                while len(_COUNTS) > _COUNTS_SIZE:
+                    _COUNTS.popitem(last=False)
+        files.append(_File(full, mtime, rows))
+    return files
+
+
 # ---- records into events ------------------------------------------------------------------
 
 
@@ -456,24 +534,42 @@ class FileInputAdapter:
     def _records(self) -> list[_Record]:
         return _scan(self.config.path, self.format, self.config.delimiter)
 
+    def _files(self) -> list[_File]:
+        """The files of the input with their data-row counts, in offset order."""
+        if not os.path.isdir(self.config.path):
+            return [_File(self.config.path, None, len(self._records()))]
+        return _directory(self.config.path, self.config.pattern, self.format,
+                          self.config.delimiter)
+
     def latest_offset(self) -> int:
-        return len(self._records())
+        return sum(f.rows for f in self._files())
 
     def read(self, start: int, end: int) -> Iterator[AdapterItem]:
-        for record in self._records()[start:end]:
-            yield self.to_item(record)
+        arrive = self.config.arrival_column is None and self.config.file_arrival
+        first = 0
+        for f in self._files():
+            if first >= end:
+                return
+            if first + f.rows > start:
+                arrival = f.mtime_ns // 1000 if arrive and f.mtime_ns is not None else None
+                records = _scan(f.path, self.format, self.config.delimiter)
+                for record in records[max(0, start - first):end - first]:
+                    yield self.to_item(record, f.path, arrival)
+            first += f.rows
 
     def is_complete(self) -> bool:
         return not self.config.live
 
-    def to_item(self, record: _Record) -> AdapterItem:
-        where = f"{self.config.path}, line {record.line}"
+    def to_item(self, record: _Record, path: str | None = None,
+                arrival: int | None = None) -> AdapterItem:
+        where = f"{path or self.config.path}, line {record.line}"
         if record.error is not None:
             return InvalidInput(f"{where}: {record.error}", record.raw)
         try:
-            return self._build(record.fields)
+            item = self._build(record.fields)
         except (_RowError, InvalidEventError, TypeError, ValueError) as exc:
             return InvalidInput(f"{where}: {exc}", record.raw)
+        return item if arrival is None else Arriving(item, arrival)
 
     def _build(self, fields: dict[str, Any]) -> AdapterItem:
         cfg = self.config
@@ -546,17 +642,26 @@ class _FileInputAdapterFactory:
         return FileInputAdapter(config, shape, self.format)
 
     def check_config(self, config: FileInputConfig, shape: EventShape) -> None:
-        """At binding: the config suits the shape, the file exists and can be read, and a CSV
-        header names every column the config names (a live file with no header yet is not
-        checked for columns)."""
+        """At binding: the config suits the shape, the file (or directory) exists and can be
+        read, and a CSV header names every column the config names (a live file with no
+        header yet, or a directory with no file yet, is not checked for columns; a directory's
+        first file stands for its files)."""
         self.create(config, shape)
-        check_readable_file(config.path)
+        path = config.path
+        if os.path.isdir(path):
+            check_readable_directory(path)
+            files = _listing(path, config.pattern)
+            if not files:
+                return
+            path = os.path.join(path, files[0][1])
+        else:
+            check_readable_file(path)
         if self.format != "csv":
             return
-        header = csv_header(config.path, config.delimiter)
+        header = csv_header(path, config.delimiter)
         if header is None:
             return
-        check_columns(config.path, header, config.named_columns, "header")
+        check_columns(path, header, config.named_columns, "header")
 
     def declare_advance_time_properties(
         self, config: Any, shape: EventShape

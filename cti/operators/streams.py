@@ -91,6 +91,16 @@ class QueryOperators:
         """The payload fields of this stream's events where known (None: unknown)."""
         return self._node().fields
 
+    def to_dataframe(self, runtime: Runtime | str | None = None,
+                     payload_schema: Any = None) -> Any:
+        """The output (events and CTIs) as a streaming Spark DataFrame to ``writeStream``
+        anywhere: ``release``, ``kind``, ``start``, ``end`` (ticks) and ``payload`` (JSON), or
+        ``payload_schema``'s columns (a ``StructType`` or DDL string) parsed from it. See
+        docs/spark-runtime.md, "DataFrames in and out"."""
+        from cti.runtime.base import streaming_runtime
+
+        return streaming_runtime(runtime, "to_dataframe()").output_frame(self, payload_schema)
+
     # ---- per event --------------------------------------------------------------------------
 
     def where(self, predicate: Callable[[dict[str, Any]], bool]) -> DerivedStream:
@@ -382,3 +392,11 @@ class DerivedQuery:
         from cti.runtime.base import resolve_runtime
 
         resolve_runtime(runtime).write_query(self)
+
+    def start(self, runtime: Runtime | str | None = None) -> Any:
+        """Start writing the output as the input arrives, until stopped: a ``RunningQuery``
+        (``cti.runtime.spark.handle``). On ``SparkRuntime`` only; give it a
+        ``checkpoint_location`` to resume where a stopped run left off."""
+        from cti.runtime.base import streaming_runtime
+
+        return streaming_runtime(runtime, "start()").start_query(self)

@@ -56,6 +56,19 @@ def resolve_runtime(runtime: Runtime | str | None) -> Runtime:
     return runtime
 
 
+def streaming_runtime(runtime: Runtime | str | None, what: str) -> Any:
+    """The runtime for ``start()`` / ``to_dataframe()``: one that runs Spark streaming queries
+    (``SparkRuntime``); others are refused naming ``what``."""
+    runtime = resolve_runtime(runtime)
+    if not hasattr(runtime, "start_query"):
+        from cti.errors import BindingError
+
+        raise BindingError(f"{what} needs SparkRuntime (a long-running Spark streaming query); "
+                           f"{type(runtime).__name__} runs to the end of the available input: "
+                           "use run() or collect()")
+    return runtime
+
+
 def query_inputs(query: Any) -> tuple[list[IngressGroup], list[tuple[int, int]]]:
     """The ingress groups a derived stream reads, and for each of its input streams (in
     ``query.inputs()`` order) its (group, index in group)."""

@@ -10,10 +10,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from cti.runtime.spark.handle import RunningQuery
     from cti.runtime.spark.runtime import SparkRuntime
     from cti.runtime.spark.session import get_spark
 
-__all__ = ["SparkRuntime", "get_spark"]
+__all__ = ["RunningQuery", "SparkRuntime", "get_spark"]
 
 
 def __getattr__(name: str) -> Any:
@@ -21,6 +22,10 @@ def __getattr__(name: str) -> Any:
         from cti.runtime.spark.runtime import SparkRuntime
 
         return SparkRuntime
+    if name == "RunningQuery":
+        from cti.runtime.spark.handle import RunningQuery
+
+        return RunningQuery
     if name == "get_spark":
         from cti.runtime.spark.session import get_spark
 

@@ -110,10 +110,11 @@ def query_function(queries: Sequence[Any], groups: Sequence[Any],
     def step(key: tuple, batches: Iterator[pd.DataFrame], state: Any
              ) -> Iterator[pd.DataFrame]:
         q, shard = int(key[0]), int(key[1])
-        rows = unpack(pd.concat(list(batches), ignore_index=True))
         mine = sorted({g for g, _ in refs[q]})
         saved = pickle.loads(state.get[0]) if state.exists else {
             "ingress": {g: None for g in mine}, "machine": None}
+        rows = unpack(pd.concat(list(batches), ignore_index=True),
+                      lambda g, i: next_in_seq(saved["ingress"][g], i))
         machine = QueryMachine(plans[q], [], saved["machine"])
         route = routes[q]
         out, ingress_out, direct = [], {}, {}
@@ -147,6 +148,11 @@ def query_function(queries: Sequence[Any], groups: Sequence[Any],
         yield result
 
     return run
+
+
+def next_in_seq(machine_state: dict | None, stream: int) -> int:
+    """The sequence number a stream's next input row gets (the ingress machine's state)."""
+    return 0 if machine_state is None else machine_state["streams"][stream]["next_in_seq"]
 
 
 def _chunk(got: pd.DataFrame, stream: int, shard: int, field: str | None, shards: int

@@ -15,7 +15,7 @@ micro-batch leave its stateful function as one row (``pack_output``).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 from pyspark.sql.types import IntegerType, StructField, StructType
 
 from cti.adapters import FIELD_COLUMN
+from cti.io.dataframes import key_order
 from cti.operators.frame import arrow_to_pandas, dense_codes, exact_field
 from cti.operators.output import OUTPUT_ARROW, step_table
 from cti.rows import eos_row, payload_from_json
@@ -221,19 +222,50 @@ def pack(rows: pa.Table, first_seq: int) -> bytes:
         _KIND.type)))
 
 
-def unpack(packed: pd.DataFrame) -> pd.DataFrame:
-    """The rows of packed Spark rows (``PACKED_SCHEMA``), with their ``group``."""
-    tables = []
+def unpack(packed: pd.DataFrame, next_seq: Callable[[int, int], int] | None = None
+           ) -> pd.DataFrame:
+    """The rows of packed Spark rows (``PACKED_SCHEMA``), with their ``group``. A DataFrame
+    input's pieces (``seq`` -1) are numbered here (``sequenced``), from ``next_seq(group,
+    stream)``, the stream's next sequence number."""
+    tables, unnumbered = [], {}
     for group, first, blob in zip(packed["group"], packed["seq"], packed["blob"], strict=True):
         table = pa.ipc.open_stream(blob).read_all()
+        if first < 0:
+            unnumbered.setdefault((int(group), table.column("stream")[0].as_py()),
+                                  []).append(table)
+            continue
         if "seq" not in table.column_names:
             table = table.append_column("seq", pa.array(
                 np.arange(first, first + table.num_rows, dtype=np.int64)))
         tables.append(table.select(_ARROW.names).cast(_ARROW).append_column(
             "group", pa.array(np.full(table.num_rows, group, np.int32))))
+    for (group, stream), pieces in unnumbered.items():
+        if next_seq is None:
+            raise ValueError("unpack: DataFrame pieces need next_seq")
+        table = sequenced(pa.concat_tables(pieces), next_seq(group, stream))
+        tables.append(table.append_column(
+            "group", pa.array(np.full(table.num_rows, group, np.int32))))
     if not tables:
         return _ARROW.empty_table().to_pandas().assign(group=np.int32(0))
     return arrow_to_pandas(pa.concat_tables(tables))
+
+
+def sequenced(rows: pa.Table, first_seq: int) -> pa.Table:
+    """One micro-batch of a DataFrame input's rows (``_ARROW`` columns and the sort key's
+    ``order:`` columns, any order), in the order of the sort key and numbered from
+    ``first_seq``: every shard, and a replay, numbers them the same way."""
+    rows = rows.take(key_order(rows)).select(_ARROW.names)
+    seq = pa.array(np.arange(first_seq, first_seq + rows.num_rows, dtype=np.int64))
+    return rows.set_column(rows.schema.get_field_index("seq"), "seq", seq).cast(_ARROW)
+
+
+def pack_unnumbered(rows: pa.Table, order: pa.Table) -> bytes:
+    """A piece of a DataFrame input's rows for one shard (``routed``), with their sort key
+    (``order:`` columns), unnumbered (the packed row's ``seq`` is -1)."""
+    rows = rows.cast(_ARROW)
+    for name in order.column_names:
+        rows = rows.append_column(name, order.column(name))
+    return _ipc(rows)
 
 
 def pack_output(events: pd.DataFrame, ctis: Sequence[int]) -> bytes | None:

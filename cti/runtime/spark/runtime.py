@@ -7,7 +7,7 @@ import shutil
 import tempfile
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
-from functools import partial
+from functools import partial, reduce
 from typing import Any
 
 import pyarrow as pa
@@ -18,6 +18,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from cti import errors
+from cti.errors import BindingError
+from cti.io.dataframes import is_dataframe_input
 from cti.operators import usercode
 from cti.operators.output import deliver, table_rows
 from cti.query import IngressGroup, OutputBinding
@@ -25,6 +27,8 @@ from cti.results import DIAGNOSTIC_STATUSES, RunResult
 from cti.rows import OUTPUT_STATUSES
 from cti.runtime.base import queries_inputs
 from cti.runtime.local import derived_result
+from cti.runtime.spark.dataframes import OUTPUT_COLUMNS, output_rows, packed_frame
+from cti.runtime.spark.handle import RunningQuery
 from cti.runtime.spark.ingress import apply_ingress
 from cti.runtime.spark.metrics import OBSERVATION, observe
 from cti.runtime.spark.operators import OP, PASS, apply_queries, routes
@@ -92,14 +96,22 @@ class SparkRuntime:
 
     def source_frame(self, groups: Sequence[IngressGroup],
                      routes: Sequence[QueryRoute] | None = None) -> DataFrame:
-        """The streaming DataFrame of every stream's input rows (one source for all); with
-        ``routes``, packed rows for each query shard (``cti.runtime.spark.packing``)."""
+        """The streaming DataFrame of every stream's input rows (one source for all adapter
+        streams); with ``routes``, packed rows for each query shard
+        (``cti.runtime.spark.packing``), the DataFrame inputs' among them
+        (``cti.runtime.spark.dataframes``)."""
         streams = [(g, i, s.factory, s.config, s.shape)
-                   for g, group in enumerate(groups) for i, s in enumerate(group.streams)]
-        return (self.spark.readStream.format(FORMAT)
-                .option("spec", encode_sources(streams, self.batch_sizes, routes,
-                                               self.spark.sparkContext.defaultParallelism))
-                .load())
+                   for g, group in enumerate(groups) for i, s in enumerate(group.streams)
+                   if not is_dataframe_input(s)]
+        frames = [packed_frame(s, g, i, routes)
+                  for g, group in enumerate(groups) for i, s in enumerate(group.streams)
+                  if is_dataframe_input(s) and routes is not None]
+        if streams or not frames:
+            frames.insert(0, self.spark.readStream.format(FORMAT)
+                          .option("spec", encode_sources(
+                              streams, self.batch_sizes, routes,
+                              self.spark.sparkContext.defaultParallelism)).load())
+        return reduce(DataFrame.unionByName, frames)
 
     def ingress_frame(self, groups: Sequence[IngressGroup]) -> DataFrame:
         """The streaming DataFrame of the groups' ingress output rows (with a ``group`` column)."""
@@ -108,7 +120,7 @@ class SparkRuntime:
 
     def write(self, group: IngressGroup, outputs: Sequence[OutputBinding]) -> None:
         """Run the group into output adapters, written by the executors, batch by batch."""
-        self._drive(self.start(group, outputs))
+        self._drive(self._start_group(group, outputs))
 
     def _drive(self, query: StreamingQuery) -> None:
         """Process all available input, keep the reported metrics, stop; cti errors raised in a
@@ -121,10 +133,23 @@ class SparkRuntime:
             self.progress = _observed(query)
             query.stop()
 
-    def start(self, group: IngressGroup, outputs: Sequence[OutputBinding]) -> StreamingQuery:
+    def _checkpoint(self) -> str:
+        return self.checkpoint_location or tempfile.mkdtemp(prefix="cti-checkpoint-")
+
+    def _start_group(self, group: IngressGroup, outputs: Sequence[OutputBinding],
+                     checkpoint: str | None = None) -> StreamingQuery:
         """Start the group's query writing to output adapters; the caller stops it."""
         outputs = list(outputs)
-        checkpoint = self.checkpoint_location or tempfile.mkdtemp(prefix="cti-checkpoint-")
+        if any(is_dataframe_input(s) for s in group.streams):
+            if len(outputs) != 1 or outputs[0].diagnostics:
+                raise BindingError(
+                    f"stream {outputs[0].name!r} reads a DataFrame: its diagnostics are in a "
+                    "query's run() result (stream.run()), not an output adapter")
+            from cti.operators.streams import DerivedQuery
+
+            o = outputs[0]
+            return self._start_query(DerivedQuery(_as_query(group.streams[o.stream]),
+                                                  o.factory, o.config), checkpoint)
 
         def write_batch(batch: DataFrame, batch_id: int) -> None:
             batch.persist()
@@ -136,13 +161,31 @@ class SparkRuntime:
             batch.unpersist()
 
         return (self.ingress_frame([group]).writeStream.foreachBatch(write_batch)
-                .option("checkpointLocation", checkpoint).start())
+                .option("checkpointLocation", checkpoint or self._checkpoint()).start())
+
+    def start_write(self, group: IngressGroup, outputs: Sequence[OutputBinding]
+                    ) -> RunningQuery:
+        """Start writing the group's streams to output adapters as input arrives
+        (``Query.start``)."""
+        checkpoint = self._checkpoint()
+        return RunningQuery(self._start_group(group, outputs, checkpoint), checkpoint)
+
+    def start_query(self, bound: Any) -> RunningQuery:
+        """Start writing a query to its output adapter as input arrives
+        (``DerivedQuery.start``)."""
+        checkpoint = self._checkpoint()
+        return RunningQuery(self._start_query(bound, checkpoint), checkpoint)
 
     def run(self, group: IngressGroup) -> RunResult:
         return self.run_groups([group])[0]
 
     def run_groups(self, groups: Sequence[IngressGroup]) -> list[RunResult]:
         """Run several independent ingress groups in one streaming query (one key each)."""
+        if any(is_dataframe_input(s) for g in groups for s in g.streams):
+            # DataFrame inputs reach ingress through the query path (packed, numbered there).
+            results = self.run_queries([_as_query(g.streams[0]) for g in groups])
+            return [RunResult({n: r.streams[n] for n in g.names})
+                    for g, r in zip(groups, results, strict=True)]
         per_group: list[list] = [[] for _ in groups]
         for r in self._run_to_memory(self.ingress_frame(groups)):
             per_group[r[0]].append(out_row_from_spark(r[1:]))
@@ -205,15 +248,42 @@ class SparkRuntime:
         """Run a query into its output adapter, written by an executor, batch by batch: in the
         streaming plan itself (one partition, in output order, then Spark's no-op sink), so a
         micro-batch costs no call back into the driver's Python."""
+        self._drive(self._start_query(bound))
+
+    def _start_query(self, bound: Any, checkpoint: str | None = None) -> StreamingQuery:
         frame, _, _ = self.query_frame([bound.stream])
+        sink = (bound.factory, bound.config, bound.stream.shape)  # not the plan: its inputs
         written = (frame.where(F.col("role") == OP).select("blob").repartition(1)
-                   .mapInArrow(partial(_write_query_partition, bound), "written long"))
-        checkpoint = self.checkpoint_location or tempfile.mkdtemp(prefix="cti-checkpoint-")
-        self._drive(written.writeStream.format("noop").outputMode("append")
-                    .option("checkpointLocation", checkpoint).start())
+                   .mapInArrow(partial(_write_query_partition, sink), "written long"))
+        return (written.writeStream.format("noop").outputMode("append")
+                .option("checkpointLocation", checkpoint or self._checkpoint()).start())
+
+    def output_frame(self, stream: Any, payload_schema: Any = None) -> DataFrame:
+        """A query's (or a bound stream's) output as a streaming DataFrame: a row per event and
+        per output CTI, ``OUTPUT_COLUMNS`` (ticks), the payload JSON parsed into
+        ``payload_schema``'s columns when given (``QueryOperators.to_dataframe``)."""
+        query = stream if hasattr(stream, "node") else _as_query(stream)
+        frame, _, _ = self.query_frame([query])
+        rows = (frame.where(F.col("role") == OP).select("blob")
+                .mapInArrow(output_rows, OUTPUT_COLUMNS))
+        if payload_schema is None:
+            return rows
+        parsed = F.from_json("payload", payload_schema)
+        fields = parsed.alias("p")
+        return rows.select("release", "kind", "start", "end", fields).select(
+            "release", "kind", "start", "end", "p.*")
 
 
-def _write_query_partition(bound: Any, batches: Iterator[pa.RecordBatch]
+def _as_query(stream: Any) -> Any:
+    """A bound stream as a query whose output is the stream's own (its ingress output)."""
+    from cti.operators import plan
+    from cti.operators.streams import DerivedStream
+
+    return DerivedStream(plan.Input(stream), stream.shape, stream.application,
+                         f"{stream.name}$output")
+
+
+def _write_query_partition(sink: tuple[Any, Any, Any], batches: Iterator[pa.RecordBatch]
                            ) -> Iterator[pa.RecordBatch]:
     """One micro-batch of a query's output (Arrow batches of one task, each row a shard's
     packed output), in output order, to a new output adapter, with the micro-batch's id (a
@@ -221,7 +291,8 @@ def _write_query_partition(bound: Any, batches: Iterator[pa.RecordBatch]
     rows = unpack_output(blob for b in batches for blob in b.column(0).to_pylist())
     if len(rows):  # handed over as Arrow: ``deliver`` orders it there, then makes the frame
         batch_id = int(TaskContext.get().getLocalProperty(_BATCH_ID))
-        adapter = bound.factory.create(bound.config, bound.stream.shape)
+        factory, config, shape = sink
+        adapter = factory.create(config, shape)
         deliver(adapter, rows, batch_id)
         adapter.close()
     yield pa.RecordBatch.from_pydict({"written": [len(rows)]})
