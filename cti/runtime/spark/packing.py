@@ -28,22 +28,26 @@ from cti.adapters import FIELD_COLUMN
 from cti.io.dataframes import key_order
 from cti.operators.frame import arrow_to_pandas, dense_codes, exact_field
 from cti.operators.output import OUTPUT_ARROW, step_table
-from cti.rows import eos_row, payload_from_json
+from cti.rows import clock_row, eos_row, payload_from_json
 from cti.runtime.local import read_rows
 from cti.runtime.spark.schema import IN_SCHEMA, arrow_schema, in_row_to_tuple
 from cti.runtime.spark.source import QueryRoute
 
 
-def piece(adapter: Any, index: int, start: int, end: int, eos: bool) -> pa.Table:
-    """Input rows [start, end) of stream ``index`` (and its end of input) as an Arrow table of
-    ``IN_SCHEMA`` columns, and the ``field:`` columns a columnar adapter gives (null on rows
-    that have none, such as the end-of-input row)."""
+def piece(adapter: Any, index: int, start: int, end: int, eos: bool,
+          tick: int | None = None) -> pa.Table:
+    """Input rows [start, end) of stream ``index`` (and its end of input, and its recorded
+    clock tick ``tick``) as an Arrow table of ``IN_SCHEMA`` columns, and the ``field:`` columns
+    a columnar adapter gives (null on rows that have none, such as the end-of-input row). The
+    clock and end-of-input rows are no events: ``routed`` sends them to every shard."""
     columnar = hasattr(adapter, "read_frame")
     tables = [_in_table(adapter.read_frame(start, end), index, start)] if columnar else []
     rows = [] if columnar or adapter is None else [
         in_row_to_tuple(r) for r in read_rows(index, adapter, start, end)]
     if eos:
         rows.append(in_row_to_tuple(eos_row(index, end)))
+    if tick is not None:
+        rows.append(in_row_to_tuple(clock_row(index, end, tick)))
     if rows:
         tables.append(pa.table(dict(zip(IN_SCHEMA.fieldNames(), zip(*rows, strict=True),
                                         strict=True)), schema=_IN_ARROW))

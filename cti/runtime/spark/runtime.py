@@ -6,7 +6,8 @@ import re
 import shutil
 import tempfile
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from datetime import timedelta
 from functools import partial, reduce
 from typing import Any
 
@@ -35,7 +36,15 @@ from cti.runtime.spark.operators import OP, PASS, apply_queries, routes
 from cti.runtime.spark.packing import unpack_output
 from cti.runtime.spark.schema import out_row_from_spark
 from cti.runtime.spark.session import get_spark
-from cti.runtime.spark.source import FORMAT, CtiAdapterSource, QueryRoute, encode_sources
+from cti.runtime.spark.source import (
+    FORMAT,
+    CtiAdapterSource,
+    QueryRoute,
+    Ticking,
+    encode_sources,
+    recorded_ticks,
+)
+from cti.time import to_duration_ticks
 
 _ERROR = re.compile(r"cti\.errors\.(\w+): (.*)")
 
@@ -76,12 +85,21 @@ class SparkRuntime:
     back-pressure); by default each micro-batch takes all that is available.
     After a run, ``progress`` holds the ingress metrics Spark reported per micro-batch
     (``observedMetrics["cti"]``, see ``cti.runtime.spark.metrics``).
+    Clock ticks of silent live ``arrival_clock="wall"`` streams (``cti.runtime.spark.source``):
+    ``clock`` gives now in ticks (default: the wall clock; called on the driver, pickled with
+    cloudpickle); ``tick_interval``, how long such a stream of a long-running query
+    (``start()``, ``to_dataframe()``) stays quiet before it ticks again; ``recorded_ticks``
+    reads the ticks a checkpoint's offset log holds.
     """
 
     def __init__(self, spark: SparkSession | None = None,
                  checkpoint_location: str | None = None,
-                 batch_sizes: Sequence[int] | None = None, shards: int | None = None) -> None:
+                 batch_sizes: Sequence[int] | None = None, shards: int | None = None,
+                 clock: Callable[[], int] | None = None,
+                 tick_interval: Any = timedelta(seconds=1)) -> None:
         self._spark = spark
+        self.clock = clock
+        self.tick_interval = to_duration_ticks(tick_interval, "tick_interval")
         self.shards = shards
         self.checkpoint_location = checkpoint_location
         self.batch_sizes = list(batch_sizes) if batch_sizes else None
@@ -95,14 +113,19 @@ class SparkRuntime:
         return self._spark
 
     def source_frame(self, groups: Sequence[IngressGroup],
-                     routes: Sequence[QueryRoute] | None = None) -> DataFrame:
+                     routes: Sequence[QueryRoute] | None = None,
+                     long_running: bool = False) -> DataFrame:
         """The streaming DataFrame of every stream's input rows (one source for all adapter
         streams); with ``routes``, packed rows for each query shard
         (``cti.runtime.spark.packing``), the DataFrame inputs' among them
-        (``cti.runtime.spark.dataframes``)."""
-        streams = [(g, i, s.factory, s.config, s.shape)
-                   for g, group in enumerate(groups) for i, s in enumerate(group.streams)
+        (``cti.runtime.spark.dataframes``). ``long_running``: a silent wall-clock stream ticks
+        again every ``tick_interval`` (else only with its group's movement and once when all
+        is quiet, so processing all available input ends)."""
+        streams = [(g, i, s.factory, s.config, s.shape, spec.arrival_clock == "wall")
+                   for g, group in enumerate(groups)
+                   for i, (s, spec) in enumerate(zip(group.streams, group.specs(), strict=True))
                    if not is_dataframe_input(s)]
+        ticking = Ticking(self.clock, self.tick_interval if long_running else None)
         frames = [packed_frame(s, g, i, routes)
                   for g, group in enumerate(groups) for i, s in enumerate(group.streams)
                   if is_dataframe_input(s) and routes is not None]
@@ -110,12 +133,14 @@ class SparkRuntime:
             frames.insert(0, self.spark.readStream.format(FORMAT)
                           .option("spec", encode_sources(
                               streams, self.batch_sizes, routes,
-                              self.spark.sparkContext.defaultParallelism)).load())
+                              self.spark.sparkContext.defaultParallelism, ticking)).load())
         return reduce(DataFrame.unionByName, frames)
 
-    def ingress_frame(self, groups: Sequence[IngressGroup]) -> DataFrame:
+    def ingress_frame(self, groups: Sequence[IngressGroup], long_running: bool = False
+                      ) -> DataFrame:
         """The streaming DataFrame of the groups' ingress output rows (with a ``group`` column)."""
-        frame = apply_ingress(self.source_frame(groups), [group.specs() for group in groups])
+        frame = apply_ingress(self.source_frame(groups, long_running=long_running),
+                              [group.specs() for group in groups])
         return observe(frame, groups)
 
     def write(self, group: IngressGroup, outputs: Sequence[OutputBinding]) -> None:
@@ -137,7 +162,8 @@ class SparkRuntime:
         return self.checkpoint_location or tempfile.mkdtemp(prefix="cti-checkpoint-")
 
     def _start_group(self, group: IngressGroup, outputs: Sequence[OutputBinding],
-                     checkpoint: str | None = None) -> StreamingQuery:
+                     checkpoint: str | None = None, long_running: bool = False
+                     ) -> StreamingQuery:
         """Start the group's query writing to output adapters; the caller stops it."""
         outputs = list(outputs)
         if any(is_dataframe_input(s) for s in group.streams):
@@ -149,7 +175,8 @@ class SparkRuntime:
 
             o = outputs[0]
             return self._start_query(DerivedQuery(_as_query(group.streams[o.stream]),
-                                                  o.factory, o.config), checkpoint)
+                                                  o.factory, o.config), checkpoint,
+                                     long_running)
 
         def write_batch(batch: DataFrame, batch_id: int) -> None:
             batch.persist()
@@ -160,7 +187,7 @@ class SparkRuntime:
                 rows.repartition(1).foreachPartition(partial(_write_partition, o, batch_id))
             batch.unpersist()
 
-        return (self.ingress_frame([group]).writeStream.foreachBatch(write_batch)
+        return (self.ingress_frame([group], long_running).writeStream.foreachBatch(write_batch)
                 .option("checkpointLocation", checkpoint or self._checkpoint()).start())
 
     def start_write(self, group: IngressGroup, outputs: Sequence[OutputBinding]
@@ -168,13 +195,13 @@ class SparkRuntime:
         """Start writing the group's streams to output adapters as input arrives
         (``Query.start``)."""
         checkpoint = self._checkpoint()
-        return RunningQuery(self._start_group(group, outputs, checkpoint), checkpoint)
+        return RunningQuery(self._start_group(group, outputs, checkpoint, True), checkpoint)
 
     def start_query(self, bound: Any) -> RunningQuery:
         """Start writing a query to its output adapter as input arrives
         (``DerivedQuery.start``)."""
         checkpoint = self._checkpoint()
-        return RunningQuery(self._start_query(bound, checkpoint), checkpoint)
+        return RunningQuery(self._start_query(bound, checkpoint, True), checkpoint)
 
     def run(self, group: IngressGroup) -> RunResult:
         return self.run_groups([group])[0]
@@ -191,6 +218,8 @@ class SparkRuntime:
             per_group[r[0]].append(out_row_from_spark(r[1:]))
         return [RunResult.from_rows(g.names, rows, g.overs)
                 for g, rows in zip(groups, per_group, strict=True)]
+
+    recorded_ticks = staticmethod(recorded_ticks)
 
     def _run_to_memory(self, frame: DataFrame) -> Iterator[Any]:
         """Run a streaming frame to the end of its input into the memory sink; its rows."""
@@ -211,13 +240,15 @@ class SparkRuntime:
 
     # ---- queries (temporal operators) -----------------------------------------------------------
 
-    def query_frame(self, queries: Sequence[Any], with_inputs: bool = False
+    def query_frame(self, queries: Sequence[Any], with_inputs: bool = False,
+                    long_running: bool = False
                     ) -> tuple[DataFrame, list[IngressGroup], list[list[tuple[int, int]]]]:
         """The streaming frame of the queries' output rows (``operators.OUTPUT_SCHEMA``)."""
         groups, refs = queries_inputs(queries)
         shards = self.shards or int(self.spark.conf.get("spark.sql.shuffle.partitions"))
         routed = routes(queries, groups, refs, shards, with_inputs)
-        frame = apply_queries(self.source_frame(groups, routed), queries, groups, refs,
+        frame = apply_queries(self.source_frame(groups, routed, long_running), queries,
+                              groups, refs,
                               with_inputs, routed)
         # Ingress metrics in the query's progress, from the rows (or summaries) of shard 0.
         return observe(frame, groups, "weight", f"role != '{OP}'"), groups, refs
@@ -250,8 +281,9 @@ class SparkRuntime:
         micro-batch costs no call back into the driver's Python."""
         self._drive(self._start_query(bound))
 
-    def _start_query(self, bound: Any, checkpoint: str | None = None) -> StreamingQuery:
-        frame, _, _ = self.query_frame([bound.stream])
+    def _start_query(self, bound: Any, checkpoint: str | None = None,
+                     long_running: bool = False) -> StreamingQuery:
+        frame, _, _ = self.query_frame([bound.stream], long_running=long_running)
         sink = (bound.factory, bound.config, bound.stream.shape)  # not the plan: its inputs
         written = (frame.where(F.col("role") == OP).select("blob").repartition(1)
                    .mapInArrow(partial(_write_query_partition, sink), "written long"))
@@ -263,7 +295,7 @@ class SparkRuntime:
         per output CTI, ``OUTPUT_COLUMNS`` (ticks), the payload JSON parsed into
         ``payload_schema``'s columns when given (``QueryOperators.to_dataframe``)."""
         query = stream if hasattr(stream, "node") else _as_query(stream)
-        frame, _, _ = self.query_frame([query])
+        frame, _, _ = self.query_frame([query], long_running=True)
         rows = (frame.where(F.col("role") == OP).select("blob")
                 .mapInArrow(output_rows, OUTPUT_COLUMNS))
         if payload_schema is None:

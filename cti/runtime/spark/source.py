@@ -7,12 +7,27 @@ rows of their offset ranges (each stream's new rows cut into pieces, ``cuts``), 
 can be replayed after a failure. When a bounded adapter (``is_complete()``) is exhausted, its last
 batch ends with an end-of-input row, where ingress flushes at shutdown. Factories are pickled
 with cloudpickle, so classes defined in a script or notebook work too.
+
+Clock ticks (``arrival_clock="wall"``, ``cti.rows.clock_row``): the driver decides them and
+records each in the stream's end offset (``"tick"``), so they land in Spark's offset log and a
+replayed micro-batch reads the same tick; the executor reading the range yields the clock row.
+A live wall-clock stream (adapter not complete) that did not move in a trigger gets a tick
+
+- when another stream of its ingress group moved in the same trigger;
+- in the first trigger in which its whole group is quiet (the tick "nothing more came", as the
+  in-process runtime gives one when a run stops), once per quiet spell;
+- with ``tick_interval`` (long-running queries only), again whenever its last tick or movement
+  is at least that long ago by the clock.
+
+So a query driven to "all available input processed" (``processAllAvailable``) ends: after the
+quiet spell's tick, a trigger finds nothing new.
 """
 
 from __future__ import annotations
 
 import base64
 import pickle
+import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -21,26 +36,45 @@ from pyspark import cloudpickle
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.types import BinaryType, IntegerType, LongType, StructField, StructType
 
-from cti.rows import eos_row
+from cti.rows import clock_row, eos_row
 from cti.runtime.spark.schema import IN_SCHEMA, in_row_to_tuple
 
 FORMAT = "cti_adapter"
 READ_CHUNK = 500_000  # at most this many rows per input partition of one stream
 MIN_PIECE = 10_000  # a range is not cut into pieces smaller than this to fill the cores
 
-SourceStream = tuple[int, int, Any, Any, Any]  # group, index in group, factory, config, shape
+# group, index in group, factory, config, shape, and whether the stream's arrival clock is the
+# wall clock (``arrival_clock="wall"``: it gets clock ticks while silent)
+SourceStream = tuple[int, int, Any, Any, Any, bool]
+
+
+@attrs.frozen
+class Ticking:
+    """How the source makes clock ticks: ``clock()`` is now in ticks (None: the wall clock);
+    ``interval`` (ticks, None: never) the quiet time after which a silent wall-clock stream
+    ticks again (long-running queries)."""
+
+    clock: Any = None
+    interval: int | None = None
+
+    def now(self) -> int:
+        return self.clock() if self.clock is not None else time.time_ns() // 1000
 
 
 def encode_sources(streams: Sequence[SourceStream], batch_sizes: Sequence[int] | None,
-                   routes: Sequence[QueryRoute] | None = None, cores: int = 1) -> str:
+                   routes: Sequence[QueryRoute] | None = None, cores: int = 1,
+                   ticking: Ticking | None = None) -> str:
     """The source's ``spec`` option. With ``routes`` the source reads for queries: it sends
     each query shard packed rows (``cti.runtime.spark.packing``), else one row per input row.
-    ``cores``: how many read tasks can run at once (a large range is cut into a multiple)."""
-    blob = cloudpickle.dumps((list(streams), list(batch_sizes or []), routes, max(1, cores)))
+    ``cores``: how many read tasks can run at once (a large range is cut into a multiple).
+    ``ticking``: the clock ticks of wall-clock streams (see the module's docstring)."""
+    blob = cloudpickle.dumps((list(streams), list(batch_sizes or []), routes, max(1, cores),
+                              ticking or Ticking()))
     return base64.b64encode(blob).decode("ascii")
 
 
-def _decode(text: str) -> tuple[list[SourceStream], list[int], list[QueryRoute] | None, int]:
+def _decode(text: str) -> tuple[list[SourceStream], list[int], list[QueryRoute] | None, int,
+                                Ticking]:
     return pickle.loads(base64.b64decode(text))
 
 
@@ -55,14 +89,19 @@ def cuts(start: int, end: int, cores: int) -> list[int]:
 
 
 class _Range(InputPartition):
-    def __init__(self, stream: int, start: int, end: int, eos: bool) -> None:
-        super().__init__((stream, start, end, eos))
+    def __init__(self, stream: int, start: int, end: int, eos: bool,
+                 tick: int | None = None) -> None:
+        super().__init__((stream, start, end, eos, tick))
 
 
 class CtiAdapterStreamReader(DataSourceStreamReader):
+    """Each stream's offset: ``pos`` (rows delivered), ``eos``, and for wall-clock streams
+    ``tick`` (this micro-batch's clock tick, else None), ``at`` (the clock at its last
+    movement or tick) and ``quiet`` (its quiet-spell tick given)."""
+
     def __init__(self, spec: str) -> None:
         self.spec = spec
-        self.streams, self.batch_sizes, _, self.cores = _decode(spec)
+        self.streams, self.batch_sizes, _, self.cores, self.ticking = _decode(spec)
 
     def initialOffset(self) -> dict:
         return {"batch": 0, **{str(k): {"pos": 0, "eos": False} for k in range(len(self.streams))}}
@@ -72,8 +111,8 @@ class CtiAdapterStreamReader(DataSourceStreamReader):
         size = self.batch_sizes[start["batch"] % len(self.batch_sizes)] if self.batch_sizes \
             else None
         end: dict[str, Any] = {"batch": start["batch"]}
-        moved = False
-        for k, (_g, _i, factory, config, shape) in enumerate(self.streams):
+        moved_groups: set[int] = set()
+        for k, (group, _i, factory, config, shape, _wall) in enumerate(self.streams):
             s = start[str(k)]
             if s["eos"]:
                 end[str(k)] = s
@@ -83,11 +122,35 @@ class CtiAdapterStreamReader(DataSourceStreamReader):
             pos = available if size is None else min(available, s["pos"] + size)
             eos = pos == available and adapter.is_complete()
             end[str(k)] = {"pos": pos, "eos": eos}
-            moved = moved or pos != s["pos"] or eos
-        if not moved:
+            if pos != s["pos"] or eos:
+                moved_groups.add(group)
+        wall = [k for k, stream in enumerate(self.streams) if stream[5] and not end[str(k)]["eos"]]
+        now = self.ticking.now() if wall else 0
+        ticked = False
+        for k in wall:
+            s, e, group = start[str(k)], end[str(k)], self.streams[k][0]
+            if e["pos"] != s["pos"]:  # it delivered: no tick, and no quiet spell yet
+                e.update(tick=None, at=now, quiet=False)
+                continue
+            tick = self._tick(s, group in moved_groups, now)
+            ticked = ticked or tick is not None
+            e.update(tick=tick, at=s.get("at") if tick is None else now,
+                     quiet=group not in moved_groups
+                     and (tick is not None or s.get("quiet", False)))
+        if not moved_groups and not ticked:
             return start
         end["batch"] += 1
         return end
+
+    def _tick(self, s: dict, group_moved: bool, now: int) -> int | None:
+        """A silent live wall-clock stream's tick in this trigger (None: none): see the
+        module's docstring."""
+        interval = self.ticking.interval
+        if group_moved or not s.get("quiet", False):
+            return now
+        if interval is not None and (s.get("at") is None or now - s["at"] >= interval):
+            return now
+        return None
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
         parts: list[InputPartition] = []
@@ -100,19 +163,21 @@ class CtiAdapterStreamReader(DataSourceStreamReader):
                 for a, b in zip(at, [*at[1:], e["pos"]], strict=True):
                     last = b == e["pos"]
                     parts.append(_Range(k, a, b, last and e["eos"] and not s["eos"]))
+            elif e.get("tick") is not None:  # a silent stream's recorded clock tick
+                parts.append(_Range(k, e["pos"], e["pos"], False, e["tick"]))
         return parts
 
     def read(self, partition: InputPartition) -> Iterator[tuple | Any]:
-        streams, _, routes, _ = _decode(self.spec)
-        k, start, end, eos = partition.value
-        group, index, factory, config, shape = streams[k]
+        streams, _, routes, _, _ = _decode(self.spec)
+        k, start, end, eos, tick = partition.value
+        group, index, factory, config, shape, _ = streams[k]
         adapter = factory.create(config, shape) if end > start else None
         # Executor side only: the driver's source process never imports pandas or pyarrow.
         from cti.runtime.local import read_rows
         from cti.runtime.spark.packing import packed, piece, with_group
 
         if routes is not None:
-            yield from packed(routes, group, piece(adapter, index, start, end, eos), start)
+            yield from packed(routes, group, piece(adapter, index, start, end, eos, tick), start)
             return
         if hasattr(adapter, "read_frame"):  # a columnar adapter: Arrow batches, no row loop
             yield from with_group(piece(adapter, index, start, end, eos), group).to_batches()
@@ -122,6 +187,8 @@ class CtiAdapterStreamReader(DataSourceStreamReader):
                 yield (*in_row_to_tuple(row), group)
         if eos:
             yield (*in_row_to_tuple(eos_row(index, end)), group)
+        if tick is not None:
+            yield (*in_row_to_tuple(clock_row(index, end, tick)), group)
 
     def commit(self, end: dict) -> None:
         pass
@@ -167,3 +234,22 @@ class QueryRoute:
     @property
     def groups(self) -> set[int]:
         return {g for g, _ in self.fields}
+
+
+def recorded_ticks(checkpoint: str) -> list[tuple[int, int, int, int]]:
+    """The clock ticks a query's checkpoint recorded (its offset log): (micro-batch id, the
+    source's stream number, the sequence number the tick precedes, the tick), in order."""
+    import json
+    from pathlib import Path
+
+    out = []
+    logs = Path(checkpoint, "offsets")
+    for log in sorted((p for p in logs.iterdir() if p.name.isdigit()), key=lambda p: int(p.name)):
+        for line in log.read_text().splitlines()[2:]:  # the version, then Spark's metadata
+            offset = json.loads(line) if line.startswith("{") else None
+            if not isinstance(offset, dict) or "batch" not in offset:
+                continue
+            for k, e in sorted(((int(k), e) for k, e in offset.items() if k.isdigit())):
+                if isinstance(e, dict) and e.get("tick") is not None:
+                    out.append((int(log.name), k, e["pos"], e["tick"]))
+    return out
