@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import itertools
 import sys
+import time
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -139,6 +140,21 @@ def test_a_long_running_query_ticks_again_after_the_interval():
     assert read[1:] == [[(CLOCK, t)] for t in seen[1:]]
 
 
+class TwoPartitions(LiveFactory):
+    def declare_partitions(self, config: Any, shape: EventShape) -> list[str]:
+        return ["p0", "p1"]
+
+
+def _idle_partition() -> CepStream:
+    """A live event-ordering stream (L = 10 s) of two declared partitions: three events on p0
+    at 100-102 s, p1 silent."""
+    policy = EventOrderingPolicy(late_arrival_tolerance=timedelta(seconds=10),
+                                 early_arrival_window=None, arrival_clock="wall")
+    items = [Arriving(PointEvent(t * S, {"id": t}), t * S, "p0") for t in (100, 101, 102)]
+    return CepStream.create("s", TwoPartitions(), items, EventShape.POINT,
+                            application=Application(), event_ordering_policy=policy)
+
+
 # ---- Spark -------------------------------------------------------------------------------------
 
 @pytest.mark.spark
@@ -175,15 +191,7 @@ def test_an_idle_partition_and_a_restart_replay_the_recorded_ticks(spark, tmp_pa
     the recorded tick, so the output is the same, without duplicates."""
     from cti.runtime.spark import SparkRuntime
 
-    class TwoPartitions(LiveFactory):
-        def declare_partitions(self, config: Any, shape: EventShape) -> list[str]:
-            return ["p0", "p1"]
-
-    policy = EventOrderingPolicy(late_arrival_tolerance=timedelta(seconds=10),
-                                 early_arrival_window=None, arrival_clock="wall")
-    items = [Arriving(PointEvent(t * S, {"id": t}), t * S, "p0") for t in (100, 101, 102)]
-    stream = CepStream.create("s", TwoPartitions(), items, EventShape.POINT,
-                              application=Application(), event_ordering_policy=policy)
+    stream = _idle_partition()
     out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
 
     def run(clock: Any) -> list:
@@ -209,3 +217,29 @@ def test_an_idle_partition_and_a_restart_replay_the_recorded_ticks(spark, tmp_pa
     again = run(functools.partial(int, 10**6 * S))
     assert again == first
     assert SparkRuntime.recorded_ticks(str(checkpoint)) == ticks
+
+
+@pytest.mark.spark
+def test_a_long_running_query_ticks_every_interval(spark, tmp_path):
+    """``start()``: the silent stream ticks again whenever ``tick_interval`` has passed on the
+    clock (here one second more on each trigger, ticks 5 s apart), and each tick moves the
+    CTI on (``A - L``) with no input."""
+    from cti.runtime.spark import SparkRuntime
+
+    out, checkpoint = tmp_path / "out", str(tmp_path / "checkpoint")
+    runtime = SparkRuntime(spark, checkpoint_location=checkpoint,
+                           clock=functools.partial(next, itertools.count(110 * S, S)),
+                           tick_interval=timedelta(seconds=5))
+    handle = _idle_partition().to(JsonLinesOutputAdapterFactory(), str(out)).start(runtime)
+    try:
+        deadline = time.monotonic() + 120
+        while len(SparkRuntime.recorded_ticks(checkpoint)) < 4 and time.monotonic() < deadline:
+            time.sleep(0.5)
+        handle.process_all_available()
+    finally:
+        handle.stop()
+    ticks = [t for *_, t in SparkRuntime.recorded_ticks(checkpoint)]
+    assert len(ticks) >= 4
+    assert all(b - a >= 5 * S for a, b in zip(ticks, ticks[1:], strict=False))
+    ctis = [i.time for i in read_json_lines_output(out) if isinstance(i, Cti)]
+    assert {t - 10 * S for t in ticks[:3]} <= set(ctis)
