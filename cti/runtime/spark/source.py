@@ -1,12 +1,13 @@
 """Input adapters as one Spark streaming source (PySpark Python Data Source API).
 
 One source reads every stream of a query: its options carry the pickled list of streams
-(group, index in group, factory, config, shape). The driver asks each adapter how far its input
-goes (``latestOffset``: one entry per stream), executors re-create the adapters and read the
-rows of their offset ranges (each stream's new rows cut into pieces, ``cuts``), so a micro-batch
-can be replayed after a failure. When a bounded adapter (``is_complete()``) is exhausted, its last
-batch ends with an end-of-input row, where ingress flushes at shutdown. Factories are pickled
-with cloudpickle, so classes defined in a script or notebook work too.
+(group, index in group, factory, config, shape, wall clock or not). The driver asks each
+adapter how far its input goes (``latestOffset``: one entry per stream), executors re-create
+the adapters and read the rows of their offset ranges (each stream's new rows cut into pieces,
+``cuts``), so a micro-batch can be replayed after a failure. When a bounded adapter
+(``is_complete()``) is exhausted, its last batch ends with an end-of-input row, where ingress
+flushes at shutdown. Factories are pickled with cloudpickle, so classes defined in a script or
+notebook work too.
 
 Clock ticks (``arrival_clock="wall"``, ``cti.rows.clock_row``): the driver decides them and
 records each in the stream's end offset (``"tick"``), so they land in Spark's offset log and a
