@@ -231,6 +231,14 @@ class CepStream(QueryOperators):
         config = DataFrameInputConfig(frame, start, end, edge, arrival, order_by, partition,
                                       payload)
         config.check(name, _check_shape(shape))
+        for where, value in (("advance_time_settings", advance_time_settings),
+                             ("event_ordering_policy", event_ordering_policy)):
+            if getattr(value, "arrival_clock", "data") == "wall":
+                raise BindingError(
+                    f"stream {name!r}: {where} has arrival_clock='wall', which a stream read "
+                    "from a DataFrame cannot have: its offsets are its Spark source's, so no "
+                    "clock tick can be recorded for a replay (give the DataFrame a row now and "
+                    "then instead, e.g. a union with the rate source)")
         return cls.create(name, DataFrameInputAdapterFactory(name), config, shape,
                           advance_time_settings, application=application,
                           on_bad_input=on_bad_input, event_ordering_policy=event_ordering_policy)

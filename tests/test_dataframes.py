@@ -22,6 +22,7 @@ from cti import (
     BindingError,
     CepStream,
     Cti,
+    EventOrderingPolicy,
     EventShape,
     InvalidSettingsError,
     PointEvent,
@@ -168,6 +169,10 @@ def test_bad_rows_and_refusals_name_the_stream_and_column(spark, tmp_path):
         CepStream.from_dataframe("s", df, "point", start="t", application=Application())
     with pytest.raises(InvalidSettingsError, match="interval input needs end="):
         CepStream.from_dataframe("s", df, EventShape.INTERVAL, start="t", order_by="v",
+                                 application=Application())
+    with pytest.raises(BindingError, match="'s': event_ordering_policy has arrival_clock='wall'"):
+        CepStream.from_dataframe("s", df, "point", start="t", order_by="v",
+                                 event_ordering_policy=EventOrderingPolicy(arrival_clock="wall"),
                                  application=Application())
     with pytest.raises(InvalidSettingsError, match="'s' reads a streaming DataFrame.*Spark"):
         bind(df).collect(LocalRuntime())
