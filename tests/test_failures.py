@@ -56,15 +56,21 @@ def _commits(table: Path) -> int:
     return len(list((table / "_delta_log").glob("*.json")))
 
 
-@pytest.mark.spark
-@pytest.mark.failures
-def test_kill_9_mid_run_then_the_same_command_again(tmp_path):
+def _uninterrupted(tmp_path: Path) -> tuple[Path, Path]:
+    """The query file, and the tables of an uninterrupted in-process run of it."""
     query = tmp_path / "job.py"
     query.write_text(QUERY)
     want = tmp_path / "uninterrupted"
     local = CliRunner().invoke(main, ["run", str(query), "--runtime", "local",
                                       "--output", str(want)])
     assert local.exit_code == 0, local.output
+    return query, want
+
+
+@pytest.mark.spark
+@pytest.mark.failures
+def test_kill_9_mid_run_then_the_same_command_again(tmp_path):
+    query, want = _uninterrupted(tmp_path)
 
     out = tmp_path / "out"
     command = [str(Path(sys.executable).with_name("cti")), "run", str(query), "--until-idle",
@@ -113,12 +119,7 @@ def test_executor_killed_mid_run_on_a_local_cluster(tmp_path):
     are exact and complete. (Its own SparkSession: in a subprocess.)"""
     import cti.cli
 
-    query = tmp_path / "job.py"
-    query.write_text(QUERY)
-    want = tmp_path / "uninterrupted"
-    local = CliRunner().invoke(main, ["run", str(query), "--runtime", "local",
-                                      "--output", str(want)])
-    assert local.exit_code == 0, local.output
+    query, want = _uninterrupted(tmp_path)
 
     out = tmp_path / "out"
     submit = Path(sys.executable).with_name("spark-submit")
