@@ -270,6 +270,7 @@ def stream_defs(
     with_arrival: bool | None = None,
     advance_to_infinity: bool | None = None,
     no_settings: bool | None = False,
+    chain: int | None = None,
 ) -> list[StreamDef]:
     """One stream ``a`` that generates CTIs (see ``no_settings``), and (``second_stream``;
     random when None) a stream
@@ -282,9 +283,13 @@ def stream_defs(
     ``no_settings`` (True; random when None): stream ``a`` has no advance-time settings at
     all; only its adapter's CTIs move it, and it dead-letters the events that violate them
     (SPEC 3: with no policy such a violation is an error).
+
+    ``chain`` (2 to 4): streams ``a``, ``b``, ``c``, ``d`` where each imports the CTIs of the one
+    before it (a -> b -> c -> d), instead of ``second_stream``.
     """
     two = draw(st.booleans()) if second_stream is None else second_stream
-    names = ["a", "b"] if two else ["a"]
+    names = list("abcd"[:chain]) if chain else ["a", "b"] if two else ["a"]
+    two = len(names) > 1
     defs = []
     for name in names:
         shape = draw(st.sampled_from(list(shapes)))
@@ -298,7 +303,8 @@ def stream_defs(
             items = [Arriving(it, t) for it, t in zip(items, draw(arrivals(len(items))),
                                                       strict=True)]
         settings = None if bare else draw(advance_time_settings(
-            import_from="a" if name == "b" else None, policies=policies,
+            import_from=names[names.index(name) - 1] if name != "a" else None,
+            policies=policies,
             advance_to_infinity=advance_to_infinity))
         stray = stray_edge_ends and shape is EventShape.EDGE
         defs.append(StreamDef(name, shape, tuple(items), settings,

@@ -303,6 +303,24 @@ def test_importing_streams_equal_reference(defs):
 
 
 @FAST
+@given(defs=stream_defs(chain=3, max_size=10), sizes=batch_sizes)
+def test_import_chains_equal_reference_whatever_the_batches(defs, sizes):
+    """a -> b -> c: a stream's rows wait for every CTI that can still reach it up the chain,
+    so the output is the reference's however the input is cut into batches."""
+    check_against_reference(defs)
+    whole = run_local(defs)
+    for size in (sizes, [1]):
+        assert run_local(defs, size).streams == whole.streams, describe(defs)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(defs=stream_defs(chain=4, max_size=8), sizes=batch_sizes)
+def test_chains_of_four_do_not_depend_on_the_batches(defs, sizes):
+    check_against_reference(defs)
+    assert run_local(defs, sizes).streams == run_local(defs).streams, describe(defs)
+
+
+@FAST
 @given(defs=stream_defs(no_settings=True, adapter_ctis=True))
 def test_streams_without_settings_equal_reference(defs):
     assert defs[0].settings is None

@@ -13,7 +13,10 @@ from strategies import bind, describe, stream_defs
 
 from cti.runtime.local import LocalRuntime
 
-CASES = st.lists(stream_defs(stray_edge_ends=True, max_size=10), min_size=15, max_size=20)
+# single streams, an importer, and import chains a -> b -> c (-> d)
+CASES = st.lists(st.one_of(stream_defs(stray_edge_ends=True, max_size=10),
+                           stream_defs(chain=3, max_size=8), stream_defs(chain=4, max_size=6)),
+                 min_size=15, max_size=20)
 SPLITS = st.one_of(st.none(), st.lists(st.integers(1, 5), min_size=1, max_size=3))
 
 

@@ -184,10 +184,11 @@ class IngressMachine:
     def _merge(self) -> None:
         """Process every row whose place in arrival order is certain.
 
-        A stream depends only on the stream it imports CTIs from: its own rows wait until that
-        stream has processed every row that comes earlier (so each imported CTI is already in
-        its queue), and an imported CTI waits until the stream itself has received every row
-        that comes earlier. A stream that imports nothing never waits.
+        A stream depends on the streams it imports CTIs from, directly or up a chain: its own
+        rows wait until each has processed every row and imported CTI that comes earlier (so
+        each CTI it imports is already in its queue), and an imported CTI waits until the
+        stream itself has received every row that comes earlier. A stream that imports nothing
+        never waits.
         """
         streams = self.state["streams"]
         progress = True
@@ -197,10 +198,17 @@ class IngressMachine:
                 while self._process_next(i, st):
                     progress = True
 
-    def _done_below(self, st: dict[str, Any], key: tuple) -> bool:
-        """Has this stream received and processed every row that comes before ``key``?"""
+    def _done_below(self, j: int, key: tuple) -> bool:
+        """Has stream j received and processed every row and every imported CTI that comes
+        before ``key``? Its imports count too, up the chain: a CTI that reaches j from further
+        up (a -> b -> c) before ``key`` may not have been exported yet."""
+        st = self.state["streams"][j]
         received = st["eos"] or (st["last_key"] is not None and st["last_key"] > key)
-        return received and (not st["pending"] or st["pending"][0][0] > key)
+        if not received or (st["pending"] and st["pending"][0][0] < key) or (
+                st["imported"] and st["imported"][0][0] < key):
+            return False
+        exporter = self.specs[j].import_from
+        return exporter is None or self._done_below(exporter, key)
 
     def _process_next(self, i: int, st: dict[str, Any]) -> bool:
         own = st["pending"][0] if st["pending"] else None
@@ -216,7 +224,7 @@ class IngressMachine:
         if own is None:
             return False
         exporter = self.specs[i].import_from
-        if exporter is not None and not self._done_below(self.state["streams"][exporter], own[0]):
+        if exporter is not None and not self._done_below(exporter, own[0]):
             return False
         st["pending"].popleft()
         self._current_key = own[0]
