@@ -13,7 +13,7 @@ from cti.errors import BindingError, InvalidSettingsError
 from cti.events import EventShape
 from cti.ingress.spec import StreamSpec
 from cti.operators import plan
-from cti.operators.streams import QueryOperators
+from cti.operators.streams import DerivedStream, QueryOperators
 from cti.rows import OUTPUT_STATUSES, OutRow, row_to_item
 from cti.schema import Fields, check_field, field_names, stream_fields
 from cti.settings import AdvanceTimeSettings, EventOrderingPolicy
@@ -245,6 +245,11 @@ class CepStream(QueryOperators):
 
     def _node(self) -> plan.Node:
         return plan.Input(self, fields=self.payload_fields, label=repr(self.name))
+
+    def as_query(self) -> DerivedStream:
+        """This stream as a query whose output is the stream's own (its ingress output): how
+        a runtime that runs only queries (a stream read from a DataFrame) runs it."""
+        return DerivedStream(self._node(), self.shape, self.application, f"{self.name}$output")
 
     # ---- ingress group ------------------------------------------------------------------------
 

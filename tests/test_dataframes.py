@@ -196,7 +196,7 @@ def test_a_micro_batch_is_numbered_the_same_however_spark_splits_it(rows, cuts, 
 
     from cti.io.dataframes import ORDER
     from cti.runtime.spark.packing import _IN_ARROW, pack_unnumbered, routed, unpack
-    from cti.runtime.spark.source import QueryRoute
+    from cti.runtime.spark.route import QueryRoute
 
     n = len(rows)
     table = pa.table({

@@ -15,8 +15,9 @@ from hypothesis import strategies as st
 from cti.adapters import FIELD_COLUMN
 from cti.operators.frame import repeats
 from cti.runtime.spark.packing import key_shards, pack, routed, text_hashes, unpack
+from cti.runtime.spark.route import QueryRoute
 from cti.runtime.spark.schema import IN_SCHEMA, arrow_schema
-from cti.runtime.spark.source import MIN_PIECE, READ_CHUNK, QueryRoute, cuts
+from cti.runtime.spark.source import MIN_PIECE, READ_CHUNK, cuts
 
 VALUES = st.one_of(st.integers(-3, 3), st.sampled_from(["a", "b", "é", 'q"']), st.booleans(),
                    st.sampled_from([1.0, 2.5]), st.none())

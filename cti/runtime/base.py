@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -34,25 +35,28 @@ def set_default_runtime(runtime: Runtime | str) -> None:
     _default = resolve_runtime(runtime)
 
 
+# The runtimes by name: each is imported when first asked for, so the API (which resolves
+# ``runtime=`` arguments here) does not depend on the runtimes; they depend on it.
+RUNTIMES = {"spark": ("cti.runtime.spark", "SparkRuntime"),
+            "local": ("cti.runtime.local", "LocalRuntime")}
+
+
+def _named(name: str) -> Runtime:
+    if name not in RUNTIMES:
+        raise ValueError(f"unknown runtime {name!r}: use 'spark', 'local' or a Runtime")
+    module, cls = RUNTIMES[name]
+    return getattr(importlib.import_module(module), cls)()
+
+
 def resolve_runtime(runtime: Runtime | str | None) -> Runtime:
     """``None`` is the default (Spark on ``local[*]`` unless changed), or a name, or a Runtime."""
     global _default
     if runtime is None:
         if _default is None:
-            from cti.runtime.spark import SparkRuntime
-
-            _default = SparkRuntime()
+            _default = _named("spark")
         return _default
-    if runtime == "local":
-        from cti.runtime.local import LocalRuntime
-
-        return LocalRuntime()
-    if runtime == "spark":
-        from cti.runtime.spark import SparkRuntime
-
-        return SparkRuntime()
     if isinstance(runtime, str):
-        raise ValueError(f"unknown runtime {runtime!r}: use 'spark', 'local' or a Runtime")
+        return _named(runtime)
     return runtime
 
 

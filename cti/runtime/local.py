@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -21,10 +21,12 @@ from cti.ingress.machine import IngressMachine
 from cti.operators import frame
 from cti.operators.machine import QueryMachine
 from cti.operators.output import COLUMNS, OutputRow, deliver, items_of_rows, rows_of_step
-from cti.query import IngressGroup, OutputBinding
 from cti.results import RunResult, StreamResult
 from cti.rows import EOS, InRow, OutRow, adapter_item_to_row, clock_row, eos_row
 from cti.runtime.base import query_inputs
+
+if TYPE_CHECKING:
+    from cti.query import IngressGroup, OutputBinding
 
 
 def read_rows(index: int, adapter: InputAdapter, start: int, end: int) -> list[InRow]:

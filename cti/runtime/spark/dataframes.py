@@ -25,7 +25,8 @@ from pyspark.sql import DataFrame
 
 from cti.io.dataframes import ORDER, input_rows
 from cti.runtime.spark.packing import _IN_ARROW, pack_unnumbered, routed, unpack_output
-from cti.runtime.spark.source import PACKED_SCHEMA, QueryRoute
+from cti.runtime.spark.route import QueryRoute
+from cti.runtime.spark.source import PACKED_SCHEMA
 
 OUTPUT_COLUMNS = "release long, kind string, start long, end long, payload string"
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
 
 from pyspark.errors import StreamingQueryException
 from pyspark.sql.streaming import StreamingQuery
 
+from cti import errors
+from cti.operators import usercode
 from cti.runtime.spark.metrics import OBSERVATION
 
 
@@ -106,7 +109,20 @@ class _cti_errors:
 
     def __exit__(self, typ: Any, exc: BaseException | None, tb: Any) -> bool:
         if isinstance(exc, StreamingQueryException):
-            from cti.runtime.spark.runtime import _raise_cti_error
-
-            _raise_cti_error(exc)
+            raise_cti_error(exc)
         return False
+
+
+_ERROR = re.compile(r"cti\.errors\.(\w+): (.*)")  # a cti error in a worker's text
+
+
+def raise_cti_error(exc: Exception) -> None:
+    """Re-raise a cti error, or an exception of the user's code, that failed inside a Spark
+    worker as itself, on the driver (``usercode.carry``): one error, not Spark's traces."""
+    carried = usercode.recover(str(exc))
+    if carried is not None:
+        raise carried from None
+    match = _ERROR.search(str(exc))
+    if match and isinstance(getattr(errors, match.group(1), None), type):
+        raise getattr(errors, match.group(1))(match.group(2)) from None
+    raise exc

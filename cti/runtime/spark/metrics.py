@@ -12,12 +12,15 @@ appear in ``query.lastProgress["observedMetrics"]["cti"]`` and in a ``StreamingQ
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from cti.query import IngressGroup
 from cti.time import MAX_TIME
+
+if TYPE_CHECKING:
+    from cti.query import IngressGroup
 
 OBSERVATION = "cti"
 COUNTED_STATUSES = ("accepted", "adjusted", "dropped", "invalid", "cti", "cti_regression")

@@ -50,9 +50,9 @@ from cti.operators.machine import QueryMachine
 from cti.operators.sharding import shard_fields
 from cti.runtime.spark.ingress import GROUP_OUT_SCHEMA
 from cti.runtime.spark.packing import owners, pack_output, unpack
+from cti.runtime.spark.route import QueryRoute
 from cti.runtime.spark.schema import NULL_TIME, in_rows_from_pandas, out_rows_to_pandas
 from cti.runtime.spark.shipping import ship_user_functions
-from cti.runtime.spark.source import QueryRoute
 from cti.time import MAX_TIME
 
 OP, PASS, METRIC = "op", "pass", "metric"

@@ -30,8 +30,8 @@ from cti.operators.frame import arrow_to_pandas, dense_codes, exact_field
 from cti.operators.output import OUTPUT_ARROW, step_table
 from cti.rows import clock_row, eos_row, payload_from_json
 from cti.runtime.local import read_rows
+from cti.runtime.spark.route import QueryRoute
 from cti.runtime.spark.schema import IN_SCHEMA, arrow_schema, in_row_to_tuple
-from cti.runtime.spark.source import QueryRoute
 
 
 def piece(adapter: Any, index: int, start: int, end: int, eos: bool,

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import re
 import shutil
 import tempfile
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import timedelta
 from functools import partial, reduce
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from pyspark import TaskContext
@@ -18,18 +17,15 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
-from cti import errors
 from cti.errors import BindingError
 from cti.io.dataframes import is_dataframe_input
-from cti.operators import usercode
 from cti.operators.output import deliver, table_rows
-from cti.query import IngressGroup, OutputBinding
 from cti.results import DIAGNOSTIC_STATUSES, RunResult
 from cti.rows import OUTPUT_STATUSES
 from cti.runtime.base import queries_inputs
 from cti.runtime.local import derived_result
 from cti.runtime.spark.dataframes import OUTPUT_COLUMNS, output_rows, packed_frame
-from cti.runtime.spark.handle import RunningQuery
+from cti.runtime.spark.handle import RunningQuery, raise_cti_error
 from cti.runtime.spark.ingress import apply_ingress
 from cti.runtime.spark.metrics import OBSERVATION, observe
 from cti.runtime.spark.operators import OP, PASS, apply_queries, routes
@@ -46,19 +42,9 @@ from cti.runtime.spark.source import (
 )
 from cti.time import to_duration_ticks
 
-_ERROR = re.compile(r"cti\.errors\.(\w+): (.*)")
+if TYPE_CHECKING:
+    from cti.query import IngressGroup, OutputBinding
 
-
-def _raise_cti_error(exc: Exception) -> None:
-    """Re-raise a cti error, or an exception of the user's code, that failed inside a Spark
-    worker as itself, on the driver (``usercode.carry``): one error, not Spark's traces."""
-    carried = usercode.recover(str(exc))
-    if carried is not None:
-        raise carried from None
-    match = _ERROR.search(str(exc))
-    if match and isinstance(getattr(errors, match.group(1), None), type):
-        raise getattr(errors, match.group(1))(match.group(2)) from None
-    raise exc
 
 
 def _write_partition(output: OutputBinding, batch_id: int, rows: Iterable[Any]) -> None:
@@ -153,7 +139,7 @@ class SparkRuntime:
         try:
             query.processAllAvailable()
         except StreamingQueryException as exc:
-            _raise_cti_error(exc)
+            raise_cti_error(exc)
         finally:
             self.progress = _observed(query)
             query.stop()
@@ -171,12 +157,9 @@ class SparkRuntime:
                 raise BindingError(
                     f"stream {outputs[0].name!r} reads a DataFrame: its diagnostics are in a "
                     "query's run() result (stream.run()), not an output adapter")
-            from cti.operators.streams import DerivedQuery
-
             o = outputs[0]
-            return self._start_query(DerivedQuery(_as_query(group.streams[o.stream]),
-                                                  o.factory, o.config), checkpoint,
-                                     long_running)
+            return self._start_query(group.streams[o.stream].as_query().to(o.factory, o.config),
+                                     checkpoint, long_running)
 
         def write_batch(batch: DataFrame, batch_id: int) -> None:
             batch.persist()
@@ -210,7 +193,7 @@ class SparkRuntime:
         """Run several independent ingress groups in one streaming query (one key each)."""
         if any(is_dataframe_input(s) for g in groups for s in g.streams):
             # DataFrame inputs reach ingress through the query path (packed, numbered there).
-            results = self.run_queries([_as_query(g.streams[0]) for g in groups])
+            results = self.run_queries([g.streams[0].as_query() for g in groups])
             return [RunResult({n: r.streams[n] for n in g.names})
                     for g, r in zip(groups, results, strict=True)]
         per_group: list[list] = [[] for _ in groups]
@@ -294,7 +277,7 @@ class SparkRuntime:
         """A query's (or a bound stream's) output as a streaming DataFrame: a row per event and
         per output CTI, ``OUTPUT_COLUMNS`` (ticks), the payload JSON parsed into
         ``payload_schema``'s columns when given (``QueryOperators.to_dataframe``)."""
-        query = stream if hasattr(stream, "node") else _as_query(stream)
+        query = stream if hasattr(stream, "node") else stream.as_query()
         frame, _, _ = self.query_frame([query], long_running=True)
         rows = (frame.where(F.col("role") == OP).select("blob")
                 .mapInArrow(output_rows, OUTPUT_COLUMNS))
@@ -304,15 +287,6 @@ class SparkRuntime:
         fields = parsed.alias("p")
         return rows.select("release", "kind", "start", "end", fields).select(
             "release", "kind", "start", "end", "p.*")
-
-
-def _as_query(stream: Any) -> Any:
-    """A bound stream as a query whose output is the stream's own (its ingress output)."""
-    from cti.operators import plan
-    from cti.operators.streams import DerivedStream
-
-    return DerivedStream(plan.Input(stream), stream.shape, stream.application,
-                         f"{stream.name}$output")
 
 
 def _write_query_partition(sink: tuple[Any, Any, Any], batches: Iterator[pa.RecordBatch]

@@ -38,6 +38,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.types import BinaryType, IntegerType, LongType, StructField, StructType
 
 from cti.rows import clock_row, eos_row
+from cti.runtime.spark.route import QueryRoute
 from cti.runtime.spark.schema import IN_SCHEMA, in_row_to_tuple
 
 FORMAT = "cti_adapter"
@@ -217,24 +218,6 @@ PACKED_SCHEMA = StructType([
     StructField("seq", LongType(), False),  # the piece's first sequence number
     StructField("blob", BinaryType(), False),
 ])
-
-
-@attrs.frozen
-class QueryRoute:
-    """Where one query's input rows go (``cti.runtime.spark.packing``): ``fields[(group,
-    stream)]`` is the payload field that spreads the stream over ``shards`` (None: shard 0 owns
-    every event) for each stream the query reads; ``edges`` are the edge streams of the groups
-    it reads."""
-
-    query: int
-    shards: int
-    fields: dict[tuple[int, int], str | None]
-    edges: frozenset[tuple[int, int]]
-    with_inputs: bool
-
-    @property
-    def groups(self) -> set[int]:
-        return {g for g, _ in self.fields}
 
 
 def recorded_ticks(checkpoint: str) -> list[tuple[int, int, int, int]]:

@@ -1,0 +1,71 @@
+"""No import cycle inside cti: the API (cti.query, cti.operators.streams) reaches the runtimes
+only through cti.runtime.base's registry by name, and the runtimes depend on the layers below
+them, never back. Imports inside functions count; those under ``if TYPE_CHECKING`` do not."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+CTI = Path(__file__).resolve().parents[1] / "cti"
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in CTI.rglob("*.py"):
+        parts = path.relative_to(CTI.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        out[name] = path
+    return out
+
+
+def _imports(path: Path, modules: dict[str, Path]) -> set[str]:
+    tree = ast.parse(path.read_text())
+    typing_only = {id(n) for node in tree.body if isinstance(node, ast.If)
+                   and "TYPE_CHECKING" in ast.unparse(node.test) for n in ast.walk(node)}
+    found = set()
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("cti"):
+            for alias in node.names:
+                sub = f"{node.module}.{alias.name}"
+                found.add(sub if sub in modules else node.module)
+        elif isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.startswith("cti")}
+    return found & set(modules)
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of ``graph`` (as a path that ends where it starts), or None."""
+    state: dict[str, int] = {}  # 1: on the path, 2: done
+    path: list[str] = []
+
+    def visit(m: str) -> list[str] | None:
+        state[m] = 1
+        path.append(m)
+        for n in sorted(graph[m]):
+            if state.get(n) == 1:
+                return path[path.index(n):] + [n]
+            if n not in state and (found := visit(n)):
+                return found
+        path.pop()
+        state[m] = 2
+        return None
+
+    for m in sorted(graph):
+        if m not in state and (found := visit(m)):
+            return found
+    return None
+
+
+def test_cycle_finder_finds_a_cycle():
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_no_import_cycle_inside_cti():
+    modules = _modules()
+    graph = {m: _imports(p, modules) - {m} for m, p in modules.items()}
+    assert "cti.runtime.base" in graph["cti.query"]  # the API does reach the runtime layer
+    assert _cycle(graph) is None, " -> ".join(_cycle(graph) or [])
