@@ -685,12 +685,11 @@ def file_fields(config: FileInputConfig, fmt: str) -> list[str] | None:
     if not isinstance(config, FileInputConfig):
         return None
     try:
-        with open(config.path, encoding="utf-8-sig", errors="replace", newline="") as f:
-            if fmt == "csv":
-                rows = csv.reader(f, delimiter=config.delimiter)
-                header = next((r for r in rows if any(c.strip() for c in r)), None)
-                columns = None if header is None else {h.strip() for h in header}
-            else:
+        if fmt == "csv":  # the header as the rows are read: one physical line, parsed alone
+            header = csv_header(config.path, config.delimiter)
+            columns = None if header is None else set(header)
+        else:
+            with open(config.path, encoding="utf-8-sig", errors="replace", newline="") as f:
                 columns = _json_fields(f)
     except OSError:
         return None
