@@ -10,7 +10,7 @@ field raises the same ``UnknownFieldError`` at run time (``check_events``).
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from cti.errors import BindingError, UnknownFieldError
@@ -45,16 +45,22 @@ def shown(payload: str) -> str:
     return payload if len(payload) <= _PAYLOAD_SHOWN else payload[:_PAYLOAD_SHOWN] + "..."
 
 
+def closest(name: str, known: Sequence[str]) -> str | None:
+    """The known name closest to ``name`` (ignoring case if nothing is close as written), or
+    None: what a message about a misspelt name suggests."""
+    close = difflib.get_close_matches(name, known, n=1) or \
+        difflib.get_close_matches(name.lower(), [k.lower() for k in known], n=1)
+    return None if not close else next(k for k in known if k.lower() == close[0].lower())
+
+
 def unknown_field(field: str, operator: str, stream: str, known: Fields,
                   payload: str | None = None, noun: str = "stream") -> UnknownFieldError:
     """The error for ``field`` missing from ``stream`` (its ``known`` fields, or the
     ``payload`` of the event that lacks it), with the closest known name."""
     message = f"{operator}: {noun} {stream} has no field {field!r}"
     if known is not None:
-        close = difflib.get_close_matches(field, known, n=1, cutoff=0.6) or \
-            difflib.get_close_matches(field.lower(), [k.lower() for k in known], n=1)
-        if close:
-            match = next(k for k in known if k.lower() == close[0].lower())
+        match = closest(field, known)
+        if match is not None:
             message += f"; did you mean {match!r}?"
         else:
             message += "."

@@ -7,11 +7,11 @@ anything runs instead of deep inside a run (on Spark, in the source's ``latestOf
 
 from __future__ import annotations
 
-import difflib
 import os
 from collections.abc import Iterable, Sequence
 
 from cti.errors import UnknownFieldError
+from cti.schema import closest
 
 
 def _missing_path(path: str, what: str) -> FileNotFoundError:
@@ -56,8 +56,8 @@ def check_columns(path: str, columns: Sequence[str],
         return
     parts = []
     for role, col in missing:
-        close = difflib.get_close_matches(col, list(columns), n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
+        close = closest(col, list(columns))
+        hint = f"; did you mean {close!r}?" if close else ""
         parts.append(f"{col!r} ({role}{hint})")
     noun = "column" if len(parts) == 1 else "columns"
     raise UnknownFieldError(
