@@ -135,3 +135,18 @@ class RunResult:
 
     def items(self, name: str) -> list[StreamItem]:
         return self.streams[name].items
+
+
+def derived_result(name: str, group_results: Sequence[RunResult],
+                   output: Iterable[tuple]) -> RunResult:
+    """A query's result: every input stream's result (``group_results``) and the query's own,
+    named ``name``, from its output rows (``cti.operators.output.OutputRow``: its items, and
+    counts)."""
+    from cti.events import Cti
+    from cti.operators.output import items_of_rows
+
+    items = items_of_rows(output)
+    ctis = sum(1 for i in items if isinstance(i, Cti))
+    streams = {n: r for res in group_results for n, r in res.streams.items()}
+    streams[name] = StreamResult(name, items, [], {"events": len(items) - ctis, "ctis": ctis})
+    return RunResult(streams)

@@ -194,9 +194,10 @@ def test_a_micro_batch_is_numbered_the_same_however_spark_splits_it(rows, cuts, 
     import pandas as pd
     import pyarrow as pa
 
+    from cti.engine.batch import IN_ARROW, routed
+    from cti.engine.route import QueryRoute
     from cti.io.dataframes import ORDER
-    from cti.runtime.spark.packing import _IN_ARROW, pack_unnumbered, routed, unpack
-    from cti.runtime.spark.route import QueryRoute
+    from cti.runtime.spark.packing import pack_unnumbered, unpack
 
     n = len(rows)
     table = pa.table({
@@ -205,7 +206,7 @@ def test_a_micro_batch_is_numbered_the_same_however_spark_splits_it(rows, cuts, 
         "end": [-(2**63)] * n, "payload": [json.dumps({"k": k, "i": i})
                                            for i, (_, _, k) in enumerate(rows)],
         "error": pa.nulls(n, pa.string()), "partition": pa.nulls(n, pa.string())},
-        schema=_IN_ARROW)
+        schema=IN_ARROW)
     order = pa.table({ORDER + "arrival": table.column("arrival"),
                       ORDER + "hash": pa.array([s * 1000 + ord(k) for _, s, k in rows])})
     route = QueryRoute(0, 2, {(0, 0): "k"}, frozenset(), False)

@@ -13,9 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cti.adapters import FIELD_COLUMN
+from cti.engine.batch import key_shards, routed, text_hashes
+from cti.engine.route import QueryRoute
 from cti.operators.frame import repeats
-from cti.runtime.spark.packing import key_shards, pack, routed, text_hashes, unpack
-from cti.runtime.spark.route import QueryRoute
+from cti.runtime.spark.packing import pack, unpack
 from cti.runtime.spark.schema import IN_SCHEMA, arrow_schema
 from cti.runtime.spark.source import MIN_PIECE, READ_CHUNK, cuts
 

@@ -34,10 +34,11 @@ from cti import (
     InvalidSettingsError,
     PointEvent,
 )
+from cti.engine.batch import read_rows
 from cti.ingress.machine import IngressMachine
 from cti.io.memory import MemoryInputAdapter, MemoryInputAdapterFactory
 from cti.rows import InRow, clock_row, eos_row
-from cti.runtime.local import LocalRuntime, read_rows
+from cti.runtime.local import LocalRuntime
 from cti.runtime.spark.schema import in_row_to_tuple, out_rows_to_pandas
 
 SOAK = Path(__file__).resolve().parents[1] / "bench" / "soak.py"

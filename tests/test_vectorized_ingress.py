@@ -13,13 +13,13 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from strategies import batch_sizes, bind, stream_defs
 
+from cti.engine.batch import read_rows
 from cti.errors import CtiError
 from cti.events import EventShape
 from cti.ingress import vectorized
 from cti.ingress.machine import IngressMachine
 from cti.ingress.spec import StreamSpec
 from cti.rows import eos_row
-from cti.runtime.local import read_rows
 from cti.runtime.spark.schema import (
     IN_SCHEMA,
     in_row_to_tuple,
@@ -214,8 +214,8 @@ def test_a_shards_chunk_straight_from_the_arrays_is_the_chunk_of_its_rows(data):
     its rows without the owner's event rows, the chunk ``_chunk`` takes from those rows, and,
     where every kept event has its field's text, the field's codes: equal exactly where the
     payloads' values are JSON-equal, each standing for its rows' value."""
+    from cti.engine.shard import chunk as _chunk
     from cti.operators import frame as frames
-    from cti.runtime.spark.operators import _chunk
 
     spec = data.draw(specs())
     items = [r for r in data.draw(rows(spec.shape)) if r[3] != "invalid"]

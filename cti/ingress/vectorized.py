@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from cti.engine.layout import in_rows_from_pandas, out_rows_to_pandas
 from cti.events import EventShape
 from cti.ingress.machine import IngressMachine
 from cti.ingress.spec import StreamSpec
@@ -65,8 +66,6 @@ def process_group(machine: IngressMachine, pdf: pd.DataFrame, owner: int | None 
     stands for in the whole output: one row per event status (kind ``summary``) counts all
     the stream's events, so its event rows weigh 0; every other row weighs 1.
     """
-    from cti.runtime.spark.schema import in_rows_from_pandas, out_rows_to_pandas
-
     specs = machine.specs
     if eligible(specs):
         done = _process(specs[0], machine.state["streams"][0], pdf, 0, owner)

@@ -1,38 +1,39 @@
-"""The in-process runner: the same ingress machine, fed from the adapters in this process.
+"""The in-process runner: the engine's step (``cti.engine.shard``) with one shard, fed from the
+adapters in this process.
 
-Deterministic and instant; the oracle the Spark runtime is tested against. ``batch_sizes``
-splits each stream's input into batches the way Spark micro-batches would (for tests). A
-stream bound with ``arrival_clock="wall"`` that has delivered everything it has (its input not
-complete) gets a clock tick (``cti.rows.clock_row``) in each later batch, and one when the run
-stops, from ``clock`` (default: the wall clock); the ticks are kept in ``ticks``.
+Deterministic and instant, and the same step a Spark shard runs: each stream's input is read
+as Arrow batches (``cti.engine.batch.piece``: an adapter's ``read_frame`` where it has one),
+cut into micro-batches by ``batch_sizes`` the way Spark micro-batches would (for tests; by
+default one batch), and each micro-batch runs through the group's ingress (plain streams) or
+the query shard's step. A stream bound with ``arrival_clock="wall"`` that has delivered
+everything it has (its input not complete) gets a clock tick (``cti.rows.clock_row``) in each
+later batch, and one when the run stops, from ``clock`` (default: the wall clock); the ticks
+are kept in ``ticks``.
 """
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
+import pyarrow as pa
 
-from cti.adapters import InputAdapter
-from cti.events import Cti
+from cti.engine.batch import IN_ARROW, piece, read_rows, routed, routed_frame, rows_table
+from cti.engine.layout import out_rows_from_pandas
+from cti.engine.route import routes
+from cti.engine.shard import Shard, ingress_step
 from cti.ingress.machine import IngressMachine
 from cti.operators import frame
-from cti.operators.machine import QueryMachine
-from cti.operators.output import COLUMNS, OutputRow, deliver, items_of_rows, rows_of_step
-from cti.results import RunResult, StreamResult
-from cti.rows import EOS, InRow, OutRow, adapter_item_to_row, clock_row, eos_row
+from cti.operators.output import deliver, step_table, table_rows
+from cti.results import RunResult, derived_result
+from cti.rows import EOS, InRow, OutRow, clock_row, eos_row
 from cti.runtime.base import query_inputs
 
 if TYPE_CHECKING:
     from cti.query import IngressGroup, OutputBinding
-
-
-def read_rows(index: int, adapter: InputAdapter, start: int, end: int) -> list[InRow]:
-    """Rows [start, end) of stream ``index``'s adapter (also used by the Spark source)."""
-    return [adapter_item_to_row(index, start + k, item)
-            for k, item in enumerate(adapter.read(start, end))]
 
 
 def read_inputs(group: IngressGroup) -> list[list[InRow]]:
@@ -53,6 +54,32 @@ def wall_clock() -> int:
     return time.time_ns() // 1000
 
 
+class _Input:
+    """One stream's input as a sequence of elements: its rows, then its end of input where it
+    is complete (from its adapter, or rows read already)."""
+
+    def __init__(self, index: int, adapter: Any = None, rows: list[InRow] | None = None
+                 ) -> None:
+        self.index, self.adapter, self.rows = index, adapter, rows
+        if rows is not None:
+            self.complete = bool(rows) and rows[-1].kind == EOS
+            self.rows_n = len(rows) - self.complete
+        else:
+            self.rows_n = adapter.latest_offset()
+            self.complete = adapter.is_complete()
+        self.size = self.rows_n + self.complete
+
+    def table(self, lo: int, hi: int, tick: int | None = None) -> pa.Table:
+        """Elements [lo, hi) as a batch (``IN_ARROW`` and maybe ``field:`` columns), with a
+        clock tick row."""
+        if self.rows is not None:
+            extra = [] if tick is None else [clock_row(self.index, self.rows_n, tick)]
+            return rows_table(self.rows[lo:hi] + extra)
+        n = self.rows_n
+        return piece(self.adapter if lo < min(hi, n) else None, self.index, min(lo, n),
+                     min(hi, n), self.complete and lo <= n < hi, tick)
+
+
 class LocalRuntime:
     def __init__(self, batch_sizes: Sequence[int] | None = None,
                  clock: Callable[[], int] | None = None) -> None:
@@ -60,47 +87,89 @@ class LocalRuntime:
         self.clock = clock or wall_clock
         self.ticks: list[InRow] = []  # the clock ticks given, in order
 
+    def input_batches(self, group: IngressGroup, inputs: list[list[InRow]] | None = None
+                      ) -> Iterator[pa.Table]:
+        """The group's input rows, one batch per micro-batch. ``inputs``: the streams' input
+        rows if already read (``read_inputs``)."""
+        specs = group.specs()
+        streams = [_Input(i, rows=rows) for i, rows in enumerate(inputs)] if inputs is not None \
+            else [_Input(i, s.factory.create(s.config, s.shape))
+                  for i, s in enumerate(group.streams)]
+        live = [s.index for s in streams if specs[s.index].arrival_clock == "wall"
+                and not s.complete]
+        if self.batch_sizes is None:
+            yield _concat([s.table(0, s.size) for s in streams])
+        else:
+            pos = 0
+            for k in itertools.count():
+                if all(pos >= s.size for s in streams):
+                    break
+                size = self.batch_sizes[k % len(self.batch_sizes)]
+                yield _concat([s.table(pos, pos + size) if pos < s.size
+                               else s.table(pos, pos, self._tick(s))
+                               for s in streams if pos < s.size or s.index in live])
+                pos += size
+        if live:  # the run stops with nothing more come: a last tick for each live input
+            yield _concat([streams[i].table(streams[i].size, streams[i].size,
+                                           self._tick(streams[i])) for i in live])
+
+    def _tick(self, stream: _Input) -> int:
+        """A clock tick of a silent live stream, recorded in ``ticks``."""
+        now = self.clock()
+        self.ticks.append(clock_row(stream.index, stream.rows_n, now))
+        return now
+
     def batches(self, group: IngressGroup,
                 inputs: list[list[InRow]] | None = None) -> Iterator[list[OutRow]]:
-        """Run the group; yield the output of each batch. ``inputs``: the streams' input rows
-        if already read (``read_inputs``)."""
+        """Run the group; yield the output rows of each batch. ``inputs``: see
+        ``input_batches``."""
         machine = IngressMachine(group.specs())
-        if inputs is None:
-            inputs = read_inputs(group)
-        live = [i for i, rows in enumerate(inputs) if machine.specs[i].arrival_clock == "wall"
-                and not (rows and rows[-1].kind == EOS)]
-        if self.batch_sizes is None:
-            yield machine.process([r for rows in inputs for r in rows])
-        else:
-            pos = [0] * len(inputs)
-            k = 0
-            while any(p < len(rows) for p, rows in zip(pos, inputs, strict=True)):
-                size = self.batch_sizes[k % len(self.batch_sizes)]
-                batch = []
-                for i, rows in enumerate(inputs):
-                    part = rows[pos[i]:pos[i] + size]
-                    pos[i] += size
-                    batch += part or ([self._tick(i, len(rows))] if i in live else [])
-                yield machine.process(batch)
-                k += 1
-        if live:  # the run stops with nothing more come: a last tick for each live input
-            yield machine.process([self._tick(i, len(inputs[i])) for i in live])
-
-    def _tick(self, stream: int, seq: int) -> InRow:
-        """A clock tick of a silent live stream, recorded in ``ticks``."""
-        tick = clock_row(stream, seq, self.clock())
-        self.ticks.append(tick)
-        return tick
+        for table in self.input_batches(group, inputs):
+            yield out_rows_from_pandas(ingress_step(machine, frame.arrow_to_pandas(
+                table.select(IN_ARROW.names))))
 
     def run(self, group: IngressGroup) -> RunResult:
         rows = [r for out in self.batches(group) for r in out]
         return RunResult.from_rows(group.names, rows, group.overs)
 
     def run_query(self, query: Any, with_inputs: bool = True) -> RunResult:
-        return run_query(self, query, with_inputs)
+        groups, refs = query_inputs(query)
+        ingress: list[list[OutRow]] = [[] for _ in groups]
+        output: list[pa.Table] = []
+        for done in self.query_steps(query, with_inputs):
+            if with_inputs:
+                for g, got in done.ingress.items():
+                    ingress[g] += out_rows_from_pandas(got)
+            output.append(step_table(done.events, done.ctis))
+        results = [RunResult.from_rows(g.names, rows, g.overs)
+                   for g, rows in zip(groups, ingress, strict=True)] if with_inputs else []
+        return derived_result(query.name, results, table_rows(pa.concat_tables(output))
+                              if output else [])
 
-    def write_query(self, query: Any) -> None:
-        write_query(self, query)
+    def query_steps(self, query: Any, with_inputs: bool = False) -> Iterator[Any]:
+        """Run a query as one shard; yield each step's ``cti.engine.shard.ShardOutput`` (with
+        ``with_inputs``, each input group's ingress rows in full)."""
+        groups, refs = query_inputs(query)
+        route = routes([query], groups, [refs], 1, with_inputs, keyed=True)[0]
+        read = sorted({g for g, _ in refs})
+        shard = Shard(query.node, query.inputs(), refs, {g: groups[g].specs() for g in read},
+                      route, 0, read if with_inputs else ())
+        state = shard.new_state()
+        runners = [self.input_batches(groups[g]) for g in read]
+        while True:
+            tables = [next(r, None) for r in runners]
+            if all(t is None for t in tables):
+                return
+            rows = [routed_frame(part, g) for g, t in zip(read, tables, strict=True)
+                    if t is not None for _, part in routed(route, g, t)]
+            yield shard.step(state, rows[0] if len(rows) == 1 else pd.concat(
+                rows, ignore_index=True))
+
+    def write_query(self, bound: Any) -> None:
+        adapter = bound.factory.create(bound.config, bound.stream.shape)
+        for batch_id, done in enumerate(self.query_steps(bound.stream)):
+            deliver(adapter, step_table(done.events, done.ctis), batch_id)
+        adapter.close()
 
     def write(self, group: IngressGroup, outputs: Sequence[OutputBinding]) -> None:
         adapters = [o.factory.create(o.config, o.shape) for o in outputs]
@@ -113,55 +182,8 @@ class LocalRuntime:
             adapter.close()
 
 
-def ingress_steps(runtime: LocalRuntime, groups: Sequence[IngressGroup]
-                  ) -> Iterator[list[list[OutRow]]]:
-    """Step k: the output of batch k of every group (a group with fewer batches gives [])."""
-    runners = [runtime.batches(g) for g in groups]
-    while True:
-        step = [next(r, None) for r in runners]
-        if all(s is None for s in step):
-            return
-        yield [s or [] for s in step]
-
-
-def derived_result(query: Any, group_results: Sequence[RunResult],
-                   output: list[OutputRow]) -> RunResult:
-    """Every input stream's result and the query's own (its items, and counts)."""
-    items = items_of_rows(output)
-    ctis = sum(1 for i in items if isinstance(i, Cti))
-    streams = {name: r for res in group_results for name, r in res.streams.items()}
-    streams[query.name] = StreamResult(query.name, items, [],
-                                       {"events": len(items) - ctis, "ctis": ctis})
-    return RunResult(streams)
-
-
-def _query_steps(runtime: LocalRuntime, query: Any, groups: list[IngressGroup],
-                 refs: list[tuple[int, int]]
-                 ) -> Iterator[tuple[list[list[OutRow]], list[OutputRow]]]:
-    machine = QueryMachine(query.node, query.inputs())
-    for step in ingress_steps(runtime, groups):
-        chunks = [frame.from_out_rows(sorted((r for r in step[g] if r.stream == i),
-                                             key=lambda r: r.seq)) for g, i in refs]
-        yield step, rows_of_step(*machine.step(chunks))
-
-
-def run_query(runtime: LocalRuntime, query: Any, with_inputs: bool = True) -> RunResult:
-    groups, refs = query_inputs(query)
-    ingress: list[list[OutRow]] = [[] for _ in groups]
-    output: list[OutputRow] = []
-    for step, rows in _query_steps(runtime, query, groups, refs):
-        if with_inputs:
-            for g, out in enumerate(step):
-                ingress[g] += out
-        output += rows
-    results = [RunResult.from_rows(g.names, rows, g.overs)
-               for g, rows in zip(groups, ingress, strict=True)] if with_inputs else []
-    return derived_result(query, results, output)
-
-
-def write_query(runtime: LocalRuntime, bound: Any) -> None:
-    adapter = bound.factory.create(bound.config, bound.stream.shape)
-    steps = _query_steps(runtime, bound.stream, *query_inputs(bound.stream))
-    for batch_id, (_, rows) in enumerate(steps):
-        deliver(adapter, pd.DataFrame(rows, columns=list(COLUMNS)), batch_id)
-    adapter.close()
+def _concat(tables: list[pa.Table]) -> pa.Table:
+    """Batches of several streams as one (their ``field:`` columns null where missing)."""
+    tables = [t for t in tables if t.num_rows] or tables[:1] or [IN_ARROW.empty_table()]
+    return tables[0] if len(tables) == 1 else pa.concat_tables(
+        tables, promote_options="default")

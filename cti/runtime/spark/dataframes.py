@@ -23,9 +23,10 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql import DataFrame
 
+from cti.engine.batch import IN_ARROW, routed
+from cti.engine.route import QueryRoute
 from cti.io.dataframes import ORDER, input_rows
-from cti.runtime.spark.packing import _IN_ARROW, pack_unnumbered, routed, unpack_output
-from cti.runtime.spark.route import QueryRoute
+from cti.runtime.spark.packing import pack_unnumbered, unpack_output
 from cti.runtime.spark.source import PACKED_SCHEMA
 
 OUTPUT_COLUMNS = "release long, kind string, start long, end long, payload string"
@@ -47,8 +48,8 @@ def _pack(routes: list[QueryRoute], group: int, batches: Iterator[pa.RecordBatch
         if not batch.num_rows:
             continue
         table = pa.Table.from_batches([batch])
-        rows = pa.table({f.name: table.column(f.name).cast(f.type) for f in _IN_ARROW},
-                        schema=_IN_ARROW)
+        rows = pa.table({f.name: table.column(f.name).cast(f.type) for f in IN_ARROW},
+                        schema=IN_ARROW)
         order = table.select([c for c in table.column_names if c.startswith(ORDER)])
         out: dict[str, list] = {"query": [], "shard": [], "group": [], "seq": [], "blob": []}
         for route in routes:

@@ -16,10 +16,10 @@ from pyspark.sql import DataFrame
 from pyspark.sql.streaming.state import GroupStateTimeout
 from pyspark.sql.types import BinaryType, IntegerType, StructField, StructType
 
-from cti.ingress import vectorized
+from cti.engine.shard import ingress_step
 from cti.ingress.machine import IngressMachine
 from cti.ingress.spec import StreamSpec
-from cti.runtime.spark.schema import OUT_SCHEMA, in_rows_from_pandas, out_rows_to_pandas
+from cti.runtime.spark.schema import OUT_SCHEMA
 
 STATE_SCHEMA = StructType([StructField("machine", BinaryType(), False)])
 GROUP_OUT_SCHEMA = StructType([StructField("group", IntegerType(), False), *OUT_SCHEMA.fields])
@@ -33,10 +33,7 @@ def ingress_function(specs: Sequence[Sequence[StreamSpec]]) -> Callable:
         group = int(key[0])
         saved = pickle.loads(state.get[0]) if state.exists else None
         machine = IngressMachine(specs[group], saved)
-        rows = pd.concat(list(batches), ignore_index=True)
-        pdf = vectorized.process_group(machine, rows)
-        if pdf is None:  # anything but the common case: the row machine, on the same state
-            pdf = out_rows_to_pandas(machine.process(in_rows_from_pandas(rows)))
+        pdf = ingress_step(machine, pd.concat(list(batches), ignore_index=True))
         state.update((pickle.dumps(machine.state, protocol=pickle.HIGHEST_PROTOCOL),))
         pdf.insert(0, "group", pd.Series([group] * len(pdf), dtype="int32"))
         yield pdf

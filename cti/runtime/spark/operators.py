@@ -3,14 +3,14 @@
 A query runs as ONE ``applyInPandasWithState`` keyed by (query, shard), straight after the
 source (PySpark 4.3 allows one such function per streaming query, and a chained
 ``transformWithStateInPandas`` regroups its input row by row in Python: measured at several
-microseconds per event). Each shard:
+microseconds per event). Each shard runs the engine's step (``cti.engine.shard.Shard``):
 
 - receives every row of every ingress group the query reads, so it runs the group's ingress
   itself (vectorised where it can, ``cti.ingress.vectorized``) and computes the same CTIs as every
-  other shard; the source routes the rows, packed many to a Spark row
-  (``cti.runtime.spark.packing``), and an event's payload travels only to the shard that owns
-  it (the hash of the key the query is spread by, ``cti.operators.sharding``), or to all for
-  edge streams (an edge end finds its start by payload);
+  other shard; the source routes the rows (``cti.engine.batch.routed``), packed many to a
+  Spark row (``cti.runtime.spark.packing``), and an event's payload travels only to the shard
+  that owns it (the hash of the key the query is spread by, ``cti.operators.sharding``), or
+  to all for edge streams (an edge end finds its start by payload);
 - keeps the events it owns and runs the ``QueryMachine`` over them: all its keys at once,
   vectorised over pandas frames.
 
@@ -30,7 +30,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql.streaming.state import GroupStateTimeout
 from pyspark.sql.types import (
@@ -42,16 +41,12 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from cti.events import EventShape
-from cti.ingress import vectorized
-from cti.ingress.machine import IngressMachine
+from cti.engine.route import QueryRoute
+from cti.engine.shard import Shard, next_in_seq
 from cti.operators import frame, plan, usercode
-from cti.operators.machine import QueryMachine
-from cti.operators.sharding import shard_fields
 from cti.runtime.spark.ingress import GROUP_OUT_SCHEMA
-from cti.runtime.spark.packing import owners, pack_output, unpack
-from cti.runtime.spark.route import QueryRoute
-from cti.runtime.spark.schema import NULL_TIME, in_rows_from_pandas, out_rows_to_pandas
+from cti.runtime.spark.packing import pack_output, unpack
+from cti.runtime.spark.schema import NULL_TIME
 from cti.runtime.spark.shipping import ship_user_functions
 from cti.time import MAX_TIME
 
@@ -64,23 +59,6 @@ OUT_FIELDS = [StructField("query", IntegerType(), False),
 OUTPUT_SCHEMA = StructType([*OUT_FIELDS, *GROUP_OUT_SCHEMA.fields,
                             StructField("blob", BinaryType(), True)])
 _STATE = StructType([StructField("blob", BinaryType(), False)])
-
-
-def routes(queries: Sequence[Any], groups: Sequence[Any],
-           refs: Sequence[Sequence[tuple[int, int]]], shards: int,
-           with_inputs: bool) -> list[QueryRoute]:
-    """Where the source sends each query's input rows: to ``shards`` shards by the key that
-    spreads the query (``cti.operators.sharding``), or to one."""
-    out = []
-    for q, query in enumerate(queries):
-        fields = shard_fields(query.node, query.inputs()) if shards > 1 else None
-        read = {g for g, _ in refs[q]}
-        edges = frozenset((g, i) for g in read for i, s in enumerate(groups[g].streams)
-                          if s.shape is EventShape.EDGE)
-        out.append(QueryRoute(q, shards if fields else 1,
-                              {r: fields[j] if fields else None for j, r in enumerate(refs[q])},
-                              edges, with_inputs))
-    return out
 
 
 def query_function(queries: Sequence[Any], groups: Sequence[Any],
@@ -111,73 +89,22 @@ def query_function(queries: Sequence[Any], groups: Sequence[Any],
              ) -> Iterator[pd.DataFrame]:
         q, shard = int(key[0]), int(key[1])
         mine = sorted({g for g, _ in refs[q]})
-        saved = pickle.loads(state.get[0]) if state.exists else {
-            "ingress": {g: None for g in mine}, "machine": None}
+        reported = [g for g in mine if shard == 0 and reporter[g] == q]
+        engine = Shard(plans[q], [], refs[q], specs, routes[q], shard,
+                       reported if with_inputs else ())
+        saved = pickle.loads(state.get[0]) if state.exists else engine.new_state()
         rows = unpack(pd.concat(list(batches), ignore_index=True),
                       lambda g, i: next_in_seq(saved["ingress"][g], i))
-        machine = QueryMachine(plans[q], [], saved["machine"])
-        route = routes[q]
-        out, ingress_out, direct = [], {}, {}
-        for g in mine:
-            ingress = IngressMachine(specs[g], saved["ingress"][g])
-            part = rows if len(mine) == 1 else rows[rows["group"] == g]
-            passing = with_inputs and shard == 0 and reporter[g] == q
-            got = None
-            if not passing:  # the shard's chunk straight from the vectorised ingress
-                done = vectorized.shard_chunk(ingress, part, shard, route.fields.get((g, 0)))
-                if done is not None:
-                    got, direct[(g, 0)] = done
-            if got is None:
-                got = vectorized.process_group(ingress, part, None if passing else shard)
-            if got is None:
-                got = out_rows_to_pandas(ingress.process(in_rows_from_pandas(part)))
-            if "weight" not in got:  # every row stands for itself
-                got["weight"] = np.int64(1)
-            saved["ingress"][g] = ingress.state
-            ingress_out[g] = got
-            if shard == 0 and reporter[g] == q:
-                out.append(_passed(got, g) if with_inputs else _summary(got, g))
-        chunks = [direct[(g, i)] if (g, i) in direct else _chunk(
-            ingress_out[g], i, shard, route.fields.get((g, i)), route.shards) for g, i in refs[q]]
-        events, ctis = machine.step(chunks)
-        saved["machine"] = machine.state
+        done = engine.step(saved, rows)
         state.update((pickle.dumps(saved, protocol=pickle.HIGHEST_PROTOCOL),))
-        out.append(_released(events, ctis if shard == 0 else []))
+        out = [_passed(done.ingress[g], g) if with_inputs else _summary(done.ingress[g], g)
+               for g in reported]
+        out.append(_released(done.events, done.ctis if shard == 0 else []))
         result = frame.stack([o for o in out if len(o)] or [out[-1]])
         result.insert(0, "query", np.int32(q))
         yield result
 
     return run
-
-
-def next_in_seq(machine_state: dict | None, stream: int) -> int:
-    """The sequence number a stream's next input row gets (the ingress machine's state)."""
-    return 0 if machine_state is None else machine_state["streams"][stream]["next_in_seq"]
-
-
-def _chunk(got: pd.DataFrame, stream: int, shard: int, field: str | None, shards: int
-           ) -> frame.Chunk:
-    """Stream ``stream``'s CTIs and the accepted and adjusted events the shard owns, from its
-    group's ingress output ``got``. Rows of weight 0 are owned by construction (see
-    ``vectorized.process_group``). Other events come from the row machine, maybe from rows of
-    an earlier micro-batch (held back until the group's other streams caught up), so their
-    owner comes from their payload, by the hash the source routed them by
-    (``packing.owners``); a payload the source left out is another shard's event."""
-    status = got["status"].to_numpy()
-    event = (status == "accepted") | (status == "adjusted")
-    owned = got["weight"].to_numpy() == 0
-    check = event & ~owned & (got["stream"].to_numpy() == stream)
-    if check.any():
-        payload = got["payload"].to_numpy(object)[check]
-        kept = pd.notna(payload)
-        mine = np.zeros(len(payload), bool)
-        if kept.any():
-            mine[kept] = owners(pa.array(list(payload[kept]), pa.string()), field,
-                                shards) == shard
-        owned[check] = mine
-    sel = (got["stream"].to_numpy() == stream) & ((status == "cti") | (event & owned))
-    return frame.chunk_of(*(got[c].to_numpy()[sel] for c in (
-        "status", "kind", "start", "end", "payload")))
 
 
 def apply_queries(rows: DataFrame, queries: Sequence[Any], groups: Sequence[Any],

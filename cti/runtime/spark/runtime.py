@@ -17,18 +17,18 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
+from cti.engine.route import routes
 from cti.errors import BindingError
 from cti.io.dataframes import is_dataframe_input
 from cti.operators.output import deliver, table_rows
-from cti.results import DIAGNOSTIC_STATUSES, RunResult
+from cti.results import DIAGNOSTIC_STATUSES, RunResult, derived_result
 from cti.rows import OUTPUT_STATUSES
 from cti.runtime.base import queries_inputs
-from cti.runtime.local import derived_result
 from cti.runtime.spark.dataframes import OUTPUT_COLUMNS, output_rows, packed_frame
 from cti.runtime.spark.handle import RunningQuery, raise_cti_error
 from cti.runtime.spark.ingress import apply_ingress
 from cti.runtime.spark.metrics import OBSERVATION, observe
-from cti.runtime.spark.operators import OP, PASS, apply_queries, routes
+from cti.runtime.spark.operators import OP, PASS, apply_queries
 from cti.runtime.spark.packing import unpack_output
 from cti.runtime.spark.schema import out_row_from_spark
 from cti.runtime.spark.session import get_spark
@@ -254,7 +254,7 @@ class SparkRuntime:
         outputs = [table_rows(unpack_output(b)) for b in blobs]
         results = [RunResult.from_rows(g.names, rows, g.overs)
                    for g, rows in zip(groups, ingress, strict=True)]
-        return [derived_result(q, [results[g] for g in sorted({g for g, _ in refs[k]})]
+        return [derived_result(q.name, [results[g] for g in sorted({g for g, _ in refs[k]})]
                                if with_inputs else [], outputs[k])
                 for k, q in enumerate(queries)]
 

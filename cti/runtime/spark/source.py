@@ -37,8 +37,8 @@ from pyspark import cloudpickle
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.types import BinaryType, IntegerType, LongType, StructField, StructType
 
+from cti.engine.route import QueryRoute
 from cti.rows import clock_row, eos_row
-from cti.runtime.spark.route import QueryRoute
 from cti.runtime.spark.schema import IN_SCHEMA, in_row_to_tuple
 
 FORMAT = "cti_adapter"
@@ -175,8 +175,8 @@ class CtiAdapterStreamReader(DataSourceStreamReader):
         group, index, factory, config, shape, _ = streams[k]
         adapter = factory.create(config, shape) if end > start else None
         # Executor side only: the driver's source process never imports pandas or pyarrow.
-        from cti.runtime.local import read_rows
-        from cti.runtime.spark.packing import packed, piece, with_group
+        from cti.engine.batch import piece, read_rows
+        from cti.runtime.spark.packing import packed, with_group
 
         if routes is not None:
             yield from packed(routes, group, piece(adapter, index, start, end, eos, tick), start)

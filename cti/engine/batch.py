@@ -1,0 +1,212 @@
+"""Input rows as Arrow batches: an adapter's rows read (columnar where it can), and a batch
+routed to the shards of a query.
+
+A batch of input rows has ``IN_ARROW`` columns (``cti.engine.layout.IN_COLUMNS``), maybe with
+the ``field:`` columns a columnar adapter gives. Routed to a query's shard it has ``own`` (the
+shard owning each event, -1 for rows that are no events of a stream the query spreads) and
+``text`` (``ROUTED_ARROW``). Both runtimes read and route this way: Spark's source for each
+piece of input it reads, the in-process runtime for each micro-batch.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from cti.adapters import FIELD_COLUMN, InputAdapter
+from cti.engine.layout import IN_COLUMNS, NULLABLE, in_row_to_tuple
+from cti.engine.route import QueryRoute
+from cti.operators.frame import arrow_to_pandas, dense_codes, exact_field
+from cti.rows import InRow, adapter_item_to_row, clock_row, eos_row, payload_from_json
+
+_TYPES = {"int": pa.int32(), "long": pa.int64(), "string": pa.string()}
+IN_ARROW = pa.schema([pa.field(name, _TYPES[t], nullable=name in NULLABLE)
+                      for name, t in IN_COLUMNS])
+TEXT = pa.dictionary(pa.int32(), pa.string())  # the spreading field's JSON text (``routed``)
+ROUTED_ARROW = pa.schema([*IN_ARROW, pa.field("own", pa.int32(), nullable=False),
+                          pa.field("text", TEXT)])
+
+
+def read_rows(index: int, adapter: InputAdapter, start: int, end: int) -> list[InRow]:
+    """Rows [start, end) of stream ``index``'s adapter, one ``InRow`` per item."""
+    return [adapter_item_to_row(index, start + k, item)
+            for k, item in enumerate(adapter.read(start, end))]
+
+
+def rows_table(rows: list[InRow]) -> pa.Table:
+    """Input rows as a batch (``IN_ARROW``)."""
+    if not rows:
+        return IN_ARROW.empty_table()
+    tuples = [in_row_to_tuple(r) for r in rows]
+    return pa.table(dict(zip(IN_ARROW.names, zip(*tuples, strict=True), strict=True)),
+                    schema=IN_ARROW)
+
+
+def piece(adapter: Any, index: int, start: int, end: int, eos: bool,
+          tick: int | None = None) -> pa.Table:
+    """Input rows [start, end) of stream ``index`` (and its end of input, and its recorded
+    clock tick ``tick``) as a batch (``IN_ARROW``), and the ``field:`` columns
+    a columnar adapter gives (null on rows that have none, such as the end-of-input row). The
+    clock and end-of-input rows are no events: ``routed`` sends them to every shard."""
+    columnar = hasattr(adapter, "read_frame")
+    tables = [_in_table(adapter.read_frame(start, end), index, start)] if columnar else []
+    rows = [] if columnar or adapter is None else read_rows(index, adapter, start, end)
+    if eos:
+        rows.append(eos_row(index, end))
+    if tick is not None:
+        rows.append(clock_row(index, end, tick))
+    if rows:
+        tables.append(rows_table(rows))
+    if not tables:
+        return IN_ARROW.empty_table()
+    return pa.concat_tables(tables, promote_options="default") if len(tables) > 1 else tables[0]
+
+
+def _in_table(frame: pa.Table, index: int, first_seq: int) -> pa.Table:
+    """A columnar adapter's rows (``read_frame``: kind, start, end, payload, arrival,
+    partition, error, and maybe ``field:`` columns) as ``IN_ARROW`` columns and those."""
+    n = frame.num_rows
+    fields = [name for name in frame.column_names if name.startswith(FIELD_COLUMN)]
+    return pa.table({
+        "stream": np.full(n, index, np.int32),
+        "seq": np.arange(first_seq, first_seq + n, dtype=np.int64),
+        **{f.name: frame.column(f.name).cast(f.type) for f in IN_ARROW
+           if f.name not in ("stream", "seq")},
+        **{name: frame.column(name).cast(pa.string()) for name in fields},
+    }, schema=pa.schema([*IN_ARROW, *(pa.field(name, pa.string()) for name in fields)]))
+
+
+def key_shards(payloads: pa.Array, field: str, shards: int, texts: pa.Array | None = None
+               ) -> np.ndarray:
+    """The shard of each payload's ``field`` value (JSON text, not null): a hash of the value's
+    JSON, the same in every process, so equal values meet in one shard. ``texts``: the value's
+    JSON text per row where the adapter gave it (null: not given; maybe dictionary-encoded
+    already), so its payload is not read.
+    """
+    if texts is not None and texts.null_count:  # some rows without: read those payloads
+        given = texts.is_valid()
+        out = np.empty(len(payloads), np.int32)
+        mask = given.to_numpy(zero_copy_only=False)
+        out[mask] = key_shards(payloads.filter(given), field, shards, texts.filter(given))
+        out[~mask] = key_shards(payloads.filter(pc.invert(given)), field, shards)
+        return out
+    if texts is not None:  # the value's own JSON text: one per distinct value
+        encoded = texts.dictionary_encode()  # (itself, if it is encoded)
+        distinct = encoded.dictionary
+        codes = encoded.indices.to_numpy(zero_copy_only=False)
+    elif (values := exact_field(payloads, field)) is not None:  # Arrow's parse of the payloads
+        encoded = values.dictionary_encode()
+        distinct = pa.array([json.dumps(v) for v in encoded.dictionary.to_pylist()] + ["null"],
+                            pa.string())
+        codes = encoded.indices.fill_null(len(distinct) - 1).to_numpy(zero_copy_only=False)
+    else:  # row by row (1, 1.0 and True are equal in Python, not in JSON)
+        distinct = pa.array([json.dumps(payload_from_json(p).get(field), sort_keys=True)
+                             for p in payloads.to_pylist()], pa.string())
+        codes = np.arange(len(distinct))
+    return (text_hashes(distinct) % np.uint64(shards)).astype(np.int32)[codes]
+
+
+def text_hashes(texts: pa.Array) -> np.ndarray:
+    """A 64-bit hash of each string's UTF-8 bytes (not null), the same in every process:
+    the bytes as a polynomial (wrapping), and the length, through MurmurHash3's 64-bit
+    finaliser so that every bit depends on every byte. Vectorised: no Python per text."""
+    texts = texts.cast(pa.large_string())
+    offsets = np.frombuffer(texts.buffers()[1], np.int64)[
+        texts.offset:texts.offset + len(texts) + 1]
+    data = np.frombuffer(texts.buffers()[2] or b"", np.uint8)[offsets[0]:offsets[-1]]
+    lengths = np.diff(offsets)
+    starts = offsets[:-1] - offsets[0]
+    h = lengths.astype(np.uint64)
+    with np.errstate(over="ignore"):
+        if len(data):
+            powers = np.cumprod(np.full(int(lengths.max()), _MULTIPLIER, np.uint64))
+            within = np.arange(len(data)) - np.repeat(starts, lengths)
+            weighted = data.astype(np.uint64) * powers[within]
+            filled = lengths > 0  # reduceat's segment of a text runs to the next one's start
+            h[filled] += np.add.reduceat(weighted, starts[filled])
+        for shift, factor in _FMIX64:
+            h ^= h >> np.uint64(shift)
+            if factor:
+                h *= np.uint64(factor)
+    return h
+
+
+_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)  # odd: the golden ratio's 64-bit fraction
+_FMIX64 = ((33, 0xFF51AFD7ED558CCD), (33, 0xC4CEB9FE1A85EC53), (33, 0))
+
+
+def owners(payloads: pa.Array, field: str | None, shards: int,
+           texts: pa.Array | None = None) -> np.ndarray:
+    """The shard that owns each event, by its payload (not null): the hash of its ``field``
+    value (``key_shards``), or shard 0 when the query is not spread (``field`` None, one
+    shard)."""
+    if field is None or shards == 1:
+        return np.zeros(len(payloads), np.int32)
+    return key_shards(payloads, field, shards, texts)
+
+
+def routed(route: QueryRoute, group: int, rows: pa.Table) -> Iterable[tuple[int, pa.Table]]:
+    """One piece of a group's input rows (``IN_ARROW`` columns), for each shard of the query:
+    the rows with ``own`` set, payloads kept only where that shard needs them, and ``text``,
+    the JSON text of the field that spreads the query, on the shard's own events where the
+    adapter gave it (so the shard need not read it from the payloads again)."""
+    stream = rows.column("stream").to_numpy()
+    kind = rows.column("kind").combine_chunks()
+    payload = rows.column("payload").combine_chunks()
+    n = rows.num_rows
+    own = np.full(n, -1, np.int32)
+    text_codes, dictionaries = np.full(n, -1, np.int32), []
+    edge = np.zeros(n, bool)
+    has_payload = payload.is_valid().to_numpy(zero_copy_only=False)
+    for (g, i), field in route.fields.items():
+        mine = (stream == i) & (g == group) & has_payload
+        if not mine.any():
+            continue
+        given = FIELD_COLUMN + (field or "")
+        texts = (rows.column(given).combine_chunks().filter(pa.array(mine)).dictionary_encode()
+                 if given in rows.column_names else None)
+        own[mine] = owners(payload.filter(pa.array(mine)), field, route.shards, texts)
+        if texts is not None and field is not None:
+            codes = texts.indices.fill_null(-1).to_numpy(zero_copy_only=False)
+            text_codes[mine] = np.where(codes >= 0, codes + sum(map(len, dictionaries)), -1)
+            dictionaries.append(texts.dictionary)
+    dictionary = (pa.concat_arrays(dictionaries) if dictionaries
+                  else pa.array([], pa.string()))
+    for g, i in route.edges:
+        edge |= (stream == i) & (g == group)
+    shared = edge | ~pc.is_in(kind, pa.array(["point", "interval"])).to_numpy(
+        zero_copy_only=False)
+    with_own = rows.select(IN_ARROW.names).append_column(ROUTED_ARROW.field("own"), pa.array(own))
+    at = with_own.schema.get_field_index("payload")
+    for shard in range(route.shards):
+        keep = shared | (own == shard) | (route.with_inputs and shard == 0)
+        yield shard, with_own.set_column(at, ROUTED_ARROW.field("payload"), pc.if_else(
+            pa.array(keep), payload, None)).append_column(
+            ROUTED_ARROW.field("text"), _shard_texts(text_codes, dictionary, own == shard))
+
+
+def _shard_texts(codes: np.ndarray, dictionary: pa.Array, mine: np.ndarray
+                 ) -> pa.DictionaryArray:
+    """The texts of the ``mine`` rows (code -1: none), with the dictionary of those alone."""
+    mine = mine & (codes >= 0)
+    renumbered, used = dense_codes(codes[mine])
+    indices = np.zeros(len(codes), np.int32)
+    indices[mine] = renumbered
+    return pa.DictionaryArray.from_arrays(pa.array(indices, mask=~mine),
+                                          dictionary.take(pa.array(used, pa.int64())))
+
+
+
+
+def routed_frame(table: pa.Table, group: int) -> pd.DataFrame:
+    """A shard's routed rows (``ROUTED_ARROW``) of group ``group`` as the pandas frame its step
+    takes (with ``group``)."""
+    table = table.select(ROUTED_ARROW.names).cast(ROUTED_ARROW)
+    return arrow_to_pandas(table.append_column(
+        "group", pa.array(np.full(table.num_rows, group, np.int32))))

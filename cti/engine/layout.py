@@ -1,0 +1,89 @@
+"""The layouts of input and output rows in a batch, and their conversions from and to the
+row machine's tuples (``cti.rows.InRow``, ``OutRow``).
+
+A time column is never null in a batch: a missing time is stored as MIN_TIME, which is never a
+legal event time (``NULL_TIME``); Spark hands nullable longs to pandas as float64, which cannot
+hold every tick. Light on purpose (pandas imported where used): Spark's driver-side source
+process imports it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from cti.rows import InRow, OutRow
+from cti.time import MIN_TIME
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+NULL_TIME = MIN_TIME
+
+# Input rows: (name, type), type "int" (32 bits), "long" or "string"; the columns in NULLABLE
+# may be null.
+IN_COLUMNS = (("stream", "int"), ("seq", "long"), ("arrival", "long"), ("kind", "string"),
+              ("start", "long"), ("end", "long"), ("payload", "string"), ("error", "string"),
+              ("partition", "string"))
+# Ingress output rows.
+OUT_COLUMNS = (("stream", "int"), ("seq", "long"), ("in_seq", "long"), ("kind", "string"),
+               ("start", "long"), ("end", "long"), ("payload", "string"), ("status", "string"),
+               ("orig_start", "long"), ("orig_end", "long"), ("cti", "long"),
+               ("reason", "string"), ("partition", "string"))
+
+NULLABLE = frozenset({"payload", "error", "partition", "reason"})
+
+_OUT_TIMES = (4, 5, 8, 9, 10)
+
+
+def _enc(v: int | None) -> int:
+    return NULL_TIME if v is None else v
+
+
+def _dec(v: int) -> int | None:
+    v = int(v)
+    return None if v == NULL_TIME else v
+
+
+def _text(v: object) -> str | None:
+    return None if v is None or (isinstance(v, float) and v != v) else str(v)
+
+
+def in_row_to_tuple(r: InRow) -> tuple:
+    return (r.stream, r.seq, _enc(r.arrival), r.kind, _enc(r.start), _enc(r.end), r.payload,
+            r.error, r.partition)
+
+
+def in_rows_from_pandas(pdf: pd.DataFrame) -> list[InRow]:
+    return [
+        InRow(int(s), int(q), _dec(a), k, _dec(st), _dec(e), _text(p), _text(err), _text(part))
+        for s, q, a, k, st, e, p, err, part in zip(
+            pdf["stream"], pdf["seq"], pdf["arrival"], pdf["kind"], pdf["start"], pdf["end"],
+            pdf["payload"], pdf["error"], pdf["partition"], strict=True)
+    ]
+
+
+def out_rows_to_pandas(rows: Iterable[OutRow]) -> pd.DataFrame:
+    import pandas as pd
+
+    cols = [name for name, _ in OUT_COLUMNS]
+    data = [tuple(_enc(v) if i in _OUT_TIMES else v for i, v in enumerate(r)) for r in rows]
+    pdf = pd.DataFrame.from_records(data, columns=cols)
+    for name, typ in OUT_COLUMNS:
+        if typ == "long":
+            pdf[name] = pdf[name].astype("int64")
+        elif typ == "int":
+            pdf[name] = pdf[name].astype("int32")
+    return pdf
+
+
+def out_row_from_values(values: Iterable[object]) -> OutRow:
+    """An output row from its column values in ``OUT_COLUMNS`` order (times NULL_TIME-coded)."""
+    return OutRow(*(_dec(v) if i in _OUT_TIMES else _text(v) if isinstance(v, float) else v
+                    for i, v in enumerate(values)))
+
+
+def out_rows_from_pandas(pdf: pd.DataFrame) -> list[OutRow]:
+    """Output rows of a batch (``OUT_COLUMNS``, maybe more) as ``OutRow`` tuples."""
+    cols = [pdf[name].tolist() for name, _ in OUT_COLUMNS]
+    return [out_row_from_values(v) for v in zip(*cols, strict=True)]

@@ -1,0 +1,134 @@
+"""The step of one query shard, and of one ingress group: a batch of input rows in, output
+rows out, on plain-data state (picklable: Spark keeps it in its state store).
+
+A shard of a query receives every input row of every ingress group the query reads, with the
+payloads of the events it owns (``cti.engine.batch.routed``). Per group it runs the group's
+ingress: straight to the chunk its operators take where the group is one common stream
+(``vectorized.shard_chunk``), else vectorised where it can be (``vectorized.process_group``),
+else the row machine (``IngressMachine.process``) on the same state; then the ``QueryMachine``
+over the events it owns. Every shard computes the same CTIs. The in-process runtime runs this
+step with one shard; Spark runs it in its stateful function, one call per shard and
+micro-batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any
+
+import attrs
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from cti.engine.batch import owners
+from cti.engine.layout import in_rows_from_pandas, out_rows_to_pandas
+from cti.engine.route import QueryRoute
+from cti.ingress import vectorized
+from cti.ingress.machine import IngressMachine
+from cti.ingress.spec import StreamSpec
+from cti.operators import frame
+from cti.operators.machine import QueryMachine
+
+
+def ingress_step(machine: IngressMachine, rows: pd.DataFrame, owner: int | None = None
+                 ) -> pd.DataFrame:
+    """A group's ingress output rows of a batch of its input rows (``IN_ARROW`` columns, as
+    pandas): vectorised where it can be, else the row machine on the same state. ``owner``: see
+    ``vectorized.process_group``."""
+    got = vectorized.process_group(machine, rows, owner)
+    if got is None:
+        got = out_rows_to_pandas(machine.process(in_rows_from_pandas(rows)))
+    return got
+
+
+def next_in_seq(machine_state: dict | None, stream: int) -> int:
+    """The sequence number a stream's next input row gets (the ingress machine's state)."""
+    return 0 if machine_state is None else machine_state["streams"][stream]["next_in_seq"]
+
+
+@attrs.frozen
+class ShardOutput:
+    """What a shard's step gives: each group's ingress output rows (with ``weight``: how many
+    rows each stands for; the rows of the groups it passes on in full, else the CTI and
+    summary rows at least), the released events (with ``release``) and the new output CTIs."""
+
+    ingress: dict[int, pd.DataFrame]
+    events: pd.DataFrame
+    ctis: list[int]
+
+
+@attrs.frozen
+class Shard:
+    """Shard ``shard`` of a query: its plan (``inputs``: the plan's ``Input`` streams, [] for a
+    plan of ``InputRef``s), its inputs' (group, index in group) ``refs``, the stream specs of
+    each group it reads, its ``route``; ``passing``: the groups whose ingress rows it gives in
+    full (a run that returns the input streams' results)."""
+
+    plan: Any
+    inputs: Sequence[Any]
+    refs: Sequence[tuple[int, int]]
+    specs: Mapping[int, Sequence[StreamSpec]]
+    route: QueryRoute
+    shard: int = 0
+    passing: Collection[int] = ()
+
+    @property
+    def groups(self) -> list[int]:
+        return sorted({g for g, _ in self.refs})
+
+    def new_state(self) -> dict[str, Any]:
+        return {"ingress": {g: None for g in self.groups}, "machine": None}
+
+    def step(self, state: dict[str, Any], rows: pd.DataFrame) -> ShardOutput:
+        """One batch of input rows (``ROUTED_ARROW`` columns and ``group``, as pandas); updates
+        ``state`` (``new_state()`` at first)."""
+        machine = QueryMachine(self.plan, self.inputs, state["machine"])
+        route, shard, groups = self.route, self.shard, self.groups
+        ingress_out, direct = {}, {}
+        for g in groups:
+            ingress = IngressMachine(self.specs[g], state["ingress"][g])
+            part = rows if len(groups) == 1 else rows[rows["group"].to_numpy() == g]
+            passing = g in self.passing
+            got = None
+            if not passing:  # the shard's chunk straight from the vectorised ingress
+                done = vectorized.shard_chunk(ingress, part, shard, route.fields.get((g, 0)))
+                if done is not None:
+                    got, direct[(g, 0)] = done
+            if got is None:
+                got = ingress_step(ingress, part, None if passing else shard)
+            if "weight" not in got:  # every row stands for itself
+                got["weight"] = np.int64(1)
+            state["ingress"][g] = ingress.state
+            ingress_out[g] = got
+        chunks = [direct[(g, i)] if (g, i) in direct else chunk(
+            ingress_out[g], i, shard, route.fields.get((g, i)), route.shards)
+            for g, i in self.refs]
+        events, ctis = machine.step(chunks)
+        state["machine"] = machine.state
+        return ShardOutput(ingress_out, events, list(ctis))
+
+
+def chunk(got: pd.DataFrame, stream: int, shard: int, field: str | None, shards: int
+          ) -> frame.Chunk:
+    """Stream ``stream``'s CTIs and the accepted and adjusted events the shard owns, from its
+    group's ingress output ``got``. Rows of weight 0 are owned by construction (see
+    ``vectorized.process_group``). Other events come from the row machine, maybe from rows of
+    an earlier micro-batch (held back until the group's other streams caught up), so their
+    owner comes from their payload, by the hash the rows were routed by (``batch.owners``); a
+    payload left out is another shard's event."""
+    status = got["status"].to_numpy()
+    event = (status == "accepted") | (status == "adjusted")
+    owned = got["weight"].to_numpy() == 0
+    check = event & ~owned & (got["stream"].to_numpy() == stream)
+    if check.any():
+        payload = got["payload"].to_numpy(object)[check]
+        kept = pd.notna(payload)
+        mine = np.zeros(len(payload), bool)
+        if kept.any():
+            mine[kept] = owners(pa.array(list(payload[kept]), pa.string()), field,
+                                shards) == shard
+        owned[check] = mine
+    sel = (got["stream"].to_numpy() == stream) & ((status == "cti") | (event & owned))
+    return frame.chunk_of(*(got[c].to_numpy()[sel] for c in (
+        "status", "kind", "start", "end", "payload")))
