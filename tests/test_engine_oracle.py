@@ -1,0 +1,93 @@
+"""The engine (``LocalRuntime``: the shard step of ``cti.engine.shard`` with one shard) gives the
+row machine's results (``oracle.OracleRuntime``: one input row at a time, payloads as JSON) on
+random inputs and random micro-batch splits: plain ingress groups (every stream's items,
+diagnostics and counts), queries (their output and their input streams' results) and the
+columnar path (a Parquet input read as Arrow batches, its key field's texts as codes)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from oracle import OracleRuntime
+from strategies import bind, describe, stream_defs
+from test_operator_properties import case_and_inputs, explain
+
+from cti import (
+    AdvanceTimeGenerationSettings,
+    AdvanceTimePolicy,
+    AdvanceTimeSettings,
+    Application,
+    CepStream,
+    EventShape,
+    agg,
+)
+from cti.io.memory import CollectingOutputAdapterFactory
+from cti.io.parquet import ParquetInputAdapterFactory, ParquetInputConfig
+from cti.runtime.local import LocalRuntime
+
+FAST = settings(max_examples=120, deadline=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+SPLITS = st.none() | st.lists(st.integers(1, 6), min_size=1, max_size=3)
+
+
+@FAST
+@given(defs=stream_defs(), sizes=SPLITS)
+def test_plain_groups_equal_the_row_machine(defs, sizes):
+    group = bind(defs)[0].ingress_group()
+    got = LocalRuntime(batch_sizes=sizes).run(group)
+    want = OracleRuntime(batch_sizes=sizes).run(bind(defs)[0].ingress_group())
+    assert got == want, f"{describe(defs)}\nsizes: {sizes}"
+
+
+@FAST
+@given(drawn=case_and_inputs(), sizes=SPLITS)
+def test_queries_equal_the_row_machine(drawn, sizes):
+    case, defs = drawn
+    got = case.build(bind(defs)).run(LocalRuntime(batch_sizes=sizes))
+    want = case.build(bind(defs)).run(OracleRuntime(batch_sizes=sizes))
+    assert got == want, f"{explain(case, defs)}\nsizes: {sizes}"
+
+
+def _events(rows: list[tuple[int, str, int]], path: str) -> CepStream:
+    pq.write_table(pa.table({"t": pa.array([r[0] for r in rows], pa.int64()),
+                             "key": pa.array([r[1] for r in rows], pa.string()),
+                             "v": pa.array([r[2] for r in rows], pa.int64())}), path)
+    settings_ = AdvanceTimeSettings(
+        AdvanceTimeGenerationSettings(3, delay=timedelta(microseconds=2),
+                                      advance_to_infinity_on_shutdown=True),
+        policy=AdvanceTimePolicy.DROP)
+    return CepStream.create("events", ParquetInputAdapterFactory(), ParquetInputConfig(path, "t"),
+                            EventShape.POINT, settings_, application=Application())
+
+
+ROWS = st.lists(st.tuples(st.integers(0, 60), st.sampled_from(["a", "b", "c", 'q"']),
+                          st.integers(-2, 2)), max_size=40)
+
+
+@FAST
+@given(rows=ROWS, sizes=SPLITS)
+def test_a_columnar_input_equals_the_row_machine(rows, sizes, tmp_path_factory):
+    """Parquet rows go through ``read_frame`` and the key's texts as the chunk's codes; the
+    oracle reads them item by item. Also written (``write_query``) batch by batch alike."""
+    path = str(tmp_path_factory.mktemp("pq") / "events.parquet")
+
+    def query(stream: CepStream):
+        return stream.group_by("key").apply(
+            lambda g: g.hopping_window(timedelta(microseconds=10), timedelta(microseconds=5))
+            .aggregate(count=agg.count(), total=agg.sum("v")))
+
+    assert (LocalRuntime(batch_sizes=sizes).run(_events(rows, path).ingress_group())
+            == OracleRuntime(batch_sizes=sizes).run(_events(rows, path).ingress_group()))
+    got = query(_events(rows, path)).run(LocalRuntime(batch_sizes=sizes))
+    want = query(_events(rows, path)).run(OracleRuntime(batch_sizes=sizes))
+    assert got == want, (rows, sizes)
+    written = []
+    for runtime in (LocalRuntime(batch_sizes=sizes), OracleRuntime(batch_sizes=sizes)):
+        sink = CollectingOutputAdapterFactory()
+        query(_events(rows, path)).to(sink, "out").run(runtime)
+        written.append(sink.adapters["out"].batches)
+    assert written[0] == written[1], (rows, sizes)
