@@ -7,6 +7,7 @@ columnar path (a Parquet input read as Arrow batches, its key field's texts as c
 from __future__ import annotations
 
 from datetime import timedelta
+from unittest import mock
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -27,11 +28,14 @@ from cti import (
 )
 from cti.io.memory import CollectingOutputAdapterFactory
 from cti.io.parquet import ParquetInputAdapterFactory, ParquetInputConfig
+from cti.runtime import local
 from cti.runtime.local import LocalRuntime
 
 FAST = settings(max_examples=120, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 SPLITS = st.none() | st.lists(st.integers(1, 6), min_size=1, max_size=3)
+# How many rows LocalRuntime steps at most at once within a micro-batch of one stream.
+PIECES = st.sampled_from([1, 2, 5, local.PIECE_ROWS])
 
 
 @FAST
@@ -44,10 +48,11 @@ def test_plain_groups_equal_the_row_machine(defs, sizes):
 
 
 @FAST
-@given(drawn=case_and_inputs(), sizes=SPLITS)
-def test_queries_equal_the_row_machine(drawn, sizes):
+@given(drawn=case_and_inputs(), sizes=SPLITS, piece=PIECES)
+def test_queries_equal_the_row_machine(drawn, sizes, piece):
     case, defs = drawn
-    got = case.build(bind(defs)).run(LocalRuntime(batch_sizes=sizes))
+    with mock.patch.object(local, "PIECE_ROWS", piece):
+        got = case.build(bind(defs)).run(LocalRuntime(batch_sizes=sizes))
     want = case.build(bind(defs)).run(OracleRuntime(batch_sizes=sizes))
     assert got == want, f"{explain(case, defs)}\nsizes: {sizes}"
 
@@ -69,11 +74,22 @@ ROWS = st.lists(st.tuples(st.integers(0, 60), st.sampled_from(["a", "b", "c", 'q
 
 
 @FAST
-@given(rows=ROWS, sizes=SPLITS)
-def test_a_columnar_input_equals_the_row_machine(rows, sizes, tmp_path_factory):
+@given(rows=ROWS, sizes=SPLITS, piece=PIECES)
+def test_a_columnar_input_equals_the_row_machine(rows, sizes, piece, tmp_path_factory):
     """Parquet rows go through ``read_frame`` and the key's texts as the chunk's codes; the
-    oracle reads them item by item. Also written (``write_query``) batch by batch alike."""
+    oracle reads them item by item. Also written (``write_query``) batch by batch alike, a
+    micro-batch stepped in pieces of ``piece`` rows."""
     path = str(tmp_path_factory.mktemp("pq") / "events.parquet")
+    patched = mock.patch.object(local, "PIECE_ROWS", piece)
+    patched.start()
+    try:
+        _check_columnar(rows, sizes, path)
+    finally:
+        patched.stop()
+
+
+def _check_columnar(rows: list[tuple[int, str, int]], sizes: list[int] | None, path: str
+                    ) -> None:
 
     def query(stream: CepStream):
         return stream.group_by("key").apply(

@@ -186,8 +186,9 @@ def routed(route: QueryRoute, group: int, rows: pa.Table) -> Iterable[tuple[int,
     at = with_own.schema.get_field_index("payload")
     for shard in range(route.shards):
         keep = shared | (own == shard) | (route.with_inputs and shard == 0)
-        yield shard, with_own.set_column(at, ROUTED_ARROW.field("payload"), pc.if_else(
-            pa.array(keep), payload, None)).append_column(
+        yield shard, with_own.set_column(at, ROUTED_ARROW.field("payload"), payload if keep.all()
+                                         else pc.if_else(pa.array(keep), payload, None)
+                                         ).append_column(
             ROUTED_ARROW.field("text"), _shard_texts(text_codes, dictionary, own == shard))
 
 
@@ -195,6 +196,8 @@ def _shard_texts(codes: np.ndarray, dictionary: pa.Array, mine: np.ndarray
                  ) -> pa.DictionaryArray:
     """The texts of the ``mine`` rows (code -1: none), with the dictionary of those alone."""
     mine = mine & (codes >= 0)
+    if mine.all():  # every row's (one shard): the dictionary as it is
+        return pa.DictionaryArray.from_arrays(pa.array(codes.astype(np.int32)), dictionary)
     renumbered, used = dense_codes(codes[mine])
     indices = np.zeros(len(codes), np.int32)
     indices[mine] = renumbered
@@ -208,5 +211,22 @@ def routed_frame(table: pa.Table, group: int) -> pd.DataFrame:
     """A shard's routed rows (``ROUTED_ARROW``) of group ``group`` as the pandas frame its step
     takes (with ``group``)."""
     table = table.select(ROUTED_ARROW.names).cast(ROUTED_ARROW)
-    return arrow_to_pandas(table.append_column(
-        "group", pa.array(np.full(table.num_rows, group, np.int32))))
+    n = table.num_rows
+    few = ("kind", "error", "partition")  # few distinct texts, or none: converted apart
+    out = arrow_to_pandas(table.drop_columns(list(few)))
+    for name in few:
+        out.insert(ROUTED_ARROW.get_field_index(name), name, _few_texts(table.column(name)))
+    out["group"] = np.full(n, group, np.int32)
+    return out
+
+
+def _few_texts(column: pa.ChunkedArray) -> np.ndarray:
+    """A text column of few distinct values as an object array (one Python string per
+    distinct value, no hashing of the rows' strings in Python)."""
+    n = len(column)
+    if column.null_count == n:
+        out = np.empty(n, object)
+        return out
+    encoded = column.combine_chunks().dictionary_encode()
+    values = np.asarray([*encoded.dictionary.to_pylist(), None], object)
+    return values[encoded.indices.fill_null(len(values) - 1).to_numpy(zero_copy_only=False)]

@@ -110,9 +110,12 @@ def _json_values(column: pa.ChunkedArray) -> pa.ChunkedArray | None:
     elif pa.types.is_boolean(t):
         text = pc.if_else(column, "true", "false")
     elif pa.types.is_string(t) or pa.types.is_large_string(t):
-        if not pc.all(pc.match_substring_regex(column.fill_null(""), _PLAIN_TEXT)).as_py():
+        # Checked and quoted once per distinct value (keys repeat), then spread to the rows.
+        encoded = column.combine_chunks().dictionary_encode()
+        values = encoded.dictionary
+        if len(values) and not pc.all(pc.match_substring_regex(values, _PLAIN_TEXT)).as_py():
             return None
-        text = pc.binary_join_element_wise('"', column, '"', "")
+        text = pc.binary_join_element_wise('"', values, '"', "").take(encoded.indices)
     else:
         return None
     return text.fill_null("null")

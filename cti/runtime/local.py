@@ -24,7 +24,7 @@ import pyarrow as pa
 from cti.engine.batch import IN_ARROW, piece, read_rows, routed, routed_frame, rows_table
 from cti.engine.layout import out_rows_from_pandas
 from cti.engine.route import routes
-from cti.engine.shard import Shard, ingress_step
+from cti.engine.shard import Shard, ShardOutput, ingress_step
 from cti.ingress.machine import IngressMachine
 from cti.operators import frame
 from cti.operators.output import deliver, step_table, table_rows
@@ -91,27 +91,44 @@ class LocalRuntime:
                       ) -> Iterator[pa.Table]:
         """The group's input rows, one batch per micro-batch. ``inputs``: the streams' input
         rows if already read (``read_inputs``)."""
+        for pieces in self._input_pieces(group, inputs):
+            yield _concat(pieces)
+
+    def _input_pieces(self, group: IngressGroup, inputs: list[list[InRow]] | None = None,
+                      piece: int | None = None) -> Iterator[list[pa.Table]]:
+        """``input_batches``, each micro-batch as a list of batches; with ``piece`` (a group of
+        one stream), cut into batches of at most that many rows, else one."""
         specs = group.specs()
         streams = [_Input(i, rows=rows) for i, rows in enumerate(inputs)] if inputs is not None \
             else [_Input(i, s.factory.create(s.config, s.shape))
                   for i, s in enumerate(group.streams)]
         live = [s.index for s in streams if specs[s.index].arrival_clock == "wall"
                 and not s.complete]
-        if self.batch_sizes is None:
-            yield _concat([s.table(0, s.size) for s in streams])
+        if piece is not None:
+            (one,) = streams
+            sizes, lo = self.batch_sizes or [max(1, one.size)], 0
+            for k in itertools.count():
+                if lo >= one.size and (k or self.batch_sizes):
+                    break
+                hi = lo + sizes[k % len(sizes)]
+                yield [one.table(a, min(a + piece, hi))
+                       for a in range(lo, max(lo + 1, min(hi, one.size)), piece)]
+                lo = hi
+        elif self.batch_sizes is None:
+            yield [s.table(0, s.size) for s in streams]
         else:
             pos = 0
             for k in itertools.count():
                 if all(pos >= s.size for s in streams):
                     break
                 size = self.batch_sizes[k % len(self.batch_sizes)]
-                yield _concat([s.table(pos, pos + size) if pos < s.size
-                               else s.table(pos, pos, self._tick(s))
-                               for s in streams if pos < s.size or s.index in live])
+                yield [s.table(pos, pos + size) if pos < s.size
+                       else s.table(pos, pos, self._tick(s))
+                       for s in streams if pos < s.size or s.index in live]
                 pos += size
         if live:  # the run stops with nothing more come: a last tick for each live input
-            yield _concat([streams[i].table(streams[i].size, streams[i].size,
-                                           self._tick(streams[i])) for i in live])
+            yield [streams[i].table(streams[i].size, streams[i].size, self._tick(streams[i]))
+                   for i in live]
 
     def _tick(self, stream: _Input) -> int:
         """A clock tick of a silent live stream, recorded in ``ticks``."""
@@ -155,6 +172,13 @@ class LocalRuntime:
         shard = Shard(query.node, query.inputs(), refs, {g: groups[g].specs() for g in read},
                       route, 0, read if with_inputs else ())
         state = shard.new_state()
+        if len(read) == 1 and _pieceable(groups[read[0]]):
+            # One stream: each micro-batch in pieces, one step each (the same output; a
+            # smaller working set), merged.
+            for pieces in self._input_pieces(groups[read[0]], piece=PIECE_ROWS):
+                yield _merged([shard.step(state, routed_frame(part, read[0]))
+                               for t in pieces for _, part in routed(route, read[0], t)])
+            return
         runners = [self.input_batches(groups[g]) for g in read]
         while True:
             tables = [next(r, None) for r in runners]
@@ -180,6 +204,27 @@ class LocalRuntime:
                     adapter.write(selected, batch_id)
         for adapter in adapters:
             adapter.close()
+
+
+PIECE_ROWS = 1 << 19  # rows of one step within a micro-batch of one stream (``query_steps``)
+
+
+def _pieceable(group: IngressGroup) -> bool:
+    """Whether a group's micro-batch may run as several steps with the same result: one stream,
+    without an event-ordering policy (a snapshot per step) or wall clock (ticks)."""
+    (spec, *more) = group.specs()
+    return not more and spec.ordering is None and spec.arrival_clock == "data"
+
+
+def _merged(outputs: list[ShardOutput]) -> ShardOutput:
+    """Several steps' outputs as one."""
+    if len(outputs) == 1:
+        return outputs[0]
+    return ShardOutput(
+        {g: pd.concat([o.ingress[g] for o in outputs], ignore_index=True)
+         for g in outputs[0].ingress},
+        frame.stack([o.events for o in outputs if len(o.events)] or [outputs[0].events]),
+        [c for o in outputs for c in o.ctis])
 
 
 def _concat(tables: list[pa.Table]) -> pa.Table:
