@@ -99,51 +99,66 @@ def _table(path: str) -> pa.Table:
 _PLAIN_TEXT = rf"^{PLAIN_JSON_CHARS}*$"
 
 
-def _json_values(column: pa.ChunkedArray) -> pa.ChunkedArray | None:
+def _json_values(column: pa.ChunkedArray) -> tuple[pa.Array, pa.Array | None] | None:
     """A column's values as JSON text, where Arrow's text of them is exactly ``json.dumps``'s
-    (integers, booleans, strings of plain printable ASCII); else None."""
+    (integers, booleans, strings of plain printable ASCII); else None. A string column's as
+    the texts of its distinct values (and ``null``) and each row's index into them (keys
+    repeat: checked and quoted once per value), another's as one text per row and None."""
     import pyarrow.compute as pc
 
     t = column.type
     if pa.types.is_integer(t):
-        text = pc.cast(column, pa.string())
-    elif pa.types.is_boolean(t):
-        text = pc.if_else(column, "true", "false")
-    elif pa.types.is_string(t) or pa.types.is_large_string(t):
-        # Checked and quoted once per distinct value (keys repeat), then spread to the rows.
+        return pc.cast(column, pa.string()).fill_null("null"), None
+    if pa.types.is_boolean(t):
+        return pc.if_else(column, "true", "false").fill_null("null"), None
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
         encoded = column.combine_chunks().dictionary_encode()
         values = encoded.dictionary
         if len(values) and not pc.all(pc.match_substring_regex(values, _PLAIN_TEXT)).as_py():
             return None
-        text = pc.binary_join_element_wise('"', values, '"', "").take(encoded.indices)
-    else:
-        return None
-    return text.fill_null("null")
+        texts = pa.concat_arrays([pc.binary_join_element_wise('"', values, '"', "").cast(
+            pa.string()), pa.array(["null"], pa.string())])
+        return texts, encoded.indices.fill_null(len(values))
+    return None
 
 
 def _payloads(table: pa.Table, cols: list[str]) -> tuple[pa.Array, dict[str, pa.Array]]:
     """Each row's payload columns as canonical JSON (sorted keys, no spaces), joined by
     Arrow's string kernels; a column whose Arrow text is not exact is written by pandas. And
     the JSON text of each column whose Arrow text is exact (``read_frame``'s ``field:`` columns).
-    """
+    A string column's distinct values carry the separators around them (``{"k":`` before,
+    ``,"next":`` or ``}`` after), so the rows' join has fewer parts."""
     import pyarrow.compute as pc
 
     if not cols or not table.num_rows:
         return pa.array(["{}"] * table.num_rows, pa.string()), {}
     parts: list[Any] = []
     exact: dict[str, pa.Array] = {}
+    joined_sep = False  # this column's separator went with the previous column's values
     for i, name in enumerate(cols):
-        key = json.dumps(name)
-        text = _json_values(table.column(name))
-        if text is None:
+        sep = "" if joined_sep else ("{" if i == 0 else ",") + json.dumps(name) + ":"
+        got = _json_values(table.column(name))
+        joined_sep = False
+        if got is None:
+            key = json.dumps(name)
             lines = table.select([name]).to_pandas().to_json(
                 orient="records", lines=True, double_precision=15, date_format="iso",
                 date_unit="us").split("\n")[:table.num_rows]
-            text = pa.array([line[len(key) + 2:-1] for line in lines], pa.string())
-        else:
-            exact[name] = text
-        parts += [("{" if i == 0 else ",") + key + ":", text]
-    joined = pc.binary_join_element_wise(*parts, "}", "")
+            parts += [sep, pa.array([line[len(key) + 2:-1] for line in lines], pa.string())]
+            continue
+        texts, indices = got
+        if indices is None:
+            exact[name] = texts
+            parts += [sep, texts]
+            continue
+        exact[name] = texts.take(indices)
+        after = "," + json.dumps(cols[i + 1]) + ":" if i + 1 < len(cols) else "}"
+        parts.append(pc.binary_join_element_wise(sep, texts, after, "").take(indices))
+        joined_sep = True
+    if not joined_sep:
+        parts.append("}")
+    parts = [p for p in parts if not isinstance(p, str) or p]
+    joined = parts[0] if len(parts) == 1 else pc.binary_join_element_wise(*parts, "")
     return (joined.combine_chunks() if isinstance(joined, pa.ChunkedArray) else joined), exact
 
 
