@@ -168,10 +168,18 @@ def routed(route: QueryRoute, group: int, rows: pa.Table) -> Iterable[tuple[int,
         mine = (stream == i) & (g == group) & has_payload
         if not mine.any():
             continue
+        every = mine.all()  # (usually: a group of one stream with payloads)
+
+        def chosen(values: pa.Array, every: bool = every, mine: np.ndarray = mine) -> pa.Array:
+            return values if every else values.filter(pa.array(mine))
+
         given = FIELD_COLUMN + (field or "")
-        texts = (rows.column(given).combine_chunks().filter(pa.array(mine)).dictionary_encode()
+        texts = (chosen(rows.column(given).combine_chunks()).dictionary_encode()
                  if given in rows.column_names else None)
-        own[mine] = owners(payload.filter(pa.array(mine)), field, route.shards, texts)
+        if field is not None and route.shards > 1:
+            own[mine] = owners(chosen(payload), field, route.shards, texts)
+        else:  # one shard owns them all
+            own[mine] = 0
         if texts is not None and field is not None:
             codes = texts.indices.fill_null(-1).to_numpy(zero_copy_only=False)
             text_codes[mine] = np.where(codes >= 0, codes + sum(map(len, dictionaries)), -1)
