@@ -42,8 +42,10 @@ def eligible(specs: list[StreamSpec]) -> bool:
 
 
 def _saturating_sub(values: np.ndarray, delay: int) -> np.ndarray:
-    lo, hi = MIN_TIME + 1, MAX_TIME - 1
-    return np.clip(values, max(lo, lo + delay), min(hi, hi + delay)) - delay
+    """``cti.time.add(v, -delay)`` of each value (none a sentinel): saturating at the
+    sentinels, without overflowing int64."""
+    return np.clip(values, max(MIN_TIME, MIN_TIME + delay), min(MAX_TIME, MAX_TIME + delay)) \
+        - delay
 
 
 def process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame) -> pd.DataFrame | None:
