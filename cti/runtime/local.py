@@ -5,10 +5,11 @@ Deterministic and instant, and the same step a Spark shard runs: each stream's i
 as Arrow batches (``cti.engine.batch.piece``: an adapter's ``read_frame`` where it has one),
 cut into micro-batches by ``batch_sizes`` the way Spark micro-batches would (for tests; by
 default one batch), and each micro-batch runs through the group's ingress (plain streams) or
-the query shard's step. A stream bound with ``arrival_clock="wall"`` that has delivered
-everything it has (its input not complete) gets a clock tick (``cti.rows.clock_row``) in each
-later batch, and one when the run stops, from ``clock`` (default: the wall clock); the ticks
-are kept in ``ticks``.
+the query shard's step (a micro-batch of a query over one stream in steps of at most
+``PIECE_ROWS`` rows: the same output, a smaller working set). A stream bound with
+``arrival_clock="wall"`` that has delivered everything it has (its input not complete) gets a
+clock tick (``cti.rows.clock_row``) in each later batch, and one when the run stops, from
+``clock`` (default: the wall clock); the ticks are kept in ``ticks``.
 """
 
 from __future__ import annotations
