@@ -223,7 +223,8 @@ def routed_frame(table: pa.Table, group: int) -> pd.DataFrame:
     few = ("kind", "error", "partition")  # few distinct texts, or none: converted apart
     out = arrow_to_pandas(table.drop_columns(list(few)))
     for name in few:
-        out.insert(ROUTED_ARROW.get_field_index(name), name, _few_texts(table.column(name)))
+        out.insert(ROUTED_ARROW.get_field_index(name), name,  # (object: pandas infers no type)
+                   pd.Series(_few_texts(table.column(name)), dtype=object, copy=False))
     out["group"] = np.full(n, group, np.int32)
     return out
 

@@ -144,7 +144,7 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
     rest = np.flatnonzero(~is_ev)  # usually few: compare the other kinds there only
     is_cti, is_eos = np.zeros(n, bool), np.zeros(n, bool)
     is_cti[rest], is_eos[rest] = kind[rest] == "cti", kind[rest] == "eos"
-    if not (is_ev | is_cti | is_eos).all() or pd.notna(errors).any():
+    if not (is_ev | is_cti | is_eos).all() or (errors != None).any():  # noqa: E711 (per row)
         return None
     if is_eos.any() and (not is_eos[-1] or is_eos.sum() > 1):
         return None
@@ -207,7 +207,7 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
         pays = payload[kept]
         chunk = Chunk(make(filled(len(kept), ev_kind), kept_start,
                            kept_start + 1 if ev_kind == "point" else end[kept],
-                           np.where(pd.isna(pays), "{}", pays) if len(pays) else pays,
+                           np.where(pays == None, "{}", pays) if len(pays) else pays,  # noqa: E711
                            filled(len(kept), "")),
                       candidate[emits_cti].tolist(), _known_field(pdf, take, kept, field))
         rows_ev = rows_ev[:0]
