@@ -207,7 +207,7 @@ class LocalRuntime:
             adapter.close()
 
 
-PIECE_ROWS = 1 << 19  # rows of one step within a micro-batch of one stream (``query_steps``)
+PIECE_ROWS = 1 << 18  # rows of one step within a micro-batch of one stream (``query_steps``)
 
 
 def _pieceable(group: IngressGroup) -> bool:
