@@ -263,11 +263,13 @@ def run_spark_native(root: Path, opts: argparse.Namespace) -> dict[str, Any]:
     _native_run(spark, root / "warmup")
     startup = time.perf_counter() - t0
     log(f"spark-native: session {session:.1f} s, with warm-up query {startup:.1f} s")
+    before = stage_metrics(spark)
     runs = [_native_run(spark, root / "events") for _ in range(opts.repeat)]
+    metrics = per_run(task_metrics(before, stage_metrics(spark)), opts.repeat)
     elapsed, progress = _median(runs)
     return {
         "startup_s": startup, "session_s": session, "run_s": elapsed,
-        "runs_s": [round(r[0], 3) for r in runs],
+        "runs_s": [round(r[0], 3) for r in runs], **metrics,
         "output_rows": sum(max(p["sink"].get("numOutputRows", 0), 0) for p in progress),
         "micro_batches": len(progress),
         "data_batches": sum(1 for p in progress if p["numInputRows"] > 0),
@@ -392,23 +394,65 @@ def run_cti_local(root: Path, opts: argparse.Namespace) -> dict[str, Any]:
             "runs_s": [round(r[0], 3) for r in runs], "output_rows": rows}
 
 
+def stage_metrics(spark: Any) -> dict[int, tuple[int, int, int]]:
+    """Spark's own metrics of every stage the session's status store holds (it is kept with
+    the UI off): stage id -> (shuffle bytes written, executor CPU ns, executor run ms), summed
+    over the stage's attempts."""
+    sc = spark.sparkContext
+    jvm = sc._jvm
+    stages = sc._jsc.sc().statusStore().stageList(
+        None, False, False, sc._gateway.new_array(jvm.double, 0), jvm.java.util.ArrayList())
+    out: dict[int, tuple[int, int, int]] = {}
+    it = stages.iterator()
+    while it.hasNext():
+        s = it.next()
+        had = out.get(s.stageId(), (0, 0, 0))
+        out[s.stageId()] = (had[0] + s.shuffleWriteBytes(), had[1] + s.executorCpuTime(),
+                            had[2] + s.executorRunTime())
+    return out
+
+
+def task_metrics(before: dict[int, tuple[int, int, int]], after: dict[int, tuple[int, int, int]]
+                 ) -> dict[str, float]:
+    """The metrics of the stages that ran between two ``stage_metrics`` snapshots:
+    ``shuffle_bytes``, ``task_cpu_s`` (the executors' CPU time, JVM threads: Python workers'
+    CPU is not in it) and ``task_run_s`` (the tasks' run time, Python work included)."""
+    new = [m for sid, m in after.items() if sid not in before]
+    return {"shuffle_bytes": sum(m[0] for m in new),
+            "task_cpu_s": round(sum(m[1] for m in new) / 1e9, 3),
+            "task_run_s": round(sum(m[2] for m in new) / 1e3, 3)}
+
+
+def per_run(metrics: dict[str, float], runs: int) -> dict[str, float]:
+    """``task_metrics`` of ``runs`` timed runs, per run (their mean)."""
+    return {k: round(v / runs, 3) if isinstance(v, float) else v // runs
+            for k, v in metrics.items()}
+
+
 def run_cti_spark(root: Path, opts: argparse.Namespace) -> dict[str, Any]:
-    """The cti query on the Spark runtime (the same session settings as spark-native)."""
+    """The cti query on the Spark runtime (the same session settings as spark-native), with
+    ``--shards`` shards (None: the runtime's default) and the timed runs' Spark metrics."""
     from cti.runtime.spark import SparkRuntime
 
     _check_cti_api()
     t0 = time.perf_counter()
     spark = start_spark()
     session = time.perf_counter() - t0
-    _cti_run(*_cti_source(root / "warmup", opts.cti_input)[:2], SparkRuntime(spark))
+    shards = opts.shards[0] if opts.shards else None
+    _cti_run(*_cti_source(root / "warmup", opts.cti_input)[:2],
+             SparkRuntime(spark, shards=shards))
     startup = time.perf_counter() - t0
     log(f"cti-spark: session {session:.1f} s, with warm-up query {startup:.1f} s")
     factory, config, load = _cti_source(root / "events", opts.cti_input)
-    runs = [_cti_run(factory, config, SparkRuntime(spark, batch_sizes=_batch_sizes(opts)))
+    before = stage_metrics(spark)
+    runs = [_cti_run(factory, config, SparkRuntime(spark, batch_sizes=_batch_sizes(opts),
+                                                   shards=shards))
             for _ in range(opts.repeat)]
+    metrics = per_run(task_metrics(before, stage_metrics(spark)), opts.repeat)
     elapsed, rows = _median(runs)
-    return {"startup_s": startup, "session_s": session, "load_s": load, "run_s": elapsed,
-            "runs_s": [round(r[0], 3) for r in runs], "output_rows": rows}
+    return {"shards": shards, "startup_s": startup, "session_s": session, "load_s": load,
+            "run_s": elapsed, "runs_s": [round(r[0], 3) for r in runs], "output_rows": rows,
+            **metrics}
 
 
 def _floor_run(data: Path) -> tuple[float, int, int]:
@@ -507,8 +551,10 @@ def child(system: str, root: Path, opts: argparse.Namespace) -> dict[str, Any]:
 # ---- driver ---------------------------------------------------------------------------------
 
 
-def run_system(system: str, root: Path, args: argparse.Namespace) -> dict[str, Any]:
-    """Run ``system`` in a child process and return its JSON line (or an error line)."""
+def run_system(system: str, root: Path, args: argparse.Namespace, shards: int | None = None
+               ) -> dict[str, Any]:
+    """Run ``system`` in a child process (cti-spark with ``shards`` shards) and return its JSON
+    line (or an error line)."""
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", system, "--data", str(root),
            "--events", str(args.events), "--keys", str(args.keys),
            "--batches", str(args.batches), "--seed", str(args.seed),
@@ -516,6 +562,8 @@ def run_system(system: str, root: Path, args: argparse.Namespace) -> dict[str, A
            "--cti-input", args.cti_input]
     if args.key_rate is not None:
         cmd += ["--key-rate", str(args.key_rate)]
+    if shards is not None:
+        cmd += ["--shards", str(shards)]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)}
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, env=env, check=False)
@@ -548,6 +596,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--key-rate", type=float, default=None, metavar="HZ",
                    help="events per second per key (default: 1,000 events per second in all, "
                         "shared by the keys)")
+    p.add_argument("--shards", default=None, metavar="S[,S...]",
+                   help="cti-spark's shard counts (SparkRuntime(shards=S)), comma-separated: "
+                        "one run and one line per count (default: the runtime's default)")
     p.add_argument("--child", choices=SYSTEMS + YARDSTICKS, help=argparse.SUPPRESS)
     p.add_argument("--data", type=Path, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -560,6 +611,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if unknown or not systems:
         p.error(f"unknown systems {unknown}; choose from {', '.join(SYSTEMS + YARDSTICKS)}")
     args.system_list = systems
+    try:
+        args.shards = [int(x) for x in args.shards.split(",")] if args.shards else []
+    except ValueError:
+        p.error(f"--shards must be comma-separated integers, not {args.shards!r}")
+    if any(x < 1 for x in args.shards):
+        p.error("--shards must be >= 1")
     return args
 
 
@@ -577,10 +634,11 @@ def main(argv: list[str] | None = None) -> int:
         log(f"generated {args.events} events, {args.keys} keys, {args.batches} file(s) "
             f"in {time.perf_counter() - t0:.1f} s under {tmp}")
         for system in args.system_list:
-            log(f"running {system} ...")
-            line = run_system(system, tmp, args)
-            log(f"{system}: {line.get('events_per_s', line.get('error'))}")
-            print(json.dumps(line), flush=True)
+            for shards in (args.shards or [None]) if system == "cti-spark" else [None]:
+                log(f"running {system}{f' with {shards} shards' if shards else ''} ...")
+                line = run_system(system, tmp, args, shards)
+                log(f"{system}: {line.get('events_per_s', line.get('error'))}")
+                print(json.dumps(line), flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0

@@ -86,10 +86,37 @@ class SparkRuntime:
         self._spark = spark
         self.clock = clock
         self.tick_interval = to_duration_ticks(tick_interval, "tick_interval")
+        if shards is not None and (isinstance(shards, bool) or not isinstance(shards, int)
+                                   or shards < 1):
+            raise ValueError(f"SparkRuntime(shards=...) must be a whole number >= 1, "
+                             f"not {shards!r}")
         self.shards = shards
         self.checkpoint_location = checkpoint_location
         self.batch_sizes = list(batch_sizes) if batch_sizes else None
         self.progress: list[dict[str, Any]] = []
+
+    @property
+    def shard_count(self) -> int:
+        """How many shards spread a query: ``shards``, or the session's default parallelism
+        (its cores), never ``spark.sql.shuffle.partitions`` (a default session's 200 would
+        mean 200 tasks per micro-batch, most of them idle)."""
+        return self.shards or max(1, self.spark.sparkContext.defaultParallelism)
+
+    def _start(self, writer: Any, checkpoint: str, sharded: bool = True) -> StreamingQuery:
+        """Start a streaming write whose stateful stage has one partition per shard (Spark
+        fixes a query's shuffle partitions when it starts and keeps them in the checkpoint);
+        with ``sharded`` (its queries are spread over shards), after checking that the
+        checkpoint, if it exists, was written with the same number of shards (a shard's state
+        belongs to its keys: another count would give wrong results)."""
+        if sharded:
+            check_shard_layout(checkpoint, self.shard_count)
+        conf = self.spark.conf
+        before = conf.get("spark.sql.shuffle.partitions")
+        conf.set("spark.sql.shuffle.partitions", str(self.shard_count))
+        try:
+            return writer.option("checkpointLocation", checkpoint).start()
+        finally:
+            conf.set("spark.sql.shuffle.partitions", before)
 
     @property
     def spark(self) -> SparkSession:
@@ -170,8 +197,8 @@ class SparkRuntime:
                 rows.repartition(1).foreachPartition(partial(_write_partition, o, batch_id))
             batch.unpersist()
 
-        return (self.ingress_frame([group], long_running).writeStream.foreachBatch(write_batch)
-                .option("checkpointLocation", checkpoint or self._checkpoint()).start())
+        return self._start(self.ingress_frame([group], long_running).writeStream
+                           .foreachBatch(write_batch), checkpoint or self._checkpoint(), False)
 
     def start_write(self, group: IngressGroup, outputs: Sequence[OutputBinding]
                     ) -> RunningQuery:
@@ -197,19 +224,20 @@ class SparkRuntime:
             return [RunResult({n: r.streams[n] for n in g.names})
                     for g, r in zip(groups, results, strict=True)]
         per_group: list[list] = [[] for _ in groups]
-        for r in self._run_to_memory(self.ingress_frame(groups)):
+        for r in self._run_to_memory(self.ingress_frame(groups), sharded=False):
             per_group[r[0]].append(out_row_from_spark(r[1:]))
         return [RunResult.from_rows(g.names, rows, g.overs)
                 for g, rows in zip(groups, per_group, strict=True)]
 
     recorded_ticks = staticmethod(recorded_ticks)
 
-    def _run_to_memory(self, frame: DataFrame) -> Iterator[Any]:
-        """Run a streaming frame to the end of its input into the memory sink; its rows."""
+    def _run_to_memory(self, frame: DataFrame, sharded: bool = True) -> Iterator[Any]:
+        """Run a streaming frame to the end of its input into the memory sink; its rows
+        (``sharded``: see ``_start``)."""
         table = f"cti_{uuid.uuid4().hex}"
         checkpoint = self.checkpoint_location or tempfile.mkdtemp(prefix="cti-checkpoint-")
-        query = (frame.writeStream.format("memory").queryName(table).outputMode("append")
-                 .option("checkpointLocation", checkpoint).start())
+        query = self._start(frame.writeStream.format("memory").queryName(table)
+                            .outputMode("append"), checkpoint, sharded)
         try:
             self._drive(query)
         finally:
@@ -228,8 +256,7 @@ class SparkRuntime:
                     ) -> tuple[DataFrame, list[IngressGroup], list[list[tuple[int, int]]]]:
         """The streaming frame of the queries' output rows (``operators.OUTPUT_SCHEMA``)."""
         groups, refs = queries_inputs(queries)
-        shards = self.shards or int(self.spark.conf.get("spark.sql.shuffle.partitions"))
-        routed = routes(queries, groups, refs, shards, with_inputs)
+        routed = routes(queries, groups, refs, self.shard_count, with_inputs)
         frame = apply_queries(self.source_frame(groups, routed, long_running), queries,
                               groups, refs,
                               with_inputs, routed)
@@ -270,8 +297,8 @@ class SparkRuntime:
         sink = (bound.factory, bound.config, bound.stream.shape)  # not the plan: its inputs
         written = (frame.where(F.col("role") == OP).select("blob").repartition(1)
                    .mapInArrow(partial(_write_query_partition, sink), "written long"))
-        return (written.writeStream.format("noop").outputMode("append")
-                .option("checkpointLocation", checkpoint or self._checkpoint()).start())
+        return self._start(written.writeStream.format("noop").outputMode("append"),
+                           checkpoint or self._checkpoint())
 
     def output_frame(self, stream: Any, payload_schema: Any = None) -> DataFrame:
         """A query's (or a bound stream's) output as a streaming DataFrame: a row per event and
@@ -305,3 +332,26 @@ def _write_query_partition(sink: tuple[Any, Any, Any], batches: Iterator[pa.Reco
 
 
 _BATCH_ID = "streaming.sql.batchId"  # the local property Spark gives a micro-batch's tasks
+
+
+_LAYOUT = "cti-shards.json"  # a checkpoint's shard count, next to Spark's own files
+
+
+def check_shard_layout(checkpoint: str, shards: int) -> None:
+    """Record ``shards`` in a new checkpoint; refuse an existing one written with another
+    count, naming both."""
+    import json
+    from pathlib import Path
+
+    path = Path(checkpoint, _LAYOUT)
+    if path.exists():
+        recorded = json.loads(path.read_text())["shards"]
+        if recorded != shards:
+            raise BindingError(
+                f"checkpoint {checkpoint} was written with {recorded} shards, and this "
+                f"SparkRuntime has {shards}: a shard's state holds its keys, so the count "
+                f"cannot change under a checkpoint; use SparkRuntime(shards={recorded}) or a "
+                "new checkpoint location")
+        return
+    Path(checkpoint).mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"shards": shards}))
