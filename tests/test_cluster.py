@@ -1,0 +1,100 @@
+"""Queries spread over shards on a real multi-process cluster: ``spark-submit`` on
+``local-cluster[2,1,1024]`` (two executor JVMs, each with its Python workers) runs a
+``group_by`` hopping-window query and a keyed join with ``SparkRuntime(shards=4)``; both
+equal the in-process runtime's results, and both executors ran tasks."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cti.runtime.local import LocalRuntime
+
+JOB = '''
+import json
+import sys
+from datetime import timedelta
+
+from cti import AdvanceTimeSettings, Application, CepStream, EventShape, PointEvent, agg
+from cti.io.memory import MemoryInputAdapterFactory
+
+
+def queries():
+    app = Application()
+    settings = AdvanceTimeSettings.unordered_start_time(timedelta(microseconds=30))
+    reads = [PointEvent(t * 7 % 1000 + t, {"k": f"k{t % 13}", "v": t}) for t in range(900)]
+    s = CepStream.create("reads", MemoryInputAdapterFactory(), reads, EventShape.POINT,
+                         settings, application=app)
+    ref = [PointEvent(t * 11, {"k": f"k{t % 13}", "w": t}) for t in range(160)]
+    r = CepStream.create("ref", MemoryInputAdapterFactory(), ref, EventShape.POINT, settings,
+                         application=app)
+    windows = s.group_by("k").apply(
+        lambda g: g.hopping_window(timedelta(microseconds=100), timedelta(microseconds=50))
+        .aggregate(n=agg.count(), total=agg.sum("v")))
+    joined = s.alter_event_duration(timedelta(microseconds=40)).join(
+        r.alter_event_duration(timedelta(microseconds=25)), on="k",
+        select=lambda a, b: {"k": a["k"], "v": a["v"], "w": b["w"]})
+    return windows, joined
+
+
+def canonical(items):
+    return [[type(i).__name__, getattr(i, "start", getattr(i, "time", None)),
+             getattr(i, "end", None), json.dumps(getattr(i, "payload", None), sort_keys=True)]
+            for i in items]
+
+
+if __name__ == "__main__":
+    from cti.runtime.spark import SparkRuntime
+    from cti.runtime.spark.session import get_spark
+
+    spark = get_spark()
+    runtime = SparkRuntime(spark, shards=4, batch_sizes=[300])
+    out = {name: canonical(q.collect(runtime))
+           for name, q in zip(("windows", "joined"), queries(), strict=True)}
+    sc = spark.sparkContext
+    executors = sc._jsc.sc().statusStore().executorList(True)
+    tasks = {}
+    it = executors.iterator()
+    while it.hasNext():
+        e = it.next()
+        if e.id() != "driver":
+            tasks[e.id()] = e.totalTasks()
+    out["tasks"] = tasks
+    out["master"] = sc.master
+    Path = __import__("pathlib").Path
+    Path(sys.argv[1]).write_text(json.dumps(out))
+'''
+
+
+@pytest.mark.spark
+def test_group_by_window_and_keyed_join_on_two_executors_equal_in_process(tmp_path):
+    job = tmp_path / "job.py"
+    job.write_text(JOB)
+    result = tmp_path / "result.json"
+    submit = Path(sys.executable).with_name("spark-submit")
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
+    env.pop("CTI_SPARK_MASTER", None)
+    done = subprocess.run([str(submit), "--master", "local-cluster[2,1,1024]",
+                           "--conf", "spark.executor.memory=768m", str(job), str(result)],
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = json.loads(result.read_text())
+    assert got["master"] == "local-cluster[2,1,1024]"
+    assert len(got["tasks"]) == 2 and all(n > 0 for n in got["tasks"].values()), got["tasks"]
+
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import job as local_job  # the same queries, in this process
+    finally:
+        sys.path.remove(str(tmp_path))
+    windows, joined = local_job.queries()
+    want_windows = local_job.canonical(windows.collect(LocalRuntime()))
+    want_joined = local_job.canonical(joined.collect(LocalRuntime()))
+    assert want_windows and want_joined
+    assert got["windows"] == want_windows
+    assert got["joined"] == want_joined
