@@ -14,6 +14,7 @@ from typing import Any
 import attrs
 
 from cti.events import EventShape, StreamItem, item_from_kind, kind_of
+from cti.operators.output import in_output_order
 from cti.results import Diagnostic
 from cti.rows import payload_to_json
 
@@ -44,21 +45,22 @@ class JsonLinesOutputAdapter:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
 
-    def write(self, items: Sequence[StreamItem | Diagnostic], batch_id: int) -> None:
-        self._save([item_to_json(item) for item in items], batch_id)
+    def write(self, items: Sequence[StreamItem | Diagnostic], batch_id: int,
+              partition: int | None = None) -> None:
+        self._save([item_to_json(item) for item in items], batch_id, partition)
 
-    def write_frame(self, frame: Any, batch_id: int) -> None:
+    def write_frame(self, frame: Any, batch_id: int, partition: int | None = None) -> None:
         """A query's output batch as a frame (``OutputAdapter``): the same lines as ``write``,
         without an item per event."""
         self._save([
             f'{{"kind":"cti","time":{s}}}' if k == "cti" else
             f'{{"kind":"{k}","start":{s},"end":{"null" if k in _OPEN else e},"payload":{p}}}'
             for k, s, e, p in zip(frame["kind"], frame["start"], frame["end"], frame["payload"],
-                                  strict=True)], batch_id)
+                                  strict=True)], batch_id, partition)
 
-    def _save(self, lines: list[str], batch_id: int) -> None:
+    def _save(self, lines: list[str], batch_id: int, partition: int | None) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
-        final = self.directory / f"batch-{batch_id:010d}.jsonl"
+        final = self.directory / f"{batch_file(batch_id, partition)}.jsonl"
         tmp = final.with_suffix(".tmp")
         with tmp.open("w", encoding="utf-8") as f:
             f.writelines(line + "\n" for line in lines)
@@ -69,15 +71,31 @@ class JsonLinesOutputAdapter:
 
 
 class JsonLinesOutputAdapterFactory:
-    """``create(directory, shape)``: writes ``directory/batch-NNNNNNNNNN.jsonl`` per batch."""
+    """``create(directory, shape)``: writes ``directory/batch-NNNNNNNNNN.jsonl`` per batch (and
+    ``batch-NNNNNNNNNN-PPPPP.jsonl`` per partition of a batch written in parallel)."""
+
+    partitioned = True
 
     def create(self, config: Any, shape: EventShape) -> JsonLinesOutputAdapter:
         return JsonLinesOutputAdapter(Path(config))
 
 
 def read_json_lines_output(directory: str | os.PathLike) -> list[StreamItem | Diagnostic]:
-    """Everything a ``JsonLinesOutputAdapter`` wrote to ``directory``, in order."""
-    items = []
+    """Everything a ``JsonLinesOutputAdapter`` wrote to ``directory``, in order: batch by
+    batch, the partitions of a batch written in parallel merged into the batch's order
+    (``output.in_output_order``)."""
+    items: list[StreamItem | Diagnostic] = []
+    batches: dict[str, list[Path]] = {}
     for path in sorted(Path(directory).glob("batch-*.jsonl")):
-        items += [item_from_json(line) for line in path.read_text().splitlines() if line]
+        batches.setdefault(path.name[:len("batch-0000000000")], []).append(path)
+    for paths in batches.values():
+        got = [item_from_json(line) for path in paths
+               for line in path.read_text().splitlines() if line]
+        items += in_output_order(got) if len(paths) > 1 else got
     return items
+
+
+def batch_file(batch_id: int, partition: int | None) -> str:
+    """The name (without suffix) of a batch's file, or of one partition's of it: in batch
+    order, then partition order, when sorted."""
+    return f"batch-{batch_id:010d}" + ("" if partition is None else f"-{partition:05d}")

@@ -28,6 +28,7 @@ import pyarrow.parquet as pq
 
 from cti.errors import InvalidSettingsError
 from cti.events import EventShape, StreamItem, kind_of
+from cti.io.outputs import batch_file
 from cti.rows import payload_to_json
 from cti.time import MAX_TIME, MIN_TIME
 
@@ -103,16 +104,19 @@ class ParquetOutputAdapter:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
 
-    def write(self, items: Sequence[StreamItem], batch_id: int) -> None:
-        self.write_frame(items_frame(items), batch_id)
+    def write(self, items: Sequence[StreamItem], batch_id: int,
+              partition: int | None = None) -> None:
+        self.write_frame(items_frame(items), batch_id, partition)
 
-    def write_frame(self, frame: pd.DataFrame, batch_id: int) -> None:
-        """One batch as one Parquet file, atomically (a replayed batch replaces it)."""
+    def write_frame(self, frame: pd.DataFrame, batch_id: int, partition: int | None = None
+                    ) -> None:
+        """One batch (or one partition of it) as one Parquet file, atomically (a replayed
+        batch replaces it)."""
         table = output_table(frame)
         if not table.num_rows:
             return
         self.directory.mkdir(parents=True, exist_ok=True)
-        final = self.directory / f"batch-{batch_id:010d}.parquet"
+        final = self.directory / f"{batch_file(batch_id, partition)}.parquet"
         tmp = self.directory / f".{final.name}.{os.getpid()}.tmp"  # hidden: readers skip it
         pq.write_table(table, tmp)
         os.replace(tmp, final)
@@ -122,7 +126,10 @@ class ParquetOutputAdapter:
 
 
 class ParquetOutputAdapterFactory:
-    """``create(directory, shape)``: one ``directory/batch-NNNNNNNNNN.parquet`` per batch."""
+    """``create(directory, shape)``: one ``directory/batch-NNNNNNNNNN.parquet`` per batch (and
+    ``batch-NNNNNNNNNN-PPPPP.parquet`` per partition of a batch written in parallel)."""
+
+    partitioned = True
 
     def create(self, config: Any, shape: EventShape) -> ParquetOutputAdapter:
         if not isinstance(config, str | os.PathLike):

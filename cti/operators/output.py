@@ -16,8 +16,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cti.events import Cti, StreamItem
+from cti.events import Cti, StreamItem, kind_of
 from cti.operators.frame import KIND_RANK, arrow_to_pandas, to_item
+from cti.rows import payload_to_json
 
 OutputRow = tuple[int, str, int, int, str | None]
 
@@ -84,6 +85,29 @@ def _order(rows: pa.Table) -> np.ndarray:
                            ).to_numpy()
 
 
+def in_output_order(items: Sequence[StreamItem]) -> list[StreamItem]:
+    """A micro-batch's output gathered from the partitions it was written in (each in output
+    order, the batch's CTIs in one of them), in the order of the whole batch (``ordered``): an
+    event's release is the batch's first CTI above its sync time, as the shard that released
+    it computed (every shard computes the same CTIs)."""
+    ctis = np.sort(np.asarray([i.time for i in items if isinstance(i, Cti)], np.int64))
+    events = [i for i in items if not isinstance(i, Cti)]
+    kinds = [kind_of(i) for i in events]
+    start = np.asarray([i.start for i in events], np.int64)
+    end = np.asarray([i.end for i in events], np.int64)
+    sync = np.where(np.asarray(kinds, object) == "edge_end", end, start)
+    at = np.searchsorted(ctis, sync, side="right")
+    release = np.where(at < len(ctis), ctis[np.minimum(at, len(ctis) - 1)] if len(ctis)
+                       else 0, np.iinfo(np.int64).max)
+    rows = pd.DataFrame({
+        "release": np.concatenate([release, ctis]),
+        "kind": kinds + ["cti"] * len(ctis),
+        "start": np.concatenate([start, ctis]),
+        "end": np.concatenate([end, np.zeros(len(ctis), np.int64)]),
+        "payload": [payload_to_json(i.payload) for i in events] + [None] * len(ctis)})
+    return items_of_frame(ordered(rows))
+
+
 def items_of_frame(rows: pd.DataFrame) -> list[StreamItem]:
     """Ordered output rows as stream items."""
     return [Cti(int(s)) if k == "cti" else to_item(k, s, e, p) for k, s, e, p in zip(
@@ -95,18 +119,21 @@ def items_of_rows(rows: Iterable[OutputRow]) -> list[StreamItem]:
     return items_of_frame(ordered(pd.DataFrame(list(rows), columns=list(COLUMNS))))
 
 
-def deliver(adapter: Any, rows: pd.DataFrame | pa.Table, batch_id: int) -> None:
+def deliver(adapter: Any, rows: pd.DataFrame | pa.Table, batch_id: int,
+            partition: int | None = None) -> None:
     """One batch of a query's output rows (a frame or an Arrow table), in output order, to an
     output adapter: as a frame (kind, start, end, payload) to an adapter with
-    ``write_frame``, else as items."""
+    ``write_frame``, else as items; ``partition``: the part of the batch they are, for a
+    partitioned adapter (``cti.adapters.OutputAdapter``), else None (the whole batch)."""
     if not len(rows):
         return
     rows = (arrow_to_pandas(ordered_table(rows)) if isinstance(rows, pa.Table)
             else ordered(rows))
+    where = {} if partition is None else {"partition": partition}
     if hasattr(adapter, "write_frame"):
-        adapter.write_frame(rows[["kind", "start", "end", "payload"]], batch_id)
+        adapter.write_frame(rows[["kind", "start", "end", "payload"]], batch_id, **where)
     else:
-        adapter.write(items_of_frame(rows), batch_id)
+        adapter.write(items_of_frame(rows), batch_id, **where)
 
 
 COLUMNS = ("release", "kind", "start", "end", "payload")

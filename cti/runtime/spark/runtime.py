@@ -295,8 +295,12 @@ class SparkRuntime:
                      long_running: bool = False) -> StreamingQuery:
         frame, _, _ = self.query_frame([bound.stream], long_running=long_running)
         sink = (bound.factory, bound.config, bound.stream.shape)  # not the plan: its inputs
-        written = (frame.where(F.col("role") == OP).select("blob").repartition(1)
-                   .mapInArrow(partial(_write_query_partition, sink), "written long"))
+        parallel = bool(getattr(bound.factory, "partitioned", False))
+        blobs = frame.where(F.col("role") == OP).select("blob")
+        if not parallel:  # an adapter that takes whole batches only: they meet in one task
+            blobs = blobs.repartition(1)
+        written = blobs.mapInArrow(partial(_write_query_partition, sink, parallel),
+                                   "written long")
         return self._start(written.writeStream.format("noop").outputMode("append"),
                            checkpoint or self._checkpoint())
 
@@ -316,17 +320,21 @@ class SparkRuntime:
             "release", "kind", "start", "end", "p.*")
 
 
-def _write_query_partition(sink: tuple[Any, Any, Any], batches: Iterator[pa.RecordBatch]
-                           ) -> Iterator[pa.RecordBatch]:
-    """One micro-batch of a query's output (Arrow batches of one task, each row a shard's
-    packed output), in output order, to a new output adapter, with the micro-batch's id (a
-    replayed batch has the same id); yields how many rows it wrote."""
+def _write_query_partition(sink: tuple[Any, Any, Any], parallel: bool,
+                           batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """A query's output in one task (Arrow batches, each row a shard's packed output), in
+    output order, to a new output adapter, with the micro-batch's id (a replayed batch has the
+    same id): with ``parallel``, the rows of the task's shard partition, written as that
+    partition (the stateful stage's partition id: the same on a replay, as the shards' keys
+    are hashed to the same partitions); else the whole micro-batch. Yields how many rows it
+    wrote."""
     rows = unpack_output(blob for b in batches for blob in b.column(0).to_pylist())
     if len(rows):  # handed over as Arrow: ``deliver`` orders it there, then makes the frame
-        batch_id = int(TaskContext.get().getLocalProperty(_BATCH_ID))
+        task = TaskContext.get()
+        batch_id = int(task.getLocalProperty(_BATCH_ID))
         factory, config, shape = sink
         adapter = factory.create(config, shape)
-        deliver(adapter, rows, batch_id)
+        deliver(adapter, rows, batch_id, task.partitionId() if parallel else None)
         adapter.close()
     yield pa.RecordBatch.from_pydict({"written": [len(rows)]})
 

@@ -1,0 +1,110 @@
+"""A query's output is written in parallel on Spark, one task per shard partition, by output
+adapters that take partitions (``partitioned = True``: cti's JSON-lines and Parquet outputs);
+each (micro-batch, partition) lands once, a replayed micro-batch replaces its own files, and
+an adapter that takes whole batches only still gets each micro-batch whole, once."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from cti import AdvanceTimeSettings, Application, CepStream, EventShape, agg, ticks
+from cti.events import PointEvent
+from cti.io.memory import MemoryInputAdapterFactory
+from cti.io.outputs import JsonLinesOutputAdapterFactory, read_json_lines_output
+from cti.io.tables import ParquetOutputAdapterFactory, read_parquet_output
+from cti.runtime.local import LocalRuntime
+from cti.runtime.spark import SparkRuntime
+
+pytestmark = pytest.mark.spark
+
+
+def counts():
+    events = [PointEvent(t * 3 + (t * 7) % 5, {"k": f"k{t % 11}", "v": t}) for t in range(240)]
+    s = CepStream.create("s", MemoryInputAdapterFactory(), events, EventShape.POINT,
+                         AdvanceTimeSettings.unordered_start_time(ticks(6)),
+                         application=Application())
+    return s.group_by("k").apply(
+        lambda g: g.hopping_window(ticks(40), ticks(20)).aggregate(n=agg.count(),
+                                                                   total=agg.sum("v")))
+
+
+def _partitions_per_batch(directory: Path, suffix: str) -> dict[str, int]:
+    got: dict[str, int] = {}
+    for p in directory.glob(f"batch-*{suffix}"):
+        batch = p.name[:len("batch-0000000000")]
+        got[batch] = got.get(batch, 0) + 1
+    return got
+
+
+def test_json_lines_written_in_parallel_read_back_in_order(spark, tmp_path):
+    out = tmp_path / "out"
+    counts().to(JsonLinesOutputAdapterFactory(), str(out)).run(
+        SparkRuntime(spark, shards=4, batch_sizes=[60]))
+    per_batch = _partitions_per_batch(out, ".jsonl")
+    assert max(per_batch.values()) > 1, per_batch  # several tasks wrote one micro-batch
+    assert all("-" in p.stem[len("batch-"):] for p in out.glob("batch-*.jsonl"))
+    # Merged batch by batch, the partitions give exactly the in-process output, in order.
+    assert read_json_lines_output(out) == counts().collect(LocalRuntime())
+
+
+def test_parquet_written_in_parallel_each_file_in_output_order(spark, tmp_path):
+    out = tmp_path / "out"
+    counts().to(ParquetOutputAdapterFactory(), str(out)).run(
+        SparkRuntime(spark, shards=4, batch_sizes=[60]))
+    assert max(_partitions_per_batch(out, ".parquet").values()) > 1
+    local = tmp_path / "local"
+    counts().to(ParquetOutputAdapterFactory(), str(local)).run(LocalRuntime())
+
+    def rows(table):
+        return sorted(map(str, table.to_pylist()))
+
+    assert rows(read_parquet_output(out)) == rows(read_parquet_output(local))
+    for f in out.glob("batch-*.parquet"):  # a partition's rows in output order: by sync time
+        starts = pq.read_table(f).column("start").to_pylist()
+        assert starts == sorted(starts), f.name
+
+
+def test_a_replayed_micro_batch_replaces_its_partition_files(spark, tmp_path):
+    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+    query = counts().to(JsonLinesOutputAdapterFactory(), str(out))
+    query.run(SparkRuntime(spark, shards=4, batch_sizes=[60], checkpoint_location=str(checkpoint)))
+    files = sorted(p.name for p in out.iterdir())
+    commits = sorted((checkpoint / "commits").glob("[0-9]*"), key=lambda p: int(p.name))
+    last = commits[-1]
+    last.unlink()  # as if the run died after the sink wrote the batch, before Spark's commit
+    (checkpoint / "commits" / f".{last.name}.crc").unlink(missing_ok=True)
+    query.run(SparkRuntime(spark, shards=4, batch_sizes=[60], checkpoint_location=str(checkpoint)))
+    assert (checkpoint / "commits" / last.name).exists()  # the batch ran again
+    assert sorted(p.name for p in out.iterdir()) == files
+    assert read_json_lines_output(out) == counts().collect(LocalRuntime())
+
+
+def test_an_adapter_without_partitions_gets_each_batch_whole(spark, tmp_path):
+    # Defined here, so that Spark's workers get the classes by value (cloudpickle).
+    class WholeBatches:
+        """A user's adapter that takes whole batches only: one file per batch, created
+        exclusively, so a batch written twice, or in parts, fails the run."""
+
+        def __init__(self, directory: str) -> None:
+            self.directory = directory
+
+        def write(self, items, batch_id):
+            with open(os.path.join(self.directory, f"{batch_id}.txt"), "x") as f:
+                f.writelines(repr(i) + "\n" for i in items)
+
+        def close(self):
+            pass
+
+    class WholeBatchesFactory:
+        def create(self, config, shape):
+            return WholeBatches(config)
+
+    counts().to(WholeBatchesFactory(), str(tmp_path)).run(
+        SparkRuntime(spark, shards=4, batch_sizes=[60]))
+    got = [line for p in sorted(tmp_path.glob("*.txt"), key=lambda p: int(p.stem))
+           for line in p.read_text().splitlines()]
+    assert got == [repr(i) for i in counts().collect(LocalRuntime())]
