@@ -18,6 +18,7 @@ import pandas as pd
 
 from cti.operators import frame, merge, plan, usercode
 from cti.operators.frame import Chunk
+from cti.operators.unit import OperatorUnit, both_fields
 from cti.rows import payload_from_json, payload_to_json
 from cti.schema import check_events
 from cti.time import MAX_TIME, MIN_TIME
@@ -286,3 +287,21 @@ def _covers(node: plan.AntiSemiJoin, row: pd.Series, right: pd.DataFrame | None,
         if lp is None or _holds(node, lp, row["payload"], rp):
             found.append((int(rs), int(re) if known else MAX_TIME))
     return found
+
+
+def _keyed_sides(node: plan.Join | plan.AntiSemiJoin
+                 ) -> tuple[tuple[plan.Node, str | None], ...]:
+    """A join keeps its state per key: each side spread by its key (None: no key, one shard)."""
+    return ((node.left, node.left_key), (node.right, node.right_key))
+
+
+UNITS = [
+    OperatorUnit(plan.Join, lambda node, inputs, state, machine: join(node, *inputs, state),
+                 new_state=lambda node: new_state(), spreads=_keyed_sides,
+                 output_fields=lambda node: None if node.select is not None
+                 else both_fields(node.left, node.right)),
+    OperatorUnit(plan.AntiSemiJoin,
+                 lambda node, inputs, state, machine: anti_semi_join(node, *inputs, state),
+                 new_state=lambda node: new_state(), spreads=_keyed_sides,
+                 output_fields=lambda node: node.left.fields),
+]

@@ -18,32 +18,20 @@ import numpy as np
 import pandas as pd
 
 from cti.errors import NullKeyError
-from cti.operators import frame, join, merge, plan, stateless, window
+from cti.operators import frame, plan
 from cti.operators.frame import Chunk
+from cti.operators.registry import unit_of
 from cti.rows import payload_from_json, payload_to_json
 from cti.schema import check_events, shown
 from cti.time import MIN_TIME
 
-_UNARY = {
-    plan.Where: stateless.where,
-    plan.Select: stateless.select,
-    plan.ShiftEventTime: stateless.shift,
-    plan.AlterEventDuration: stateless.alter_duration,
-    plan.AlterEventLifetime: stateless.alter_lifetime,
-    plan.ToPointEventStream: stateless.to_point,
-}
-
 
 def _new_node_state(node: plan.Node) -> Any:
-    if isinstance(node, plan.Window):
-        return window.new_state()
-    if isinstance(node, plan.Join | plan.AntiSemiJoin):
-        return join.new_state()
-    if isinstance(node, plan.Union):
-        return merge.new_state(2)
-    if isinstance(node, plan.ClipEventDuration):
-        return stateless.new_clip_state()
-    return None
+    """A node's state at the start: its operator's (``registry``); inputs have none."""
+    if isinstance(node, plan.Input | plan.GroupInput):
+        return None
+    unit = unit_of(node)
+    return unit.new_state(node) if unit.new_state is not None else None
 
 
 class QueryMachine:
@@ -75,6 +63,7 @@ class QueryMachine:
         """One step. Returns (released events with a ``release`` column, in no particular
         order: ``output.ordered`` puts them in output order where they meet; new CTIs)."""
         memo: dict[int, Chunk] = {}
+        self._step = (chunks, memo)  # the step's inputs, for a group_by's body (group_apply)
         out = self._eval(self.root, chunks, memo)
         return self._release(out)
 
@@ -88,34 +77,17 @@ class QueryMachine:
             result = chunks[self.input_index[id(node)]]
         elif isinstance(node, plan.GroupInput):
             raise RuntimeError("a group's stream is used outside its group_by(...).apply(...)")
-        elif isinstance(node, plan.GroupApply):
-            result = self._group_apply(node, self._eval(node.source, chunks, memo), chunks, memo)
-        elif type(node) in _UNARY:
-            result = _UNARY[type(node)](node, self._eval(node.source, chunks, memo))
-        elif isinstance(node, plan.ClipEventDuration):
-            result = stateless.clip(node, self._eval(node.source, chunks, memo), state)
-        elif isinstance(node, plan.Window):
-            result = window.window(node, self._eval(node.source, chunks, memo), state,
-                                   self.group_field_of.get(id(node)))
-        elif isinstance(node, plan.Union):
-            left, right = (self._eval(c, chunks, memo) for c in node.children)
-            result = Chunk(frame.concat([left.events, right.events]),
-                           merge.step(state, [left.ctis, right.ctis]))
-        elif isinstance(node, plan.Join):
-            left, right = (self._eval(c, chunks, memo) for c in node.children)
-            result = join.join(node, left, right, state)
-        elif isinstance(node, plan.AntiSemiJoin):
-            left, right = (self._eval(c, chunks, memo) for c in node.children)
-            result = join.anti_semi_join(node, left, right, state)
         else:
-            raise TypeError(f"unknown plan node {node!r}")
+            unit = unit_of(node)
+            inputs = [self._eval(c, chunks, memo) for c in node.children]
+            result = unit.step(node, inputs, state, self)
         memo[id(node)] = result
         return result
 
-    def _group_apply(self, node: plan.GroupApply, chunk: Chunk, chunks: Sequence[Chunk],
-                     memo: dict[int, Chunk]) -> Chunk:
+    def group_apply(self, node: plan.GroupApply, chunk: Chunk) -> Chunk:
         """Each event's key gains the value of ``field``; the body runs keyed; the key's last
-        part goes back into the output payloads."""
+        part goes back into the output payloads (``cti.operators.group``)."""
+        chunks, memo = self._step
         ev, keys = chunk.events, None
         if len(ev):
             known = chunk.fields.get(node.field) if isinstance(node.field, str) else None

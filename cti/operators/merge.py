@@ -1,4 +1,4 @@
-"""The output CTIs where several streams meet (union, join, anti-semi-join).
+"""The output CTIs where several streams meet (union, join, anti-semi-join), and the union.
 
 SPEC 8: the output time is the minimum of the inputs' latest CTIs. So that the output does not
 depend on how the inputs interleave, the operator emits every CTI value of any input that is at
@@ -11,6 +11,9 @@ import bisect
 from collections.abc import Sequence
 from typing import Any
 
+from cti.operators import frame, plan
+from cti.operators.frame import Chunk
+from cti.operators.unit import OperatorUnit, both_fields
 from cti.time import MIN_TIME
 
 
@@ -35,3 +38,13 @@ def step(state: dict[str, Any], ctis: Sequence[Sequence[int]]) -> list[int]:
     if out:
         state["out"] = out[-1]
     return out
+
+
+def union(node: plan.Union, inputs: list[Chunk], state: dict[str, Any], machine: Any) -> Chunk:
+    """Both inputs' events as they are; the output CTIs of ``step``."""
+    left, right = inputs
+    return Chunk(frame.concat([left.events, right.events]), step(state, [left.ctis, right.ctis]))
+
+
+UNITS = [OperatorUnit(plan.Union, union, new_state=lambda node: new_state(2), keeps_payload=True,
+                      output_fields=lambda node: both_fields(node.left, node.right))]

@@ -8,8 +8,10 @@ every stateful operator keeps its state per value of that field:
 - a ``join`` / ``left_anti_semi_join`` on keys, whose sides reach their inputs the same way:
   left inputs by the left key, right inputs by the right key;
 
-with only per-event operators above it. Anything else (a window outside group_by, a join
-without keys, two different keys) runs in one shard: correct, not spread. CTIs go to every
+with only per-event operators above it. What each operator does here (``keeps_payload``,
+``per_event``, ``spreads``) its unit declares (``cti.operators.registry``). Anything else (a
+window outside group_by, a join without keys, two different keys) runs in one shard: correct,
+not spread. CTIs go to every
 shard, so every shard computes the same output CTIs.
 """
 
@@ -18,20 +20,20 @@ from __future__ import annotations
 from typing import Any
 
 from cti.operators import plan
+from cti.operators.registry import UNITS
 
-# Operators that keep each event's payload as it is (so a payload field keeps its value).
-_KEEPS_PAYLOAD = (plan.Where, plan.ShiftEventTime, plan.ClipEventDuration,
-                  plan.AlterEventDuration, plan.AlterEventLifetime, plan.ToPointEventStream,
-                  plan.Union)
-_PER_EVENT = (plan.Where, plan.Select, plan.ShiftEventTime, plan.AlterEventDuration,
-              plan.AlterEventLifetime, plan.ToPointEventStream)
+
+def _unit_says(node: plan.Node, what: str) -> bool:
+    """Whether ``node``'s operator declares ``what`` (``keeps_payload``, ``per_event``)."""
+    unit = UNITS.get(type(node))
+    return unit is not None and getattr(unit, what)
 
 
 def _payload_paths(node: plan.Node) -> list[Any] | None:
     """The input streams below ``node`` if every path to them keeps payloads, else None."""
     if isinstance(node, plan.Input):
         return [node.stream]
-    if isinstance(node, _KEEPS_PAYLOAD):
+    if _unit_says(node, "keeps_payload"):
         found: list[Any] = []
         for child in node.children:
             below = _payload_paths(child)
@@ -45,7 +47,7 @@ def _payload_paths(node: plan.Node) -> list[Any] | None:
 def shard_fields(root: plan.Node, inputs: list[Any]) -> list[str | None] | None:
     """Per input (by position in ``inputs``) the field to shard it by, or None: one shard."""
     node = root
-    while isinstance(node, _PER_EVENT):
+    while _unit_says(node, "per_event"):
         node = node.source
     assigned: dict[int, str] = {}
 
@@ -58,13 +60,9 @@ def shard_fields(root: plan.Node, inputs: list[Any]) -> list[str | None] | None:
                 return False
         return True
 
-    if isinstance(node, plan.GroupApply):
-        ok = assign(_payload_paths(node.source), node.field)
-    elif isinstance(node, plan.Join | plan.AntiSemiJoin):
-        ok = (assign(_payload_paths(node.left), node.left_key)
-              and assign(_payload_paths(node.right), node.right_key))
-    else:
-        ok = False
+    unit = UNITS.get(type(node))
+    ok = unit is not None and unit.spreads is not None and all(
+        assign(_payload_paths(child), field) for child, field in unit.spreads(node))
     if not ok or len(assigned) != len(inputs):
         return None
     return [assigned[i] for i in range(len(inputs))]

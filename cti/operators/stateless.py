@@ -14,6 +14,7 @@ import pandas as pd
 from cti.errors import CtiError
 from cti.operators import frame, plan, usercode
 from cti.operators.frame import Chunk
+from cti.operators.unit import OperatorUnit
 from cti.rows import payload_to_json
 from cti.time import MAX_TIME, MIN_TIME
 
@@ -157,3 +158,24 @@ def clip(node: plan.ClipEventDuration, chunk: Chunk, state: dict[str, Any]) -> C
                 edges.append(("edge_end", s, s + d, p, key))
     extra = frame.make(*zip(*edges, strict=True)) if edges else frame.empty()
     return Chunk(frame.concat([out, extra]), chunk.ctis)
+
+
+def _unary(fn: Any) -> Any:
+    """A per-event operator's step: its one input's chunk through ``fn(node, chunk)``."""
+    return lambda node, inputs, state, machine: fn(node, inputs[0])
+
+
+UNITS = [
+    OperatorUnit(plan.Where, _unary(where), keeps_payload=True, per_event=True),
+    OperatorUnit(plan.Select, _unary(select), per_event=True,
+                 output_fields=lambda node: None),  # a function's output: unknown
+    OperatorUnit(plan.ShiftEventTime, _unary(shift), keeps_payload=True, per_event=True),
+    OperatorUnit(plan.AlterEventDuration, _unary(alter_duration), keeps_payload=True,
+                 per_event=True),
+    OperatorUnit(plan.AlterEventLifetime, _unary(alter_lifetime), keeps_payload=True,
+                 per_event=True),
+    OperatorUnit(plan.ToPointEventStream, _unary(to_point), keeps_payload=True, per_event=True),
+    OperatorUnit(plan.ClipEventDuration,
+                 lambda node, inputs, state, machine: clip(node, inputs[0], state),
+                 new_state=lambda node: new_clip_state(), keeps_payload=True),
+]

@@ -17,7 +17,7 @@ from cti.errors import BindingError, InvalidSettingsError
 from cti.events import EventShape
 from cti.operators import plan
 from cti.operators.aggregates import Aggregate, check_aggregates
-from cti.schema import Fields, check_field, field_names
+from cti.schema import Fields, check_field
 from cti.time import DurationLike, to_duration_ticks, to_ticks
 
 if TYPE_CHECKING:
@@ -241,27 +241,11 @@ _NULLS = ("raise", "group", "drop")
 
 
 def _output_fields(node: plan.Node) -> Fields:
-    """The payload fields of a new node's output, from its inputs' and its settings."""
-    def both(a: plan.Node, b: plan.Node) -> Fields:
-        return None if a.fields is None or b.fields is None else field_names(
-            [*a.fields, *b.fields])
+    """The payload fields of a new node's output, as its operator says (``registry``)."""
+    from cti.operators.registry import UNITS  # the operators, once a query is built
 
-    if isinstance(node, plan.Select):
-        return None
-    if isinstance(node, plan.Window):
-        return field_names(node.aggregates)
-    if isinstance(node, plan.GroupApply):
-        body = node.body.fields
-        return None if body is None else field_names([*body, node.field])
-    if isinstance(node, plan.Join):
-        return None if node.select is not None else both(node.left, node.right)
-    if isinstance(node, plan.Union):
-        return both(node.left, node.right)
-    if isinstance(node, plan.AntiSemiJoin):
-        return node.left.fields
-    if isinstance(node, plan.Unary):
-        return node.source.fields
-    return node.fields
+    unit = UNITS.get(type(node))
+    return unit.fields_of(node) if unit is not None else node.fields
 
 
 def _join_text(what: str, other: QueryOperators, on: Any) -> str:

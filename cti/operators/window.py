@@ -23,8 +23,9 @@ import pyarrow.compute as pc
 from cti.operators import frame, plan, usercode
 from cti.operators.aggregates import Aggregate
 from cti.operators.frame import Chunk
+from cti.operators.unit import OperatorUnit
 from cti.rows import payload_from_json, payload_to_json
-from cti.schema import check_events
+from cti.schema import check_events, field_names
 from cti.time import MAX_TIME, MIN_TIME
 
 _NONE_DONE = MIN_TIME  # "no window is complete yet"
@@ -312,3 +313,11 @@ def _numeric_payloads(node: plan.Window, columns: dict[str, np.ndarray],
     for i, name in enumerate(sorted(texts)):
         parts += [("{" if i == 0 else ",") + json.dumps(name) + ":", texts[name]]
     return pc.binary_join_element_wise(*parts, "}", "").to_numpy(zero_copy_only=False)
+
+
+UNITS = [OperatorUnit(
+    plan.Window,
+    lambda node, inputs, state, machine: window(node, inputs[0], state,
+                                                machine.group_field_of.get(id(node))),
+    new_state=lambda node: new_state(),
+    output_fields=lambda node: field_names(node.aggregates))]

@@ -1,0 +1,27 @@
+"""``group_by(field).apply(body)``: the body runs once for all groups, each event keyed by its
+group's value of ``field`` (``QueryMachine.group_apply``: the body is a plan of its own, run by
+the machine). Its state is its body's operators'; its output CTIs are the body's. It keeps its
+state per value of ``field``, so it spreads a query over shards by that field.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cti.operators import plan
+from cti.operators.frame import Chunk
+from cti.operators.unit import OperatorUnit
+from cti.schema import Fields, field_names
+
+
+def group_apply(node: plan.GroupApply, inputs: list[Chunk], state: Any, machine: Any) -> Chunk:
+    return machine.group_apply(node, inputs[0])
+
+
+def _fields(node: plan.GroupApply) -> Fields:
+    """The body's output fields and the group's field (put back into each payload)."""
+    return None if node.body.fields is None else field_names([*node.body.fields, node.field])
+
+
+UNITS = [OperatorUnit(plan.GroupApply, group_apply,
+                      spreads=lambda node: ((node.source, node.field),), output_fields=_fields)]

@@ -1,0 +1,20 @@
+"""Every operator, by the plan node type it runs (``OperatorUnit``). Adding an operator: its
+plan node in ``cti.operators.plan``, its module ending with ``UNITS``, that module in the list
+below, and its builder method on the stream API (``cti.operators.streams``)."""
+
+from __future__ import annotations
+
+from cti.operators import group, join, merge, stateless, window
+from cti.operators.unit import OperatorUnit
+
+UNITS: dict[type, OperatorUnit] = {
+    unit.node: unit for module in (stateless, window, merge, join, group) for unit in module.UNITS}
+
+
+def unit_of(node: object) -> OperatorUnit:
+    """The operator of a plan node; a node type without one is refused by name."""
+    unit = UNITS.get(type(node))
+    if unit is None:
+        raise TypeError(f"no operator runs plan node {type(node).__name__} "
+                        "(cti.operators.registry)")
+    return unit

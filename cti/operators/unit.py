@@ -1,0 +1,55 @@
+"""``OperatorUnit``: what the engine needs of one operator, declared by the operator's module.
+
+An operator's module (``stateless``, ``window``, ``join``, ``merge``, ``group``) holds its
+step over columnar chunks, its state (made by ``new_state``, purged by the step itself as the
+CTIs complete what it holds) and its output-CTI rule (SPEC 8, in the step and the module's
+docstring); it ends with its ``UNITS``. ``cti.operators.registry`` collects them by plan node
+type: the query machine runs nodes through it and the sharding rule reads it. The plan nodes
+themselves are declared in ``cti.operators.plan`` (the stream API builds them there, with no
+engine import).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+from cti.schema import Fields, field_names
+
+
+@attrs.frozen
+class OperatorUnit:
+    """One plan node type's operator.
+
+    ``step(node, inputs, state, machine)``: the output chunk of one step, from the chunks of
+    the node's children (in ``node.children`` order), the node's state (changed in place) and
+    the running ``QueryMachine`` (for what only it knows: a ``group_by``'s body, the field a
+    window under a ``group_by`` writes). ``new_state(node)``: the node's state at the start
+    (None: stateless). ``keeps_payload``: every output event carries its input event's payload
+    unchanged, so a payload field keeps its value through it (sharding). ``per_event``: it
+    looks at one event at a time, with no state, so it may sit above the operator that spreads
+    a query. ``spreads(node)``: for an operator that keeps its state per value of a payload
+    field, each child with the field it is keyed by (None: no such field, one shard).
+    ``output_fields(node)``: the payload fields of its output where known when the query is
+    built (None: unknown); by default its input's (``node.source.fields``).
+    """
+
+    node: type
+    step: Callable[[Any, list[Any], Any, Any], Any]
+    new_state: Callable[[Any], Any] | None = None
+    keeps_payload: bool = False
+    per_event: bool = False
+    spreads: Callable[[Any], tuple[tuple[Any, Any], ...]] | None = None
+    output_fields: Callable[[Any], Fields] | None = None
+
+    def fields_of(self, node: Any) -> Fields:
+        """``output_fields(node)``, or the input's fields."""
+        return self.output_fields(node) if self.output_fields is not None else \
+            node.source.fields
+
+
+def both_fields(a: Any, b: Any) -> Fields:
+    """The fields of two nodes' outputs together (None if either is unknown)."""
+    return None if a.fields is None or b.fields is None else field_names([*a.fields, *b.fields])
