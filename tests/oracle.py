@@ -21,7 +21,7 @@ from cti.operators.output import COLUMNS, OutputRow, deliver, rows_of_step
 from cti.results import RunResult, derived_result
 from cti.rows import EOS, InRow, OutRow, clock_row
 from cti.runtime.base import query_inputs
-from cti.runtime.local import read_inputs, wall_clock
+from cti.runtime.local import read_inputs, wall_clock, write_outputs
 
 if TYPE_CHECKING:
     from cti.query import IngressGroup, OutputBinding
@@ -77,14 +77,7 @@ class OracleRuntime:
         write_query(self, query)
 
     def write(self, group: IngressGroup, outputs: Sequence[OutputBinding]) -> None:
-        adapters = [o.factory.create(o.config, o.shape) for o in outputs]
-        for batch_id, out in enumerate(self.batches(group)):
-            for o, adapter in zip(outputs, adapters, strict=True):
-                selected = o.select(out)
-                if selected:
-                    adapter.write(selected, batch_id)
-        for adapter in adapters:
-            adapter.close()
+        write_outputs(outputs, self.batches(group))
 
 
 def ingress_steps(runtime: OracleRuntime, groups: Sequence[IngressGroup]

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
@@ -197,14 +197,20 @@ class LocalRuntime:
         adapter.close()
 
     def write(self, group: IngressGroup, outputs: Sequence[OutputBinding]) -> None:
-        adapters = [o.factory.create(o.config, o.shape) for o in outputs]
-        for batch_id, out in enumerate(self.batches(group)):
-            for o, adapter in zip(outputs, adapters, strict=True):
-                selected = o.select(out)
-                if selected:
-                    adapter.write(selected, batch_id)
-        for adapter in adapters:
-            adapter.close()
+        write_outputs(outputs, self.batches(group))
+
+
+def write_outputs(outputs: Sequence[OutputBinding], batches: Iterable[list[OutRow]]) -> None:
+    """A group's ingress output, batch by batch, to each output adapter (its rows only, by
+    ``OutputBinding.select``; a batch with none is not written)."""
+    adapters = [o.factory.create(o.config, o.shape) for o in outputs]
+    for batch_id, out in enumerate(batches):
+        for o, adapter in zip(outputs, adapters, strict=True):
+            selected = o.select(out)
+            if selected:
+                adapter.write(selected, batch_id)
+    for adapter in adapters:
+        adapter.close()
 
 
 PIECE_ROWS = 1 << 18  # rows of one step within a micro-batch of one stream (``query_steps``)
