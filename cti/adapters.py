@@ -61,7 +61,14 @@ FIELD_COLUMN = "field:"
 
 @runtime_checkable
 class InputAdapter(Protocol):
-    """A replayable input: ``read(start, end)`` yields the items at offsets [start, end)."""
+    """A replayable input: ``read(start, end)`` yields the items at offsets [start, end).
+
+    An adapter may set ``events_only = True`` when every item it yields is an event (or
+    ``InvalidInput``) without an arrival time: never a ``Cti``, never ``Arriving``. On Spark,
+    the shards of a query spread by key then receive only their own events of a stream that
+    generates a CTI every N events, and the source's generation points
+    (``cti.engine.timed``), instead of every row's times.
+    """
 
     def latest_offset(self) -> int:
         """How many items are available now."""

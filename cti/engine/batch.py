@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 from cti.adapters import FIELD_COLUMN, InputAdapter
 from cti.engine.layout import IN_COLUMNS, NULLABLE, in_row_to_tuple
 from cti.engine.route import QueryRoute
+from cti.engine.timed import generation_points
 from cti.operators.frame import arrow_to_pandas, dense_codes, exact_field
 from cti.rows import InRow, adapter_item_to_row, clock_row, eos_row, payload_from_json
 
@@ -151,11 +152,15 @@ def owners(payloads: pa.Array, field: str | None, shards: int,
     return key_shards(payloads, field, shards, texts)
 
 
-def routed(route: QueryRoute, group: int, rows: pa.Table) -> Iterable[tuple[int, pa.Table]]:
+def routed(route: QueryRoute, group: int, rows: pa.Table, events_only: bool = False
+           ) -> Iterable[tuple[int, pa.Table]]:
     """One piece of a group's input rows (``IN_ARROW`` columns), for each shard of the query:
     the rows with ``own`` set, payloads kept only where that shard needs them, and ``text``,
     the JSON text of the field that spreads the query, on the shard's own events where the
-    adapter gave it (so the shard need not read it from the payloads again)."""
+    adapter gave it (so the shard need not read it from the payloads again). Where the
+    group's stream takes its time from generation points (``route.timed``) and its adapter
+    yields only events (``events_only``: no CTIs, no arrival times), a shard gets only its own
+    events and the piece's generation points (``cti.engine.timed``)."""
     stream = rows.column("stream").to_numpy()
     kind = rows.column("kind").combine_chunks()
     payload = rows.column("payload").combine_chunks()
@@ -191,6 +196,16 @@ def routed(route: QueryRoute, group: int, rows: pa.Table) -> Iterable[tuple[int,
     shared = edge | ~pc.is_in(kind, pa.array(["point", "interval"])).to_numpy(
         zero_copy_only=False)
     with_own = rows.select(IN_ARROW.names).append_column(ROUTED_ARROW.field("own"), pa.array(own))
+    points = None
+    if events_only and (group, 0) in route.timed:
+        points = generation_points(rows, *route.timed[(group, 0)], ROUTED_ARROW)
+    if points is not None:
+        for shard in range(route.shards):
+            keep = shared | (own == shard)
+            yield shard, pa.concat_tables([with_own.append_column(
+                ROUTED_ARROW.field("text"), _shard_texts(text_codes, dictionary, own == shard)
+            ).filter(pa.array(keep)), points])
+        return
     at = with_own.schema.get_field_index("payload")
     for shard in range(route.shards):
         keep = shared | (own == shard) | (route.with_inputs and shard == 0)

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from cti.engine import timed
 from cti.engine.batch import owners
 from cti.engine.layout import in_rows_from_pandas, out_rows_to_pandas
 from cti.engine.route import QueryRoute
@@ -91,8 +92,11 @@ class Shard:
             part = rows if len(groups) == 1 else rows[rows["group"].to_numpy() == g]
             passing = g in self.passing
             got = None
-            if not passing:  # the shard's chunk straight from the vectorised ingress
-                done = vectorized.shard_chunk(ingress, part, shard, route.fields.get((g, 0)))
+            field = route.fields.get((g, 0))
+            if (g, 0) in route.timed and not passing:  # time from generation points
+                got, direct[(g, 0)] = _timed(ingress, part, shard, field, route.shards)
+            elif not passing:  # the shard's chunk straight from the vectorised ingress
+                done = vectorized.shard_chunk(ingress, part, shard, field)
                 if done is not None:
                     got, direct[(g, 0)] = done
             if got is None:
@@ -107,6 +111,28 @@ class Shard:
         events, ctis = machine.step(chunks)
         state["machine"] = machine.state
         return ShardOutput(ingress_out, events, list(ctis))
+
+
+def _timed(ingress: IngressMachine, rows: pd.DataFrame, shard: int, field: str | None,
+           shards: int) -> tuple[pd.DataFrame, frame.Chunk]:
+    """A group of one stream whose pieces may come as generation points (``cti.engine.timed``),
+    or whole (a piece that is not all valid events): each run in order, on the same state.
+    The output rows of a run of whole pieces are shard 0's to report (every shard saw every
+    row); each shard reports its own events of the others."""
+    outs, chunks = [], []
+    for compact, part in timed.segments(rows):
+        if compact:
+            got, step = timed.timed_step(ingress, part, shard, field)
+        elif (done := vectorized.shard_chunk(ingress, part, shard, field)) is not None:
+            got, step = done
+        else:
+            got = ingress_step(ingress, part, shard)
+            if "weight" not in got:
+                got["weight"] = np.int64(1)
+            step = chunk(got, 0, shard, field, shards)
+        outs.append(got if compact or shard == 0 else got.iloc[:0])
+        chunks.append(step)
+    return frame.stack(outs), timed.merged(chunks)
 
 
 def chunk(got: pd.DataFrame, stream: int, shard: int, field: str | None, shards: int

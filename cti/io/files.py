@@ -529,6 +529,9 @@ class FileInputAdapter:
         self.config = config
         self.shape = shape
         self.format = fmt
+        # Every row an event or bad input (``InputAdapter.events_only``).
+        self.events_only = config.cti_column is None and config.arrival_column is None and \
+            not (config.file_arrival and os.path.isdir(config.path))
         self._reserved = frozenset(c for c in config.time_columns if c is not None)
 
     def _records(self) -> list[_Record]:

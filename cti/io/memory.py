@@ -6,7 +6,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from cti.adapters import AdapterItem, Arriving, InvalidInput
-from cti.events import SHAPE_KINDS, EventShape, StreamItem, kind_of
+from cti.events import SHAPE_KINDS, Cti, EventShape, StreamItem, kind_of
 from cti.settings import AdapterAdvanceTimeSettings
 
 
@@ -16,6 +16,8 @@ class MemoryInputAdapter:
     def __init__(self, items: Sequence[AdapterItem], shape: EventShape) -> None:
         self.items = list(items)
         self.shape = shape
+        # Every item an event or bad input (``InputAdapter.events_only``).
+        self.events_only = not any(isinstance(item, (Arriving, Cti)) for item in self.items)
 
     def latest_offset(self) -> int:
         return len(self.items)

@@ -197,6 +197,7 @@ class ParquetInputAdapter:
         if shape is EventShape.INTERVAL and config.end_column is None:
             raise InvalidSettingsError("an interval stream needs end_column")
         self.config, self.shape = config, shape
+        self.events_only = config.arrival_column is None  # (``InputAdapter.events_only``)
 
     def latest_offset(self) -> int:
         return pq.ParquetFile(self.config.path).metadata.num_rows

@@ -32,13 +32,13 @@ def with_group(table: pa.Table, group: int) -> pa.Table:
         pa.array(np.full(table.num_rows, group, np.int32)))
 
 
-def packed(routes: Sequence[QueryRoute], group: int, rows: pa.Table, first_seq: int
-            ) -> Iterator[tuple]:
+def packed(routes: Sequence[QueryRoute], group: int, rows: pa.Table, first_seq: int,
+           events_only: bool = False) -> Iterator[tuple]:
     """A piece of a group's input as one packed row per shard of each query reading it
-    (``PACKED_SCHEMA``)."""
+    (``PACKED_SCHEMA``); ``events_only``: see ``routed``."""
     for route in routes:
         if group in route.groups:
-            for shard, part in routed(route, group, rows):
+            for shard, part in routed(route, group, rows, events_only):
                 yield route.query, shard, group, first_seq, pack(part, first_seq)
 
 

@@ -179,7 +179,9 @@ class CtiAdapterStreamReader(DataSourceStreamReader):
         from cti.runtime.spark.packing import packed, with_group
 
         if routes is not None:
-            yield from packed(routes, group, piece(adapter, index, start, end, eos, tick), start)
+            events_only = getattr(adapter, "events_only", False)
+            yield from packed(routes, group, piece(adapter, index, start, end, eos, tick), start,
+                              events_only and tick is None)
             return
         if hasattr(adapter, "read_frame"):  # a columnar adapter: Arrow batches, no row loop
             yield from with_group(piece(adapter, index, start, end, eos), group).to_batches()

@@ -1,0 +1,178 @@
+"""Time once, events once (``cti.engine.timed``): a query spread over several shards, each
+receiving only its own events and the source's generation points, gives the results of one
+shard that saw every row: the same released events (together), the same CTIs, the same counts
+of accepted, adjusted and dropped events; and a shard receives no other shard's events. Run
+in process, the pieces routed as Spark's source routes them (``cti.engine.batch.routed``) and
+each shard's micro-batch in a random row order (Spark promises none)."""
+
+from __future__ import annotations
+
+import random
+from datetime import timedelta
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cti import (
+    AdvanceTimeGenerationSettings,
+    AdvanceTimePolicy,
+    AdvanceTimeSettings,
+    Application,
+    CepStream,
+    Cti,
+    EventShape,
+    IntervalEvent,
+    PointEvent,
+    agg,
+)
+from cti.engine.batch import ROUTED_ARROW, piece, routed, routed_frame
+from cti.engine.route import routes
+from cti.engine.shard import Shard
+from cti.engine.timed import GEN, PIECE
+from cti.io.memory import MemoryInputAdapter, MemoryInputAdapterFactory
+from cti.operators.output import step_table
+from cti.runtime.base import query_inputs
+
+FAST = settings(max_examples=80, deadline=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+def _query(items, shape, count, delay, policy, flush, window):
+    settings_ = AdvanceTimeSettings(
+        AdvanceTimeGenerationSettings(count, timedelta(microseconds=delay), flush), None, policy)
+    stream = CepStream.create("s", MemoryInputAdapterFactory(), items, shape, settings_,
+                              application=Application())
+    if window:
+        return stream.group_by("k").apply(
+            lambda g: g.tumbling_window(timedelta(microseconds=7)).aggregate(n=agg.count()))
+    return stream.group_by("k").apply(lambda g: g.where(lambda p: p["v"] % 3 != 0))
+
+
+def _run(query, items, shape, shards, batches, seed):
+    """Each shard's outputs over the micro-batches (``batches``: pieces' [start, end) per
+    micro-batch), and the rows each shard received."""
+    groups, refs = query_inputs(query)
+    route = routes([query], groups, [refs], shards, False)[0]
+    specs = {0: groups[0].specs()}
+    adapter = MemoryInputAdapter(items, shape)
+    engines = [Shard(query.node, query.inputs(), refs, specs, route, s)
+               for s in range(route.shards)]
+    states = [e.new_state() for e in engines]
+    outs = [[] for _ in engines]
+    received = [[] for _ in engines]
+    rng = random.Random(seed)
+    for batch in batches:
+        parts = [[] for _ in engines]
+        for a, b, eos in batch:
+            for s, part in routed(route, 0, piece(adapter, 0, a, b, eos), adapter.events_only):
+                parts[s].append(routed_frame(part, 0))
+        for s, engine in enumerate(engines):
+            rows = pd.concat(parts[s], ignore_index=True) if parts[s] else routed_frame(
+                ROUTED_ARROW.empty_table(), 0)
+            rows = rows.iloc[rng.sample(range(len(rows)), len(rows))].reset_index(drop=True)
+            received[s].append(rows)
+            outs[s].append(engine.step(states[s], rows))
+    return route, outs, received
+
+
+def _released(outs):
+    table = step_table(pd.concat([o.events for o in outs], ignore_index=True), [])
+    return sorted(map(tuple, table.to_pandas().astype(str).itertuples(index=False)))
+
+
+def _counts(outs_by_shard):
+    total: dict[str, int] = {}
+    for outs in outs_by_shard:
+        for o in outs:
+            rows = o.ingress[0]
+            for status, w in zip(rows["status"], rows["weight"], strict=True):
+                total[status] = total.get(status, 0) + int(w)
+    return total
+
+
+@st.composite
+def cases(draw):
+    shape = draw(st.sampled_from([EventShape.POINT, EventShape.INTERVAL]))
+    n = draw(st.integers(0, 40))
+    t, items = 0, []
+    for _ in range(n):
+        t += draw(st.integers(0, 4))
+        start = max(0, t - draw(st.integers(0, 6)))  # some disorder: violations
+        payload = {"k": draw(st.sampled_from("abcde")), "v": draw(st.integers(0, 9))}
+        items.append(PointEvent(start, payload) if shape is EventShape.POINT else
+                     IntervalEvent(start, start + draw(st.integers(1, 8)), payload))
+    cuts = sorted(draw(st.lists(st.integers(0, n), max_size=5)))
+    bounds = [0, *cuts, n]
+    pieces = [(a, b, False) for a, b in zip(bounds, bounds[1:], strict=False)]
+    pieces[-1] = (*pieces[-1][:2], True)  # the last piece ends the input
+    ends = sorted(set(draw(st.lists(st.integers(1, len(pieces)), max_size=3))) | {len(pieces)})
+    batches = [pieces[a:b] for a, b in zip([0, *ends], ends, strict=False)]
+    return dict(
+        items=items, shape=shape, count=draw(st.sampled_from([1, 2, 3, 5])),
+        delay=draw(st.integers(0, 5)), flush=draw(st.booleans()),
+        policy=draw(st.sampled_from([AdvanceTimePolicy.DROP, AdvanceTimePolicy.ADJUST])),
+        window=draw(st.booleans()), batches=batches, shards=draw(st.integers(2, 4)),
+        seed=draw(st.integers(0, 1000)))
+
+
+@FAST
+@given(case=cases())
+def test_shards_with_generation_points_equal_one_shard(case):
+    query = _query(case["items"], case["shape"], case["count"], case["delay"], case["policy"],
+                   case["flush"], case["window"])
+    args = (case["items"], case["shape"])
+    _, one, _ = _run(query, *args, 1, case["batches"], case["seed"])
+    route, many, received = _run(query, *args, case["shards"], case["batches"], case["seed"])
+    assert route.timed == {(0, 0): (case["count"], case["shape"].value)}
+    assert _released(many[s][b] for s in range(len(many)) for b in range(len(many[s]))) == \
+        _released(o for o in one[0])
+    for b, step in enumerate(one[0]):
+        assert many[0][b].ctis == step.ctis
+        assert all(many[s][b].ctis == step.ctis for s in range(len(many)))
+    one_counts = {k: v for k, v in _counts(one).items() if k in ("accepted", "adjusted",
+                                                                   "dropped", "cti")}
+    assert {k: v for k, v in _counts(many).items() if k in one_counts or v} == one_counts
+    # Events once: a shard receives its own events and the generation points, no others'.
+    events = sum(len(case["items"]) for _ in [0])
+    got = sum(int(r["kind"].isin(["point", "interval"]).sum())
+              for rs in received for r in rs)
+    assert got == events
+    assert any((r["kind"] == PIECE).any() for rs in received for r in rs) or not events
+
+
+def test_a_piece_with_a_cti_goes_whole_and_an_adapter_with_ctis_is_not_events_only():
+    items = [PointEvent(1, {"k": "a", "v": 1}), Cti(2), PointEvent(3, {"k": "b", "v": 1})]
+    assert not MemoryInputAdapter(items, EventShape.POINT).events_only
+    assert MemoryInputAdapter(items[::2], EventShape.POINT).events_only
+    query = _query(items, EventShape.POINT, 2, 0, AdvanceTimePolicy.DROP, True, False)
+    groups, refs = query_inputs(query)
+    route = routes([query], groups, [refs], 2, False)[0]
+    parts = list(routed(route, 0, piece(MemoryInputAdapter(items, EventShape.POINT), 0, 0, 3,
+                                        True), True))
+    assert all(not (p.column("kind").to_numpy(zero_copy_only=False) == PIECE).any()
+               for _, p in parts)  # a CTI row: every shard gets the piece whole
+    parts = list(routed(route, 0, piece(MemoryInputAdapter(items[::2], EventShape.POINT), 0,
+                                        0, 2, True), True))
+    kinds = [p.column("kind").to_pylist() for _, p in parts]
+    assert sum(k.count("point") for k in kinds) == 2
+    assert all(k.count(PIECE) == 1 and k.count(GEN) == 1 for k in kinds)
+
+
+@pytest.mark.parametrize("count", [1, 1000])
+def test_generation_points_are_few_beside_the_events(count):
+    """What every shard but the owner receives of a piece: one row per N events."""
+    rng = np.random.default_rng(1)
+    items = [PointEvent(int(t), {"k": f"k{rng.integers(100)}", "v": 1})
+             for t in np.sort(rng.integers(0, 10**6, 10_000))]
+    query = _query(items, EventShape.POINT, count, 10, AdvanceTimePolicy.DROP, False, True)
+    groups, refs = query_inputs(query)
+    route = routes([query], groups, [refs], 4, False)[0]
+    parts = dict(routed(route, 0, piece(MemoryInputAdapter(items, EventShape.POINT), 0, 0,
+                                        len(items), False), True))
+    for part in parts.values():
+        kinds = part.column("kind").to_pylist()
+        assert kinds.count(GEN) == len(items) // count
+        assert kinds.count("point") < len(items) / 2  # its own events only
