@@ -263,9 +263,10 @@ def run_spark_native(root: Path, opts: argparse.Namespace) -> dict[str, Any]:
     _native_run(spark, root / "warmup")
     startup = time.perf_counter() - t0
     log(f"spark-native: session {session:.1f} s, with warm-up query {startup:.1f} s")
-    before = stage_metrics(spark)
+    before, cpu = stage_metrics(spark), tree_cpu_s()
     runs = [_native_run(spark, root / "events") for _ in range(opts.repeat)]
-    metrics = per_run(task_metrics(before, stage_metrics(spark)), opts.repeat)
+    metrics = per_run(task_metrics(before, stage_metrics(spark), tree_cpu_s() - cpu),
+                      opts.repeat)
     elapsed, progress = _median(runs)
     return {
         "startup_s": startup, "session_s": session, "run_s": elapsed,
@@ -394,6 +395,43 @@ def run_cti_local(root: Path, opts: argparse.Namespace) -> dict[str, Any]:
             "runs_s": [round(r[0], 3) for r in runs], "output_rows": rows}
 
 
+def tree_cpu_s() -> float:
+    """CPU seconds (user + system) used so far by this process and its descendants: the
+    JVM's and the Python workers' included (Spark's executor CPU counts JVM threads only).
+    Each live process's own time plus the time of the children it has reaped, so a worker
+    that exited is counted once, in its parent."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in ["self", *_descendants()]:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += sum(int(v) for v in fields[11:15])  # utime, stime, cutime, cstime
+    return total / ticks
+
+
+def _descendants() -> list[int]:
+    """The pids of this process's descendants (children, their children, ...)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    found, todo = [], [os.getpid()]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
 def stage_metrics(spark: Any) -> dict[int, tuple[int, int, int]]:
     """Spark's own metrics of every stage the session's status store holds (it is kept with
     the UI off): stage id -> (shuffle bytes written, executor CPU ns, executor run ms), summed
@@ -412,15 +450,18 @@ def stage_metrics(spark: Any) -> dict[int, tuple[int, int, int]]:
     return out
 
 
-def task_metrics(before: dict[int, tuple[int, int, int]], after: dict[int, tuple[int, int, int]]
-                 ) -> dict[str, float]:
+def task_metrics(before: dict[int, tuple[int, int, int]], after: dict[int, tuple[int, int, int]],
+                 process_cpu_s: float) -> dict[str, float]:
     """The metrics of the stages that ran between two ``stage_metrics`` snapshots:
     ``shuffle_bytes``, ``task_cpu_s`` (the executors' CPU time, JVM threads: Python workers'
-    CPU is not in it) and ``task_run_s`` (the tasks' run time, Python work included)."""
+    CPU is not in it) and ``task_run_s`` (the tasks' run time, Python work included); and
+    ``process_cpu_s``, the CPU of the whole process tree in that time (``tree_cpu_s``: JVM,
+    Python workers and driver)."""
     new = [m for sid, m in after.items() if sid not in before]
     return {"shuffle_bytes": sum(m[0] for m in new),
             "task_cpu_s": round(sum(m[1] for m in new) / 1e9, 3),
-            "task_run_s": round(sum(m[2] for m in new) / 1e3, 3)}
+            "task_run_s": round(sum(m[2] for m in new) / 1e3, 3),
+            "process_cpu_s": round(process_cpu_s, 3)}
 
 
 def per_run(metrics: dict[str, float], runs: int) -> dict[str, float]:
@@ -444,11 +485,12 @@ def run_cti_spark(root: Path, opts: argparse.Namespace) -> dict[str, Any]:
     startup = time.perf_counter() - t0
     log(f"cti-spark: session {session:.1f} s, with warm-up query {startup:.1f} s")
     factory, config, load = _cti_source(root / "events", opts.cti_input)
-    before = stage_metrics(spark)
+    before, cpu = stage_metrics(spark), tree_cpu_s()
     runs = [_cti_run(factory, config, SparkRuntime(spark, batch_sizes=_batch_sizes(opts),
                                                    shards=shards))
             for _ in range(opts.repeat)]
-    metrics = per_run(task_metrics(before, stage_metrics(spark)), opts.repeat)
+    metrics = per_run(task_metrics(before, stage_metrics(spark), tree_cpu_s() - cpu),
+                      opts.repeat)
     elapsed, rows = _median(runs)
     return {"shards": shards, "startup_s": startup, "session_s": session, "load_s": load,
             "run_s": elapsed, "runs_s": [round(r[0], 3) for r in runs], "output_rows": rows,

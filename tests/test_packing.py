@@ -187,8 +187,16 @@ def test_sequence_numbers_that_count_up_from_the_first_are_left_out():
     table = table.set_column(1, "seq", pa.array(np.arange(7, 12, dtype=np.int64))).append_column(
         "own", pa.array(np.zeros(5, np.int32)))
     assert "seq" not in pa.ipc.open_stream(pack(table, 7)).schema.names
-    assert "seq" in pa.ipc.open_stream(pack(table, 6)).schema.names
     assert list(unpack_one(pack(table, 7), 7)["seq"]) == list(range(7, 12))
+    # Otherwise as 32-bit steps (a shard's own events and the generation points after them),
+    # or whole where a step does not fit.
+    assert "seq_step" in pa.ipc.open_stream(pack(table, 6)).schema.names
+    jumps = np.array([7, 9, 30, 8, 2**33], np.int64)
+    for seq, column in ((jumps[:4], "seq_step"), (jumps, "seq")):
+        part = table.slice(0, len(seq)).set_column(1, "seq", pa.array(seq))
+        blob = pack(part, 7)
+        assert column in pa.ipc.open_stream(blob).schema.names
+        assert list(unpack_one(blob, 7)["seq"]) == list(seq)
 
 
 OUT_ROWS = st.lists(st.tuples(st.integers(0, 5), st.sampled_from(
