@@ -176,3 +176,41 @@ def test_generation_points_are_few_beside_the_events(count):
         kinds = part.column("kind").to_pylist()
         assert kinds.count(GEN) == len(items) // count
         assert kinds.count("point") < len(items) / 2  # its own events only
+
+
+@pytest.mark.spark
+def test_on_spark_shards_with_generation_points_equal_the_in_process_run(spark, tmp_path):
+    """A Parquet input of intervals with disorder (adjusted and dropped events), a CTI every 4
+    events, in micro-batches cut anywhere, spread over 3 shards: the output and the ingress
+    counts in Spark's progress equal the in-process run's."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from cti.io.parquet import ParquetInputAdapterFactory, ParquetInputConfig
+    from cti.runtime.local import LocalRuntime
+    from cti.runtime.spark import SparkRuntime
+
+    rng = np.random.default_rng(7)
+    n = 400
+    start = np.maximum.accumulate(rng.integers(0, 5, n)).cumsum() - rng.integers(0, 12, n)
+    start = np.maximum(start, 0)
+    pq.write_table(pa.table({"start": start, "end": start + rng.integers(1, 9, n),
+                             "k": [f"k{i}" for i in rng.integers(0, 9, n)],
+                             "v": rng.integers(0, 9, n)}), tmp_path / "in.parquet")
+    config = ParquetInputConfig(str(tmp_path / "in.parquet"), "start", "end")
+    settings_ = AdvanceTimeSettings(
+        AdvanceTimeGenerationSettings(4, timedelta(microseconds=3), True), None,
+        AdvanceTimePolicy.ADJUST)
+    stream = CepStream.create("s", ParquetInputAdapterFactory(), config, EventShape.INTERVAL,
+                              settings_, application=Application())
+    query = stream.group_by("k").apply(
+        lambda g: g.tumbling_window(timedelta(microseconds=20)).aggregate(n=agg.count()))
+    runtime = SparkRuntime(spark, batch_sizes=[37, 150, 11], shards=3)
+    got = runtime.run_queries([query], with_inputs=False)[0]
+    want = query.run(LocalRuntime(batch_sizes=[50]))
+    assert got[query.name].items == want[query.name].items
+    ingress = stream.run(LocalRuntime())["s"].metrics
+    assert ingress["adjusted"] and ingress["dropped"]
+    for metric, name in (("accepted", "accepted"), ("adjusted", "adjusted"),
+                         ("dropped", "dropped"), ("cti", "ctis")):
+        assert sum(b.get(f"s.{metric}") or 0 for b in runtime.progress) == ingress[name]
