@@ -154,27 +154,9 @@ class TreeMemory:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
-    def _descendants(self) -> list[int]:
-        children: dict[int, list[int]] = {}
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit():
-                continue
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry))
-        found, todo = [], [os.getpid()]
-        while todo:
-            for child in children.get(todo.pop(), []):
-                found.append(child)
-                todo.append(child)
-        return found
-
     def sample(self) -> None:
         total = _pss_kb("self")
-        for pid in self._descendants():
+        for pid in _descendants():
             try:
                 status = _proc_status(pid)
                 with open(f"/proc/{pid}/cmdline", "rb") as f:

@@ -64,6 +64,10 @@ class ExitFileConfig:
 class TollExitAdapter(EnqueuingInputAdapter):
     """Exits as point events at ``ExitTime``, in file order."""
 
+    # It enqueues events and invalid rows only, never a CTI or an arrival time: a query on
+    # Spark spread over shards by key then sends each shard only its own exits (docs/adapters.md).
+    events_only = True
+
     def __init__(self, config: ExitFileConfig) -> None:
         super().__init__()  # sets up the queue that enqueue() fills
         self.config = config

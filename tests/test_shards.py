@@ -58,3 +58,19 @@ def test_a_checkpoint_refuses_another_shard_count(spark, tmp_path):
     query.run(SparkRuntime(spark, checkpoint_location=checkpoint, shards=2))  # nothing new
     assert read_parquet_output(out).equals(first)
     assert counts().collect(SparkRuntime(spark, shards=3)) == counts().collect(LocalRuntime())
+
+
+def test_a_restart_without_shards_takes_the_checkpoints_count(spark, tmp_path):
+    """A job restarted on a cluster of another size (no ``shards=``) goes on with the count
+    its checkpoint was written with, where the default would be the session's cores."""
+    out = tmp_path / "out"
+    query = counts().to(ParquetOutputAdapterFactory(), str(out))
+    checkpoint = str(tmp_path / "ckpt")
+    assert SparkRuntime(spark, checkpoint_location=checkpoint).shard_count == \
+        spark.sparkContext.defaultParallelism
+    query.run(SparkRuntime(spark, checkpoint_location=checkpoint, shards=3))
+    first = read_parquet_output(out)
+    restarted = SparkRuntime(spark, checkpoint_location=checkpoint)
+    assert restarted.shard_count == 3
+    query.run(restarted)  # nothing new: no error, the output as it was
+    assert read_parquet_output(out).equals(first)

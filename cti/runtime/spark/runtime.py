@@ -97,10 +97,16 @@ class SparkRuntime:
 
     @property
     def shard_count(self) -> int:
-        """How many shards spread a query: ``shards``, or the session's default parallelism
-        (its cores), never ``spark.sql.shuffle.partitions`` (a default session's 200 would
-        mean 200 tasks per micro-batch, most of them idle)."""
-        return self.shards or max(1, self.spark.sparkContext.defaultParallelism)
+        """How many shards spread a query: ``shards``; else the count an existing checkpoint
+        at ``checkpoint_location`` was written with (a restart on a cluster of another size
+        goes on with its state); else the session's default parallelism (its cores), never
+        ``spark.sql.shuffle.partitions`` (a default session's 200 would mean 200 tasks per
+        micro-batch, most of them idle)."""
+        if self.shards:
+            return self.shards
+        recorded = (recorded_shards(self.checkpoint_location) if self.checkpoint_location
+                    else None)
+        return recorded or max(1, self.spark.sparkContext.defaultParallelism)
 
     def _start(self, writer: Any, checkpoint: str, sharded: bool = True) -> StreamingQuery:
         """Start a streaming write whose stateful stage has one partition per shard (Spark
@@ -345,6 +351,15 @@ _BATCH_ID = "streaming.sql.batchId"  # the local property Spark gives a micro-ba
 _LAYOUT = "cti-shards.json"  # a checkpoint's shard count, next to Spark's own files
 
 
+def recorded_shards(checkpoint: str) -> int | None:
+    """The shard count a checkpoint was written with (``check_shard_layout``), if any."""
+    import json
+    from pathlib import Path
+
+    path = Path(checkpoint, _LAYOUT)
+    return int(json.loads(path.read_text())["shards"]) if path.exists() else None
+
+
 def check_shard_layout(checkpoint: str, shards: int) -> None:
     """Record ``shards`` in a new checkpoint; refuse an existing one written with another
     count, naming both."""
@@ -352,8 +367,8 @@ def check_shard_layout(checkpoint: str, shards: int) -> None:
     from pathlib import Path
 
     path = Path(checkpoint, _LAYOUT)
-    if path.exists():
-        recorded = json.loads(path.read_text())["shards"]
+    recorded = recorded_shards(checkpoint)
+    if recorded is not None:
         if recorded != shards:
             raise BindingError(
                 f"checkpoint {checkpoint} was written with {recorded} shards, and this "
