@@ -51,14 +51,16 @@ def _query(items, shape, count, delay, policy, flush, window):
     return stream.group_by("k").apply(lambda g: g.where(lambda p: p["v"] % 3 != 0))
 
 
-def _run(query, items, shape, shards, batches, seed):
+def _run(query, items, shape, shards, batches, seed, with_inputs=False):
     """Each shard's outputs over the micro-batches (``batches``: pieces' [start, end) per
-    micro-batch), and the rows each shard received."""
+    micro-batch), and the rows each shard received; ``with_inputs``: shard 0 passes the
+    input's ingress rows on."""
     groups, refs = query_inputs(query)
-    route = routes([query], groups, [refs], shards, False)[0]
+    route = routes([query], groups, [refs], shards, with_inputs)[0]
     specs = {0: groups[0].specs()}
     adapter = MemoryInputAdapter(items, shape)
-    engines = [Shard(query.node, query.inputs(), refs, specs, route, s)
+    engines = [Shard(query.node, query.inputs(), refs, specs, route, s,
+                     (0,) if with_inputs and s == 0 else ())
                for s in range(route.shards)]
     states = [e.new_state() for e in engines]
     outs = [[] for _ in engines]
@@ -115,7 +117,7 @@ def cases(draw):
         delay=draw(st.integers(0, 5)), flush=draw(st.booleans()),
         policy=draw(st.sampled_from([AdvanceTimePolicy.DROP, AdvanceTimePolicy.ADJUST])),
         window=draw(st.booleans()), batches=batches, shards=draw(st.integers(2, 4)),
-        seed=draw(st.integers(0, 1000)))
+        seed=draw(st.integers(0, 1000)), with_inputs=draw(st.booleans()))
 
 
 @FAST
@@ -124,8 +126,10 @@ def test_shards_with_generation_points_equal_one_shard(case):
     query = _query(case["items"], case["shape"], case["count"], case["delay"], case["policy"],
                    case["flush"], case["window"])
     args = (case["items"], case["shape"])
-    _, one, _ = _run(query, *args, 1, case["batches"], case["seed"])
-    route, many, received = _run(query, *args, case["shards"], case["batches"], case["seed"])
+    passing = case["with_inputs"]
+    _, one, _ = _run(query, *args, 1, case["batches"], case["seed"], passing)
+    route, many, received = _run(query, *args, case["shards"], case["batches"], case["seed"],
+                                 passing)
     assert route.timed == {(0, 0): (case["count"], case["shape"].value)}
     assert _released(many[s][b] for s in range(len(many)) for b in range(len(many[s]))) == \
         _released(o for o in one[0])
@@ -134,12 +138,21 @@ def test_shards_with_generation_points_equal_one_shard(case):
         assert all(many[s][b].ctis == step.ctis for s in range(len(many)))
     one_counts = {k: v for k, v in _counts(one).items() if k in ("accepted", "adjusted",
                                                                    "dropped", "cti")}
-    assert {k: v for k, v in _counts(many).items() if k in one_counts or v} == one_counts
-    # Events once: a shard receives its own events and the generation points, no others'.
-    events = sum(len(case["items"]) for _ in [0])
+    reporting = many[:1] if passing else many  # what Spark's progress adds up
+    assert {k: v for k, v in _counts(reporting).items() if k in one_counts or v} == one_counts
+    if passing:  # shard 0 passes on the input's rows as one shard does
+        for b, step in enumerate(one[0]):
+            assert many[0][b].ingress[0].drop(columns="weight").equals(
+                step.ingress[0].drop(columns="weight"))
+    # Events once: a shard receives its own events and the generation points, no others'
+    # (shard 0 every row where it passes the input on).
+    events = len(case["items"])
     got = sum(int(r["kind"].isin(["point", "interval"]).sum())
-              for rs in received for r in rs)
-    assert got == events
+              for rs in received[1 if passing else 0:] for r in rs)
+    mine = sum(int((r["own"] == s).sum()) for s, rs in enumerate(received) for r in rs
+               if s or not passing)
+    assert got == mine
+    assert got == events or passing
     assert any((r["kind"] == PIECE).any() for rs in received for r in rs) or not events
 
 
@@ -179,10 +192,13 @@ def test_generation_points_are_few_beside_the_events(count):
 
 
 @pytest.mark.spark
-def test_on_spark_shards_with_generation_points_equal_the_in_process_run(spark, tmp_path):
+@pytest.mark.parametrize("with_inputs", [False, True], ids=["output", "with-inputs"])
+def test_on_spark_shards_with_generation_points_equal_the_in_process_run(spark, tmp_path,
+                                                                         with_inputs):
     """A Parquet input of intervals with disorder (adjusted and dropped events), a CTI every 4
     events, in micro-batches cut anywhere, spread over 3 shards: the output and the ingress
-    counts in Spark's progress equal the in-process run's."""
+    counts in Spark's progress equal the in-process run's; with the inputs' own results too
+    (shard 0 then receives every row, to pass it on), those equal as well."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -206,9 +222,12 @@ def test_on_spark_shards_with_generation_points_equal_the_in_process_run(spark, 
     query = stream.group_by("k").apply(
         lambda g: g.tumbling_window(timedelta(microseconds=20)).aggregate(n=agg.count()))
     runtime = SparkRuntime(spark, batch_sizes=[37, 150, 11], shards=3)
-    got = runtime.run_queries([query], with_inputs=False)[0]
+    got = runtime.run_queries([query], with_inputs=with_inputs)[0]
     want = query.run(LocalRuntime(batch_sizes=[50]))
     assert got[query.name].items == want[query.name].items
+    if with_inputs:
+        assert got["s"].items == want["s"].items
+        assert got["s"].metrics == want["s"].metrics
     ingress = stream.run(LocalRuntime())["s"].metrics
     assert ingress["adjusted"] and ingress["dropped"]
     for metric, name in (("accepted", "accepted"), ("adjusted", "adjusted"),

@@ -196,23 +196,21 @@ def routed(route: QueryRoute, group: int, rows: pa.Table, events_only: bool = Fa
     shared = edge | ~pc.is_in(kind, pa.array(["point", "interval"])).to_numpy(
         zero_copy_only=False)
     with_own = rows.select(IN_ARROW.names).append_column(ROUTED_ARROW.field("own"), pa.array(own))
-    points = None
-    if events_only and (group, 0) in route.timed:
-        points = generation_points(rows, *route.timed[(group, 0)], ROUTED_ARROW)
-    if points is not None:
-        for shard in range(route.shards):
-            keep = shared | (own == shard)
-            yield shard, pa.concat_tables([with_own.append_column(
-                ROUTED_ARROW.field("text"), _shard_texts(text_codes, dictionary, own == shard)
-            ).filter(pa.array(keep)), points])
-        return
+    points = (generation_points(rows, *route.timed[(group, 0)], ROUTED_ARROW)
+              if events_only and (group, 0) in route.timed else None)
     at = with_own.schema.get_field_index("payload")
     for shard in range(route.shards):
-        keep = shared | (own == shard) | (route.with_inputs and shard == 0)
+        texts = _shard_texts(text_codes, dictionary, own == shard)
+        whole = route.with_inputs and shard == 0  # it passes the input on: every row
+        if points is not None and not whole:  # its own events and the generation points
+            yield shard, pa.concat_tables([with_own.append_column(
+                ROUTED_ARROW.field("text"), texts).filter(pa.array(shared | (own == shard))),
+                points])
+            continue
+        keep = shared | (own == shard) | whole
         yield shard, with_own.set_column(at, ROUTED_ARROW.field("payload"), payload if keep.all()
                                          else pc.if_else(pa.array(keep), payload, None)
-                                         ).append_column(
-            ROUTED_ARROW.field("text"), _shard_texts(text_codes, dictionary, own == shard))
+                                         ).append_column(ROUTED_ARROW.field("text"), texts)
 
 
 def _shard_texts(codes: np.ndarray, dictionary: pa.Array, mine: np.ndarray

@@ -48,7 +48,7 @@ def routes(queries: Sequence[Any], groups: Sequence[Any],
         edges = frozenset((g, i) for g in read for i, s in enumerate(groups[g].streams)
                           if s.shape is EventShape.EDGE)
         spread = shards if fields else 1
-        timed = {} if spread == 1 or with_inputs else {
+        timed = {} if spread == 1 else {
             (g, i): timed_stream(groups[g].specs()) for g, i in refs[q]}
         out.append(QueryRoute(q, spread,
                               {r: fields[j] if fields else None for j, r in enumerate(refs[q])},

@@ -89,10 +89,11 @@ def query_function(queries: Sequence[Any], groups: Sequence[Any],
              ) -> Iterator[pd.DataFrame]:
         q, shard = int(key[0]), int(key[1])
         mine = sorted({g for g, _ in refs[q]})
-        # Shard 0 reports a group's metrics; every shard its own events' counts where its
-        # time came from generation points (``cti.engine.timed``: it saw no other events).
+        # Shard 0 reports a group's metrics (passing its rows on, it saw every row); else
+        # every shard its own events' counts where its time came from generation points
+        # (``cti.engine.timed``: it saw no other events).
         reported = [g for g in mine if reporter[g] == q and (
-            shard == 0 or (g, 0) in routes[q].timed)]
+            shard == 0 or ((g, 0) in routes[q].timed and not with_inputs))]
         engine = Shard(plans[q], [], refs[q], specs, routes[q], shard,
                        reported if with_inputs else ())
         saved = pickle.loads(state.get[0]) if state.exists else engine.new_state()
