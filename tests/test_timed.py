@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from cti import (
     AdvanceTimeGenerationSettings,
+    AdvanceTimeImportSettings,
     AdvanceTimePolicy,
     AdvanceTimeSettings,
     Application,
@@ -40,25 +41,41 @@ FAST = settings(max_examples=80, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
-def _query(items, shape, count, delay, policy, flush, window):
+def _query(items, shape, count, delay, policy, flush, window, slow=None):
+    """A query spread by key over stream ``s`` (with ``slow`` items: unioned with stream
+    ``r``, which imports ``s``'s CTIs)."""
     settings_ = AdvanceTimeSettings(
         AdvanceTimeGenerationSettings(count, timedelta(microseconds=delay), flush), None, policy)
+    app = Application()
     stream = CepStream.create("s", MemoryInputAdapterFactory(), items, shape, settings_,
-                              application=Application())
+                              application=app)
+    if slow is not None:
+        stream = stream.union(CepStream.create(
+            "r", MemoryInputAdapterFactory(), slow, shape,
+            AdvanceTimeSettings(import_settings=AdvanceTimeImportSettings("s"),
+                                policy=policy), application=app))
     if window:
         return stream.group_by("k").apply(
             lambda g: g.tumbling_window(timedelta(microseconds=7)).aggregate(n=agg.count()))
     return stream.group_by("k").apply(lambda g: g.where(lambda p: p["v"] % 3 != 0))
 
 
-def _run(query, items, shape, shards, batches, seed, with_inputs=False):
+def _run(query, items, shape, shards, batches, seed, with_inputs=False, slow=None):
     """Each shard's outputs over the micro-batches (``batches``: pieces' [start, end) per
     micro-batch), and the rows each shard received; ``with_inputs``: shard 0 passes the
-    input's ingress rows on."""
+    input's ingress rows on; ``slow``: stream ``r``'s items, half in the first micro-batch,
+    the rest in the last."""
     groups, refs = query_inputs(query)
     route = routes([query], groups, [refs], shards, with_inputs)[0]
     specs = {0: groups[0].specs()}
+    names = groups[0].names
+    fast, other = names.index("s"), (names.index("r") if slow is not None else None)
     adapter = MemoryInputAdapter(items, shape)
+    slow_pieces = {} if slow is None else {
+        0: [(0, len(slow) // 2, False)],
+        len(batches) - 1: [(len(slow) // 2, len(slow), True)]}
+    if slow is not None and len(batches) == 1:
+        slow_pieces = {0: [(0, len(slow) // 2, False), (len(slow) // 2, len(slow), True)]}
     engines = [Shard(query.node, query.inputs(), refs, specs, route, s,
                      (0,) if with_inputs and s == 0 else ())
                for s in range(route.shards)]
@@ -66,10 +83,13 @@ def _run(query, items, shape, shards, batches, seed, with_inputs=False):
     outs = [[] for _ in engines]
     received = [[] for _ in engines]
     rng = random.Random(seed)
-    for batch in batches:
+    for k, batch in enumerate(batches):
         parts = [[] for _ in engines]
-        for a, b, eos in batch:
-            for s, part in routed(route, 0, piece(adapter, 0, a, b, eos), adapter.events_only):
+        pieces = [(adapter, fast, p) for p in batch] + [
+            (MemoryInputAdapter(slow, shape), other, p) for p in slow_pieces.get(k, [])]
+        for source, index, (a, b, eos) in pieces:
+            for s, part in routed(route, 0, piece(source, index, a, b, eos),
+                                  source.events_only):
                 parts[s].append(routed_frame(part, 0))
         for s, engine in enumerate(engines):
             rows = pd.concat(parts[s], ignore_index=True) if parts[s] else routed_frame(
@@ -117,20 +137,26 @@ def cases(draw):
         delay=draw(st.integers(0, 5)), flush=draw(st.booleans()),
         policy=draw(st.sampled_from([AdvanceTimePolicy.DROP, AdvanceTimePolicy.ADJUST])),
         window=draw(st.booleans()), batches=batches, shards=draw(st.integers(2, 4)),
-        seed=draw(st.integers(0, 1000)), with_inputs=draw(st.booleans()))
+        seed=draw(st.integers(0, 1000)), with_inputs=draw(st.booleans()),
+        slow=draw(st.none() | st.lists(st.builds(
+            lambda t, d, k: (PointEvent(t, {"k": k, "v": 1}) if shape is EventShape.POINT
+                             else IntervalEvent(t, t + d, {"k": k, "v": 1})),
+            st.integers(0, 60), st.integers(1, 30), st.sampled_from("abcde")), max_size=6)))
 
 
 @FAST
 @given(case=cases())
 def test_shards_with_generation_points_equal_one_shard(case):
+    slow = case["slow"]
     query = _query(case["items"], case["shape"], case["count"], case["delay"], case["policy"],
-                   case["flush"], case["window"])
+                   case["flush"], case["window"], slow)
     args = (case["items"], case["shape"])
     passing = case["with_inputs"]
-    _, one, _ = _run(query, *args, 1, case["batches"], case["seed"], passing)
+    _, one, _ = _run(query, *args, 1, case["batches"], case["seed"], passing, slow)
     route, many, received = _run(query, *args, case["shards"], case["batches"], case["seed"],
-                                 passing)
-    assert route.timed == {(0, 0): (case["count"], case["shape"].value)}
+                                 passing, slow)
+    fast = query_inputs(query)[0][0].names.index("s")
+    assert route.timed == {(0, fast): (case["count"], case["shape"].value)}
     assert _released(many[s][b] for s in range(len(many)) for b in range(len(many[s]))) == \
         _released(o for o in one[0])
     for b, step in enumerate(one[0]):
@@ -146,11 +172,12 @@ def test_shards_with_generation_points_equal_one_shard(case):
                 step.ingress[0].drop(columns="weight"))
     # Events once: a shard receives its own events and the generation points, no others'
     # (shard 0 every row where it passes the input on).
+    # Every shard gets every row of the slow stream.
     events = len(case["items"])
-    got = sum(int(r["kind"].isin(["point", "interval"]).sum())
+    got = sum(int((r["kind"].isin(["point", "interval"]) & (r["stream"] == fast)).sum())
               for rs in received[1 if passing else 0:] for r in rs)
-    mine = sum(int((r["own"] == s).sum()) for s, rs in enumerate(received) for r in rs
-               if s or not passing)
+    mine = sum(int(((r["own"] == s) & (r["stream"] == fast)).sum())
+               for s, rs in enumerate(received) for r in rs if s or not passing)
     assert got == mine
     assert got == events or passing
     assert any((r["kind"] == PIECE).any() for rs in received for r in rs) or not events
@@ -233,3 +260,23 @@ def test_on_spark_shards_with_generation_points_equal_the_in_process_run(spark, 
     for metric, name in (("accepted", "accepted"), ("adjusted", "adjusted"),
                          ("dropped", "dropped"), ("cti", "ctis")):
         assert sum(b.get(f"s.{metric}") or 0 for b in runtime.progress) == ingress[name]
+
+
+@pytest.mark.spark
+def test_on_spark_a_slow_stream_importing_the_fast_ones_ctis_equals_the_in_process_run(spark):
+    """A fast stream (a CTI every 3 events) taken from generation points, and a slow stream
+    that imports its CTIs (every shard gets its rows), spread over 3 shards by key."""
+    from cti.runtime.local import LocalRuntime
+    from cti.runtime.spark import SparkRuntime
+
+    rng = np.random.default_rng(3)
+    fast = [PointEvent(int(t), {"k": f"k{k}", "v": 1}) for t, k in zip(
+        np.maximum(np.arange(300) * 2 - rng.integers(0, 9, 300), 0), rng.integers(0, 7, 300),
+        strict=True)]
+    slow = [PointEvent(t, {"k": f"k{t % 7}", "v": 2}) for t in (3, 150, 90, 400, 598)]
+    query = _query(fast, EventShape.POINT, 3, 4, AdvanceTimePolicy.DROP, True, True, slow)
+    runtime = SparkRuntime(spark, batch_sizes=[41, 130, 2], shards=3)
+    got = runtime.run_queries([query], with_inputs=False)[0]
+    want = query.run(LocalRuntime(batch_sizes=[50]))
+    assert got[query.name].items == want[query.name].items
+    assert any(type(i).__name__ != "Cti" for i in got[query.name].items)

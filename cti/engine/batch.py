@@ -196,8 +196,8 @@ def routed(route: QueryRoute, group: int, rows: pa.Table, events_only: bool = Fa
     shared = edge | ~pc.is_in(kind, pa.array(["point", "interval"])).to_numpy(
         zero_copy_only=False)
     with_own = rows.select(IN_ARROW.names).append_column(ROUTED_ARROW.field("own"), pa.array(own))
-    points = (generation_points(rows, *route.timed[(group, 0)], ROUTED_ARROW)
-              if events_only and (group, 0) in route.timed else None)
+    timed = route.timed.get((group, int(stream[0]))) if n and events_only else None
+    points = generation_points(rows, *timed, ROUTED_ARROW) if timed else None
     at = with_own.schema.get_field_index("payload")
     for shard in range(route.shards):
         texts = _shard_texts(text_codes, dictionary, own == shard)

@@ -49,21 +49,22 @@ def routes(queries: Sequence[Any], groups: Sequence[Any],
                           if s.shape is EventShape.EDGE)
         spread = shards if fields else 1
         timed = {} if spread == 1 else {
-            (g, i): timed_stream(groups[g].specs()) for g, i in refs[q]}
+            (g, i): t for g in read for i, t in timed_streams(groups[g].specs()).items()}
         out.append(QueryRoute(q, spread,
                               {r: fields[j] if fields else None for j, r in enumerate(refs[q])},
-                              edges, with_inputs,
-                              {r: t for r, t in timed.items() if t is not None}))
+                              edges, with_inputs, timed))
     return out
 
 
-def timed_stream(specs: Sequence[StreamSpec]) -> tuple[int, str] | None:
-    """(event count, event kind) where a group's shards can take its time from the source's
-    generation points (``cti.engine.timed``): one stream that generates a CTI every N events,
-    vectorised, and stops at bad input (a dead-lettered row would shift the count)."""
-    if len(specs) != 1 or not eligible(specs):
-        return None
-    spec = specs[0]
-    if spec.event_count is None or spec.dead_letter or spec.arrival_clock != "data":
-        return None
-    return spec.event_count, spec.shape.value
+def timed_streams(specs: Sequence[StreamSpec]) -> dict[int, tuple[int, str]]:
+    """{stream: (event count, event kind)} of a group's stream whose shards can take its time
+    from the source's generation points (``cti.engine.timed``): a stream that generates a CTI
+    every N events, vectorised, stops at bad input (a dead-lettered row would shift the count),
+    and is the group's only stream or the one every other stream imports its CTIs from (a fast
+    stream and its slow reference streams)."""
+    for i, spec in enumerate(specs):
+        if eligible([spec]) and spec.event_count is not None and not spec.dead_letter \
+                and spec.arrival_clock == "data" and all(
+                    other.import_from == i for j, other in enumerate(specs) if j != i):
+            return {i: (spec.event_count, spec.shape.value)}
+    return {}

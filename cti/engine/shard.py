@@ -93,8 +93,10 @@ class Shard:
             passing = g in self.passing
             got = None
             field = route.fields.get((g, 0))
-            if (g, 0) in route.timed and not passing:  # time from generation points
-                got, direct[(g, 0)] = _timed(ingress, part, shard, field, route.shards)
+            timed_stream = next((i for h, i in route.timed if h == g), None)
+            if timed_stream is not None and not passing:  # time from generation points
+                got, chunks = _timed(ingress, part, shard, route, g, timed_stream)
+                direct |= {(g, i): c for i, c in chunks.items()}
             elif not passing:  # the shard's chunk straight from the vectorised ingress
                 done = vectorized.shard_chunk(ingress, part, shard, field)
                 if done is not None:
@@ -113,26 +115,39 @@ class Shard:
         return ShardOutput(ingress_out, events, list(ctis))
 
 
-def _timed(ingress: IngressMachine, rows: pd.DataFrame, shard: int, field: str | None,
-           shards: int) -> tuple[pd.DataFrame, frame.Chunk]:
-    """A group of one stream whose pieces may come as generation points (``cti.engine.timed``),
-    or whole (a piece that is not all valid events): each run in order, on the same state.
-    The output rows of a run of whole pieces are shard 0's to report (every shard saw every
-    row); each shard reports its own events of the others."""
+def _timed(ingress: IngressMachine, rows: pd.DataFrame, shard: int, route: QueryRoute,
+           group: int, index: int) -> tuple[pd.DataFrame, dict[int, frame.Chunk]]:
+    """A group whose stream ``index`` may come as generation points (``cti.engine.timed``),
+    or whole (a piece that is not all valid events): each run of it in order, on the same
+    state; then the streams that import its CTIs (few rows, every shard gets them all) through
+    the row machine. The output rows of what every shard saw whole are shard 0's to report;
+    each shard reports its own events of the others. Each stream's chunk."""
+    fields = {i: route.fields.get((group, i)) for i in range(len(ingress.specs))}
+    single = len(ingress.specs) == 1
+    mine = rows["stream"].to_numpy() == index
     outs, chunks = [], []
-    for compact, part in timed.segments(rows):
+    for compact, part in timed.segments(rows if single else rows[mine]):
         if compact:
-            got, step = timed.timed_step(ingress, part, shard, field)
-        elif (done := vectorized.shard_chunk(ingress, part, shard, field)) is not None:
+            got, step, ctis = timed.timed_step(ingress, part, shard, fields[index], index)
+            ingress.import_ctis(index, ctis)
+        elif single and (done := vectorized.shard_chunk(ingress, part, shard,
+                                                        fields[index])) is not None:
             got, step = done
-        else:
+        else:  # (the fast stream's CTIs are imported on the way)
             got = ingress_step(ingress, part, shard)
             if "weight" not in got:
                 got["weight"] = np.int64(1)
-            step = chunk(got, 0, shard, field, shards)
+            step = chunk(got, index, shard, fields[index], route.shards)
         outs.append(got if compact or shard == 0 else got.iloc[:0])
         chunks.append(step)
-    return frame.stack(outs), timed.merged(chunks)
+    out = {index: timed.merged(chunks)}
+    if not single:
+        got = out_rows_to_pandas(ingress.process(in_rows_from_pandas(rows[~mine])))
+        got["weight"] = np.int64(1)
+        out |= {i: chunk(got, i, shard, fields[i], route.shards)
+                for i in fields if i != index}
+        outs.append(got if shard == 0 else got.iloc[:0])
+    return frame.stack(outs), out
 
 
 def chunk(got: pd.DataFrame, stream: int, shard: int, field: str | None, shards: int

@@ -110,15 +110,18 @@ def segments(pdf: pd.DataFrame) -> list[tuple[bool, pd.DataFrame]]:
 
 
 def timed_step(machine: IngressMachine, pdf: pd.DataFrame, owner: int,
-               field: str | None = None) -> tuple[pd.DataFrame, Chunk]:
-    """Shard ``owner``'s step of a group of one stream over pieces sent as generation points
-    (``generation_points``): its output rows (the stream's CTIs where ``owner`` is 0, whose
-    output CTIs count; one summary row per status of its own events, weighted) and the chunk
-    its operators take (its accepted and adjusted events, every CTI), as
-    ``vectorized.shard_chunk`` gives them from every row; the ingress state as the row machine
-    leaves it, but for the counts of events, which are this shard's own."""
-    spec = machine.specs[0]
-    st = machine.state["streams"][0]
+               field: str | None = None, index: int = 0
+               ) -> tuple[pd.DataFrame, Chunk, list[tuple[tuple, int]]]:
+    """Shard ``owner``'s step of stream ``index`` of a group over pieces sent as generation
+    points (``generation_points``): its output rows (the stream's CTIs where ``owner`` is 0,
+    whose output CTIs count; one summary row per status of its own events, weighted), the
+    chunk its operators take (its accepted and adjusted events, every CTI), as
+    ``vectorized.shard_chunk`` gives them from every row, and each CTI with its place in
+    arrival order (for the streams that import them, ``IngressMachine.import_ctis``); the
+    ingress state as the row machine leaves it, but for the counts of events, which are this
+    shard's own."""
+    spec = machine.specs[index]
+    st = machine.state["streams"][index]
     n_gen = spec.event_count
     assert n_gen is not None
     name = spec.name
@@ -133,7 +136,7 @@ def timed_step(machine: IngressMachine, pdf: pd.DataFrame, owner: int,
     keep = p_stop > st["next_in_seq"]  # pieces seen before are replays
     p_first, p_stop, p_max = p_first[keep], p_stop[keep], p_max[keep]
     if len(p_first) == 0:
-        return _frame({}, 0).assign(weight=np.zeros(0, np.int64)), Chunk.empty()
+        return _frame({}, index).assign(weight=np.zeros(0, np.int64)), Chunk.empty(), []
     if p_first[0] != st["next_in_seq"] or (p_first[1:] != p_stop[:-1]).any():
         raise RuntimeError(f"stream {name!r}: input pieces from sequence number "
                            f"{int(p_first[0])} do not follow on from {st['next_in_seq']}")
@@ -154,13 +157,19 @@ def timed_step(machine: IngressMachine, pdf: pd.DataFrame, owner: int,
     g = g[np.argsort(seq[g], kind="stable")]
     g_seq = seq[g]
     in_piece = np.searchsorted(p_first, g_seq, side="right") - 1
-    candidate = _saturating_sub(np.maximum(before_piece[in_piece], start[g]), spec.delay)
+    most = np.maximum(before_piece[in_piece], start[g])  # the largest start up to each point
+    candidate = _saturating_sub(most, spec.delay)
+    # Each point's place in arrival order: an event's arrival is its start (no arrival times).
+    arrival = np.maximum(st["last_arrival"], most)
     if eos and spec.advance_to_infinity_on_shutdown:
         g_seq = np.append(g_seq, last - 1)
         candidate = np.append(candidate, MAX_TIME)
+        arrival = np.append(arrival, MAX_TIME)
     after = np.maximum.accumulate(np.concatenate([[st["cti"]], candidate]))
     emits = candidate > after[:-1]
     ctis = candidate[emits]
+    keys = [((int(a), index, int(q)), int(c)) for a, q, c in zip(
+        arrival[emits], g_seq[emits], ctis, strict=True)]
 
     # The shard's own events, in order, against the CTI in force before each.
     ev = np.flatnonzero(mine & (kind == ("point" if spec.shape.value == "point"
@@ -192,9 +201,9 @@ def timed_step(machine: IngressMachine, pdf: pd.DataFrame, owner: int,
         "start": ctis[:n], "end": null, "payload": filled(n, None), "status": filled(n, "cti"),
         "orig_start": null, "orig_end": null,
         "cti": np.where(ctis[:n] == MIN_TIME, NULL, ctis[:n]), "reason": filled(n, None),
-    }, 0).assign(weight=np.ones(n, np.int64))
+    }, index).assign(weight=np.ones(n, np.int64))
     counted = _counted({"accepted": accepted, "adjusted": adjust, "dropped": dropped})
-    out = stack([rows, _frame(counted, 0).assign(weight=counted["weight"])])
+    out = stack([rows, _frame(counted, index).assign(weight=counted["weight"])])
 
     metrics = st["metrics"]
     metrics["accepted"] += int(accepted.sum())
@@ -207,11 +216,11 @@ def timed_step(machine: IngressMachine, pdf: pd.DataFrame, owner: int,
         st["max_start"] = int(max(prev_max, p_max.max()))
     st["out_seq"] += n_events + len(ctis)
     st["next_in_seq"] = last
-    arrival = MAX_TIME if eos else max(st["last_arrival"], int(p_max.max()))
-    st["last_arrival"] = st["data_arrival"] = arrival
-    st["last_key"] = (arrival, 0, last - 1)
+    last_arrival = MAX_TIME if eos else max(st["last_arrival"], int(p_max.max()))
+    st["last_arrival"] = st["data_arrival"] = last_arrival
+    st["last_key"] = (last_arrival, index, last - 1)
     st["eos"] = eos
-    return out, chunk
+    return out, chunk, keys
 
 
 def merged(chunks: list[Chunk]) -> Chunk:

@@ -93,7 +93,7 @@ def query_function(queries: Sequence[Any], groups: Sequence[Any],
         # every shard its own events' counts where its time came from generation points
         # (``cti.engine.timed``: it saw no other events).
         reported = [g for g in mine if reporter[g] == q and (
-            shard == 0 or ((g, 0) in routes[q].timed and not with_inputs))]
+            shard == 0 or (any(h == g for h, _ in routes[q].timed) and not with_inputs))]
         engine = Shard(plans[q], [], refs[q], specs, routes[q], shard,
                        reported if with_inputs else ())
         saved = pickle.loads(state.get[0]) if state.exists else engine.new_state()
