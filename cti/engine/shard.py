@@ -2,7 +2,9 @@
 rows out, on plain-data state (picklable: Spark keeps it in its state store).
 
 A shard of a query receives every input row of every ingress group the query reads, with the
-payloads of the events it owns (``cti.engine.batch.routed``). Per group it runs the group's
+payloads of the events it owns (``cti.engine.batch.routed``), or, for a stream whose CTIs it
+can compute from the source's generation points, only its own events and those points
+(``cti.engine.timed``). Per group it runs the group's
 ingress: straight to the chunk its operators take where the group is one common stream
 (``vectorized.shard_chunk``), else vectorised where it can be (``vectorized.process_group``),
 else the row machine (``IngressMachine.process``) on the same state; then the ``QueryMachine``

@@ -81,11 +81,6 @@ def generation_points(rows: pa.Table, count: int, kind: str, schema: pa.Schema
     }).select(schema.names).cast(schema)
 
 
-def is_timed(pdf: pd.DataFrame) -> bool:
-    """Whether a shard's rows of a group hold pieces sent as generation points."""
-    return bool((pdf["kind"].to_numpy(object) == PIECE).any())
-
-
 def segments(pdf: pd.DataFrame) -> list[tuple[bool, pd.DataFrame]]:
     """A group's rows (one stream) cut into runs in ``seq`` order: (True, the rows of pieces
     sent as generation points) and (False, rows sent whole), so each run goes to its step."""
