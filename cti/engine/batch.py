@@ -198,26 +198,37 @@ def routed(route: QueryRoute, group: int, rows: pa.Table, events_only: bool = Fa
     with_own = rows.select(IN_ARROW.names).append_column(ROUTED_ARROW.field("own"), pa.array(own))
     timed = route.timed.get((group, int(stream[0]))) if n and events_only else None
     points = generation_points(rows, *timed, ROUTED_ARROW) if timed else None
+    if points is not None:  # each shard's own events by one sort, not a pass per shard
+        order = np.argsort(own, kind="stable")  # the rows of no event (own -1) first
+        bounds = np.searchsorted(own[order], np.arange(route.shards + 1))
+        by_shard, codes = with_own.take(pa.array(order)), text_codes[order]
+        common = bounds[0]  # rows every shard gets (the end of input)
     at = with_own.schema.get_field_index("payload")
     for shard in range(route.shards):
-        texts = _shard_texts(text_codes, dictionary, own == shard)
         whole = route.with_inputs and shard == 0  # it passes the input on: every row
         if points is not None and not whole:  # its own events and the generation points
-            yield shard, pa.concat_tables([with_own.append_column(
-                ROUTED_ARROW.field("text"), texts).filter(pa.array(shared | (own == shard))),
-                points])
+            a, b = bounds[shard], bounds[shard + 1]
+            mine = np.arange(common + b - a) >= common
+            texts = _shard_texts(np.concatenate([codes[:common], codes[a:b]]), dictionary, mine,
+                                 some=True)
+            # (copied out of the sorted table: an IPC stream of a slice carries whole buffers)
+            yield shard, pa.concat_tables([
+                pa.concat_tables([by_shard.slice(0, common), by_shard.slice(a, b - a)])
+                .append_column(ROUTED_ARROW.field("text"), texts), points]).combine_chunks()
             continue
+        texts = _shard_texts(text_codes, dictionary, own == shard)
         keep = shared | (own == shard) | whole
         yield shard, with_own.set_column(at, ROUTED_ARROW.field("payload"), payload if keep.all()
                                          else pc.if_else(pa.array(keep), payload, None)
                                          ).append_column(ROUTED_ARROW.field("text"), texts)
 
 
-def _shard_texts(codes: np.ndarray, dictionary: pa.Array, mine: np.ndarray
-                 ) -> pa.DictionaryArray:
-    """The texts of the ``mine`` rows (code -1: none), with the dictionary of those alone."""
+def _shard_texts(codes: np.ndarray, dictionary: pa.Array, mine: np.ndarray,
+                 some: bool = False) -> pa.DictionaryArray:
+    """The texts of the ``mine`` rows (code -1: none), with the dictionary of those alone;
+    ``some``: the rows are some of the piece's, even where they are all ``mine``."""
     mine = mine & (codes >= 0)
-    if mine.all():  # every row's (one shard): the dictionary as it is
+    if mine.all() and not some:  # every row's (one shard): the dictionary as it is
         return pa.DictionaryArray.from_arrays(pa.array(codes.astype(np.int32)), dictionary)
     renumbered, used = dense_codes(codes[mine])
     indices = np.zeros(len(codes), np.int32)
