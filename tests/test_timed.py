@@ -33,6 +33,7 @@ from cti.engine.batch import ROUTED_ARROW, piece, routed, routed_frame
 from cti.engine.route import routes
 from cti.engine.shard import Shard
 from cti.engine.timed import GEN, PIECE
+from cti.errors import BadInputError
 from cti.io.memory import MemoryInputAdapter, MemoryInputAdapterFactory
 from cti.operators.output import step_table
 from cti.runtime.base import query_inputs
@@ -280,3 +281,27 @@ def test_on_spark_a_slow_stream_importing_the_fast_ones_ctis_equals_the_in_proce
     want = query.run(LocalRuntime(batch_sizes=[50]))
     assert got[query.name].items == want[query.name].items
     assert any(type(i).__name__ != "Cti" for i in got[query.name].items)
+
+
+def test_an_adapter_that_breaks_its_events_only_promise_is_named():
+    """A CTI from an adapter that said ``events_only``: the piece that holds it goes whole,
+    and the next one, whose generation points would be wrong, is refused by name."""
+
+    class Lying(MemoryInputAdapter):
+        events_only = True
+
+    items = [PointEvent(1, {"k": "a", "v": 1}), Cti(2), PointEvent(3, {"k": "b", "v": 1}),
+             PointEvent(4, {"k": "c", "v": 1})]
+    query = _query(items, EventShape.POINT, 2, 0, AdvanceTimePolicy.DROP, False, False)
+    groups, refs = query_inputs(query)
+    route = routes([query], groups, [refs], 2, False)[0]
+    engine = Shard(query.node, query.inputs(), refs, {0: groups[0].specs()}, route, 0)
+    state, adapter = engine.new_state(), Lying(items, EventShape.POINT)
+    adapter.events_only = True
+    for a, b in ((0, 2), (2, 4)):
+        part = dict(routed(route, 0, piece(adapter, 0, a, b, False), True))[0]
+        if a == 0:
+            engine.step(state, routed_frame(part, 0))
+        else:
+            with pytest.raises(BadInputError, match=r"stream 's', input #2: .*events_only"):
+                engine.step(state, routed_frame(part, 0))

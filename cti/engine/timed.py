@@ -29,6 +29,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from cti.errors import BadInputError
 from cti.ingress.machine import IngressMachine
 from cti.ingress.vectorized import _counted, _frame, _known_field, _saturating_sub
 from cti.operators.frame import Chunk, filled, make, stack
@@ -137,8 +138,10 @@ def timed_step(machine: IngressMachine, pdf: pd.DataFrame, owner: int,
                            f"{int(p_first[0])} do not follow on from {st['next_in_seq']}")
     if st["eos"] or st["count"] != st["next_in_seq"] % n_gen or st["pending"] \
             or st["imported"] or st["open_edges"]:
-        raise RuntimeError(f"stream {name!r}: generation points need every earlier row to "
-                           "be an event (an adapter with CTIs or arrival times is routed whole)")
+        raise BadInputError(
+            f"stream {name!r}, input #{int(p_first[0])}: its adapter says events_only, but an "
+            "earlier row was no event (a CTI, an arrival time or a dead letter): set events_only "
+            "only on an adapter that yields events and InvalidInput alone")
     first, last = int(p_first[0]), int(p_stop[-1])
     mine = (seq >= first) & (seq < last)
     eos = bool((is_eos & mine).any())
