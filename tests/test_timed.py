@@ -305,3 +305,22 @@ def test_an_adapter_that_breaks_its_events_only_promise_is_named():
         else:
             with pytest.raises(BadInputError, match=r"stream 's', input #2: .*events_only"):
                 engine.step(state, routed_frame(part, 0))
+
+
+def test_a_query_of_the_slow_stream_alone_counts_the_fast_streams_events_once():
+    """A query that reads only the importing stream: the fast stream's events are nobody's
+    input, shard 0 counts them; every shard still has its CTIs."""
+    fast = [PointEvent(t, {"k": "abc"[t % 3], "v": t}) for t in range(0, 60, 2)]
+    slow = [PointEvent(t, {"k": "abc"[t % 3], "v": 1}) for t in (5, 17, 40)]
+    whole = _query(fast, EventShape.POINT, 4, 1, AdvanceTimePolicy.DROP, True, False, slow)
+    group = query_inputs(whole)[0][0]
+    r = group.streams[group.names.index("r")]
+    query = r.group_by("k").apply(lambda g: g.where(lambda p: True))
+    batches = [[(0, 13, False)], [(13, 30, True)]]
+    _, one, _ = _run(query, fast, EventShape.POINT, 1, batches, 0, False, slow)
+    route, many, received = _run(query, fast, EventShape.POINT, 3, batches, 0, False, slow)
+    assert route.timed and _released(o for s in many for o in s) == _released(one[0])
+    assert _counts(many) == _counts(one)
+    s = group.names.index("s")  # shard 1 gets none of the fast stream's events
+    assert sum(int(((r["stream"] == s) & (r["kind"] == "point")).sum())
+               for r in received[1]) == 0

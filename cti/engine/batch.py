@@ -195,9 +195,11 @@ def routed(route: QueryRoute, group: int, rows: pa.Table, events_only: bool = Fa
         edge |= (stream == i) & (g == group)
     shared = edge | ~pc.is_in(kind, pa.array(["point", "interval"])).to_numpy(
         zero_copy_only=False)
-    with_own = rows.select(IN_ARROW.names).append_column(ROUTED_ARROW.field("own"), pa.array(own))
     timed = route.timed.get((group, int(stream[0]))) if n and events_only else None
     points = generation_points(rows, *timed, ROUTED_ARROW) if timed else None
+    if points is not None:  # (events of a stream read for its CTIs only: shard 0 counts them)
+        own = np.where(shared, -1, np.maximum(own, 0))
+    with_own = rows.select(IN_ARROW.names).append_column(ROUTED_ARROW.field("own"), pa.array(own))
     if points is not None:  # each shard's own events by one sort, not a pass per shard
         order = np.argsort(own, kind="stable")  # the rows of no event (own -1) first
         bounds = np.searchsorted(own[order], np.arange(route.shards + 1))
