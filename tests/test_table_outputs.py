@@ -188,3 +188,43 @@ def test_mistakes_are_named(tmp_path):
         DeltaOutputAdapterFactory().create(42, EventShape.POINT)
     with pytest.raises(InvalidSettingsError, match="app_id"):
         DeltaOutputConfig("x", app_id="")
+
+
+def test_partitions_of_a_batch_commit_in_parallel_each_once(tmp_path):
+    """Four partitions of the first batch commit at once (the table does not exist yet, and
+    two bring fields the others lack): every row lands once, a replay of any partition adds
+    nothing, and the batch counts as committed."""
+    import threading
+
+    from deltalake import DeltaTable
+
+    adapter = DeltaOutputAdapterFactory().create(str(tmp_path / "t"), EventShape.POINT)
+    parts = [[PointEvent(p * 10 + i, {"p": p, **({"x": f"x{i}"} if p % 2 else {})})
+              for i in range(3)] for p in range(4)]
+    start = threading.Barrier(4)
+    errors = []
+
+    def write(p):
+        start.wait()
+        try:
+            adapter.write(parts[p], 0, partition=p)
+        except Exception as exc:  # noqa: BLE001 (reported below)
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write, args=(p,)) for p in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    version = DeltaTable(str(tmp_path / "t")).version()
+    for p in range(4):
+        adapter.write(parts[p], 0, partition=p)  # replayed
+    table = DeltaTable(str(tmp_path / "t"))
+    assert table.version() == version
+    df = table.to_pandas().sort_values("start")
+    assert list(df["start"].astype("int64")) == sorted(e.start for p in parts for e in p)
+    assert list(df["x"].fillna("-")) == [e.payload.get("x", "-") for p in parts for e in p]
+    assert committed_batch(str(tmp_path / "t")) == 0
+    adapter.write([PointEvent(99, {"p": 9})], 1, partition=2)
+    assert committed_batch(str(tmp_path / "t")) == 1

@@ -6,7 +6,11 @@ UTC timestamps, one typed column per payload field). The commit records the batc
 *application transaction* (``txn``: the config's ``app_id`` and the batch id as its version),
 in the same commit as the rows. A batch delivered again (Spark replays a micro-batch after a
 failure, with the same id) finds its id at or below the table's transaction version for the
-app id and is skipped, so every batch lands once.
+app id and is skipped, so every batch lands once. On Spark the shards of a query write their
+parts of a batch in parallel, each its own commit under the app id ``<app_id>/<partition>``
+(retried when it loses a race with another partition's commit), so every (batch, partition)
+lands once; rows of one table have no order, and ``read_delta_output`` gives them in the
+order of the log.
 
 Batch ids are the writing query's: a run that restarts from its checkpoint continues them.
 A *new* query (a fresh checkpoint) starts again at 0, so it must not write into a table under an
@@ -20,6 +24,8 @@ and a field that first appears later is added (schema merge).
 from __future__ import annotations
 
 import os
+import random
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -61,10 +67,16 @@ def _table(path: str) -> Any:
 
 
 def committed_batch(path: str, app_id: str = "cti") -> int | None:
-    """The last batch id committed to the Delta table at ``path`` under ``app_id`` (None if
-    none, or no table)."""
+    """The last batch id committed to the Delta table at ``path`` under ``app_id``, by any
+    partition of a batch written in parallel (None if none, or no table): from the commits'
+    metadata (``cti.app``, ``cti.batch``), and the app id's transaction version."""
     table = _table(path)
-    return None if table is None else table.transaction_version(app_id)
+    if table is None:
+        return None
+    found = [int(h["cti.batch"]) for h in table.history()
+             if h.get("cti.app") == app_id and "cti.batch" in h]
+    direct = table.transaction_version(app_id)
+    return max([*found, *([] if direct is None else [direct])], default=None)
 
 
 def table_rows(path: str) -> int:
@@ -83,32 +95,54 @@ class DeltaOutputAdapter:
     def __init__(self, config: DeltaOutputConfig) -> None:
         self.config = config
 
-    def write(self, items: Sequence[StreamItem], batch_id: int) -> None:
-        self.write_frame(items_frame(items), batch_id)
+    def write(self, items: Sequence[StreamItem], batch_id: int,
+              partition: int | None = None) -> None:
+        self.write_frame(items_frame(items), batch_id, partition)
 
-    def write_frame(self, frame: pd.DataFrame, batch_id: int) -> None:
-        """Commit the batch's events with the transaction (app id, batch id), unless a commit
-        already recorded this batch."""
+    def write_frame(self, frame: pd.DataFrame, batch_id: int,
+                    partition: int | None = None) -> None:
+        """Commit the batch's events (or a partition's of them) with the transaction (app id,
+        batch id), the app id ``<app_id>/<partition>`` for a partition, unless a commit
+        already recorded it. Partitions commit concurrently: a commit that lost a race (the
+        table created, or its schema merged, by another partition meanwhile) is tried again
+        on the table as it is then, after a short random wait."""
         from deltalake import CommitProperties, Transaction, write_deltalake
+        from deltalake.exceptions import CommitFailedError, SchemaMismatchError
 
-        table = _table(self.config.path)
-        done = None if table is None else table.transaction_version(self.config.app_id)
-        if done is not None and batch_id <= done:
-            return  # a replayed batch: it is in the table already
-        schema = None if table is None else pa.schema(table.schema().to_arrow())
-        rows = output_table(frame, schema)
-        write_deltalake(
-            table if table is not None else self.config.path, rows, mode="append",
-            schema_mode="merge" if table is not None else None,
-            commit_properties=CommitProperties(
-                app_transactions=[Transaction(self.config.app_id, batch_id)]))
+        app = self.config.app_id if partition is None else f"{self.config.app_id}/{partition}"
+        for attempt in range(_ATTEMPTS):
+            table = _table(self.config.path)
+            done = None if table is None else table.transaction_version(app)
+            if done is not None and batch_id <= done:
+                return  # a replayed batch: it is in the table already
+            schema = None if table is None else pa.schema(table.schema().to_arrow())
+            rows = output_table(frame, schema)
+            try:
+                write_deltalake(
+                    table if table is not None else self.config.path, rows, mode="append",
+                    schema_mode="merge",  # (also where another partition created it meanwhile)
+                    commit_properties=CommitProperties(
+                        app_transactions=[Transaction(app, batch_id)],
+                        custom_metadata={"cti.app": self.config.app_id,
+                                         "cti.batch": str(batch_id)}))
+                return
+            except (CommitFailedError, SchemaMismatchError):
+                if attempt == _ATTEMPTS - 1:
+                    raise
+                time.sleep(random.uniform(0.02, 0.2) * (attempt + 1))
 
     def close(self) -> None:
         pass
 
 
+_ATTEMPTS = 30  # commits of a batch's partitions racing each other (see ``write_frame``)
+
+
 class DeltaOutputAdapterFactory:
-    """``create(DeltaOutputConfig(path, app_id="cti"), shape)`` (a plain path is accepted)."""
+    """``create(DeltaOutputConfig(path, app_id="cti"), shape)`` (a plain path is accepted).
+    Partitioned: on Spark each shard partition commits its part of a batch, in parallel."""
+
+    partitioned = True
 
     def create(self, config: Any, shape: EventShape) -> DeltaOutputAdapter:
         if isinstance(config, str | os.PathLike):
