@@ -1,6 +1,6 @@
 """No import cycle inside cti: the API (cti.query, cti.operators.streams) reaches the runtimes
 only through cti.runtime.base's registry by name, and the runtimes depend on the layers below
-them, never back. Imports inside functions count; those under ``if TYPE_CHECKING`` do not."""
+them, never back. Every import counts: inside functions and under ``if TYPE_CHECKING`` too."""
 
 from __future__ import annotations
 
@@ -21,12 +21,8 @@ def _modules() -> dict[str, Path]:
 
 def _imports(path: Path, modules: dict[str, Path]) -> set[str]:
     tree = ast.parse(path.read_text())
-    typing_only = {id(n) for node in tree.body if isinstance(node, ast.If)
-                   and "TYPE_CHECKING" in ast.unparse(node.test) for n in ast.walk(node)}
     found = set()
     for node in ast.walk(tree):
-        if id(node) in typing_only:
-            continue
         if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("cti"):
             for alias in node.names:
                 sub = f"{node.module}.{alias.name}"

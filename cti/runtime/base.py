@@ -7,8 +7,12 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from cti.query import IngressGroup, OutputBinding
     from cti.results import RunResult
+
+# The API layer's ingress group and output binding (``cti.query``): the API imports this
+# module, so it names them without importing them (the layers import downwards only).
+IngressGroup = Any
+OutputBinding = Any
 
 
 class Runtime(Protocol):
