@@ -105,8 +105,7 @@ class Shard:
                     got, direct[(g, 0)] = done
             if got is None:
                 got = ingress_step(ingress, part, None if passing else shard)
-            if "weight" not in got:  # every row stands for itself
-                got["weight"] = np.int64(1)
+            _weighted(got)
             state["ingress"][g] = ingress.state
             ingress_out[g] = got
         chunks = [direct[(g, i)] if (g, i) in direct else chunk(
@@ -115,6 +114,13 @@ class Shard:
         events, ctis = machine.step(chunks)
         state["machine"] = machine.state
         return ShardOutput(ingress_out, events, list(ctis))
+
+
+def _weighted(got: pd.DataFrame) -> pd.DataFrame:
+    """``got`` with ``weight`` (how many rows each row stands for): 1 where it has none."""
+    if "weight" not in got:
+        got["weight"] = np.int64(1)
+    return got
 
 
 def _timed(ingress: IngressMachine, rows: pd.DataFrame, shard: int, route: QueryRoute,
@@ -136,16 +142,13 @@ def _timed(ingress: IngressMachine, rows: pd.DataFrame, shard: int, route: Query
                                                         fields[index])) is not None:
             got, step = done
         else:  # (the fast stream's CTIs are imported on the way)
-            got = ingress_step(ingress, part, shard)
-            if "weight" not in got:
-                got["weight"] = np.int64(1)
+            got = _weighted(ingress_step(ingress, part, shard))
             step = chunk(got, index, shard, fields[index], route.shards)
         outs.append(got if compact or shard == 0 else got.iloc[:0])
         chunks.append(step)
     out = {index: timed.merged(chunks)}
     if not single:
-        got = out_rows_to_pandas(ingress.process(in_rows_from_pandas(rows[~mine])))
-        got["weight"] = np.int64(1)
+        got = _weighted(out_rows_to_pandas(ingress.process(in_rows_from_pandas(rows[~mine]))))
         out |= {i: chunk(got, i, shard, fields[i], route.shards)
                 for i in fields if i != index}
         outs.append(got if shard == 0 else got.iloc[:0])

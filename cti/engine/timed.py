@@ -31,9 +31,15 @@ import pyarrow.compute as pc
 
 from cti.errors import BadInputError
 from cti.ingress.machine import IngressMachine
-from cti.ingress.vectorized import _counted, _frame, _known_field, _saturating_sub
-from cti.operators.frame import Chunk, filled, make, stack
-from cti.settings import AdvanceTimePolicy
+from cti.ingress.vectorized import (
+    _counted,
+    _frame,
+    _known_field,
+    _saturating_sub,
+    judged,
+    kept_chunk,
+)
+from cti.operators.frame import Chunk, filled, stack
 from cti.time import MAX_TIME, MIN_TIME
 
 NULL = MIN_TIME
@@ -170,24 +176,15 @@ def timed_step(machine: IngressMachine, pdf: pd.DataFrame, owner: int,
         arrival[emits], g_seq[emits], ctis, strict=True)]
 
     # The shard's own events, in order, against the CTI in force before each.
-    ev = np.flatnonzero(mine & (kind == ("point" if spec.shape.value == "point"
-                                         else "interval")))
+    ev = np.flatnonzero(mine & (kind == spec.shape.value))
     ev = ev[np.argsort(seq[ev], kind="stable")]
     e_seq, e_start, e_end = seq[ev], start[ev], end[ev]
     before = after[np.searchsorted(g_seq, e_seq, side="left")]
-    violates = e_start < before
-    interval = spec.shape.value == "interval"
-    adjust = violates & (spec.policy is AdvanceTimePolicy.ADJUST) & interval & (e_end > before)
-    dropped = violates & ~adjust
-    accepted = ~violates
+    _, adjust, dropped, accepted = judged(spec, True, e_start, e_end, before)
     kept = np.flatnonzero(~dropped)
-    kept_start = np.where(adjust[kept], before[kept], e_start[kept])
-    payload = pdf["payload"].to_numpy(object)[ev][kept]
-    chunk = Chunk(make(filled(len(kept), spec.shape.value), kept_start,
-                       e_end[kept] if interval else kept_start + 1,
-                       np.where(pd.isna(payload), "{}", payload) if len(payload) else payload,
-                       filled(len(kept), "")),
-                  ctis.tolist(), _known_field(pdf.iloc[ev], slice(None), kept, field))
+    chunk = kept_chunk(spec.shape.value, e_start[kept], e_end[kept], before[kept],
+                       adjust[kept], pdf["payload"].to_numpy(object)[ev][kept], ctis.tolist(),
+                       _known_field(pdf.iloc[ev], slice(None), kept, field))
 
     # Output rows: the CTIs (shard 0's count), the own events' counts.
     events_upto = np.minimum(g_seq[emits] - first + 1, n_events)

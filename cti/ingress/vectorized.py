@@ -185,13 +185,7 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
     emits_cti = candidate > before
     regression = is_cti & ~emits_cti
 
-    # Policy (SPEC 3): an event below the CTI in force is dropped, an interval adjusted if
-    # its end lies beyond the CTI (ADJUST).
-    violates = is_ev & (start < before)
-    adjust = violates & (spec.policy is AdvanceTimePolicy.ADJUST) & (ev_kind == "interval") \
-        & (end > before)
-    dropped = violates & ~adjust
-    accepted = is_ev & ~violates
+    violates, adjust, dropped, accepted = judged(spec, is_ev, start, end, before)
 
     # Output rows: each input row's event row, then the CTI it generated (or its regression).
     rows_ev = ev_idx
@@ -203,13 +197,9 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
     chunk = Chunk.empty()
     if events_apart and owner is not None:  # the chunk from the arrays; no event rows
         kept = rows_ev[~dropped[rows_ev]]
-        kept_start = np.where(adjust[kept], before[kept], start[kept])
-        pays = payload[kept]
-        chunk = Chunk(make(filled(len(kept), ev_kind), kept_start,
-                           kept_start + 1 if ev_kind == "point" else end[kept],
-                           np.where(pays == None, "{}", pays) if len(pays) else pays,  # noqa: E711
-                           filled(len(kept), "")),
-                      candidate[emits_cti].tolist(), _known_field(pdf, take, kept, field))
+        chunk = kept_chunk(ev_kind, start[kept], end[kept], before[kept], adjust[kept],
+                           payload[kept], candidate[emits_cti].tolist(),
+                           _known_field(pdf, take, kept, field))
         rows_ev = rows_ev[:0]
     order = np.argsort(np.concatenate([rows_ev * 2, rows_cti * 2 + 1]), kind="stable")
 
@@ -283,6 +273,29 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
     st["last_key"] = (int(run[-1]), index, int(seq[-1]))
     st["eos"] = bool(is_eos.any())
     return out, cti_keys, chunk
+
+
+def judged(spec: StreamSpec, is_ev: np.ndarray | bool, start: np.ndarray, end: np.ndarray,
+           before: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The policy (SPEC 3) on events (``is_ev``) against the CTI in force ``before`` each: an
+    event below it violates the CTI; an interval whose end lies beyond it is adjusted
+    (ADJUST), else dropped. (violates, adjusted, dropped, accepted) masks."""
+    violates = is_ev & (start < before)
+    adjust = violates & (spec.policy is AdvanceTimePolicy.ADJUST) \
+        & (spec.shape is EventShape.INTERVAL) & (end > before)
+    return violates, adjust, violates & ~adjust, is_ev & ~violates
+
+
+def kept_chunk(ev_kind: str, start: np.ndarray, end: np.ndarray, before: np.ndarray,
+               adjust: np.ndarray, payload: np.ndarray, ctis: list[int],
+               fields: dict[str, Any]) -> Chunk:
+    """The chunk of the events a shard keeps (their starts, ends, CTI in force, adjusted
+    mask and payloads) and the stream's new CTIs: an adjusted event starts at the CTI."""
+    kept_start = np.where(adjust, before, start)
+    return Chunk(make(filled(len(start), ev_kind), kept_start,
+                      kept_start + 1 if ev_kind == "point" else end,
+                      np.where(payload == None, "{}", payload) if len(payload)  # noqa: E711
+                      else payload, filled(len(start), "")), ctis, fields)
 
 
 def _known_field(pdf: pd.DataFrame, take: Any, kept: np.ndarray, field: str | None
