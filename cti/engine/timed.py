@@ -32,12 +32,12 @@ import pyarrow.compute as pc
 from cti.errors import BadInputError
 from cti.ingress.machine import IngressMachine
 from cti.ingress.vectorized import (
-    _counted,
-    _frame,
-    _known_field,
-    _saturating_sub,
     judged,
     kept_chunk,
+    known_field,
+    output_frame,
+    saturating_sub,
+    status_rows,
 )
 from cti.operators.frame import Chunk, filled, stack
 from cti.time import MAX_TIME, MIN_TIME
@@ -138,7 +138,7 @@ def timed_step(machine: IngressMachine, pdf: pd.DataFrame, owner: int,
     keep = p_stop > st["next_in_seq"]  # pieces seen before are replays
     p_first, p_stop, p_max = p_first[keep], p_stop[keep], p_max[keep]
     if len(p_first) == 0:
-        return _frame({}, index).assign(weight=np.zeros(0, np.int64)), Chunk.empty(), []
+        return output_frame({}, index).assign(weight=np.zeros(0, np.int64)), Chunk.empty(), []
     if p_first[0] != st["next_in_seq"] or (p_first[1:] != p_stop[:-1]).any():
         raise RuntimeError(f"stream {name!r}: input pieces from sequence number "
                            f"{int(p_first[0])} do not follow on from {st['next_in_seq']}")
@@ -162,7 +162,7 @@ def timed_step(machine: IngressMachine, pdf: pd.DataFrame, owner: int,
     g_seq = seq[g]
     in_piece = np.searchsorted(p_first, g_seq, side="right") - 1
     most = np.maximum(before_piece[in_piece], start[g])  # the largest start up to each point
-    candidate = _saturating_sub(most, spec.delay)
+    candidate = saturating_sub(most, spec.delay)
     # Each point's place in arrival order: an event's arrival is its start (no arrival times).
     arrival = np.maximum(st["last_arrival"], most)
     if eos and spec.advance_to_infinity_on_shutdown:
@@ -184,21 +184,21 @@ def timed_step(machine: IngressMachine, pdf: pd.DataFrame, owner: int,
     kept = np.flatnonzero(~dropped)
     chunk = kept_chunk(spec.shape.value, e_start[kept], e_end[kept], before[kept],
                        adjust[kept], pdf["payload"].to_numpy(object)[ev][kept], ctis.tolist(),
-                       _known_field(pdf.iloc[ev], slice(None), kept, field))
+                       known_field(pdf.iloc[ev], slice(None), kept, field))
 
     # Output rows: the CTIs (shard 0's count), the own events' counts.
     events_upto = np.minimum(g_seq[emits] - first + 1, n_events)
     cti_seq = st["out_seq"] + events_upto + np.arange(1, len(ctis) + 1) - 1
     n = len(ctis) if owner == 0 else 0
     null = np.full(n, NULL, np.int64)
-    rows = _frame({
+    rows = output_frame({
         "seq": cti_seq[:n], "in_seq": np.full(n, -1, np.int64), "kind": filled(n, "cti"),
         "start": ctis[:n], "end": null, "payload": filled(n, None), "status": filled(n, "cti"),
         "orig_start": null, "orig_end": null,
         "cti": np.where(ctis[:n] == MIN_TIME, NULL, ctis[:n]), "reason": filled(n, None),
     }, index).assign(weight=np.ones(n, np.int64))
-    counted = _counted({"accepted": accepted, "adjusted": adjust, "dropped": dropped})
-    out = stack([rows, _frame(counted, index).assign(weight=counted["weight"])])
+    counted = status_rows({"accepted": accepted, "adjusted": adjust, "dropped": dropped})
+    out = stack([rows, output_frame(counted, index).assign(weight=counted["weight"])])
 
     metrics = st["metrics"]
     metrics["accepted"] += int(accepted.sum())

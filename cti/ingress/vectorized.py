@@ -41,7 +41,7 @@ def eligible(specs: list[StreamSpec]) -> bool:
             and s.policy is not None and s.shape in _KIND)
 
 
-def _saturating_sub(values: np.ndarray, delay: int) -> np.ndarray:
+def saturating_sub(values: np.ndarray, delay: int) -> np.ndarray:
     """``cti.time.add(v, -delay)`` of each value (none a sentinel): saturating at the
     sentinels, without overflowing int64."""
     return np.clip(values, max(MIN_TIME, MIN_TIME + delay), min(MAX_TIME, MAX_TIME + delay)) \
@@ -128,7 +128,7 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
     seq = seq[take]
     n = len(seq)
     if n == 0:
-        empty = _frame({}, index)
+        empty = output_frame({}, index)
         return ((empty if owner is None else empty.assign(weight=np.zeros(0, np.int64))), [],
                 Chunk.empty())
     if seq[0] != st["next_in_seq"] or seq[-1] != st["next_in_seq"] + n - 1:
@@ -176,7 +176,7 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
                 gen_ref = s
                 generating[i] = True
     candidate = np.full(n, MIN_TIME, np.int64)
-    candidate[generating] = _saturating_sub(max_start[generating], spec.delay)
+    candidate[generating] = saturating_sub(max_start[generating], spec.delay)
     candidate[is_cti] = start[is_cti]
     if is_eos.any() and spec.advance_to_infinity_on_shutdown:
         candidate[-1] = MAX_TIME
@@ -193,13 +193,13 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
     others = None
     if owner is not None:  # events of other shards: counted, not output
         rows_ev = np.flatnonzero(is_ev & (pdf["own"].to_numpy(np.int32)[take] == owner))
-        others = _counted({"accepted": accepted, "adjusted": adjust, "dropped": dropped})
+        others = status_rows({"accepted": accepted, "adjusted": adjust, "dropped": dropped})
     chunk = Chunk.empty()
     if events_apart and owner is not None:  # the chunk from the arrays; no event rows
         kept = rows_ev[~dropped[rows_ev]]
         chunk = kept_chunk(ev_kind, start[kept], end[kept], before[kept], adjust[kept],
                            payload[kept], candidate[emits_cti].tolist(),
-                           _known_field(pdf, take, kept, field))
+                           known_field(pdf, take, kept, field))
         rows_ev = rows_ev[:0]
     order = np.argsort(np.concatenate([rows_ev * 2, rows_cti * 2 + 1]), kind="stable")
 
@@ -236,7 +236,7 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
     m = int(upto[-1])
     ev_seq = st["out_seq"] + upto[rows_ev] - 1 - cti_row[rows_ev]
     cti_seq = st["out_seq"] + upto[rows_cti] - 1
-    out = _frame({
+    out = output_frame({
         "seq": pick(ev_seq, cti_seq, "seq"),
         "in_seq": pick(seq[rows_ev], in_cti, "in_seq"),
         "kind": pick(kind[rows_ev], np.full(len(rows_cti), "cti", object), "kind"),
@@ -298,7 +298,7 @@ def kept_chunk(ev_kind: str, start: np.ndarray, end: np.ndarray, before: np.ndar
                       else payload, filled(len(start), "")), ctis, fields)
 
 
-def _known_field(pdf: pd.DataFrame, take: Any, kept: np.ndarray, field: str | None
+def known_field(pdf: pd.DataFrame, take: Any, kept: np.ndarray, field: str | None
                  ) -> dict[str, tuple[np.ndarray, list[Any], list[str]]]:
     """``{field: text_codes}`` of the ``kept`` rows from the ``text`` column, if it has a
     text for each of them; else nothing."""
@@ -311,7 +311,7 @@ def _known_field(pdf: pd.DataFrame, take: Any, kept: np.ndarray, field: str | No
     return {field: text_codes(codes, text.cat.categories.tolist())}
 
 
-def _counted(masks: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+def status_rows(masks: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The columns of one output row per event status (a mask of the rows that have it), with
     their count (``weight``); dropped and adjusted events broke the CTI (``cti_violation``)."""
     status = [k for k, m in masks.items() if m.any()]
@@ -328,7 +328,7 @@ def _counted(masks: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     }
 
 
-def _frame(cols: dict[str, Any], index: int) -> pd.DataFrame:
+def output_frame(cols: dict[str, Any], index: int) -> pd.DataFrame:
     """Output rows of stream ``index`` in the Spark layout (no partition)."""
     n = len(cols.get("seq", ()))
     times = ("seq", "in_seq", "start", "end", "orig_start", "orig_end", "cti")
