@@ -244,7 +244,8 @@ class CepStream(QueryOperators):
                           on_bad_input=on_bad_input, event_ordering_policy=event_ordering_policy)
 
     def _node(self) -> plan.Node:
-        return plan.Input(self, fields=self.payload_fields, label=repr(self.name))
+        return plan.Input(self, fields=self.payload_fields, shape=self.shape,
+                          label=repr(self.name))
 
     def as_query(self) -> DerivedStream:
         """This stream as a query whose output is the stream's own (its ingress output): how

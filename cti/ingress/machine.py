@@ -14,6 +14,7 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from cti.edges import close_edge, open_edge, reopen_edge
 from cti.errors import BadInputError, CtiViolationError
 from cti.events import SHAPE_KINDS
 from cti.ingress import ordering
@@ -35,7 +36,7 @@ def _new_stream_state(spec: StreamSpec) -> dict[str, Any]:
         "count": 0,  # counted events since the last count-generated CTI
         "max_start": None,  # largest start among counted events
         "gen_ref": None,  # start of the event that made the previous duration CTI
-        "open_edges": {},  # (orig start, payload) -> [adjusted start, or None if dropped]
+        "open_edges": {},  # OpenEdges: (start, payload) -> [start emitted, or None if dropped]
         "out_seq": 0,
         "next_in_seq": 0,
         "last_arrival": MIN_TIME,  # the merge arrival: data and clock ticks (running maximum)
@@ -412,21 +413,21 @@ class IngressMachine:
         if s >= c:
             self._emit(i, row.seq, row.kind, s, e, row.payload, "accepted", s, e)
             if row.kind == "edge_start":
-                st["open_edges"].setdefault(edge_key, []).append(s)
+                open_edge(st["open_edges"], edge_key, s)
             return
         if not self._violation(row, c):
             return
         policy = self.specs[i].policy
         if policy is AdvanceTimePolicy.ADJUST and row.kind == "edge_start" and c < MAX_TIME:
             self._emit(i, row.seq, row.kind, c, e, row.payload, "adjusted", s, e, "cti_violation")
-            st["open_edges"].setdefault(edge_key, []).append(c)
+            open_edge(st["open_edges"], edge_key, c)
         elif policy is AdvanceTimePolicy.ADJUST and row.kind == "interval" and e > c:
             self._emit(i, row.seq, row.kind, c, e, row.payload, "adjusted", s, e, "cti_violation")
         else:
             self._emit(i, row.seq, row.kind, None, None, row.payload, "dropped", s, e,
                        "cti_violation")
             if row.kind == "edge_start":
-                st["open_edges"].setdefault(edge_key, []).append(None)
+                open_edge(st["open_edges"], edge_key, None)
 
     def _edge_end(self, row: InRow) -> None:
         i = row.stream
@@ -434,14 +435,11 @@ class IngressMachine:
         c = st["cti"]
         s, e = row.start, row.end
         edge_key = (s, row.payload)
-        opens = st["open_edges"].get(edge_key)
-        if not opens:
+        found, a = close_edge(st["open_edges"], edge_key)
+        if not found:
             self._bad(row, "edge end with no open edge start of the same start time and "
                       "payload (rule: an edge end closes an open start)")
             return
-        a = opens.pop(0)  # first in, first out among equal (start, payload)
-        if not opens:
-            del st["open_edges"][edge_key]
         if a is None:
             self._emit(i, row.seq, row.kind, None, None, row.payload, "dropped", s, e,
                        "start_dropped")
@@ -449,12 +447,12 @@ class IngressMachine:
         reason = None if a == s else "start_adjusted"
         if e < c:
             if not self._violation(row, c):
-                st["open_edges"].setdefault(edge_key, []).insert(0, a)
+                reopen_edge(st["open_edges"], edge_key, a)
                 return
             if self.specs[i].policy is AdvanceTimePolicy.DROP or c == MAX_TIME:
                 # The end is dropped; its start stays open (and can still be closed). After a
                 # CTI at MAX_TIME an open start already lasts to the end of time.
-                st["open_edges"].setdefault(edge_key, []).insert(0, a)
+                reopen_edge(st["open_edges"], edge_key, a)
                 self._emit(i, row.seq, row.kind, None, None, row.payload, "dropped", s, e,
                            "cti_violation")
                 return

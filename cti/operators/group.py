@@ -24,4 +24,5 @@ def _fields(node: plan.GroupApply) -> Fields:
 
 
 UNITS = [OperatorUnit(plan.GroupApply, group_apply,
-                      spreads=lambda node: ((node.source, node.field),), output_fields=_fields)]
+                      spreads=lambda node: ((node.source, node.field),), output_fields=_fields,
+                      output_shape=lambda node: node.body.shape)]

@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from cti.edges import close_edge, open_edge
+from cti.events import EventShape
 from cti.operators import frame, merge, plan, usercode
 from cti.operators.frame import Chunk
 from cti.operators.unit import OperatorUnit, both_fields
@@ -34,7 +36,8 @@ def _empty_side() -> pd.DataFrame:
 
 def new_state() -> dict[str, Any]:
     return {"sides": [_empty_side(), _empty_side()], "ctis": [MIN_TIME, MIN_TIME],
-            "merge": merge.new_state(2), "pending": [], "open": [], "next_id": 0}
+            "merge": merge.new_state(2), "pending": [], "open": [], "next_id": 0,
+            "edges": [{}, {}]}  # each side's OpenEdges: (start, payload, key) -> [row id]
 
 
 def _join_key(events: pd.DataFrame, field: str | None, source: plan.Node, what: str
@@ -70,16 +73,18 @@ def _take(state: dict[str, Any], side: int, events: pd.DataFrame, field: str | N
             node, plan.Join) else "left_anti_semi_join")}).set_index("id", drop=False)
     table = state["sides"][side]
     table = rows if not len(table) else pd.concat([table, rows])
-    # Then the edge ends close the earliest open start with the same start, payload and key.
+    # An open edge's value: its row id. Edge ends close them (their end is known from then).
+    book = state["edges"][side]
+    starts = ~rows["known"].to_numpy()
+    for s, p, k, i in rows.loc[starts, ["start", "payload", "key", "id"]].itertuples(
+            index=False):
+        open_edge(book, (int(s), p, k), int(i))
     for s, e, p, k in events.loc[ends_mask, ["start", "end", "payload", "key"]].itertuples(
             index=False):
-        match = table.index[(table["kind"] == "edge_start") & ~table["known"]
-                            & (table["start"] == s) & (table["payload"] == p)
-                            & (table["key"] == k)]
-        if len(match):
-            first = match.min()
-            table.loc[first, "end"] = e
-            table.loc[first, "known"] = True
+        found, i = close_edge(book, (int(s), p, k))
+        if found:
+            table.loc[i, "end"] = e
+            table.loc[i, "known"] = True
     state["sides"][side] = table
     return rows
 
@@ -295,13 +300,28 @@ def _keyed_sides(node: plan.Join | plan.AntiSemiJoin
     return ((node.left, node.left_key), (node.right, node.right_key))
 
 
+def _join_shape(node: plan.Join) -> EventShape | None:
+    """A point meets anything in a point; intervals meet in an interval; else an edge pair
+    (unknown if either side is mixed)."""
+    shapes = {node.left.shape, node.right.shape}
+    return (EventShape.POINT if EventShape.POINT in shapes else
+            EventShape.INTERVAL if shapes == {EventShape.INTERVAL} else
+            EventShape.EDGE if None not in shapes else None)
+
+
+def _anti_shape(node: plan.AntiSemiJoin) -> EventShape | None:
+    """Left points stay points; an interval or edge leaves an edge pair per uncovered part."""
+    shape = node.left.shape
+    return shape if shape in (EventShape.POINT, None) else EventShape.EDGE
+
+
 UNITS = [
     OperatorUnit(plan.Join, lambda node, inputs, state, machine: join(node, *inputs, state),
                  new_state=lambda node: new_state(), spreads=_keyed_sides,
                  output_fields=lambda node: None if node.select is not None
-                 else both_fields(node.left, node.right)),
+                 else both_fields(node.left, node.right), output_shape=_join_shape),
     OperatorUnit(plan.AntiSemiJoin,
                  lambda node, inputs, state, machine: anti_semi_join(node, *inputs, state),
                  new_state=lambda node: new_state(), spreads=_keyed_sides,
-                 output_fields=lambda node: node.left.fields),
+                 output_fields=lambda node: node.left.fields, output_shape=_anti_shape),
 ]

@@ -13,7 +13,7 @@ from typing import Any
 
 from cti.operators import frame, plan
 from cti.operators.frame import Chunk
-from cti.operators.unit import OperatorUnit, both_fields
+from cti.operators.unit import OperatorUnit, both_fields, same_shape
 from cti.time import MIN_TIME
 
 
@@ -47,4 +47,5 @@ def union(node: plan.Union, inputs: list[Chunk], state: dict[str, Any], machine:
 
 
 UNITS = [OperatorUnit(plan.Union, union, new_state=lambda node: new_state(2), keeps_payload=True,
-                      output_fields=lambda node: both_fields(node.left, node.right))]
+                      output_fields=lambda node: both_fields(node.left, node.right),
+                      output_shape=lambda node: same_shape(node.left, node.right))]

@@ -13,6 +13,7 @@ from typing import Any
 
 import attrs
 
+from cti.events import EventShape
 from cti.operators.aggregates import AnyAggregate
 
 
@@ -26,10 +27,13 @@ class WindowOutputPolicy(enum.Enum):
 @attrs.frozen(eq=False)
 class Node:
     """Base of every plan node; ``children`` are its input nodes. ``fields``: the payload
-    fields of its output where known when the query was built (None: unknown), ``label``:
-    its output stream as messages name it (``'tolls'.where(...)``)."""
+    fields of its output where known when the query was built (None: unknown), ``shape``: its
+    output's ``EventShape`` (None: mixed), ``label``: its output stream as messages name it
+    (``'tolls'.where(...)``). The stream API fills ``fields`` and ``shape`` from the node's
+    operator (``OperatorUnit``)."""
 
     fields: tuple[str, ...] | None = attrs.field(default=None, kw_only=True)
+    shape: EventShape | None = attrs.field(default=None, kw_only=True)
     label: str = attrs.field(default="", kw_only=True)
 
     @property

@@ -11,7 +11,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from cti.edges import close_edge, open_edge
 from cti.errors import CtiError
+from cti.events import EventShape
 from cti.operators import frame, plan, usercode
 from cti.operators.frame import Chunk
 from cti.operators.unit import OperatorUnit
@@ -118,7 +120,7 @@ def to_point(node: plan.ToPointEventStream, chunk: Chunk) -> Chunk:
 
 
 def new_clip_state() -> dict[str, Any]:
-    return {"open": {}, "cti": MIN_TIME}  # (start, payload, key) -> [closed early?] FIFO
+    return {"open": {}, "cti": MIN_TIME}  # OpenEdges: (start, payload, key) -> [closed early?]
 
 
 def clip(node: plan.ClipEventDuration, chunk: Chunk, state: dict[str, Any]) -> Chunk:
@@ -138,16 +140,11 @@ def clip(node: plan.ClipEventDuration, chunk: Chunk, state: dict[str, Any]) -> C
                                strict=True):
         ident = (int(s), p, key)
         if k == "edge_start":
-            state["open"].setdefault(ident, []).append(False)
+            open_edge(state["open"], ident, False)
             edges.append(("edge_start", s, MAX_TIME, p, key))
             continue
-        queue = state["open"].get(ident)
-        if not queue:
-            continue  # closed by the clip already (or never opened here)
-        closed_early = queue.pop(0)
-        if not queue:
-            del state["open"][ident]
-        if not closed_early:
+        found, closed_early = close_edge(state["open"], ident)
+        if found and not closed_early:  # (closed by the clip already: the end is swallowed)
             edges.append(("edge_end", s, min(int(e), int(s) + d), p, key))
     if chunk.ctis:
         state["cti"] = chunk.ctis[-1]
@@ -171,10 +168,11 @@ UNITS = [
                  output_fields=lambda node: None),  # a function's output: unknown
     OperatorUnit(plan.ShiftEventTime, _unary(shift), keeps_payload=True, per_event=True),
     OperatorUnit(plan.AlterEventDuration, _unary(alter_duration), keeps_payload=True,
-                 per_event=True),
+                 per_event=True, output_shape=lambda node: EventShape.INTERVAL),
     OperatorUnit(plan.AlterEventLifetime, _unary(alter_lifetime), keeps_payload=True,
-                 per_event=True),
-    OperatorUnit(plan.ToPointEventStream, _unary(to_point), keeps_payload=True, per_event=True),
+                 per_event=True, output_shape=lambda node: EventShape.INTERVAL),
+    OperatorUnit(plan.ToPointEventStream, _unary(to_point), keeps_payload=True, per_event=True,
+                 output_shape=lambda node: EventShape.POINT),
     OperatorUnit(plan.ClipEventDuration,
                  lambda node, inputs, state, machine: clip(node, inputs[0], state),
                  new_state=lambda node: new_clip_state(), keeps_payload=True),

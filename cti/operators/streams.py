@@ -77,10 +77,15 @@ class QueryOperators:
     def _node(self) -> plan.Node:
         raise NotImplementedError
 
-    def _derive(self, node: plan.Node, shape: EventShape | None, label: str) -> DerivedStream:
-        """A stream of ``node``'s output, which messages call ``label``."""
-        node = attrs.evolve(node, fields=_output_fields(node), label=label)
-        return DerivedStream(node, shape, getattr(self, "application", None))
+    def _derive(self, node: plan.Node, label: str) -> DerivedStream:
+        """A stream of ``node``'s output, which messages call ``label``; its payload fields
+        and shape as the node's operator says (``registry``)."""
+        from cti.operators.registry import unit_of  # the operators, once a query is built
+
+        unit = unit_of(node)
+        node = attrs.evolve(node, fields=unit.fields_of(node), shape=unit.shape_of(node),
+                            label=label)
+        return DerivedStream(node, node.shape, getattr(self, "application", None))
 
     def _label(self, operator: str = "") -> str:
         """This stream as messages name it, with ``operator`` applied."""
@@ -105,24 +110,24 @@ class QueryOperators:
 
     def where(self, predicate: Callable[[dict[str, Any]], bool]) -> DerivedStream:
         """Keep the events whose payload satisfies ``predicate(payload)``."""
-        return self._derive(plan.Where(self._node(), _function("where", predicate)), self.shape,
+        return self._derive(plan.Where(self._node(), _function("where", predicate)),
                             self._label("where(...)"))
 
     def select(self, fn: Callable[[dict[str, Any]], dict[str, Any]]) -> DerivedStream:
         """Replace each payload by ``fn(payload)`` (a dict); lifetimes are unchanged."""
-        return self._derive(plan.Select(self._node(), _function("select", fn)), self.shape,
+        return self._derive(plan.Select(self._node(), _function("select", fn)),
                             self._label("select(...)"))
 
     def shift_event_time(self, offset: Duration) -> DerivedStream:
         """Move every event (and CTI) by ``offset`` (may be negative)."""
         d = _duration("shift_event_time offset", offset, positive=False)
-        return self._derive(plan.ShiftEventTime(self._node(), d), self.shape,
+        return self._derive(plan.ShiftEventTime(self._node(), d),
                             self._label("shift_event_time(...)"))
 
     def alter_event_duration(self, duration: Duration) -> DerivedStream:
         """Every event becomes the interval [start, start + duration)."""
         d = _duration("alter_event_duration duration", duration)
-        return self._derive(plan.AlterEventDuration(self._node(), d), EventShape.INTERVAL,
+        return self._derive(plan.AlterEventDuration(self._node(), d),
                             self._label("alter_event_duration(...)"))
 
     def alter_event_lifetime(self, start_fn: Callable[[int], int],
@@ -131,17 +136,17 @@ class QueryOperators:
         and returns ticks and must not decrease (it is applied to the CTIs too)."""
         d = _duration("alter_event_lifetime duration", duration)
         node = plan.AlterEventLifetime(self._node(), _function("start_fn", start_fn), d)
-        return self._derive(node, EventShape.INTERVAL, self._label("alter_event_lifetime(...)"))
+        return self._derive(node, self._label("alter_event_lifetime(...)"))
 
     def clip_event_duration(self, max_duration: Duration) -> DerivedStream:
         """Every lifetime ends at most ``max_duration`` after its start."""
         d = _duration("clip_event_duration max_duration", max_duration)
-        return self._derive(plan.ClipEventDuration(self._node(), d), self.shape,
+        return self._derive(plan.ClipEventDuration(self._node(), d),
                             self._label("clip_event_duration(...)"))
 
     def to_point_event_stream(self) -> DerivedStream:
         """A point at each event's start."""
-        return self._derive(plan.ToPointEventStream(self._node()), EventShape.POINT,
+        return self._derive(plan.ToPointEventStream(self._node()),
                             self._label("to_point_event_stream()"))
 
     # ---- several streams --------------------------------------------------------------------
@@ -150,8 +155,7 @@ class QueryOperators:
         """The events of both streams; output CTIs follow the slower input."""
         _check_stream("union", other)
         _same_context(self._node(), other._node(), "union")
-        shape = self.shape if self.shape == other.shape else None
-        return self._derive(plan.Union(self._node(), other._node()), shape,
+        return self._derive(plan.Union(self._node(), other._node()),
                             self._label(f"union({other._label()})"))
 
     def join(self, other: QueryOperators, on: Any = None,
@@ -168,11 +172,7 @@ class QueryOperators:
         node = plan.Join(self._node(), other._node(), lk, rk,
                          None if predicate is None else _function("predicate", predicate),
                          None if select is None else _function("select", select))
-        shapes = {self.shape, other.shape}
-        shape = (EventShape.POINT if EventShape.POINT in shapes else
-                 EventShape.INTERVAL if shapes == {EventShape.INTERVAL} else
-                 EventShape.EDGE if None not in shapes else None)
-        return self._derive(node, shape, self._label(_join_text("join", other, on)))
+        return self._derive(node, self._label(_join_text("join", other, on)))
 
     def left_anti_semi_join(self, other: QueryOperators, on: Any = None,
                             predicate: Callable[[dict[str, Any], dict[str, Any]], bool] | None
@@ -185,9 +185,7 @@ class QueryOperators:
         _check_keys("left_anti_semi_join", self, other, on, lk, rk)
         node = plan.AntiSemiJoin(self._node(), other._node(), lk, rk,
                                  None if predicate is None else _function("predicate", predicate))
-        shape = (EventShape.POINT if self.shape is EventShape.POINT else
-                 None if self.shape is None else EventShape.EDGE)
-        return self._derive(node, shape, self._label(_join_text("left_anti_semi_join", other, on)))
+        return self._derive(node, self._label(_join_text("left_anti_semi_join", other, on)))
 
     # ---- windows and groups -----------------------------------------------------------------
 
@@ -240,14 +238,6 @@ class QueryOperators:
 _NULLS = ("raise", "group", "drop")
 
 
-def _output_fields(node: plan.Node) -> Fields:
-    """The payload fields of a new node's output, as its operator says (``registry``)."""
-    from cti.operators.registry import UNITS  # the operators, once a query is built
-
-    unit = UNITS.get(type(node))
-    return unit.fields_of(node) if unit is not None else node.fields
-
-
 def _join_text(what: str, other: QueryOperators, on: Any) -> str:
     return f"{what}({other._label()}" + (f", on={on!r})" if on is not None else ")")
 
@@ -283,10 +273,8 @@ class WindowedStream:
                             self.stream.fields)
         node = plan.Window(self.stream._node(), self.size, self.hop, self.alignment,
                            self.output_policy, aggregates)
-        shape = (EventShape.INTERVAL if self.output_policy is
-                 plan.WindowOutputPolicy.CLIP_TO_WINDOW_END else EventShape.POINT)
         kind = "tumbling_window" if self.hop == self.size else "hopping_window"
-        return self.stream._derive(node, shape, self.stream._label(
+        return self.stream._derive(node, self.stream._label(
             f"{kind}(...).aggregate({', '.join(aggregates)})"))
 
 
@@ -301,7 +289,8 @@ class GroupedStream:
         is added to each output payload."""
         _function("apply", fn)
         label = self.stream._label(f"group_by({self.field!r})")
-        group = GroupInputStream(plan.GroupInput(fields=self.stream.fields, label=label),
+        group = GroupInputStream(plan.GroupInput(fields=self.stream.fields,
+                                                 shape=self.stream.shape, label=label),
                                  self.stream.shape, getattr(self.stream, "application", None))
         body = fn(group)
         if not isinstance(body, QueryOperators):
@@ -311,7 +300,7 @@ class GroupedStream:
             raise BindingError(f"group_by({self.field!r}).apply: the group's query may only "
                                "use the group's stream, not other input streams")
         node = plan.GroupApply(self.stream._node(), self.field, body._node(), nulls=self.nulls)
-        return self.stream._derive(node, body.shape, f"{label}.apply(...)")
+        return self.stream._derive(node, f"{label}.apply(...)")
 
 
 @attrs.frozen(eq=False)

@@ -16,6 +16,7 @@ from typing import Any
 
 import attrs
 
+from cti.events import EventShape
 from cti.schema import Fields, field_names
 
 
@@ -34,6 +35,8 @@ class OperatorUnit:
     field, each child with the field it is keyed by (None: no such field, one shard).
     ``output_fields(node)``: the payload fields of its output where known when the query is
     built (None: unknown); by default its input's (``node.source.fields``).
+    ``output_shape(node)``: its output's ``EventShape`` from its inputs' (None: mixed); by
+    default its input's (``node.source.shape``).
     """
 
     node: type
@@ -43,11 +46,21 @@ class OperatorUnit:
     per_event: bool = False
     spreads: Callable[[Any], tuple[tuple[Any, Any], ...]] | None = None
     output_fields: Callable[[Any], Fields] | None = None
+    output_shape: Callable[[Any], EventShape | None] | None = None
 
     def fields_of(self, node: Any) -> Fields:
         """``output_fields(node)``, or the input's fields."""
         return self.output_fields(node) if self.output_fields is not None else \
             node.source.fields
+
+    def shape_of(self, node: Any) -> EventShape | None:
+        """``output_shape(node)``, or the input's shape."""
+        return self.output_shape(node) if self.output_shape is not None else node.source.shape
+
+
+def same_shape(a: Any, b: Any) -> EventShape | None:
+    """Two nodes' output shape together: theirs if they agree, else mixed (None)."""
+    return a.shape if a.shape == b.shape else None
 
 
 def both_fields(a: Any, b: Any) -> Fields:

@@ -20,6 +20,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from cti.edges import close_edge, open_edge, open_values
+from cti.events import EventShape
 from cti.operators import frame, plan, usercode
 from cti.operators.aggregates import Aggregate
 from cti.operators.frame import Chunk
@@ -34,7 +36,7 @@ _I64 = np.iinfo(np.int64)
 
 def new_state() -> dict[str, Any]:
     return {"cti": MIN_TIME, "finite_cti": MIN_TIME, "partials": None, "events": {},
-            "open": []}
+            "open": {}}  # OpenEdges: (start, payload, key) -> [first window not fed yet]
 
 
 def _last_complete(node: plan.Window, c: int) -> int:
@@ -167,19 +169,17 @@ def window(node: plan.Window, chunk: Chunk, state: dict[str, Any],
     k_first = _last_complete(node, state["cti"]) + 1 if state["cti"] != MIN_TIME else None
     a, size, hop = node.alignment, node.size, node.hop
     is_start, is_end = kind == "edge_start", kind == "edge_end"
-    if is_start.any():
+    if is_start.any():  # an open edge's value: the first window it has not fed yet
         for s, p, key in ev.loc[is_start, ["start", "payload", "key"]].itertuples(index=False):
-            state["open"].append((int(s), p, key, (int(s) - a - size) // hop + 1))
+            open_edge(state["open"], (int(s), p, key), (int(s) - a - size) // hop + 1)
     # Edge ends close open edges: the rest of their lifetime is now an interval.
     closed: list[tuple[int, int, str, str, int]] = []
     if is_end.any():
         for s, e, p, key in ev.loc[is_end, ["start", "end", "payload", "key"]].itertuples(
                 index=False):
-            for i, (os_, op, okey, k_next) in enumerate(state["open"]):
-                if os_ == s and op == p and okey == key:
-                    del state["open"][i]
-                    closed.append((int(s), int(e), p, key, k_next))
-                    break
+            found, k_next = close_edge(state["open"], (int(s), p, key))
+            if found:
+                closed.append((int(s), int(e), p, key, k_next))
     is_fixed = ~(is_start | is_end)
     fixed = ev if is_fixed.all() else ev[is_fixed]
     # Before the first CTI no window is complete: no bound (windows near MIN_TIME have k near
@@ -208,12 +208,12 @@ def window(node: plan.Window, chunk: Chunk, state: dict[str, Any],
         _feed_open_edges(node, state, done)
     else:
         # End of input: open edges end at the last finite CTI; every window completes.
-        for s, p, key, k_next in state["open"]:
+        for (s, p, key), k_next in open_values(state["open"]):
             e = max(state["finite_cti"], s + 1)
             rows, ks = _expand(node, np.asarray([s]), np.asarray([e]), np.asarray([k_next]),
                                None)
             _add(node, state, frame.make(["interval"], [s], [e], [p], [key]), rows, ks)
-        state["open"] = []
+        state["open"] = {}
         done = None
     out = _emit(node, state, done, group_field)
     if node.output_policy is plan.WindowOutputPolicy.CLIP_TO_WINDOW_END:
@@ -228,17 +228,14 @@ def window(node: plan.Window, chunk: Chunk, state: dict[str, Any],
 
 def _feed_open_edges(node: plan.Window, state: dict[str, Any], done: int) -> None:
     """Open edges last at least to the CTI: they belong to every window completed now."""
-    if not state["open"]:
-        return
-    still = []
-    for s, p, key, k_next in state["open"]:
-        if k_next <= done:
-            rows, ks = _expand(node, np.asarray([s]), np.asarray([MAX_TIME]),
-                               np.asarray([k_next]), np.asarray([done]))
-            _add(node, state, frame.make(["interval"], [s], [MAX_TIME], [p], [key]), rows, ks)
-            k_next = done + 1
-        still.append((s, p, key, k_next))
-    state["open"] = still
+    for (s, p, key), k_nexts in state["open"].items():
+        for i, k_next in enumerate(k_nexts):
+            if k_next <= done:
+                rows, ks = _expand(node, np.asarray([s]), np.asarray([MAX_TIME]),
+                                   np.asarray([k_next]), np.asarray([done]))
+                _add(node, state, frame.make(["interval"], [s], [MAX_TIME], [p], [key]), rows,
+                     ks)
+                k_nexts[i] = done + 1
 
 
 def _emit(node: plan.Window, state: dict[str, Any], done: int | None,
@@ -320,4 +317,6 @@ UNITS = [OperatorUnit(
     lambda node, inputs, state, machine: window(node, inputs[0], state,
                                                 machine.group_field_of.get(id(node))),
     new_state=lambda node: new_state(),
-    output_fields=lambda node: field_names(node.aggregates))]
+    output_fields=lambda node: field_names(node.aggregates),
+    output_shape=lambda node: EventShape.INTERVAL if node.output_policy is
+    plan.WindowOutputPolicy.CLIP_TO_WINDOW_END else EventShape.POINT)]
