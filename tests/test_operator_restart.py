@@ -12,6 +12,7 @@ from restarts import run_twice_from_checkpoint
 from cti import AdvanceTimeSettings, Application, CepStream, EventShape, agg, ticks
 from cti.io.files import FileInputConfig, JsonLinesInputAdapterFactory
 from cti.runtime.local import LocalRuntime
+from cti.runtime.spark.runtime import recorded_partitions, recorded_shards
 
 ROWS = [{"t": t, "k": "abc"[n % 3], "v": n}
         for n, t in enumerate([10, 12, 11, 15, 30, 22, 31, 40, 38, 45, 44, 50, 61, 58, 70, 83])]
@@ -39,3 +40,20 @@ def test_query_restart_from_checkpoint_is_exactly_once(spark, tmp_path, which):
     events = [json.dumps(e.payload, sort_keys=True) + str(e.start) for e in restarted
               if hasattr(e, "payload")]
     assert len(events) == len(set(events)) and events
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("which", [0, 1], ids=["grouped-window", "join"])
+def test_a_restart_on_fewer_tasks_gives_the_same_output(spark, tmp_path, which):
+    """4 shards on 4 tasks, stopped, restarted on 2 tasks (``parallelism=2``): the
+    checkpoint's state is re-spread, each shard's whole, and the output is the uninterrupted
+    in-process one. The restart's output partitions show it ran on 2 tasks."""
+    _, restarted = run_twice_from_checkpoint(
+        spark, tmp_path, ROWS, 7, lambda data: queries(data)[which], (3, 4),
+        ({"shards": 4}, {"parallelism": 2}))
+    assert restarted == queries(tmp_path / "in.jsonl")[which].collect(LocalRuntime())
+    assert recorded_partitions(str(tmp_path / "checkpoint")) == 2
+    assert recorded_shards(str(tmp_path / "checkpoint")) == 4
+    last = max(int(p.name.split("-")[1]) for p in (tmp_path / "out").glob("batch-*"))
+    tasks = {int(p.stem.rsplit("-", 1)[1]) for p in (tmp_path / "out").glob(f"batch-{last:010d}-*")}
+    assert tasks <= {0, 1}, tasks

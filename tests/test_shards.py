@@ -1,5 +1,7 @@
 """The number of shards on Spark is a setting (``SparkRuntime(shards=)``, by default the
-session's cores), not ``spark.sql.shuffle.partitions``; a checkpoint keeps it."""
+session's cores), not ``spark.sql.shuffle.partitions``; a checkpoint keeps it. Each shard runs
+in its own task (Spark's hash partitioning checked); fewer tasks (``parallelism``) than
+shards, never more."""
 
 from __future__ import annotations
 
@@ -9,9 +11,11 @@ from cti import AdvanceTimeSettings, Application, CepStream, EventShape, agg, ti
 from cti.errors import BindingError
 from cti.events import PointEvent
 from cti.io.memory import MemoryInputAdapterFactory
+from cti.io.outputs import JsonLinesOutputAdapterFactory, read_json_lines_output
 from cti.io.tables import ParquetOutputAdapterFactory, read_parquet_output
 from cti.runtime.local import LocalRuntime
 from cti.runtime.spark import SparkRuntime
+from cti.runtime.spark.partitioning import partition_of, shard_slots
 
 pytestmark = pytest.mark.spark
 
@@ -25,9 +29,20 @@ def counts():
 
 
 @pytest.mark.parametrize("bad", [0, -1, "2", 2.0, True])
-def test_shards_must_be_a_whole_number(bad):
-    with pytest.raises(ValueError, match=r"shards=\.\.\.\) must be a whole number"):
-        SparkRuntime(shards=bad)
+@pytest.mark.parametrize("name", ["shards", "parallelism"])
+def test_shards_and_parallelism_must_be_whole_numbers(bad, name):
+    with pytest.raises(ValueError, match=rf"{name}=\.\.\.\) must be a whole number"):
+        SparkRuntime(**{name: bad})
+
+
+def test_more_tasks_than_shards_are_refused(spark, tmp_path):
+    with pytest.raises(ValueError, match=r"parallelism=3\) is more than its shards=2"):
+        SparkRuntime(shards=2, parallelism=3)
+    checkpoint = str(tmp_path / "ckpt")
+    query = counts().to(ParquetOutputAdapterFactory(), str(tmp_path / "out"))
+    query.run(SparkRuntime(spark, checkpoint_location=checkpoint, shards=2))
+    with pytest.raises(BindingError, match=r"parallelism=3\) is more than the 2 shards"):
+        query.run(SparkRuntime(spark, checkpoint_location=checkpoint, parallelism=3))
 
 
 def test_default_shards_are_the_cores_not_the_shuffle_partitions(spark, tmp_path):
@@ -74,3 +89,35 @@ def test_a_restart_without_shards_takes_the_checkpoints_count(spark, tmp_path):
     assert restarted.shard_count == 3
     query.run(restarted)  # nothing new: no error, the output as it was
     assert read_parquet_output(out).equals(first)
+
+
+@pytest.mark.parametrize("shards", [2, 3, 4, 8, 16])
+def test_each_shard_has_its_own_partition_by_sparks_own_hash(spark, shards):
+    """Shard s travels under a slot that Spark's hash partitioning sends to partition s:
+    checked with Spark's ``hash()``, the function its ``HashPartitioning`` uses."""
+    for query in (0, 1, 5):
+        slots = shard_slots(query, shards, shards)
+        assert [slot % shards for slot in slots] == list(range(shards))
+        rows = spark.createDataFrame([(query, s) for s in slots], "q int, s int").selectExpr(
+            f"pmod(hash(q, s), {shards}) AS p").collect()
+        assert [r.p for r in rows] == list(range(shards))
+        # Half as many tasks (a divisor of the count) still get two shards each.
+        if shards % 2 == 0:
+            assert sorted(partition_of(query, s, shards // 2) for s in slots) == sorted(
+                list(range(shards // 2)) * 2)
+
+
+def test_four_shards_write_from_four_tasks(spark, tmp_path):
+    """A query on 4 shards runs on 4 tasks: its parallel output has a file per shard
+    partition (with the shard numbers as Spark's keys, 2 of the 4 partitions would get them
+    all)."""
+    events = [PointEvent(t, {"k": f"k{t % 40}"}) for t in range(400)]
+    s = CepStream.create("s", MemoryInputAdapterFactory(), events, EventShape.POINT,
+                         AdvanceTimeSettings.increasing_start_time(), application=Application())
+    query = s.group_by("k").apply(lambda g: g.tumbling_window(ticks(100)).aggregate(
+        n=agg.count()))
+    out = tmp_path / "out"
+    query.to(JsonLinesOutputAdapterFactory(), str(out)).run(SparkRuntime(spark, shards=4))
+    written = {int(p.stem.rsplit("-", 1)[1]) for p in out.glob("batch-*.jsonl")}
+    assert written == {0, 1, 2, 3}
+    assert read_json_lines_output(out) == query.collect(LocalRuntime())

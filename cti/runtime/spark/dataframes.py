@@ -27,6 +27,7 @@ from cti.engine.batch import IN_ARROW, routed
 from cti.engine.route import QueryRoute
 from cti.io.dataframes import ORDER, input_rows
 from cti.runtime.spark.packing import pack_unnumbered, unpack_output
+from cti.runtime.spark.partitioning import shard_slots
 from cti.runtime.spark.source import PACKED_SCHEMA
 
 OUTPUT_COLUMNS = "release long, kind string, start long, end long, payload string"
@@ -51,18 +52,19 @@ def _pack(routes: list[QueryRoute], group: int, batches: Iterator[pa.RecordBatch
         rows = pa.table({f.name: table.column(f.name).cast(f.type) for f in IN_ARROW},
                         schema=IN_ARROW)
         order = table.select([c for c in table.column_names if c.startswith(ORDER)])
-        out: dict[str, list] = {"query": [], "shard": [], "group": [], "seq": [], "blob": []}
+        out: dict[str, list] = {"query": [], "slot": [], "group": [], "seq": [], "blob": []}
         for route in routes:
             if group in route.groups:
+                slots = shard_slots(route.query, route.shards, route.shards)
                 for shard, part in routed(route, group, rows):
-                    for name, value in (("query", route.query), ("shard", shard),
+                    for name, value in (("query", route.query), ("slot", slots[shard]),
                                         ("group", group), ("seq", -1),
                                         ("blob", pack_unnumbered(part, order))):
                         out[name].append(value)
         yield pa.RecordBatch.from_pydict(out, schema=_PACKED_ARROW)
 
 
-_PACKED_ARROW = pa.schema([("query", pa.int32()), ("shard", pa.int32()), ("group", pa.int32()),
+_PACKED_ARROW = pa.schema([("query", pa.int32()), ("slot", pa.int32()), ("group", pa.int32()),
                            ("seq", pa.int64()), ("blob", pa.binary())])
 
 

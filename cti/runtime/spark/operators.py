@@ -87,7 +87,8 @@ def query_function(queries: Sequence[Any], groups: Sequence[Any],
 
     def step(key: tuple, batches: Iterator[pd.DataFrame], state: Any
              ) -> Iterator[pd.DataFrame]:
-        q, shard = int(key[0]), int(key[1])
+        q = int(key[0])
+        shard = int(key[1]) % routes[q].shards  # its slot (``partitioning.shard_slots``)
         mine = sorted({g for g, _ in refs[q]})
         # Shard 0 reports a group's metrics (passing its rows on, it saw every row); else
         # every shard its own events' counts where its time came from generation points
@@ -114,7 +115,7 @@ def query_function(queries: Sequence[Any], groups: Sequence[Any],
 def apply_queries(rows: DataFrame, queries: Sequence[Any], groups: Sequence[Any],
                   refs: Sequence[Sequence[tuple[int, int]]], with_inputs: bool,
                   routes: Sequence[QueryRoute]) -> DataFrame:
-    return rows.groupBy("query", "shard").applyInPandasWithState(
+    return rows.groupBy("query", "slot").applyInPandasWithState(
         query_function(queries, groups, refs, with_inputs, routes), OUTPUT_SCHEMA, _STATE,
         "append",
         GroupStateTimeout.NoTimeout)

@@ -23,6 +23,7 @@ from cti.engine.route import QueryRoute
 from cti.io.dataframes import key_order
 from cti.operators.frame import arrow_to_pandas
 from cti.operators.output import OUTPUT_ARROW, step_table
+from cti.runtime.spark.partitioning import shard_slots
 
 
 def with_group(table: pa.Table, group: int) -> pa.Table:
@@ -38,8 +39,9 @@ def packed(routes: Sequence[QueryRoute], group: int, rows: pa.Table, first_seq: 
     (``PACKED_SCHEMA``); ``events_only``: see ``routed``."""
     for route in routes:
         if group in route.groups:
+            slots = shard_slots(route.query, route.shards, route.shards)
             for shard, part in routed(route, group, rows, events_only):
-                yield route.query, shard, group, first_seq, pack(part, first_seq)
+                yield route.query, slots[shard], group, first_seq, pack(part, first_seq)
 
 
 _COMPRESSED = pa.ipc.IpcWriteOptions(compression="lz4")  # a quarter of the bytes to shuffle

@@ -76,21 +76,35 @@ class SparkRuntime:
     cloudpickle); ``tick_interval``, how long such a stream of a long-running query
     (``start()``, ``to_dataframe()``) stays quiet before it ticks again; ``recorded_ticks``
     reads the ticks a checkpoint's offset log holds.
+    ``shards``: how many shards spread a query (its keys' state is split that way; fixed for a
+    checkpoint's life). ``parallelism``: how many tasks run them (at most ``shards``; default:
+    one per shard, or what the checkpoint last ran with). A restart with another
+    ``parallelism`` first re-spreads the checkpoint's state over that many tasks (Spark's
+    offline state repartitioning), and gives the same output: the shards and their state are
+    the same, only the tasks that run them change. A divisor of ``shards`` gives each task as
+    many shards.
     """
 
     def __init__(self, spark: SparkSession | None = None,
                  checkpoint_location: str | None = None,
                  batch_sizes: Sequence[int] | None = None, shards: int | None = None,
                  clock: Callable[[], int] | None = None,
-                 tick_interval: Any = timedelta(seconds=1)) -> None:
+                 tick_interval: Any = timedelta(seconds=1),
+                 parallelism: int | None = None) -> None:
         self._spark = spark
         self.clock = clock
         self.tick_interval = to_duration_ticks(tick_interval, "tick_interval")
-        if shards is not None and (isinstance(shards, bool) or not isinstance(shards, int)
-                                   or shards < 1):
-            raise ValueError(f"SparkRuntime(shards=...) must be a whole number >= 1, "
-                             f"not {shards!r}")
+        for name, value in (("shards", shards), ("parallelism", parallelism)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                      or value < 1):
+                raise ValueError(f"SparkRuntime({name}=...) must be a whole number >= 1, "
+                                 f"not {value!r}")
+        if shards is not None and parallelism is not None and parallelism > shards:
+            raise ValueError(f"SparkRuntime(parallelism={parallelism}) is more than its "
+                             f"shards={shards}: a task runs whole shards, so the tasks past "
+                             "the shards would stay idle; raise shards (a new checkpoint)")
         self.shards = shards
+        self.parallelism = parallelism
         self.checkpoint_location = checkpoint_location
         self.batch_sizes = list(batch_sizes) if batch_sizes else None
         self.progress: list[dict[str, Any]] = []
@@ -116,9 +130,18 @@ class SparkRuntime:
         belongs to its keys: another count would give wrong results)."""
         if sharded:
             check_shard_layout(checkpoint, self.shard_count)
+        tasks = self.parallelism or self.shard_count
+        if tasks > self.shard_count:
+            raise BindingError(
+                f"SparkRuntime(parallelism={tasks}) is more than the {self.shard_count} shards "
+                f"of checkpoint {checkpoint}: a task runs whole shards, so the tasks past the "
+                "shards would stay idle; a new checkpoint can have more shards")
+        recorded = recorded_partitions(checkpoint)
+        if self.parallelism is not None and recorded not in (None, tasks):
+            respread(self.spark, checkpoint, recorded, tasks)
         conf = self.spark.conf
         before = conf.get("spark.sql.shuffle.partitions")
-        conf.set("spark.sql.shuffle.partitions", str(self.shard_count))
+        conf.set("spark.sql.shuffle.partitions", str(tasks))
         try:
             return writer.option("checkpointLocation", checkpoint).start()
         finally:
@@ -358,6 +381,35 @@ def recorded_shards(checkpoint: str) -> int | None:
 
     path = Path(checkpoint, _LAYOUT)
     return int(json.loads(path.read_text())["shards"]) if path.exists() else None
+
+
+def recorded_partitions(checkpoint: str) -> int | None:
+    """How many tasks a checkpoint's stateful stage last ran on (Spark keeps the count in the
+    metadata of each micro-batch's offsets), if it has run."""
+    import json
+    from pathlib import Path
+
+    offsets = Path(checkpoint, "offsets")
+    batches = [int(p.name) for p in offsets.iterdir() if p.name.isdigit()] \
+        if offsets.is_dir() else []
+    if not batches:
+        return None
+    meta = json.loads((offsets / str(max(batches))).read_text().splitlines()[1])
+    return int(meta["conf"]["spark.sql.shuffle.partitions"])
+
+
+def respread(spark: SparkSession, checkpoint: str, before: int, tasks: int) -> None:
+    """Re-spread a stopped checkpoint's state from ``before`` tasks over ``tasks``: Spark's
+    offline state repartitioning (a micro-batch of its own in the checkpoint, reading no
+    input); the state of each shard moves whole."""
+    try:
+        spark._streamingCheckpointManager.repartition(checkpoint, tasks)
+    except Exception as exc:
+        raise BindingError(
+            f"checkpoint {checkpoint} ran on {before} tasks and could not be re-spread over "
+            f"{tasks} (SparkRuntime(parallelism={tasks})): {exc}; restart it once with "
+            f"parallelism={before} (so that its last micro-batch completes), then change it"
+        ) from exc
 
 
 def check_shard_layout(checkpoint: str, shards: int) -> None:

@@ -215,7 +215,7 @@ class CtiAdapterSource(DataSource):
 SOURCE_SCHEMA = StructType([*IN_SCHEMA.fields, StructField("group", IntegerType(), False)])
 PACKED_SCHEMA = StructType([
     StructField("query", IntegerType(), False),
-    StructField("shard", IntegerType(), False),
+    StructField("slot", IntegerType(), False),
     StructField("group", IntegerType(), False),
     StructField("seq", LongType(), False),  # the piece's first sequence number
     StructField("blob", BinaryType(), False),
