@@ -1,16 +1,20 @@
 """Temporal operators on Spark: ingress and operators in one stateful function per shard.
 
-A query runs as ONE ``applyInPandasWithState`` keyed by (query, shard), straight after the
+A query runs as ONE ``applyInPandasWithState`` keyed by (query, slot), straight after the
 source (PySpark 4.3 allows one such function per streaming query, and a chained
 ``transformWithStateInPandas`` regroups its input row by row in Python: measured at several
-microseconds per event). Each shard runs the engine's step (``cti.engine.shard.Shard``):
+microseconds per event). The slot is the shard under a number Spark's hash partitioning sends
+to the shard's own task (``partitioning.shard_slots``). Each shard runs the engine's step
+(``cti.engine.shard.Shard``):
 
-- receives every row of every ingress group the query reads, so it runs the group's ingress
-  itself (vectorised where it can, ``cti.ingress.vectorized``) and computes the same CTIs as every
-  other shard; the source routes the rows (``cti.engine.batch.routed``), packed many to a
-  Spark row (``cti.runtime.spark.packing``), and an event's payload travels only to the shard
-  that owns it (the hash of the key the query is spread by, ``cti.operators.sharding``), or
-  to all for edge streams (an edge end finds its start by payload);
+- receives what it needs of every ingress group the query reads to run the group's ingress
+  itself (vectorised where it can, ``cti.ingress.vectorized``) and compute the same CTIs as
+  every other shard: every row's times, or for a stream with a CTI every N events only its
+  generation points (``cti.engine.timed``); the source routes the rows
+  (``cti.engine.batch.routed``), packed many to a Spark row (``cti.runtime.spark.packing``),
+  and an event's payload travels only to the shard that owns it (the hash of the key the
+  query is spread by, ``cti.operators.sharding``), or to all for edge streams (an edge end
+  finds its start by payload);
 - keeps the events it owns and runs the ``QueryMachine`` over them: all its keys at once,
   vectorised over pandas frames.
 
