@@ -68,6 +68,12 @@ class InputAdapter(Protocol):
     the shards of a query spread by key then receive only their own events of a stream that
     generates a CTI every N events, and the source's generation points
     (``cti.engine.timed``), instead of every row's times.
+
+    A columnar adapter has ``read_frame(start, end)`` (see ``cti.io.parquet``). If it also sets
+    ``projects_fields = True``, its ``read_frame`` takes ``fields=``: the payload fields a run
+    needs (``cti.operators.projection``; a query whose output payloads are computed, such as
+    a window's aggregates, needs only the fields it reads), and may leave the others out of
+    the payloads.
     """
 
     def latest_offset(self) -> int:

@@ -50,13 +50,18 @@ def rows_table(rows: list[InRow]) -> pa.Table:
 
 
 def piece(adapter: Any, index: int, start: int, end: int, eos: bool,
-          tick: int | None = None) -> pa.Table:
+          tick: int | None = None, fields: frozenset[str] | None = None) -> pa.Table:
     """Input rows [start, end) of stream ``index`` (and its end of input, and its recorded
     clock tick ``tick``) as a batch (``IN_ARROW``), and the ``field:`` columns
     a columnar adapter gives (null on rows that have none, such as the end-of-input row). The
-    clock and end-of-input rows are no events: ``routed`` sends them to every shard."""
+    clock and end-of-input rows are no events: ``routed`` sends them to every shard.
+    ``fields``: the payload fields the run needs (None: all), for an adapter that can leave
+    the others out (``projects_fields``)."""
     columnar = hasattr(adapter, "read_frame")
-    tables = [_in_table(adapter.read_frame(start, end), index, start)] if columnar else []
+    projected = {"fields": fields} if fields is not None and getattr(
+        adapter, "projects_fields", False) else {}
+    tables = [_in_table(adapter.read_frame(start, end, **projected), index, start)] \
+        if columnar else []
     rows = [] if columnar or adapter is None else read_rows(index, adapter, start, end)
     if eos:
         rows.append(eos_row(index, end))

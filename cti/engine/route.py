@@ -11,6 +11,8 @@ import attrs
 from cti.events import EventShape
 from cti.ingress.spec import StreamSpec
 from cti.ingress.vectorized import eligible
+from cti.operators import plan
+from cti.operators.projection import inputs_read, union
 from cti.operators.sharding import shard_fields
 
 
@@ -21,7 +23,8 @@ class QueryRoute:
     every event) for each stream the query reads; ``edges`` are the edge streams of the groups
     it reads. ``timed[(group, stream)]``: (event count, event kind) of each stream whose shards
     take their time from the source's generation points (``cti.engine.timed``) instead of
-    every row."""
+    every row. ``reads[(group, stream)]``: the payload fields the query needs of a stream's
+    events (``cti.operators.projection``); a stream not named there is read whole."""
 
     query: int
     shards: int
@@ -29,6 +32,7 @@ class QueryRoute:
     edges: frozenset[tuple[int, int]]
     with_inputs: bool
     timed: dict[tuple[int, int], tuple[int, str]] = attrs.field(factory=dict)
+    reads: dict[tuple[int, int], frozenset[str]] = attrs.field(factory=dict)
 
     @property
     def groups(self) -> set[int]:
@@ -52,8 +56,38 @@ def routes(queries: Sequence[Any], groups: Sequence[Any],
             (g, i): t for g in read for i, t in timed_streams(groups[g].specs()).items()}
         out.append(QueryRoute(q, spread,
                               {r: fields[j] if fields else None for j, r in enumerate(refs[q])},
-                              edges, with_inputs, timed))
+                              edges, with_inputs, timed,
+                              {} if with_inputs else _reads(query, groups, refs[q])))
     return out
+
+
+def _reads(query: Any, groups: Sequence[Any], refs: Sequence[tuple[int, int]]
+           ) -> dict[tuple[int, int], frozenset[str]]:
+    """The payload fields the query's output needs of each stream it reads, where that is not
+    every field: not of an edge stream (ingress pairs its edges by whole payloads), and with
+    the field of a stream's substreams (``EventOrderingPolicy(over=...)``)."""
+    inputs, need = query.inputs(), inputs_read(query.node)
+    out: dict[tuple[int, int], frozenset[str] | None] = {}
+    for node in plan.walk(query.node):
+        if isinstance(node, plan.Input):
+            ref = refs[next(j for j, s in enumerate(inputs) if s is node.stream)]
+            stream = groups[ref[0]].streams[ref[1]]
+            policy = stream.event_ordering_policy
+            fields = None if stream.shape is EventShape.EDGE else need[id(node)]
+            if fields is not None and policy is not None and policy.over:
+                fields |= {policy.over}
+            out[ref] = union(out.get(ref, frozenset()), fields)
+    return {ref: fields for ref, fields in out.items() if fields is not None}
+
+
+def stream_reads(routes: Sequence[QueryRoute], group: int, stream: int
+                 ) -> frozenset[str] | None:
+    """The payload fields the queries ``routes`` need of a stream (None: every field)."""
+    need: frozenset[str] | None = frozenset()
+    for route in routes:
+        if group in route.groups:
+            need = union(need, route.reads.get((group, stream)))
+    return need
 
 
 def timed_streams(specs: Sequence[StreamSpec]) -> dict[int, tuple[int, str]]:

@@ -199,17 +199,21 @@ class ParquetInputAdapter:
         self.config, self.shape = config, shape
         self.events_only = config.arrival_column is None  # (``InputAdapter.events_only``)
 
+    projects_fields = True  # ``read_frame(..., fields=)`` (``InputAdapter.read_frame``)
+
     def latest_offset(self) -> int:
         return pq.ParquetFile(self.config.path).metadata.num_rows
 
     def is_complete(self) -> bool:
         return True
 
-    def read_frame(self, start: int, end: int) -> pa.Table:
+    def read_frame(self, start: int, end: int, fields: frozenset[str] | None = None
+                   ) -> pa.Table:
         """Rows [start, end) in cti's row form, as an Arrow table: kind, start, end, payload,
         arrival, partition, error (the rule a bad row breaks, else null); and ``field:<name>``,
         the JSON text of payload field <name>, for the columns whose text Arrow writes exactly
-        (the Spark source routes rows by it without parsing the payloads)."""
+        (the Spark source routes rows by it without parsing the payloads). ``fields``: only
+        these payload columns (the ones a run needs), else all."""
         import pyarrow.compute as pc
 
         c = self.config
@@ -217,6 +221,8 @@ class ParquetInputAdapter:
         check_columns(c.path, table.column_names, c.named_columns)
         named = {c.start_column, c.end_column, c.arrival_column, c.partition_column} - {None}
         cols = sorted(c.payload_columns or [n for n in table.column_names if n not in named])
+        if fields is not None:
+            cols = [n for n in cols if n in fields]
         n = table.num_rows
         df = table.select(sorted(named)).to_pandas()
         times = {col: _ticks(df[col], c.time_zone) for col in

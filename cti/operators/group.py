@@ -10,6 +10,7 @@ from typing import Any
 
 from cti.operators import plan
 from cti.operators.frame import Chunk
+from cti.operators.projection import group_read
 from cti.operators.unit import OperatorUnit
 from cti.schema import Fields, field_names
 
@@ -25,4 +26,5 @@ def _fields(node: plan.GroupApply) -> Fields:
 
 UNITS = [OperatorUnit(plan.GroupApply, group_apply,
                       spreads=lambda node: ((node.source, node.field),), output_fields=_fields,
-                      output_shape=lambda node: node.body.shape)]
+                      output_shape=lambda node: node.body.shape,
+                      input_fields=lambda node, wanted: (group_read(node, wanted),))]

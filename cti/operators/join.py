@@ -20,7 +20,8 @@ from cti.edges import close_edge, open_edge
 from cti.events import EventShape
 from cti.operators import frame, merge, plan, usercode
 from cti.operators.frame import Chunk
-from cti.operators.unit import OperatorUnit, both_fields
+from cti.operators.projection import union
+from cti.operators.unit import OperatorUnit, Wanted, both_fields
 from cti.rows import payload_from_json, payload_to_json
 from cti.schema import check_events
 from cti.time import MAX_TIME, MIN_TIME
@@ -315,6 +316,16 @@ def _anti_shape(node: plan.AntiSemiJoin) -> EventShape | None:
     return shape if shape in (EventShape.POINT, None) else EventShape.EDGE
 
 
+def _anti_read(node: plan.AntiSemiJoin, wanted: Wanted) -> tuple[Wanted, Wanted]:
+    """The left events' payloads are the output's, and their key; of the right events only
+    their key counts (all of both with a predicate)."""
+    if node.predicate is not None:
+        return None, None
+    keys = [frozenset() if k is None else frozenset({k}) for k in (node.left_key,
+                                                                   node.right_key)]
+    return union(wanted, keys[0]), keys[1]
+
+
 UNITS = [
     OperatorUnit(plan.Join, lambda node, inputs, state, machine: join(node, *inputs, state),
                  new_state=lambda node: new_state(), spreads=_keyed_sides,
@@ -323,5 +334,6 @@ UNITS = [
     OperatorUnit(plan.AntiSemiJoin,
                  lambda node, inputs, state, machine: anti_semi_join(node, *inputs, state),
                  new_state=lambda node: new_state(), spreads=_keyed_sides,
-                 output_fields=lambda node: node.left.fields, output_shape=_anti_shape),
+                 output_fields=lambda node: node.left.fields, output_shape=_anti_shape,
+                 input_fields=_anti_read),
 ]

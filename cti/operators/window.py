@@ -25,6 +25,7 @@ from cti.events import EventShape
 from cti.operators import frame, plan, usercode
 from cti.operators.aggregates import Aggregate
 from cti.operators.frame import Chunk
+from cti.operators.projection import aggregates_read
 from cti.operators.unit import OperatorUnit
 from cti.rows import payload_from_json, payload_to_json
 from cti.schema import check_events, field_names
@@ -318,5 +319,6 @@ UNITS = [OperatorUnit(
                                                 machine.group_field_of.get(id(node))),
     new_state=lambda node: new_state(),
     output_fields=lambda node: field_names(node.aggregates),
+    input_fields=lambda node, wanted: (aggregates_read(node.aggregates),),
     output_shape=lambda node: EventShape.INTERVAL if node.output_policy is
     plan.WindowOutputPolicy.CLIP_TO_WINDOW_END else EventShape.POINT)]

@@ -17,6 +17,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
@@ -24,7 +25,7 @@ import pyarrow as pa
 
 from cti.engine.batch import IN_ARROW, piece, read_rows, routed, routed_frame, rows_table
 from cti.engine.layout import out_rows_from_pandas
-from cti.engine.route import routes
+from cti.engine.route import routes, stream_reads
 from cti.engine.shard import Shard, ShardOutput, ingress_step
 from cti.ingress.machine import IngressMachine
 from cti.operators import frame
@@ -57,11 +58,12 @@ def wall_clock() -> int:
 
 class _Input:
     """One stream's input as a sequence of elements: its rows, then its end of input where it
-    is complete (from its adapter, or rows read already)."""
+    is complete (from its adapter, or rows read already); ``fields``: the payload fields the
+    run needs (None: all)."""
 
-    def __init__(self, index: int, adapter: Any = None, rows: list[InRow] | None = None
-                 ) -> None:
-        self.index, self.adapter, self.rows = index, adapter, rows
+    def __init__(self, index: int, adapter: Any = None, rows: list[InRow] | None = None,
+                 fields: frozenset[str] | None = None) -> None:
+        self.index, self.adapter, self.rows, self.fields = index, adapter, rows, fields
         if rows is not None:
             self.complete = bool(rows) and rows[-1].kind == EOS
             self.rows_n = len(rows) - self.complete
@@ -78,7 +80,7 @@ class _Input:
             return rows_table(self.rows[lo:hi] + extra)
         n = self.rows_n
         return piece(self.adapter if lo < min(hi, n) else None, self.index, min(lo, n),
-                     min(hi, n), self.complete and lo <= n < hi, tick)
+                     min(hi, n), self.complete and lo <= n < hi, tick, self.fields)
 
 
 class LocalRuntime:
@@ -88,20 +90,24 @@ class LocalRuntime:
         self.clock = clock or wall_clock
         self.ticks: list[InRow] = []  # the clock ticks given, in order
 
-    def input_batches(self, group: IngressGroup, inputs: list[list[InRow]] | None = None
+    def input_batches(self, group: IngressGroup, inputs: list[list[InRow]] | None = None,
+                      reads: Callable[[int], frozenset[str] | None] | None = None
                       ) -> Iterator[pa.Table]:
         """The group's input rows, one batch per micro-batch. ``inputs``: the streams' input
-        rows if already read (``read_inputs``)."""
-        for pieces in self._input_pieces(group, inputs):
+        rows if already read (``read_inputs``); ``reads(stream)``: the payload fields the run
+        needs of a stream (None: all)."""
+        for pieces in self._input_pieces(group, inputs, reads=reads):
             yield _concat(pieces)
 
     def _input_pieces(self, group: IngressGroup, inputs: list[list[InRow]] | None = None,
-                      piece: int | None = None) -> Iterator[list[pa.Table]]:
+                      piece: int | None = None,
+                      reads: Callable[[int], frozenset[str] | None] | None = None
+                      ) -> Iterator[list[pa.Table]]:
         """``input_batches``, each micro-batch as a list of batches; with ``piece`` (a group of
         one stream), cut into batches of at most that many rows, else one."""
         specs = group.specs()
         streams = [_Input(i, rows=rows) for i, rows in enumerate(inputs)] if inputs is not None \
-            else [_Input(i, s.factory.create(s.config, s.shape))
+            else [_Input(i, s.factory.create(s.config, s.shape), fields=reads and reads(i))
                   for i, s in enumerate(group.streams)]
         live = [s.index for s in streams if specs[s.index].arrival_clock == "wall"
                 and not s.complete]
@@ -176,11 +182,13 @@ class LocalRuntime:
         if len(read) == 1 and _pieceable(groups[read[0]]):
             # One stream: each micro-batch in pieces, one step each (the same output; a
             # smaller working set), merged.
-            for pieces in self._input_pieces(groups[read[0]], piece=PIECE_ROWS):
+            for pieces in self._input_pieces(groups[read[0]], piece=PIECE_ROWS,
+                                             reads=partial(stream_reads, [route], read[0])):
                 yield _merged([shard.step(state, routed_frame(part, read[0]))
                                for t in pieces for _, part in routed(route, read[0], t)])
             return
-        runners = [self.input_batches(groups[g]) for g in read]
+        runners = [self.input_batches(groups[g], reads=partial(stream_reads, [route], g))
+                   for g in read]
         while True:
             tables = [next(r, None) for r in runners]
             if all(t is None for t in tables):

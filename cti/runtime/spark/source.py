@@ -176,12 +176,14 @@ class CtiAdapterStreamReader(DataSourceStreamReader):
         adapter = factory.create(config, shape) if end > start else None
         # Executor side only: the driver's source process never imports pandas or pyarrow.
         from cti.engine.batch import piece, read_rows
+        from cti.engine.route import stream_reads
         from cti.runtime.spark.packing import packed, with_group
 
         if routes is not None:
             events_only = getattr(adapter, "events_only", False)
-            yield from packed(routes, group, piece(adapter, index, start, end, eos, tick), start,
-                              events_only and tick is None)
+            rows = piece(adapter, index, start, end, eos, tick,
+                         stream_reads(routes, group, index))
+            yield from packed(routes, group, rows, start, events_only and tick is None)
             return
         if hasattr(adapter, "read_frame"):  # a columnar adapter: Arrow batches, no row loop
             yield from with_group(piece(adapter, index, start, end, eos), group).to_batches()
