@@ -1,7 +1,9 @@
 """Queries spread over shards on a real multi-process cluster: ``spark-submit`` on
 ``local-cluster[2,1,1024]`` (two executor JVMs, each with its Python workers) runs a
 ``group_by`` hopping-window query and a keyed join with ``SparkRuntime(shards=4)``; both
-equal the in-process runtime's results, and both executors ran tasks."""
+equal the in-process runtime's results, and both executors ran tasks. Then the window query
+over a live file, stopped on 4 tasks and restarted on 2 (``parallelism=2``: the checkpoint's
+state re-spread) after more input came, equals the in-process run over the whole file."""
 
 from __future__ import annotations
 
@@ -19,6 +21,8 @@ JOB = '''
 import json
 import sys
 from datetime import timedelta
+
+from pathlib import Path
 
 from cti import AdvanceTimeSettings, Application, CepStream, EventShape, PointEvent, agg
 from cti.io.memory import MemoryInputAdapterFactory
@@ -40,6 +44,24 @@ def queries():
         r.alter_event_duration(timedelta(microseconds=25)), on="k",
         select=lambda a, b: {"k": a["k"], "v": a["v"], "w": b["w"]})
     return windows, joined
+
+
+def live_windows(path):
+    from cti.io.files import FileInputConfig, JsonLinesInputAdapterFactory
+
+    config = FileInputConfig(path, start_column="t", time_format="ticks", live=True)
+    s = CepStream.create("live", JsonLinesInputAdapterFactory(), config, EventShape.POINT,
+                         AdvanceTimeSettings.unordered_start_time(timedelta(microseconds=30)),
+                         application=Application())
+    return s.group_by("k").apply(
+        lambda g: g.hopping_window(timedelta(microseconds=100), timedelta(microseconds=50))
+        .aggregate(n=agg.count(), total=agg.sum("v")))
+
+
+def write_rows(path, rows, mode):
+    with open(path, mode) as f:
+        f.writelines(json.dumps({"t": t * 7 % 1000 + t, "k": f"k{t % 13}", "v": t}) + "\n"
+                     for t in rows)
 
 
 def canonical(items):
@@ -66,7 +88,19 @@ if __name__ == "__main__":
             tasks[e.id()] = e.totalTasks()
     out["tasks"] = tasks
     out["master"] = sc.master
-    Path = __import__("pathlib").Path
+
+    from cti.io.outputs import JsonLinesOutputAdapterFactory, read_json_lines_output
+    from cti.runtime.spark.runtime import recorded_partitions
+
+    data, written, checkpoint = (str(Path(sys.argv[2]) / n) for n in ("in.jsonl", "out", "ck"))
+    write_rows(data, range(450), "w")
+    query = live_windows(data).to(JsonLinesOutputAdapterFactory(), written)
+    query.run(SparkRuntime(spark, shards=4, batch_sizes=[150], checkpoint_location=checkpoint))
+    write_rows(data, range(450, 900), "a")  # more input while the job is down
+    query.run(SparkRuntime(spark, parallelism=2, batch_sizes=[150],
+                           checkpoint_location=checkpoint))
+    out["restarted"] = canonical(read_json_lines_output(written))
+    out["restart_tasks"] = recorded_partitions(checkpoint)
     Path(sys.argv[1]).write_text(json.dumps(out))
 '''
 
@@ -80,7 +114,8 @@ def test_group_by_window_and_keyed_join_on_two_executors_equal_in_process(tmp_pa
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
     env.pop("CTI_SPARK_MASTER", None)
     done = subprocess.run([str(submit), "--master", "local-cluster[2,1,1024]",
-                           "--conf", "spark.executor.memory=768m", str(job), str(result)],
+                           "--conf", "spark.executor.memory=768m", str(job), str(result),
+                           str(tmp_path)],
                           env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     got = json.loads(result.read_text())
@@ -98,3 +133,6 @@ def test_group_by_window_and_keyed_join_on_two_executors_equal_in_process(tmp_pa
     assert want_windows and want_joined
     assert got["windows"] == want_windows
     assert got["joined"] == want_joined
+    assert got["restart_tasks"] == 2
+    assert got["restarted"] == local_job.canonical(
+        local_job.live_windows(str(tmp_path / "in.jsonl")).collect(LocalRuntime()))

@@ -12,7 +12,8 @@ from cti.events import EventShape
 from cti.ingress.spec import StreamSpec
 from cti.ingress.vectorized import eligible
 from cti.operators import plan
-from cti.operators.projection import inputs_read, union
+from cti.operators.projection import union
+from cti.operators.registry import inputs_read
 from cti.operators.sharding import shard_fields
 
 

@@ -27,4 +27,4 @@ def _fields(node: plan.GroupApply) -> Fields:
 UNITS = [OperatorUnit(plan.GroupApply, group_apply,
                       spreads=lambda node: ((node.source, node.field),), output_fields=_fields,
                       output_shape=lambda node: node.body.shape,
-                      input_fields=lambda node, wanted: (group_read(node, wanted),))]
+                      input_fields=lambda node, wanted, read: (group_read(node, wanted, read),))]

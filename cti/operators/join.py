@@ -316,7 +316,7 @@ def _anti_shape(node: plan.AntiSemiJoin) -> EventShape | None:
     return shape if shape in (EventShape.POINT, None) else EventShape.EDGE
 
 
-def _anti_read(node: plan.AntiSemiJoin, wanted: Wanted) -> tuple[Wanted, Wanted]:
+def _anti_read(node: plan.AntiSemiJoin, wanted: Wanted, read: Any) -> tuple[Wanted, Wanted]:
     """The left events' payloads are the output's, and their key; of the right events only
     their key counts (all of both with a predicate)."""
     if node.predicate is not None:

@@ -17,6 +17,7 @@ start), so an edge input stream is read whole (``cti.engine.route``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from cti.operators import plan
@@ -28,10 +29,14 @@ def union(a: Wanted, b: Wanted) -> Wanted:
     return None if a is None or b is None else a | b
 
 
-def inputs_read(root: plan.Node, wanted: Wanted = None) -> dict[int, Wanted]:
+def leaves_read(root: plan.Node, wanted: Wanted, unit_of: Callable[[plan.Node], Any]
+                ) -> dict[int, Wanted]:
     """The fields of each leaf of ``root`` (an ``Input`` or the ``GroupInput``, by ``id``)
-    that the output needs, given the fields ``wanted`` of the output's payloads."""
-    from cti.operators.registry import unit_of  # the operators, once a query runs
+    that the output needs, given the fields ``wanted`` of the output's payloads, as each
+    node's unit (``unit_of``) says (``cti.operators.registry.inputs_read``)."""
+
+    def read(sub: plan.Node, want: Wanted) -> dict[int, Wanted]:
+        return leaves_read(sub, want, unit_of)
 
     need: dict[int, Wanted] = {}
     todo: list[tuple[plan.Node, Wanted]] = [(root, wanted)]
@@ -40,15 +45,16 @@ def inputs_read(root: plan.Node, wanted: Wanted = None) -> dict[int, Wanted]:
         if not node.children:
             need[id(node)] = union(need.get(id(node), frozenset()), want)
             continue
-        todo += zip(node.children, unit_of(node).fields_read(node, want), strict=True)
+        todo += zip(node.children, unit_of(node).fields_read(node, want, read), strict=True)
     return need
 
 
-def group_read(node: plan.GroupApply, wanted: Wanted) -> Wanted:
+def group_read(node: plan.GroupApply, wanted: Wanted,
+               read: Callable[[plan.Node, Wanted], dict[int, Wanted]]) -> Wanted:
     """What a ``group_by`` needs of its input: what its body needs of the group's stream,
     and the group's field."""
     need: Wanted = frozenset({node.field})
-    for fields in inputs_read(node.body, wanted).values():
+    for fields in read(node.body, wanted).values():
         need = union(need, fields)  # (the body's only leaves are the group's stream)
     return need
 

@@ -5,10 +5,17 @@ below, and its builder method on the stream API (``cti.operators.streams``)."""
 from __future__ import annotations
 
 from cti.operators import group, join, merge, stateless, window
-from cti.operators.unit import OperatorUnit
+from cti.operators.projection import leaves_read
+from cti.operators.unit import OperatorUnit, Wanted
 
 UNITS: dict[type, OperatorUnit] = {
     unit.node: unit for module in (stateless, window, merge, join, group) for unit in module.UNITS}
+
+
+def inputs_read(root: object, wanted: Wanted = None) -> dict[int, Wanted]:
+    """The payload fields of each leaf of a plan (by ``id``) its output needs, given the
+    fields ``wanted`` of the output's payloads (None: every field; ``projection``)."""
+    return leaves_read(root, wanted, unit_of)
 
 
 def unit_of(node: object) -> OperatorUnit:

@@ -164,7 +164,7 @@ def _unary(fn: Any) -> Any:
 
 UNITS = [
     OperatorUnit(plan.Where, _unary(where), keeps_payload=True, per_event=True,
-                 input_fields=lambda node, wanted: (None,)),  # the predicate reads them all
+                 input_fields=lambda node, wanted, read: (None,)),  # the predicate: all
     OperatorUnit(plan.Select, _unary(select), per_event=True,
                  output_fields=lambda node: None),  # a function's output: unknown
     OperatorUnit(plan.ShiftEventTime, _unary(shift), keeps_payload=True, per_event=True),

@@ -38,10 +38,12 @@ class OperatorUnit:
     ``output_fields(node)``: the payload fields of its output where known when the query is
     built (None: unknown); by default its input's (``node.source.fields``).
     ``output_shape(node)``: its output's ``EventShape`` from its inputs' (None: mixed); by
-    default its input's (``node.source.shape``). ``input_fields(node, wanted)``: for each
-    child, the payload fields of its events that the operator's output needs, given the
+    default its input's (``node.source.shape``). ``input_fields(node, wanted, read)``: for
+    each child, the payload fields of its events that the operator's output needs, given the
     fields ``wanted`` of the output's payloads (None: all fields, the default for both); by
-    default each child's ``wanted`` where the operator keeps payloads, else all.
+    default each child's ``wanted`` where the operator keeps payloads, else all. ``read(root,
+    wanted)`` gives the same of a plan's leaves (``registry.inputs_read``), for an operator
+    with a plan of its own (a ``group_by``'s body).
     """
 
     node: type
@@ -52,18 +54,18 @@ class OperatorUnit:
     spreads: Callable[[Any], tuple[tuple[Any, Any], ...]] | None = None
     output_fields: Callable[[Any], Fields] | None = None
     output_shape: Callable[[Any], EventShape | None] | None = None
-    input_fields: Callable[[Any, Wanted], tuple[Wanted, ...]] | None = None
+    input_fields: Callable[[Any, Wanted, Any], tuple[Wanted, ...]] | None = None
 
     def fields_of(self, node: Any) -> Fields:
         """``output_fields(node)``, or the input's fields."""
         return self.output_fields(node) if self.output_fields is not None else \
             node.source.fields
 
-    def fields_read(self, node: Any, wanted: Wanted) -> tuple[Wanted, ...]:
-        """``input_fields(node, wanted)``, or ``wanted`` for each child where the operator
-        keeps payloads (else all fields)."""
+    def fields_read(self, node: Any, wanted: Wanted, read: Any) -> tuple[Wanted, ...]:
+        """``input_fields(node, wanted, read)``, or ``wanted`` for each child where the
+        operator keeps payloads (else all fields)."""
         if self.input_fields is not None:
-            return self.input_fields(node, wanted)
+            return self.input_fields(node, wanted, read)
         return tuple(wanted if self.keeps_payload else None for _ in node.children)
 
     def shape_of(self, node: Any) -> EventShape | None:

@@ -319,6 +319,6 @@ UNITS = [OperatorUnit(
                                                 machine.group_field_of.get(id(node))),
     new_state=lambda node: new_state(),
     output_fields=lambda node: field_names(node.aggregates),
-    input_fields=lambda node, wanted: (aggregates_read(node.aggregates),),
+    input_fields=lambda node, wanted, read: (aggregates_read(node.aggregates),),
     output_shape=lambda node: EventShape.INTERVAL if node.output_policy is
     plan.WindowOutputPolicy.CLIP_TO_WINDOW_END else EventShape.POINT)]
