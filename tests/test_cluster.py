@@ -60,7 +60,7 @@ def live_windows(path):
 
 def write_rows(path, rows, mode):
     with open(path, mode) as f:
-        f.writelines(json.dumps({"t": t * 7 % 1000 + t, "k": f"k{t % 13}", "v": t}) + "\n"
+        f.writelines(json.dumps({"t": t * 7 % 1000 + t, "k": f"k{t % 13}", "v": t}) + "\\n"
                      for t in rows)
 
 
