@@ -57,10 +57,12 @@ def test_queries_equal_the_row_machine(drawn, sizes, piece):
     assert got == want, f"{explain(case, defs)}\nsizes: {sizes}"
 
 
-def _events(rows: list[tuple[int, str, int]], path: str) -> CepStream:
-    pq.write_table(pa.table({"t": pa.array([r[0] for r in rows], pa.int64()),
-                             "key": pa.array([r[1] for r in rows], pa.string()),
-                             "v": pa.array([r[2] for r in rows], pa.int64())}), path)
+def _events(rows: list[tuple], path: str) -> CepStream:
+    """Point events from a Parquet file of columns t, key, v (and x where rows have four)."""
+    names = ("t", "key", "v", "x")[:len(rows[0]) if rows else 3]
+    types = (pa.int64(), pa.string(), pa.int64(), pa.string())
+    pq.write_table(pa.table({name: pa.array([r[k] for r in rows], types[k])
+                             for k, name in enumerate(names)}), path)
     settings_ = AdvanceTimeSettings(
         AdvanceTimeGenerationSettings(3, delay=timedelta(microseconds=2),
                                       advance_to_infinity_on_shutdown=True),

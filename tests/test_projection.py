@@ -9,42 +9,24 @@ from collections.abc import Callable
 from datetime import timedelta
 from unittest import mock
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from oracle import OracleRuntime
+from test_engine_oracle import _events
 
 from cti import (
-    AdvanceTimeGenerationSettings,
-    AdvanceTimePolicy,
-    AdvanceTimeSettings,
-    Application,
     CepStream,
-    EventShape,
     agg,
 )
 from cti.engine.route import routes
 from cti.io.memory import CollectingOutputAdapterFactory
 from cti.io.outputs import JsonLinesOutputAdapterFactory, read_json_lines_output
-from cti.io.parquet import ParquetInputAdapter, ParquetInputAdapterFactory, ParquetInputConfig
+from cti.io.parquet import ParquetInputAdapter
 from cti.runtime.base import query_inputs
 from cti.runtime.local import LocalRuntime
 
 US = timedelta(microseconds=1)
-
-
-def _events(rows: list[tuple[int, str, int, str]], path: str, name: str = "events") -> CepStream:
-    pq.write_table(pa.table({"t": pa.array([r[0] for r in rows], pa.int64()),
-                             "key": pa.array([r[1] for r in rows], pa.string()),
-                             "v": pa.array([r[2] for r in rows], pa.int64()),
-                             "x": pa.array([r[3] for r in rows], pa.string())}), path)
-    settings_ = AdvanceTimeSettings(
-        AdvanceTimeGenerationSettings(3, delay=2 * US, advance_to_infinity_on_shutdown=True),
-        policy=AdvanceTimePolicy.DROP)
-    return CepStream.create(name, ParquetInputAdapterFactory(), ParquetInputConfig(path, "t"),
-                            EventShape.POINT, settings_, application=Application())
 
 
 def _windows(s):
