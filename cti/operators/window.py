@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 
 from cti.edges import close_edge, open_edge, open_values
 from cti.events import EventShape
-from cti.operators import frame, plan, usercode
+from cti.operators import exact_sum, frame, plan, usercode
 from cti.operators.aggregates import Aggregate
 from cti.operators.frame import Chunk
 from cti.operators.projection import aggregates_read
@@ -89,7 +89,10 @@ def _add(node: plan.Window, state: dict[str, Any], ev: pd.DataFrame, rows: np.nd
                              node.source.label, node.source.fields)
         values = pd.to_numeric(values, errors="coerce")
         v = values.to_numpy()[rows]
-        measures[f"sum:{name}" if agg.op in ("sum", "avg") else f"{agg.op}:{name}"] = v
+        if agg.op in ("sum", "avg") and v.dtype.kind == "f":  # exact, in any order
+            measures.update(exact_sum.limbs(f"sum:{name}", v))
+        else:
+            measures[f"sum:{name}" if agg.op in ("sum", "avg") else f"{agg.op}:{name}"] = v
     key_codes, keys = keys if keys is not None else pd.factorize(ev["key"].to_numpy(object))
     pairs, key_of, k_of = _pairs(key_codes[rows], ks)
     state["partials"] = _merged(state["partials"], _partials(
@@ -152,7 +155,9 @@ def _merged(old: pd.DataFrame | None, new: pd.DataFrame) -> pd.DataFrame:
     """Partials of the same (key, k) combined (count and sums add, min and max take theirs)."""
     if old is None or not len(old):
         return new
-    both = frame.stack([old, new])
+    columns = set(old.columns) | set(new.columns)  # (the limbs in use may differ)
+    both = frame.stack([exact_sum.with_columns(old, columns),
+                        exact_sum.with_columns(new, columns)])
     key_codes, keys = pd.factorize(both["key"].to_numpy(object))
     pairs, key_of, k_of = _pairs(key_codes, both["k"].to_numpy())
     if len(k_of) == len(both):  # no (key, k) in both
@@ -262,10 +267,11 @@ def _emit(node: plan.Window, state: dict[str, Any], done: int | None,
         if agg.op == "count":
             columns[name] = out["n"].to_numpy()
         elif agg.op == "avg":
-            columns[name] = out[f"sum:{name}"].to_numpy() / out["n"].to_numpy()
+            columns[name] = exact_sum.total(out, f"sum:{name}") / out["n"].to_numpy()
+        elif agg.op == "sum":
+            columns[name] = exact_sum.total(out, f"sum:{name}")
         else:
-            col = f"sum:{name}" if agg.op == "sum" else f"{agg.op}:{name}"
-            columns[name] = out[col].to_numpy()
+            columns[name] = out[f"{agg.op}:{name}"].to_numpy()
     extra = group_field is not None and group_field not in node.aggregates
     payloads = _numeric_payloads(node, columns, group_field if extra else None, keys)
     if payloads is None:
