@@ -22,12 +22,15 @@ from cti.runtime.spark import SparkRuntime
 pytestmark = pytest.mark.spark
 
 
-def counts():
+def source():
     events = [PointEvent(t * 3 + (t * 7) % 5, {"k": f"k{t % 11}", "v": t}) for t in range(240)]
-    s = CepStream.create("s", MemoryInputAdapterFactory(), events, EventShape.POINT,
-                         AdvanceTimeSettings.unordered_start_time(ticks(6)),
-                         application=Application())
-    return s.group_by("k").apply(
+    return CepStream.create("s", MemoryInputAdapterFactory(), events, EventShape.POINT,
+                            AdvanceTimeSettings.unordered_start_time(ticks(6)),
+                            application=Application())
+
+
+def counts():
+    return source().group_by("k").apply(
         lambda g: g.hopping_window(ticks(40), ticks(20)).aggregate(n=agg.count(),
                                                                    total=agg.sum("v")))
 
@@ -83,8 +86,8 @@ def test_a_replayed_micro_batch_replaces_its_partition_files(spark, tmp_path):
     assert read_json_lines_output(out) == counts().collect(LocalRuntime())
 
 
-def test_an_adapter_without_partitions_gets_each_batch_whole(spark, tmp_path):
-    # Defined here, so that Spark's workers get the classes by value (cloudpickle).
+def _whole_batches_factory():
+    # Defined in a function, so that Spark's workers get the classes by value (cloudpickle).
     class WholeBatches:
         """A user's adapter that takes whole batches only: one file per batch, created
         exclusively, so a batch written twice, or in parts, fails the run."""
@@ -103,8 +106,26 @@ def test_an_adapter_without_partitions_gets_each_batch_whole(spark, tmp_path):
         def create(self, config, shape):
             return WholeBatches(config)
 
-    counts().to(WholeBatchesFactory(), str(tmp_path)).run(
+    return WholeBatchesFactory()
+
+
+def _written(directory) -> list[str]:
+    return [line for p in sorted(directory.glob("*.txt"), key=lambda p: int(p.stem))
+            for line in p.read_text().splitlines()]
+
+
+def test_an_adapter_without_partitions_gets_each_batch_whole(spark, tmp_path):
+    counts().to(_whole_batches_factory(), str(tmp_path)).run(
         SparkRuntime(spark, shards=4, batch_sizes=[60]))
-    got = [line for p in sorted(tmp_path.glob("*.txt"), key=lambda p: int(p.stem))
-           for line in p.read_text().splitlines()]
-    assert got == [repr(i) for i in counts().collect(LocalRuntime())]
+    assert _written(tmp_path) == [repr(i) for i in counts().collect(LocalRuntime())]
+
+
+def test_a_plain_streams_output_is_written_whole_by_its_groups_task(spark, tmp_path):
+    """A stream's own output (no query): its group is one key of the stateful stage, so each
+    micro-batch's rows are in one partition and reach the adapter whole, once, with no
+    gathering shuffle."""
+    stream = source()
+    stream.to(_whole_batches_factory(), str(tmp_path)).run(
+        SparkRuntime(spark, shards=4, batch_sizes=[60]))
+    assert _written(tmp_path) == [repr(i) for i in stream.collect(LocalRuntime())]
+    assert len(list(tmp_path.glob("*.txt"))) > 1  # several micro-batches

@@ -218,12 +218,14 @@ class SparkRuntime:
                                      checkpoint, long_running)
 
         def write_batch(batch: DataFrame, batch_id: int) -> None:
+            # The group is one key of the stateful stage, so its rows of the micro-batch are
+            # all in that key's partition: each output gets them whole from that one task.
             batch.persist()
             for o in outputs:
                 statuses = DIAGNOSTIC_STATUSES if o.diagnostics else OUTPUT_STATUSES
                 rows = batch.filter((F.col("stream") == o.stream)
                                     & F.col("status").isin(*statuses))
-                rows.repartition(1).foreachPartition(partial(_write_partition, o, batch_id))
+                rows.foreachPartition(partial(_write_partition, o, batch_id))
             batch.unpersist()
 
         return self._start(self.ingress_frame([group], long_running).writeStream
