@@ -94,7 +94,8 @@ def _rounded(values: np.ndarray, limb_of: np.ndarray) -> tuple[np.ndarray, np.nd
     for c in range(1, values.shape[1]):
         acc = acc + (values[:, c].astype(object) << (_LIMB * (int(limb_of[c]) - low)))
     try:
-        out = np.ldexp(acc.astype(np.float64), _LIMB * low - _UNIT)
+        with np.errstate(over="ignore", under="ignore"):  # such rows take the exact path
+            out = np.ldexp(acc.astype(np.float64), _LIMB * low - _UNIT)
     except OverflowError:
         return np.zeros(len(values)), np.ones(len(values), bool)
     fine = (out == 0) | ((np.abs(out) >= np.finfo(np.float64).tiny) & np.isfinite(out))
