@@ -38,6 +38,7 @@ from cti.runtime.spark.source import (
     QueryRoute,
     Ticking,
     encode_sources,
+    offset_log,
     recorded_ticks,
 )
 from cti.time import to_duration_ticks
@@ -391,13 +392,11 @@ def recorded_partitions(checkpoint: str) -> int | None:
     import json
     from pathlib import Path
 
-    offsets = Path(checkpoint, "offsets")
-    batches = [int(p.name) for p in offsets.iterdir() if p.name.isdigit()] \
-        if offsets.is_dir() else []
-    if not batches:
+    log = offset_log(checkpoint) if Path(checkpoint, "offsets").is_dir() else []
+    if not log:
         return None
-    meta = json.loads((offsets / str(max(batches))).read_text().splitlines()[1])
-    return int(meta["conf"]["spark.sql.shuffle.partitions"])
+    _, lines = log[-1]
+    return int(json.loads(lines[1])["conf"]["spark.sql.shuffle.partitions"])
 
 
 def respread(spark: SparkSession, checkpoint: str, before: int, tasks: int) -> None:

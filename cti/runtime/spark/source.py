@@ -224,20 +224,29 @@ PACKED_SCHEMA = StructType([
 ])
 
 
+def offset_log(checkpoint: str) -> list[tuple[int, list[str]]]:
+    """A query checkpoint's offset log: each micro-batch's id and lines (the version, Spark's
+    metadata, then each source's offset), in order."""
+    from pathlib import Path
+
+    logs = Path(checkpoint, "offsets")
+    return [(int(p.name), p.read_text().splitlines())
+            for p in sorted((p for p in logs.iterdir() if p.name.isdigit()),
+                            key=lambda p: int(p.name))]
+
+
 def recorded_ticks(checkpoint: str) -> list[tuple[int, int, int, int]]:
     """The clock ticks a query's checkpoint recorded (its offset log): (micro-batch id, the
     source's stream number, the sequence number the tick precedes, the tick), in order."""
     import json
-    from pathlib import Path
 
     out = []
-    logs = Path(checkpoint, "offsets")
-    for log in sorted((p for p in logs.iterdir() if p.name.isdigit()), key=lambda p: int(p.name)):
-        for line in log.read_text().splitlines()[2:]:  # the version, then Spark's metadata
+    for batch, lines in offset_log(checkpoint):
+        for line in lines[2:]:  # the version, then Spark's metadata
             offset = json.loads(line) if line.startswith("{") else None
             if not isinstance(offset, dict) or "batch" not in offset:
                 continue
             for k, e in sorted(((int(k), e) for k, e in offset.items() if k.isdigit())):
                 if isinstance(e, dict) and e.get("tick") is not None:
-                    out.append((int(log.name), k, e["pos"], e["tick"]))
+                    out.append((batch, k, e["pos"], e["tick"]))
     return out
