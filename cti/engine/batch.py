@@ -23,7 +23,7 @@ from cti.adapters import FIELD_COLUMN, InputAdapter
 from cti.engine.layout import IN_COLUMNS, NULLABLE, in_row_to_tuple
 from cti.engine.route import QueryRoute
 from cti.engine.timed import generation_points
-from cti.operators.frame import dense_codes, exact_field, repeats
+from cti.operators.frame import dense_codes, exact_field, payload_objects
 from cti.rows import InRow, adapter_item_to_row, clock_row, eos_row, payload_from_json
 
 _TYPES = {"int": pa.int32(), "long": pa.int64(), "string": pa.string()}
@@ -251,13 +251,12 @@ def routed_frame(table: pa.Table, group: int) -> pd.DataFrame:
     takes (with ``group``)."""
     table = table.select(ROUTED_ARROW.names).cast(ROUTED_ARROW)
     few = ("kind", "error", "partition")  # few distinct texts, or none: converted apart
-    payload = table.column("payload")
     columns: dict[str, Any] = {}
     for name in ROUTED_ARROW.names:  # column by column: no frame insert, no block copies
         if name in few:  # (object: pandas infers no type)
             columns[name] = _few_texts(table.column(name))
         elif name == "payload":
-            columns[name] = payload.to_pandas(deduplicate_objects=repeats(payload)).to_numpy()
+            columns[name] = payload_objects(table.column(name))
         else:
             columns[name] = table.column(name).to_pandas()
     columns["group"] = np.full(table.num_rows, group, np.int32)

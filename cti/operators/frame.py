@@ -100,10 +100,15 @@ def arrow_to_pandas(table: pa.Table) -> pd.DataFrame:
     equal texts (pandas' deduplication, which hashes them all) only where ``repeats`` says
     they repeat, one per row otherwise."""
     at = table.schema.get_field_index("payload")
-    payload = table.column(at)
     out = table.remove_column(at).to_pandas()
-    out.insert(at, "payload", payload.to_pandas(deduplicate_objects=repeats(payload)).to_numpy())
+    out.insert(at, "payload", payload_objects(table.column(at)))
     return out
+
+
+def payload_objects(payload: pa.ChunkedArray) -> np.ndarray:
+    """Payload texts as an object array of Python strings, shared by equal texts where they
+    repeat (``repeats``)."""
+    return payload.to_pandas(deduplicate_objects=repeats(payload)).to_numpy()
 
 
 def repeats(texts: pa.ChunkedArray | pa.Array, sample: int = 5000) -> bool:
