@@ -209,7 +209,7 @@ def test_a_micro_batch_is_numbered_the_same_however_spark_splits_it(rows, cuts, 
         schema=IN_ARROW)
     order = pa.table({ORDER + "arrival": table.column("arrival"),
                       ORDER + "hash": pa.array([s * 1000 + ord(k) for _, s, k in rows])})
-    route = QueryRoute(0, 2, {(0, 0): "k"}, frozenset(), False)
+    route = QueryRoute(0, 2, {(0, 0): "k"}, False)
     bounds = sorted({0, n, *(c % (n + 1) for c in cuts)})
     numbered = {}
     for shard in range(2):

@@ -80,7 +80,7 @@ def _rows(kinds: list[str], payloads: list[str | None], stream: int = 0) -> pa.T
 def test_each_shard_gets_every_row_and_only_its_own_payloads():
     payloads = [json.dumps({"k": f"v{i % 7}"}) for i in range(30)]
     rows = _rows(["point"] * 30 + ["cti"], [*payloads, None])
-    route = QueryRoute(0, 3, {(0, 0): "k"}, frozenset(), with_inputs=False)
+    route = QueryRoute(0, 3, {(0, 0): "k"}, with_inputs=False)
     parts = {shard: unpack_one(pack(part, 0)) for shard, part in routed(route, 0, rows)}
     assert sorted(parts) == [0, 1, 2]
     owners = key_shards(pa.array(payloads), "k", 3)
@@ -91,14 +91,20 @@ def test_each_shard_gets_every_row_and_only_its_own_payloads():
         assert kept == [o == shard for o in owners]
 
 
-def test_edges_and_passing_shard_keep_payloads():
-    payloads = [json.dumps({"k": i}) for i in range(6)]
-    rows = _rows(["edge_start"] * 6, payloads)
-    edges = QueryRoute(0, 2, {(0, 0): "k"}, frozenset({(0, 0)}), with_inputs=False)
-    for _, part in routed(edges, 0, rows):
+def test_edges_go_to_their_owner_and_substreams_and_passing_shard_keep_payloads():
+    payloads = [json.dumps({"k": i % 3}) for i in range(12)]
+    rows = _rows(["edge_start", "edge_end"] * 6, payloads)
+    owners = key_shards(pa.array(payloads), "k", 2)
+    edges = QueryRoute(0, 2, {(0, 0): "k"}, with_inputs=False)
+    for shard, part in routed(edges, 0, rows):
+        assert part.column("seq").to_pylist() == list(range(12))  # every row's times
+        assert part.column("payload").is_valid().to_pylist() == list(owners == shard)
+    keyed = QueryRoute(0, 2, {(0, 0): "k"}, with_inputs=False, substreams=frozenset({(0, 0)}))
+    for _, part in routed(keyed, 0, _rows(["point"] * 12, payloads)):
         assert part.column("payload").null_count == 0
-    passing = QueryRoute(0, 2, {(0, 0): "k"}, frozenset(), with_inputs=True)
-    shard0 = dict(routed(passing, 0, _rows(["point"] * 6, payloads)))[0]
+        assert part.column("own").to_pylist() == list(owners)
+    passing = QueryRoute(0, 2, {(0, 0): "k"}, with_inputs=True)
+    shard0 = dict(routed(passing, 0, _rows(["point"] * 12, payloads)))[0]
     assert shard0.column("payload").null_count == 0
 
 
@@ -147,7 +153,7 @@ def test_a_shard_gets_the_field_texts_of_its_own_events(values, data, shards):
     texts = [json.dumps(v) if g else None for v, g in zip(values, given, strict=True)]
     rows = _rows(["point"] * n + ["cti"], [*_payloads(values).to_pylist(), None]
                  ).append_column(FIELD_COLUMN + "k", pa.array([*texts, None], pa.string()))
-    route = QueryRoute(0, shards, {(0, 0): "k"}, frozenset(), with_inputs=False)
+    route = QueryRoute(0, shards, {(0, 0): "k"}, with_inputs=False)
     owners = key_shards(_payloads(values), "k", shards)
     for shard, part in routed(route, 0, rows):
         got = unpack_one(pack(part, 0))["text"]

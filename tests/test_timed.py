@@ -7,14 +7,13 @@ each shard's micro-batch in a random row order (Spark promises none)."""
 
 from __future__ import annotations
 
-import random
 from datetime import timedelta
 
 import numpy as np
-import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from shard_runs import counts, released, run_shards
 
 from cti import (
     AdvanceTimeGenerationSettings,
@@ -29,13 +28,12 @@ from cti import (
     PointEvent,
     agg,
 )
-from cti.engine.batch import ROUTED_ARROW, piece, routed, routed_frame
+from cti.engine.batch import piece, routed, routed_frame
 from cti.engine.route import routes
 from cti.engine.shard import Shard
 from cti.engine.timed import GEN, PIECE
 from cti.errors import BadInputError
 from cti.io.memory import MemoryInputAdapter, MemoryInputAdapterFactory
-from cti.operators.output import step_table
 from cti.runtime.base import query_inputs
 
 FAST = settings(max_examples=80, deadline=None,
@@ -66,54 +64,16 @@ def _run(query, items, shape, shards, batches, seed, with_inputs=False, slow=Non
     micro-batch), and the rows each shard received; ``with_inputs``: shard 0 passes the
     input's ingress rows on; ``slow``: stream ``r``'s items, half in the first micro-batch,
     the rest in the last."""
-    groups, refs = query_inputs(query)
-    route = routes([query], groups, [refs], shards, with_inputs)[0]
-    specs = {0: groups[0].specs()}
-    names = groups[0].names
-    fast, other = names.index("s"), (names.index("r") if slow is not None else None)
-    adapter = MemoryInputAdapter(items, shape)
-    slow_pieces = {} if slow is None else {
-        0: [(0, len(slow) // 2, False)],
-        len(batches) - 1: [(len(slow) // 2, len(slow), True)]}
-    if slow is not None and len(batches) == 1:
-        slow_pieces = {0: [(0, len(slow) // 2, False), (len(slow) // 2, len(slow), True)]}
-    engines = [Shard(query.node, query.inputs(), refs, specs, route, s,
-                     (0,) if with_inputs and s == 0 else ())
-               for s in range(route.shards)]
-    states = [e.new_state() for e in engines]
-    outs = [[] for _ in engines]
-    received = [[] for _ in engines]
-    rng = random.Random(seed)
-    for k, batch in enumerate(batches):
-        parts = [[] for _ in engines]
-        pieces = [(adapter, fast, p) for p in batch] + [
-            (MemoryInputAdapter(slow, shape), other, p) for p in slow_pieces.get(k, [])]
-        for source, index, (a, b, eos) in pieces:
-            for s, part in routed(route, 0, piece(source, index, a, b, eos),
-                                  source.events_only):
-                parts[s].append(routed_frame(part, 0))
-        for s, engine in enumerate(engines):
-            rows = pd.concat(parts[s], ignore_index=True) if parts[s] else routed_frame(
-                ROUTED_ARROW.empty_table(), 0)
-            rows = rows.iloc[rng.sample(range(len(rows)), len(rows))].reset_index(drop=True)
-            received[s].append(rows)
-            outs[s].append(engine.step(states[s], rows))
+    adapters = {"s": MemoryInputAdapter(items, shape)}
+    per_batch = [{"s": batch} for batch in batches]
+    if slow is not None:
+        adapters["r"] = MemoryInputAdapter(slow, shape)
+        half = len(slow) // 2
+        per_batch[0]["r"] = [(0, half, False)]
+        per_batch[-1].setdefault("r", []).append((half, len(slow), True))
+    route, outs, received, _ = run_shards(query, adapters, per_batch, shards, seed,
+                                          with_inputs)
     return route, outs, received
-
-
-def _released(outs):
-    table = step_table(pd.concat([o.events for o in outs], ignore_index=True), [])
-    return sorted(map(tuple, table.to_pandas().astype(str).itertuples(index=False)))
-
-
-def _counts(outs_by_shard):
-    total: dict[str, int] = {}
-    for outs in outs_by_shard:
-        for o in outs:
-            rows = o.ingress[0]
-            for status, w in zip(rows["status"], rows["weight"], strict=True):
-                total[status] = total.get(status, 0) + int(w)
-    return total
 
 
 @st.composite
@@ -158,15 +118,15 @@ def test_shards_with_generation_points_equal_one_shard(case):
                                  passing, slow)
     fast = query_inputs(query)[0][0].names.index("s")
     assert route.timed == {(0, fast): (case["count"], case["shape"].value)}
-    assert _released(many[s][b] for s in range(len(many)) for b in range(len(many[s]))) == \
-        _released(o for o in one[0])
+    assert released(many[s][b] for s in range(len(many)) for b in range(len(many[s]))) == \
+        released(o for o in one[0])
     for b, step in enumerate(one[0]):
         assert many[0][b].ctis == step.ctis
         assert all(many[s][b].ctis == step.ctis for s in range(len(many)))
-    one_counts = {k: v for k, v in _counts(one).items() if k in ("accepted", "adjusted",
+    one_counts = {k: v for k, v in counts(one).items() if k in ("accepted", "adjusted",
                                                                    "dropped", "cti")}
     reporting = many[:1] if passing else many  # what Spark's progress adds up
-    assert {k: v for k, v in _counts(reporting).items() if k in one_counts or v} == one_counts
+    assert {k: v for k, v in counts(reporting).items() if k in one_counts or v} == one_counts
     if passing:  # shard 0 passes on the input's rows as one shard does
         for b, step in enumerate(one[0]):
             assert many[0][b].ingress[0].drop(columns="weight").equals(
@@ -319,8 +279,8 @@ def test_a_query_of_the_slow_stream_alone_counts_the_fast_streams_events_once():
     batches = [[(0, 13, False)], [(13, 30, True)]]
     _, one, _ = _run(query, fast, EventShape.POINT, 1, batches, 0, False, slow)
     route, many, received = _run(query, fast, EventShape.POINT, 3, batches, 0, False, slow)
-    assert route.timed and _released(o for s in many for o in s) == _released(one[0])
-    assert _counts(many) == _counts(one)
+    assert route.timed and released(o for s in many for o in s) == released(one[0])
+    assert counts(many) == counts(one)
     s = group.names.index("s")  # shard 1 gets none of the fast stream's events
     assert sum(int(((r["stream"] == s) & (r["kind"] == "point")).sum())
                for r in received[1]) == 0

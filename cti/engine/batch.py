@@ -23,6 +23,7 @@ from cti.adapters import FIELD_COLUMN, InputAdapter
 from cti.engine.layout import IN_COLUMNS, NULLABLE, in_row_to_tuple
 from cti.engine.route import QueryRoute
 from cti.engine.timed import generation_points
+from cti.events import SHAPE_KINDS, EventShape
 from cti.operators.frame import dense_codes, exact_field, payload_objects
 from cti.rows import InRow, adapter_item_to_row, clock_row, eos_row, payload_from_json
 
@@ -143,6 +144,8 @@ def text_hashes(texts: pa.Array) -> np.ndarray:
     return h
 
 
+_EVENT_KINDS = pa.array(sorted(set().union(*SHAPE_KINDS.values())))
+_EDGE_KINDS = pa.array(sorted(SHAPE_KINDS[EventShape.EDGE]))
 _MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)  # odd: the golden ratio's 64-bit fraction
 _FMIX64 = ((33, 0xFF51AFD7ED558CCD), (33, 0xC4CEB9FE1A85EC53), (33, 0))
 
@@ -160,7 +163,9 @@ def owners(payloads: pa.Array, field: str | None, shards: int,
 def routed(route: QueryRoute, group: int, rows: pa.Table, events_only: bool = False
            ) -> Iterable[tuple[int, pa.Table]]:
     """One piece of a group's input rows (``IN_ARROW`` columns), for each shard of the query:
-    the rows with ``own`` set, payloads kept only where that shard needs them, and ``text``,
+    the rows with ``own`` set, an event's payload kept only for the shard that owns it (edges
+    too: an edge end finds its start by payload, and its start has the same owner; a shard
+    needs others' events for their times only), and ``text``,
     the JSON text of the field that spreads the query, on the shard's own events where the
     adapter gave it (so the shard need not read it from the payloads again). Where the
     group's stream takes its time from generation points (``route.timed``) and its adapter
@@ -172,7 +177,6 @@ def routed(route: QueryRoute, group: int, rows: pa.Table, events_only: bool = Fa
     n = rows.num_rows
     own = np.full(n, -1, np.int32)
     text_codes, dictionaries = np.full(n, -1, np.int32), []
-    edge = np.zeros(n, bool)
     has_payload = payload.is_valid().to_numpy(zero_copy_only=False)
     for (g, i), field in route.fields.items():
         mine = (stream == i) & (g == group) & has_payload
@@ -196,10 +200,12 @@ def routed(route: QueryRoute, group: int, rows: pa.Table, events_only: bool = Fa
             dictionaries.append(texts.dictionary)
     dictionary = (pa.concat_arrays(dictionaries) if dictionaries
                   else pa.array([], pa.string()))
-    for g, i in route.edges:
-        edge |= (stream == i) & (g == group)
-    shared = edge | ~pc.is_in(kind, pa.array(["point", "interval"])).to_numpy(
-        zero_copy_only=False)
+    shared = ~pc.is_in(kind, _EVENT_KINDS).to_numpy(zero_copy_only=False)
+    for g, i in route.substreams:  # (their owners are still the hash's)
+        shared |= (stream == i) & (g == group)
+    # An edge of a stream the query does not read: shard 0 pairs it (for the metrics).
+    own[(own < 0) & ~shared & has_payload & pc.is_in(kind, _EDGE_KINDS).to_numpy(
+        zero_copy_only=False)] = 0
     timed = route.timed.get((group, int(stream[0]))) if n and events_only else None
     points = generation_points(rows, *timed, ROUTED_ARROW) if timed else None
     if points is not None:  # (events of a stream read for its CTIs only: shard 0 counts them)

@@ -21,17 +21,19 @@ from cti.operators.sharding import shard_fields
 class QueryRoute:
     """Where one query's input rows go (``cti.engine.batch.routed``): ``fields[(group,
     stream)]`` is the payload field that spreads the stream over ``shards`` (None: shard 0 owns
-    every event) for each stream the query reads; ``edges`` are the edge streams of the groups
-    it reads. ``timed[(group, stream)]``: (event count, event kind) of each stream whose shards
-    take their time from the source's generation points (``cti.engine.timed``) instead of
-    every row. ``reads[(group, stream)]``: the payload fields the query needs of a stream's
-    events (``cti.operators.projection``); a stream not named there is read whole."""
+    every event) for each stream the query reads; ``substreams``: the streams of the groups it
+    reads whose events every shard needs with their payloads (an event-ordering policy over a
+    key: each shard keeps every key's watermark). ``timed[(group, stream)]``: (event count,
+    event kind) of each stream whose shards take their time from the source's generation
+    points (``cti.engine.timed``) instead of every row. ``reads[(group, stream)]``: the
+    payload fields the query needs of a stream's events (``cti.operators.projection``); a
+    stream not named there is read whole."""
 
     query: int
     shards: int
     fields: dict[tuple[int, int], str | None]
-    edges: frozenset[tuple[int, int]]
     with_inputs: bool
+    substreams: frozenset[tuple[int, int]] = frozenset()
     timed: dict[tuple[int, int], tuple[int, str]] = attrs.field(factory=dict)
     reads: dict[tuple[int, int], frozenset[str]] = attrs.field(factory=dict)
 
@@ -50,14 +52,15 @@ def routes(queries: Sequence[Any], groups: Sequence[Any],
     for q, query in enumerate(queries):
         fields = shard_fields(query.node, query.inputs()) if shards > 1 or keyed else None
         read = {g for g, _ in refs[q]}
-        edges = frozenset((g, i) for g in read for i, s in enumerate(groups[g].streams)
-                          if s.shape is EventShape.EDGE)
         spread = shards if fields else 1
+        substreams = frozenset(
+            (g, i) for g in read for i, s in enumerate(groups[g].streams)
+            if s.event_ordering_policy is not None and s.event_ordering_policy.over)
         timed = {} if spread == 1 else {
             (g, i): t for g in read for i, t in timed_streams(groups[g].specs()).items()}
         out.append(QueryRoute(q, spread,
                               {r: fields[j] if fields else None for j, r in enumerate(refs[q])},
-                              edges, with_inputs, timed,
+                              with_inputs, substreams, timed,
                               {} if with_inputs else _reads(query, groups, refs[q])))
     return out
 

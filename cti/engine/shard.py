@@ -27,6 +27,7 @@ from cti.engine import timed
 from cti.engine.batch import owners
 from cti.engine.layout import in_rows_from_pandas, out_rows_to_pandas
 from cti.engine.route import QueryRoute
+from cti.events import SHAPE_KINDS, EventShape
 from cti.ingress import vectorized
 from cti.ingress.machine import IngressMachine
 from cti.ingress.spec import StreamSpec
@@ -52,9 +53,11 @@ def next_in_seq(machine_state: dict | None, stream: int) -> int:
 
 @attrs.frozen
 class ShardOutput:
-    """What a shard's step gives: each group's ingress output rows (with ``weight``: how many
-    rows each stands for; the rows of the groups it passes on in full, else the CTI and
-    summary rows at least), the released events (with ``release``) and the new output CTIs."""
+    """What a shard's step gives: each group's ingress output rows that it reports (with
+    ``weight``: how many rows each stands for): the rows of the groups it passes on in full;
+    else the rows of its own events of a stream timed by generation points, of its own edges,
+    and, on shard 0, every other row (the CTIs and what every shard judged alike). The
+    released events (with ``release``) and the new output CTIs."""
 
     ingress: dict[int, pd.DataFrame]
     events: pd.DataFrame
@@ -88,7 +91,7 @@ class Shard:
         ``state`` (``new_state()`` at first)."""
         machine = QueryMachine(self.plan, self.inputs, state["machine"])
         route, shard, groups = self.route, self.shard, self.groups
-        ingress_out, direct = {}, {}
+        ingress_out, reports, direct = {}, {}, {}
         for g in groups:
             ingress = IngressMachine(self.specs[g], state["ingress"][g])
             part = rows if len(groups) == 1 else rows[rows["group"].to_numpy() == g]
@@ -96,8 +99,9 @@ class Shard:
             got = None
             field = route.fields.get((g, 0))
             timed_stream = next((i for h, i in route.timed if h == g), None)
+            report = None
             if timed_stream is not None and not passing:  # time from generation points
-                got, chunks = _timed(ingress, part, shard, route, g, timed_stream)
+                got, report, chunks = _timed(ingress, part, shard, route, g, timed_stream)
                 direct |= {(g, i): c for i, c in chunks.items()}
             elif not passing:  # the shard's chunk straight from the vectorised ingress
                 done = vectorized.shard_chunk(ingress, part, shard, field)
@@ -108,12 +112,14 @@ class Shard:
             _weighted(got)
             state["ingress"][g] = ingress.state
             ingress_out[g] = got
+            reports[g] = got if passing else report if report is not None else _counted(
+                got, shard, route, g)
         chunks = [direct[(g, i)] if (g, i) in direct else chunk(
             ingress_out[g], i, shard, route.fields.get((g, i)), route.shards)
             for g, i in self.refs]
         events, ctis = machine.step(chunks)
         state["machine"] = machine.state
-        return ShardOutput(ingress_out, events, list(ctis))
+        return ShardOutput(reports, events, list(ctis))
 
 
 def _weighted(got: pd.DataFrame) -> pd.DataFrame:
@@ -124,16 +130,17 @@ def _weighted(got: pd.DataFrame) -> pd.DataFrame:
 
 
 def _timed(ingress: IngressMachine, rows: pd.DataFrame, shard: int, route: QueryRoute,
-           group: int, index: int) -> tuple[pd.DataFrame, dict[int, frame.Chunk]]:
+           group: int, index: int
+           ) -> tuple[pd.DataFrame, pd.DataFrame, dict[int, frame.Chunk]]:
     """A group whose stream ``index`` may come as generation points (``cti.engine.timed``),
     or whole (a piece that is not all valid events): each run of it in order, on the same
-    state; then the streams that import its CTIs (few rows, every shard gets them all) through
-    the row machine. The output rows of what every shard saw whole are shard 0's to report;
-    each shard reports its own events of the others. Each stream's chunk."""
+    state; then the streams that import its CTIs (few rows, every shard gets their times)
+    through the row machine. The group's output rows, the rows of them this shard reports
+    (its own events of the points; of the rest, as ``_counted``), and each stream's chunk."""
     fields = {i: route.fields.get((group, i)) for i in range(len(ingress.specs))}
     single = len(ingress.specs) == 1
     mine = rows["stream"].to_numpy() == index
-    outs, chunks = [], []
+    outs, reports, chunks = [], [], []
     for compact, part in timed.segments(rows if single else rows[mine]):
         if compact:
             got, step, ctis = timed.timed_step(ingress, part, shard, fields[index], index)
@@ -144,15 +151,48 @@ def _timed(ingress: IngressMachine, rows: pd.DataFrame, shard: int, route: Query
         else:  # (the fast stream's CTIs are imported on the way)
             got = _weighted(ingress_step(ingress, part, shard))
             step = chunk(got, index, shard, fields[index], route.shards)
-        outs.append(got if compact or shard == 0 else got.iloc[:0])
+        outs.append(got)
+        reports.append(got if compact else _counted(got, shard, route, group))
         chunks.append(step)
     out = {index: timed.merged(chunks)}
     if not single:
         got = _weighted(out_rows_to_pandas(ingress.process(in_rows_from_pandas(rows[~mine]))))
         out |= {i: chunk(got, i, shard, fields[i], route.shards)
                 for i in fields if i != index}
-        outs.append(got if shard == 0 else got.iloc[:0])
-    return frame.stack(outs), out
+        outs.append(got)
+        reports.append(_counted(got, shard, route, group))
+    return frame.stack(outs), frame.stack(reports), out
+
+
+_EVENT_STATUSES = ("accepted", "adjusted", "dropped", "invalid")
+
+
+def _counted(got: pd.DataFrame, shard: int, route: QueryRoute, group: int) -> pd.DataFrame:
+    """The rows of a group's ingress output ``got`` that this shard reports for the metrics:
+    an edge event's its owner's (only the owner, which has its payload, pairs and judges it;
+    ``cti.engine.batch.routed``), every other row shard 0's (every shard judges those alike,
+    from their times)."""
+    edge = (got["kind"].isin(SHAPE_KINDS[EventShape.EDGE])
+            & got["status"].isin(_EVENT_STATUSES)).to_numpy()
+    if not edge.any():
+        return got if shard == 0 else got.iloc[:0]
+    mine = np.zeros(len(got), bool)
+    stream = got["stream"].to_numpy()
+    for i in np.unique(stream[edge]):
+        rows = edge & (stream == i)
+        mine[rows] = _owned(got["payload"].to_numpy(object)[rows],
+                            route.fields.get((group, int(i))), shard, route.shards)
+    return got[mine | (~edge & (shard == 0))]
+
+
+def _owned(payloads: np.ndarray, field: str | None, shard: int, shards: int) -> np.ndarray:
+    """Which of these events (their payloads; None: left out, another shard's) the shard
+    owns, by the hash the rows were routed by (``batch.owners``)."""
+    kept = pd.notna(payloads)
+    mine = np.zeros(len(payloads), bool)
+    if kept.any():
+        mine[kept] = owners(pa.array(list(payloads[kept]), pa.string()), field, shards) == shard
+    return mine
 
 
 def chunk(got: pd.DataFrame, stream: int, shard: int, field: str | None, shards: int
@@ -168,13 +208,7 @@ def chunk(got: pd.DataFrame, stream: int, shard: int, field: str | None, shards:
     owned = got["weight"].to_numpy() == 0
     check = event & ~owned & (got["stream"].to_numpy() == stream)
     if check.any():
-        payload = got["payload"].to_numpy(object)[check]
-        kept = pd.notna(payload)
-        mine = np.zeros(len(payload), bool)
-        if kept.any():
-            mine[kept] = owners(pa.array(list(payload[kept]), pa.string()), field,
-                                shards) == shard
-        owned[check] = mine
+        owned[check] = _owned(got["payload"].to_numpy(object)[check], field, shard, shards)
     sel = (got["stream"].to_numpy() == stream) & ((status == "cti") | (event & owned))
     return frame.chunk_of(*(got[c].to_numpy()[sel] for c in (
         "status", "kind", "start", "end", "payload")))

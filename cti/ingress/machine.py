@@ -16,7 +16,7 @@ from typing import Any
 
 from cti.edges import close_edge, open_edge, reopen_edge
 from cti.errors import BadInputError, CtiViolationError
-from cti.events import SHAPE_KINDS
+from cti.events import SHAPE_KINDS, EventShape
 from cti.ingress import ordering
 from cti.ingress.spec import StreamSpec
 from cti.rows import CLOCK, EOS, INVALID, InRow, OutRow, payload_to_json
@@ -317,7 +317,9 @@ class IngressMachine:
         if row.kind in COUNTED:
             st["max_start"] = row.start if st["max_start"] is None else max(st["max_start"],
                                                                             row.start)
-        if row.kind == "edge_end":
+        if row.payload is None and row.kind in SHAPE_KINDS[EventShape.EDGE]:
+            pass  # another shard's edge, routed here for its time: its owner pairs and judges it
+        elif row.kind == "edge_end":
             self._edge_end(row)
         else:
             self._start_event(row)

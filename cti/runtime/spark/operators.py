@@ -94,11 +94,9 @@ def query_function(queries: Sequence[Any], groups: Sequence[Any],
         q = int(key[0])
         shard = int(key[1]) % routes[q].shards  # its slot (``partitioning.shard_slots``)
         mine = sorted({g for g, _ in refs[q]})
-        # Shard 0 reports a group's metrics (passing its rows on, it saw every row); else
-        # every shard its own events' counts where its time came from generation points
-        # (``cti.engine.timed``: it saw no other events).
-        reported = [g for g in mine if reporter[g] == q and (
-            shard == 0 or (any(h == g for h, _ in routes[q].timed) and not with_inputs))]
+        # Passing a group's rows on, shard 0 reports its metrics (it saw every row); else
+        # every shard reports the counts of the rows it judged alone (``Shard.step``).
+        reported = [g for g in mine if reporter[g] == q and (shard == 0 or not with_inputs)]
         engine = Shard(plans[q], [], refs[q], specs, routes[q], shard,
                        reported if with_inputs else ())
         saved = pickle.loads(state.get[0]) if state.exists else engine.new_state()

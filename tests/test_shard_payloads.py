@@ -1,0 +1,197 @@
+"""Events once for edges: a reference stream's edge events travel with their payloads to the
+shard that owns them only (``cti.engine.batch.routed``); the other shards get their times (a
+start may make a CTI) and neither pair nor judge them; each shard reports its own edges'
+counts. A stream with an event-ordering policy over a key gives every shard its events'
+payloads, since each keeps every key's watermark. Checked in process against one shard that
+saw every row, and on Spark against the in-process run."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pandas as pd
+import pyarrow as pa
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from shard_runs import counts, released, run_shards
+
+from cti import (
+    AdvanceTimeGenerationSettings,
+    AdvanceTimeImportSettings,
+    AdvanceTimePolicy,
+    AdvanceTimeSettings,
+    Application,
+    Arriving,
+    CepStream,
+    EdgeEvent,
+    EventOrderingPolicy,
+    EventShape,
+    PointEvent,
+    agg,
+)
+from cti.engine.batch import owners
+from cti.io.memory import MemoryInputAdapter, MemoryInputAdapterFactory
+from cti.runtime.base import query_inputs
+from cti.runtime.local import LocalRuntime
+from cti.runtime.spark import SparkRuntime
+
+KEYS = "abcde"
+CASES = settings(max_examples=60, deadline=None,
+                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+@st.composite
+def reference_cases(draw):
+    """A fast point stream and a slow edge stream (versions of each key's reference row,
+    importing the fast stream's CTIs), cut into pieces over micro-batches."""
+    t, fast = 0, []
+    for _ in range(draw(st.integers(0, 30))):
+        t += draw(st.integers(0, 3))
+        fast.append(PointEvent(max(0, t - draw(st.integers(0, 4))),
+                               {"k": draw(st.sampled_from(KEYS)), "v": draw(st.integers(0, 9))}))
+    edges = []  # (sync time, item): each key's versions, the last maybe left open
+    for k in draw(st.lists(st.sampled_from(KEYS), max_size=4, unique=True)):
+        starts = sorted(set(draw(st.lists(st.integers(0, 70), min_size=1, max_size=4))))
+        for j, a in enumerate(starts):
+            payload = {"k": k, "ver": j}
+            edges.append((a, EdgeEvent.start_edge(a, payload)))
+            end = starts[j + 1] if j + 1 < len(starts) else (
+                a + draw(st.integers(1, 20)) if draw(st.booleans()) else None)
+            if end is not None:
+                edges.append((end, EdgeEvent.end_edge(a, end, payload)))
+    edges = [item for _, item in sorted(edges, key=lambda e: e[0])]
+    return dict(
+        fast=fast, edges=edges,
+        every=draw(st.sampled_from([1, 3, timedelta(microseconds=2),
+                                    timedelta(microseconds=5)])),
+        policy=draw(st.sampled_from([AdvanceTimePolicy.DROP, AdvanceTimePolicy.ADJUST])),
+        fast_cuts=sorted(draw(st.lists(st.integers(0, len(fast)), max_size=3))),
+        edge_cuts=sorted(draw(st.lists(st.integers(0, len(edges)), max_size=3))),
+        shards=draw(st.integers(2, 4)), seed=draw(st.integers(0, 1000)))
+
+
+def _reference_join(fast, edges, every, policy):
+    app = Application()
+    s = CepStream.create("s", MemoryInputAdapterFactory(), fast, EventShape.POINT,
+                         AdvanceTimeSettings(AdvanceTimeGenerationSettings(
+                             every, timedelta(0), True), None, policy), application=app)
+    r = CepStream.create("r", MemoryInputAdapterFactory(), edges, EventShape.EDGE,
+                         AdvanceTimeSettings(import_settings=AdvanceTimeImportSettings("s"),
+                                             policy=policy), application=app)
+    return s.join(r, on="k")
+
+
+def _batches(cuts, n, name):
+    """A stream's rows cut at ``cuts``: one piece per micro-batch, the last ends the input."""
+    bounds = [0, *cuts, n]
+    return [{name: [(a, b, i == len(bounds) - 2)]}
+            for i, (a, b) in enumerate(zip(bounds, bounds[1:], strict=False))]
+
+
+def _merged(*per_stream):
+    out = [{} for _ in range(max(map(len, per_stream)))]
+    for batches in per_stream:
+        for i, batch in enumerate(batches):
+            out[i] |= batch
+    return out
+
+
+@CASES
+@given(case=reference_cases())
+def test_edges_reach_their_owner_alone_and_the_shards_equal_one(case):
+    query = _reference_join(case["fast"], case["edges"], case["every"], case["policy"])
+    adapters = {"s": MemoryInputAdapter(case["fast"], EventShape.POINT),
+                "r": MemoryInputAdapter(case["edges"], EventShape.EDGE)}
+    batches = _merged(_batches(case["fast_cuts"], len(case["fast"]), "s"),
+                      _batches(case["edge_cuts"], len(case["edges"]), "r"))
+    _, one, _, _ = run_shards(query, adapters, batches, 1)
+    route, many, received, states = run_shards(query, adapters, batches, case["shards"],
+                                               case["seed"])
+    assert route.shards == case["shards"]
+    assert released(o for outs in many for o in outs) == released(one[0])
+    for b, step in enumerate(one[0]):
+        assert all(outs[b].ctis == step.ctis for outs in many)
+    assert counts(many) == counts(one)
+    group = query_inputs(query)[0][0]
+    index = group.names.index("r")
+    for shard, rows_by_batch in enumerate(received):
+        rows = pd.concat(rows_by_batch, ignore_index=True)
+        edge = (rows["kind"].isin(["edge_start", "edge_end"]) & (rows["stream"] == index)
+                ).to_numpy()
+        assert sorted(rows["seq"][edge]) == list(range(len(case["edges"])))  # every time
+        own, kept = rows["own"].to_numpy()[edge], rows["payload"].notna().to_numpy()[edge]
+        assert ((own == shard) == kept).all()  # a payload: the owner's alone
+        open_edges = states[shard]["ingress"][0]["streams"][index]["open_edges"]
+        assert all(_owner(payload, route.shards) == shard for _, payload in open_edges)
+
+
+def _owner(payload: str, shards: int) -> int:
+    return int(owners(pa.array([payload]), "k", shards)[0])
+
+
+@st.composite
+def substream_cases(draw):
+    """Events of several keys arriving in order, their times up to 6 behind or 40 ahead of
+    the arrival (late, out of order, early), cut into micro-batches."""
+    arrival, items = 0, []
+    for _ in range(draw(st.integers(0, 30))):
+        arrival += draw(st.integers(0, 4))
+        t = max(0, arrival + draw(st.integers(-6, 40)))
+        items.append(Arriving(PointEvent(t, {"k": draw(st.sampled_from(KEYS)), "v": 1}),
+                              arrival))
+    return dict(items=items, cuts=sorted(draw(st.lists(st.integers(0, len(items)),
+                                                       max_size=3))),
+                shards=draw(st.integers(2, 4)), seed=draw(st.integers(0, 1000)),
+                action=draw(st.sampled_from([AdvanceTimePolicy.DROP, AdvanceTimePolicy.ADJUST])))
+
+
+def _substreams(items, action):
+    """Each key its own timeline (``over="k"``), a tumbling count per key."""
+    policy = EventOrderingPolicy(
+        late_arrival_tolerance=timedelta(microseconds=5),
+        out_of_order_tolerance=timedelta(microseconds=3),
+        early_arrival_window=timedelta(microseconds=30), action=action, over="k")
+    s = CepStream.create("s", MemoryInputAdapterFactory(), items, EventShape.POINT,
+                         event_ordering_policy=policy, application=Application())
+    return s.group_by("k").apply(
+        lambda g: g.tumbling_window(timedelta(microseconds=10)).aggregate(n=agg.count()))
+
+
+@CASES
+@given(case=substream_cases())
+def test_substreams_over_the_shards_equal_one_shard(case):
+    query = _substreams(case["items"], case["action"])
+    adapters = {"s": MemoryInputAdapter(case["items"], EventShape.POINT)}
+    batches = _batches(case["cuts"], len(case["items"]), "s")
+    _, one, _, _ = run_shards(query, adapters, batches, 1)
+    route, many, _, _ = run_shards(query, adapters, batches, case["shards"], case["seed"])
+    assert route.shards == case["shards"]
+    assert released(o for outs in many for o in outs) == released(one[0])
+    for b, step in enumerate(one[0]):
+        assert all(outs[b].ctis == step.ctis for outs in many)
+    assert counts(many) == counts(one)
+
+
+def test_on_spark_edges_and_substreams_over_three_shards_equal_the_in_process_run(spark):
+    fast = [PointEvent(t, {"k": KEYS[t % 5], "v": t}) for t in range(0, 120, 2)]
+    edges = []
+    for i, k in enumerate(KEYS):
+        edges += [(i, EdgeEvent.start_edge(i, {"k": k, "ver": 0})),
+                  (40 + i, EdgeEvent.end_edge(i, 40 + i, {"k": k, "ver": 0})),
+                  (40 + i, EdgeEvent.start_edge(40 + i, {"k": k, "ver": 1}))]
+    edges.append((45, Arriving(EdgeEvent.start_edge(25, {"k": "a", "ver": 9}), 45)))  # late
+    edges = [item for _, item in sorted(edges, key=lambda e: e[0])]
+    arrivals = [Arriving(PointEvent(max(0, a + (a * 7) % 13 - 6), {"k": KEYS[a % 5], "v": 1}),
+                         a) for a in range(0, 90, 3)]
+    for query in (_reference_join(fast, edges, 4, AdvanceTimePolicy.ADJUST),
+                  _reference_join(fast, edges, timedelta(microseconds=7),
+                                  AdvanceTimePolicy.DROP),
+                  _substreams(arrivals, AdvanceTimePolicy.ADJUST)):
+        runtime = SparkRuntime(spark, shards=3, batch_sizes=[20, 7])
+        assert query.collect(runtime) == query.collect(LocalRuntime())
+        for stream in query.inputs():  # the counts in Spark's progress: each event once
+            want = stream.run(LocalRuntime())[stream.name].metrics
+            for metric, name in (("accepted", "accepted"), ("adjusted", "adjusted"),
+                                 ("dropped", "dropped"), ("cti", "ctis")):
+                assert sum(b.get(f"{stream.name}.{metric}") or 0
+                           for b in runtime.progress) == want[name], (stream.name, metric)
