@@ -3,6 +3,8 @@
 - **Reference-data join**: each entry joined with the registration valid at its time. The
   registrations are a slow edge stream that imports the entries' CTIs, so the join's output CTIs
   follow the fast stream and each match is released as soon as the next entry's CTI passes it.
+  Its ``select`` once over one pair's payloads, once over frames of many pairs
+  (``frame=True``, pandas columns at once): the same events.
 - **Left anti-semi-join**: entries whose plate has no registration on file.
 - **Time in the booth**: each entry, extended to a 15-minute interval
   (``alter_event_duration``), joined with the exit of the same car at the same booth: the result
@@ -21,6 +23,7 @@ import argparse
 from collections import Counter
 from datetime import timedelta
 
+import pandas as pd
 from _tolldata import (
     bind_entries,
     bind_exits,
@@ -67,6 +70,15 @@ def main() -> None:
     assert sorted(e.start for e in events(out)) == want
     entry_ctis = [i.time for i in entries.collect(args.runtime) if isinstance(i, Cti)]
     assert [i.time for i in out if isinstance(i, Cti)] == entry_ctis, "CTIs follow the entries"
+
+    # The same join with its select over frames of pairs (whole columns at once, no Python
+    # call per pair): the same answer.
+    by_frame = entries.join(registrations, on="LicensePlate", frame=True,
+                            select=lambda car, reg: pd.DataFrame({
+                                "plate": car["LicensePlate"], "booth": car["TollId"],
+                                "expired": reg["Expired"] == "1"}))
+    assert by_frame.collect(args.runtime) == out
+    print("== the same join with select over frames (frame=True): the same events")
 
     missing = events(unregistered.collect(args.runtime))
     print(f"== {len(missing)} entries with no registration on file (left anti-semi-join)")

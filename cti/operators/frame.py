@@ -20,8 +20,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
+from cti.errors import CtiError
 from cti.events import StreamItem, item_from_kind
-from cti.rows import PLAIN_JSON_CHARS, OutRow, payload_from_json
+from cti.rows import PLAIN_JSON_CHARS, OutRow, payload_from_json, payload_to_json
+from cti.schema import shown
 from cti.time import MAX_TIME
 
 # Order of kinds at equal sync time within a release block (docs/operators.md).
@@ -93,6 +95,52 @@ def map_payloads(frame: pd.DataFrame, fn: Callable[[dict[str, Any]], Any]) -> li
             cache[text] = fn(payload_from_json(text))
         out.append(cache[text])
     return out
+
+
+def payload_frame(texts: np.ndarray) -> pd.DataFrame:
+    """Payloads (JSON texts) as a pandas frame: a row per payload, a column per field, as
+    pandas builds it from the parsed payloads (a field missing from a payload is null, NaN in
+    a column of numbers). Read by Arrow's JSON reader, column-wise, where its types are the
+    ones pandas would infer (no nested objects); else parsed one by one."""
+    n = len(texts)
+    if n and not pd.isna(texts).any():
+        try:
+            table = pa_json.read_json(io.BytesIO("\n".join(texts).encode()))
+        except pa.ArrowInvalid:  # (a field of two types)
+            table = None
+        if table is not None and table.num_rows == n and not any(
+                pa.types.is_nested(f.type) for f in table.schema):
+            return table.to_pandas() if table.num_columns else pd.DataFrame(index=range(n))
+    return pd.DataFrame.from_records([payload_from_json(t) for t in texts], index=range(n))
+
+
+def payloads_of_frame(result: Any, rows: int, what: str) -> list[str]:
+    """A user function's frame of new payloads (``rows`` rows, a column per field) as each
+    payload's JSON text; a null (None, NaN, NaT) is a JSON null. ``what`` names the function
+    in the error for anything else."""
+    if not isinstance(result, pd.DataFrame) or len(result) != rows or not all(
+            isinstance(c, str) for c in result.columns):
+        raise CtiError(f"{what} must return a frame of {rows} rows (one per event) whose "
+                       f"columns are field names, got {type(result).__name__} "
+                       f"{shown(repr(result))}")
+    return [payload_to_json({k: None if _null(v) else v for k, v in row.items()})
+            for row in result.to_dict("records")]
+
+
+def mask_of(result: Any, rows: int, what: str) -> np.ndarray:
+    """A user function's booleans, one per row of the ``rows`` it was given (a Series is
+    taken by position); ``what`` names the function in the error for anything else."""
+    keep = np.asarray(result.to_numpy() if isinstance(result, pd.Series | pd.Index)
+                      else result)
+    if keep.shape != (rows,) or keep.dtype != bool:
+        raise CtiError(f"{what} must return one boolean per event ({rows}), got "
+                       f"{type(result).__name__} {shown(repr(result))}")
+    return keep
+
+
+def _null(value: Any) -> bool:
+    return value is None or value is pd.NA or value is pd.NaT or (
+        isinstance(value, float) and value != value)
 
 
 def arrow_to_pandas(table: pa.Table) -> pd.DataFrame:

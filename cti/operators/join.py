@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
 import numpy as np
 import pandas as pd
 
@@ -147,24 +148,12 @@ def _decide(node: plan.Join, state: dict[str, Any]) -> tuple[list[tuple], list[t
     unsure = ~gone & ~certain
     still = [pending[i] for i in np.flatnonzero(unsure)]
     out: list[tuple] = []
-    parsed: dict[str, dict[str, Any]] = {}
-
-    def parse(text: str) -> dict[str, Any]:
-        if text not in parsed:
-            parsed[text] = payload_from_json(text)
-        return parsed[text]
-
-    for i in np.flatnonzero(certain):
-        lp, rp = parse(lc["payload"][i]), parse(rc["payload"][i])
-        try:
-            if node.predicate is not None and not node.predicate(lp, rp):
-                continue
-            joined = node.select(lp, rp) if node.select else {**lp, **rp}
-        except Exception as exc:
-            usercode.note(exc, "join predicate or select", node.label,
-                          f"{lc['payload'][i]} and {rc['payload'][i]}", "payloads")
-            raise
-        payload = payload_to_json(joined)
+    pairs = np.flatnonzero(certain)
+    joined = (_joined_frames if node.frame else _joined)(node, lc["payload"][pairs],
+                                                         rc["payload"][pairs])
+    for i, payload in zip(pairs, joined, strict=True):
+        if payload is None:  # (the predicate said no)
+            continue
         kinds, t, key = (lc["kind"][i], rc["kind"][i]), int(s[i]), lc["key"][i]
         if "point" in kinds:
             out.append(("point", t, t + 1, payload, key))
@@ -174,6 +163,59 @@ def _decide(node: plan.Join, state: dict[str, Any]) -> tuple[list[tuple], list[t
             out.append(("edge_start", t, MAX_TIME, payload, key))
             state["open"].append((*pending[i], t, payload, key))
     return out, still
+
+
+def _joined(node: plan.Join, left: np.ndarray, right: np.ndarray) -> list[str | None]:
+    """Each pair's payload (JSON text), None where the predicate rejects the pair: the user's
+    functions per pair, each distinct payload parsed once."""
+    parsed: dict[str, dict[str, Any]] = {}
+
+    def parse(text: str) -> dict[str, Any]:
+        if text not in parsed:
+            parsed[text] = payload_from_json(text)
+        return parsed[text]
+
+    out: list[str | None] = []
+    for lt, rt in zip(left, right, strict=True):
+        lp, rp = parse(lt), parse(rt)
+        try:
+            if node.predicate is not None and not node.predicate(lp, rp):
+                out.append(None)
+                continue
+            joined = node.select(lp, rp) if node.select else {**lp, **rp}
+        except Exception as exc:
+            usercode.note(exc, "join predicate or select", node.label,
+                          f"{lt} and {rt}", "payloads")
+            raise
+        out.append(payload_to_json(joined))
+    return out
+
+
+def _joined_frames(node: plan.Join, left: np.ndarray, right: np.ndarray
+                   ) -> list[str | None]:
+    """``_joined`` with the user's functions over frames of the pairs' payloads, once."""
+    if not len(left):
+        return []
+    lf, rf = frame.payload_frame(left), frame.payload_frame(right)
+    what = f"join(..., frame=True) {node.label}"
+
+    def call(fn: Any, *frames: pd.DataFrame) -> Any:
+        try:
+            return fn(*frames)
+        except Exception as exc:
+            usercode.note(exc, "join predicate or select", node.label,
+                          f"{left[0]} and {right[0]}", f"frames of {len(left)} pairs; the first")
+            raise
+
+    keep = np.ones(len(left), bool) if node.predicate is None else frame.mask_of(
+        call(node.predicate, lf, rf), len(left), f"{what}: the predicate")
+    if node.select is None:  # both payloads merged, pair by pair (a frame has no "absent")
+        texts = iter(_joined(attrs.evolve(node, predicate=None), left[keep], right[keep]))
+    else:
+        result = call(node.select, lf[keep].reset_index(drop=True),
+                      rf[keep].reset_index(drop=True))
+        texts = iter(frame.payloads_of_frame(result, int(keep.sum()), f"{what}: select"))
+    return [next(texts) if k else None for k in keep]
 
 
 def _close_open_pairs(state: dict[str, Any]) -> list[tuple]:

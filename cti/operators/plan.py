@@ -65,11 +65,13 @@ class Unary(Node):
 @attrs.frozen(eq=False)
 class Where(Unary):
     predicate: Callable[[dict[str, Any]], bool]
+    frame: bool = False  # the predicate takes a frame of payloads (``frame.payload_frame``)
 
 
 @attrs.frozen(eq=False)
 class Select(Unary):
     fn: Callable[[dict[str, Any]], dict[str, Any]]
+    frame: bool = False  # the function maps a frame of payloads to one of new payloads
 
 
 @attrs.frozen(eq=False)
@@ -141,6 +143,7 @@ class Join(Binary):
     right_key: str | None
     predicate: Callable[[dict[str, Any], dict[str, Any]], bool] | None
     select: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]] | None
+    frame: bool = False  # predicate and select take frames of the pairs' payloads
 
 
 @attrs.frozen(eq=False)

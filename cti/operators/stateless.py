@@ -39,6 +39,20 @@ def _map_ctis(ctis: list[int], fn) -> list[int]:
     return out
 
 
+def _on_frame(node: plan.Where | plan.Select, operator: str, fn: Any, ev: pd.DataFrame
+              ) -> tuple[pd.DataFrame, Any]:
+    """The events' payloads as a frame (``frame.payload_frame``), and ``fn`` of it; an
+    exception of ``fn`` noted with the operator, the stream and the frame's first payload."""
+    payloads = ev["payload"].to_numpy(object)
+    df = frame.payload_frame(payloads)
+    try:
+        return df, fn(df)
+    except Exception as exc:
+        usercode.note(exc, operator, node.source.label, payloads[0],
+                      f"frame of {len(df)} payloads; the first")
+        raise
+
+
 def where(node: plan.Where, chunk: Chunk) -> Chunk:
     ev = chunk.events
     if not len(ev):
@@ -50,7 +64,12 @@ def where(node: plan.Where, chunk: Chunk) -> Chunk:
             usercode.note(exc, "where", node.source.label, payload_to_json(p))
             raise
 
-    keep = np.asarray(frame.map_payloads(ev, test), dtype=bool)
+    if node.frame:
+        df, got = _on_frame(node, "where", node.predicate, ev)
+        keep = frame.mask_of(got, len(df), f"where(..., frame=True) on stream "
+                             f"{node.source.label}")
+    else:
+        keep = np.asarray(frame.map_payloads(ev, test), dtype=bool)
     return Chunk(ev[keep].reset_index(drop=True), chunk.ctis,  # the payloads are the same
                  {f: (codes[keep], *rest) for f, (codes, *rest) in chunk.fields.items()},
                  None if chunk.keys is None else (chunk.keys[0][keep], chunk.keys[1]))
@@ -71,8 +90,14 @@ def select(node: plan.Select, chunk: Chunk) -> Chunk:
             raise CtiError(f"select must return a dict payload, got {out!r} for {p!r}")
         return payload_to_json(out)
 
+    if node.frame:
+        df, got = _on_frame(node, "select", node.fn, ev)
+        payloads = frame.payloads_of_frame(got, len(df), f"select(..., frame=True) on stream "
+                                           f"{node.source.label}")
+    else:
+        payloads = frame.map_payloads(ev, project)
     ev = ev.copy()
-    ev["payload"] = pd.Series(frame.map_payloads(ev, project), dtype=object, index=ev.index)
+    ev["payload"] = pd.Series(payloads, dtype=object, index=ev.index)
     return Chunk(ev, chunk.ctis)
 
 

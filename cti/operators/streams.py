@@ -40,6 +40,12 @@ def _function(name: str, fn: Any) -> Any:
     return fn
 
 
+def _flag(name: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidSettingsError(f"{name} is True or False, got {value!r}")
+    return value
+
+
 def _join_keys(on: Any) -> tuple[str | None, str | None]:
     if on is None:
         return None, None
@@ -108,14 +114,20 @@ class QueryOperators:
 
     # ---- per event --------------------------------------------------------------------------
 
-    def where(self, predicate: Callable[[dict[str, Any]], bool]) -> DerivedStream:
-        """Keep the events whose payload satisfies ``predicate(payload)``."""
-        return self._derive(plan.Where(self._node(), _function("where", predicate)),
+    def where(self, predicate: Callable[[Any], Any], *, frame: bool = False) -> DerivedStream:
+        """Keep the events whose payload satisfies ``predicate(payload)``. ``frame=True``:
+        ``predicate`` takes a pandas frame of many events' payloads (a row per event, a column
+        per field) and returns one boolean per row, so it can work on whole columns."""
+        return self._derive(plan.Where(self._node(), _function("where", predicate),
+                                       _flag("where frame", frame)),
                             self._label("where(...)"))
 
-    def select(self, fn: Callable[[dict[str, Any]], dict[str, Any]]) -> DerivedStream:
-        """Replace each payload by ``fn(payload)`` (a dict); lifetimes are unchanged."""
-        return self._derive(plan.Select(self._node(), _function("select", fn)),
+    def select(self, fn: Callable[[Any], Any], *, frame: bool = False) -> DerivedStream:
+        """Replace each payload by ``fn(payload)`` (a dict); lifetimes are unchanged.
+        ``frame=True``: ``fn`` takes a pandas frame of many events' payloads (a row per event)
+        and returns a frame of their new payloads, row for row."""
+        return self._derive(plan.Select(self._node(), _function("select", fn),
+                                        _flag("select frame", frame)),
                             self._label("select(...)"))
 
     def shift_event_time(self, offset: Duration) -> DerivedStream:
@@ -161,17 +173,21 @@ class QueryOperators:
     def join(self, other: QueryOperators, on: Any = None,
              predicate: Callable[[dict[str, Any], dict[str, Any]], bool] | None = None,
              select: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]] | None = None,
-             ) -> DerivedStream:
+             *, frame: bool = False) -> DerivedStream:
         """Every pair of events whose lifetimes overlap and whose ``on`` fields are equal (and
         ``predicate(left, right)`` holds): lifetime the intersection, payload
-        ``select(left, right)`` (default: both payloads merged, the right one winning)."""
+        ``select(left, right)`` (default: both payloads merged, the right one winning).
+        ``frame=True``: ``predicate`` and ``select`` take two pandas frames of many pairs'
+        payloads (the left ones and the right ones, row for row) and return one boolean per
+        row, and a frame of the new payloads."""
         _check_stream("join", other)
         _same_context(self._node(), other._node(), "join")
         lk, rk = _join_keys(on)
         _check_keys("join", self, other, on, lk, rk)
         node = plan.Join(self._node(), other._node(), lk, rk,
                          None if predicate is None else _function("predicate", predicate),
-                         None if select is None else _function("select", select))
+                         None if select is None else _function("select", select),
+                         _flag("join frame", frame))
         return self._derive(node, self._label(_join_text("join", other, on)))
 
     def left_anti_semi_join(self, other: QueryOperators, on: Any = None,

@@ -13,8 +13,8 @@ to the shard's own task (``partitioning.shard_slots``). Each shard runs the engi
   generation points (``cti.engine.timed``); the source routes the rows
   (``cti.engine.batch.routed``), packed many to a Spark row (``cti.runtime.spark.packing``),
   and an event's payload travels only to the shard that owns it (the hash of the key the
-  query is spread by, ``cti.operators.sharding``), or to all for edge streams (an edge end
-  finds its start by payload);
+  query is spread by, ``cti.operators.sharding``; an edge's too, as its end and start have
+  one owner), or to all for a stream whose event-ordering policy is over a key;
 - keeps the events it owns and runs the ``QueryMachine`` over them: all its keys at once,
   vectorised over pandas frames.
 
