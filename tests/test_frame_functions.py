@@ -1,6 +1,7 @@
-"""User functions over frames (``where``, ``select`` and ``join`` with ``frame=True``): the same
-results as the functions over one payload at a time, whatever the micro-batches, on both
-runtimes; a function that returns the wrong thing, or raises, is named."""
+"""User functions over frames (``where``, ``select``, ``join`` and ``agg.udf`` with
+``frame=True``): the same results as the functions over one payload at a time, whatever the
+micro-batches, on both runtimes; a function that returns the wrong thing, or raises, is
+named."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from cti import (
     EventShape,
     IntervalEvent,
     PointEvent,
+    agg,
 )
 from cti.errors import CtiError, InvalidSettingsError
 from cti.io.memory import MemoryInputAdapterFactory
@@ -75,6 +77,10 @@ def _queries(s, r):
                                                     "rv": rf["v"]}), frame=True)),
         (s.join(r, on="k", predicate=lambda lp, rp: lp["v"] <= rp["v"]),  # payloads merged
          s.join(r, on="k", predicate=lambda lf, rf: lf["v"] <= rf["v"], frame=True)),
+        (s.group_by("k").apply(lambda g: g.tumbling_window(timedelta(microseconds=5)).aggregate(
+            t=agg.udf(lambda ps: [p["v"] for p in ps]))),
+         s.group_by("k").apply(lambda g: g.tumbling_window(timedelta(microseconds=5)).aggregate(
+            t=agg.udf(lambda df: df["v"].tolist(), frame=True)))),
     ]
 
 

@@ -40,9 +40,11 @@ class Aggregate:
 
 @attrs.frozen
 class UserDefinedAggregate:
-    """``fn(payloads) -> value`` over the payloads of a window's events (in time order)."""
+    """``fn(payloads) -> value`` over the payloads of a window's events (in time order);
+    ``frame``: over a pandas frame of them (``cti.operators.frame.payload_frame``)."""
 
-    fn: Callable[[Sequence[dict[str, Any]]], Any]
+    fn: Callable[[Any], Any]
+    frame: bool = False
 
     def compute(self, payloads: Sequence[dict[str, Any]]) -> Any:
         return self.fn(payloads)
@@ -88,11 +90,14 @@ def avg(field: Field) -> Aggregate:
     return Aggregate("avg", field)
 
 
-def udf(fn: Callable[[Sequence[dict[str, Any]]], Any]) -> UserDefinedAggregate:
-    """A user-defined aggregate: a function over the payloads of the window's events."""
+def udf(fn: Callable[[Any], Any], *, frame: bool = False) -> UserDefinedAggregate:
+    """A user-defined aggregate: a function over the payloads of the window's events (a list
+    of dicts; ``frame=True``: a pandas frame, a row per event, a column per field)."""
     if not callable(fn):
         raise InvalidSettingsError(f"udf needs a function, got {fn!r}")
-    return UserDefinedAggregate(fn)
+    if not isinstance(frame, bool):
+        raise InvalidSettingsError(f"udf frame is True or False, got {frame!r}")
+    return UserDefinedAggregate(fn, frame)
 
 
 def incremental(init: Callable[[], Any], add: Callable[[Any, dict[str, Any]], Any],

@@ -119,13 +119,16 @@ def _user_fields(node: plan.Window, name: str, ev: pd.DataFrame, field: Any) -> 
     return frame.field_values(ev, value)
 
 
-def _computed(node: plan.Window, name: str, agg: Any, items: list[dict[str, Any]]) -> Any:
-    """A user-defined aggregate of a window's payloads (its exception noted)."""
+def _computed(node: plan.Window, name: str, agg: Any, texts: list[str]) -> Any:
+    """A user-defined aggregate of a window's payloads (JSON texts, in time order; its
+    exception noted)."""
     try:
-        return agg.compute(items)
+        if getattr(agg, "frame", False):
+            return agg.fn(frame.payload_frame(np.asarray(texts, object)))
+        return agg.compute([payload_from_json(t) for t in texts])
     except Exception as exc:
         usercode.note(exc, f"aggregate {name!r}", node.source.label,
-                      "[" + ",".join(map(payload_to_json, items)) + "]", "window's payloads")
+                      "[" + ",".join(texts) + "]", "window's payloads")
         raise
 
 
@@ -281,11 +284,10 @@ def _emit(node: plan.Window, state: dict[str, Any], done: int | None,
             if extra:
                 p[group_field] = payload_from_json(key)[-1]
             if len(columns) < len(node.aggregates):
-                events = sorted(state["events"].pop((key, k), []))
-                items = [payload_from_json(e[2]) for e in events]
+                texts = [e[2] for e in sorted(state["events"].pop((key, k), []))]
                 for name, agg in node.aggregates.items():
                     if name not in columns:
-                        p[name] = _computed(node, name, agg, items)
+                        p[name] = _computed(node, name, agg, texts)
             payloads.append(payload_to_json(p))
     if node.output_policy is plan.WindowOutputPolicy.CLIP_TO_WINDOW_END:
         return frame.make(["interval"] * len(out), starts, ends, payloads, keys)
