@@ -134,7 +134,8 @@ def main() -> None:
         half = len(readings()) // 2
         append_readings(live, readings()[:half])
         query = per_minute_live(live).to(JsonLinesOutputAdapterFactory(), str(folder))
-        query.run(SparkRuntime(batch_sizes=[40], shards=4, checkpoint_location=str(checkpoint)))
+        query.run(SparkRuntime(batch_sizes=[40], shards=4, parallelism=4,
+                               checkpoint_location=str(checkpoint)))
         append_readings(live, readings()[half:])  # the rest, while the job is down
         query.run(SparkRuntime(batch_sizes=[40], parallelism=2,
                                checkpoint_location=str(checkpoint)))

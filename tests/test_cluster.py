@@ -95,7 +95,8 @@ if __name__ == "__main__":
     data, written, checkpoint = (str(Path(sys.argv[2]) / n) for n in ("in.jsonl", "out", "ck"))
     write_rows(data, range(450), "w")
     query = live_windows(data).to(JsonLinesOutputAdapterFactory(), written)
-    query.run(SparkRuntime(spark, shards=4, batch_sizes=[150], checkpoint_location=checkpoint))
+    query.run(SparkRuntime(spark, shards=4, parallelism=4, batch_sizes=[150],
+                           checkpoint_location=checkpoint))
     write_rows(data, range(450, 900), "a")  # more input while the job is down
     query.run(SparkRuntime(spark, parallelism=2, batch_sizes=[150],
                            checkpoint_location=checkpoint))

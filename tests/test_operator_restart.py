@@ -50,7 +50,7 @@ def test_a_restart_on_fewer_tasks_gives_the_same_output(spark, tmp_path, which):
     in-process one. The restart's output partitions show it ran on 2 tasks."""
     _, restarted = run_twice_from_checkpoint(
         spark, tmp_path, ROWS, 7, lambda data: queries(data)[which], (3, 4),
-        ({"shards": 4}, {"parallelism": 2}))
+        ({"shards": 4, "parallelism": 4}, {"parallelism": 2}))
     assert restarted == queries(tmp_path / "in.jsonl")[which].collect(LocalRuntime())
     assert recorded_partitions(str(tmp_path / "checkpoint")) == 2
     assert recorded_shards(str(tmp_path / "checkpoint")) == 4

@@ -1,7 +1,7 @@
 """The number of shards on Spark is a setting (``SparkRuntime(shards=)``, by default the
-session's cores), not ``spark.sql.shuffle.partitions``; a checkpoint keeps it. Each shard runs
-in its own task (Spark's hash partitioning checked); fewer tasks (``parallelism``) than
-shards, never more."""
+session's cores), not ``spark.sql.shuffle.partitions``; a checkpoint keeps it. Shards land
+evenly on their tasks (Spark's hash partitioning checked): by default as many tasks as the
+cores (a divisor of the shards), ``parallelism`` of them if asked, never more than shards."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from cti.io.outputs import JsonLinesOutputAdapterFactory, read_json_lines_output
 from cti.io.tables import ParquetOutputAdapterFactory, read_parquet_output
 from cti.runtime.local import LocalRuntime
 from cti.runtime.spark import SparkRuntime
-from cti.runtime.spark.partitioning import partition_of, shard_slots
+from cti.runtime.spark.partitioning import default_tasks, partition_of, shard_slots
 
 pytestmark = pytest.mark.spark
 
@@ -108,16 +108,27 @@ def test_each_shard_has_its_own_partition_by_sparks_own_hash(spark, shards):
 
 
 def test_four_shards_write_from_four_tasks(spark, tmp_path):
-    """A query on 4 shards runs on 4 tasks: its parallel output has a file per shard
-    partition (with the shard numbers as Spark's keys, 2 of the 4 partitions would get them
-    all)."""
+    """A query on 4 shards and 4 tasks: its parallel output has a file per shard partition
+    (with the shard numbers as Spark's keys, 2 of the 4 partitions would get them all). By
+    default on the session's 2 cores, 2 tasks, each running 2 shards."""
     events = [PointEvent(t, {"k": f"k{t % 40}"}) for t in range(400)]
     s = CepStream.create("s", MemoryInputAdapterFactory(), events, EventShape.POINT,
                          AdvanceTimeSettings.increasing_start_time(), application=Application())
     query = s.group_by("k").apply(lambda g: g.tumbling_window(ticks(100)).aggregate(
         n=agg.count()))
-    out = tmp_path / "out"
-    query.to(JsonLinesOutputAdapterFactory(), str(out)).run(SparkRuntime(spark, shards=4))
-    written = {int(p.stem.rsplit("-", 1)[1]) for p in out.glob("batch-*.jsonl")}
-    assert written == {0, 1, 2, 3}
-    assert read_json_lines_output(out) == query.collect(LocalRuntime())
+    want = query.collect(LocalRuntime())
+    for tasks, runtime in ((4, SparkRuntime(spark, shards=4, parallelism=4)),
+                           (2, SparkRuntime(spark, shards=4))):
+        out = tmp_path / f"out-{tasks}"
+        query.to(JsonLinesOutputAdapterFactory(), str(out)).run(runtime)
+        written = {int(p.stem.rsplit("-", 1)[1]) for p in out.glob("batch-*.jsonl")}
+        assert written == set(range(tasks))
+        assert read_json_lines_output(out) == want
+
+
+@pytest.mark.parametrize(("shards", "cores", "tasks"), [
+    (1, 2, 1), (2, 2, 2), (4, 2, 2), (8, 2, 2), (64, 8, 8), (256, 100, 64), (9, 4, 3),
+    (3, 2, 3), (7, 4, 7)])
+def test_default_tasks_are_the_largest_divisor_of_the_shards_up_to_the_cores(
+        shards, cores, tasks):
+    assert default_tasks(shards, cores) == tasks

@@ -51,3 +51,12 @@ def shard_slots(query: int, shards: int, partitions: int) -> tuple[int, ...]:
             slot += shards
         slots.append(slot)
     return tuple(slots)
+
+
+def default_tasks(shards: int, cores: int) -> int:
+    """How many tasks run ``shards`` shards on ``cores`` cores by default: the largest divisor
+    of ``shards`` up to ``cores`` (each task runs as many shards; more tasks than cores would
+    only queue, each with Spark's fixed cost per task), or one per shard where that divisor is
+    1 (a prime number of shards above the cores: the cores still share the work)."""
+    best = max(d for d in range(1, min(shards, cores) + 1) if shards % d == 0)
+    return shards if best == 1 else best

@@ -30,6 +30,7 @@ from cti.runtime.spark.ingress import apply_ingress
 from cti.runtime.spark.metrics import OBSERVATION, observe
 from cti.runtime.spark.operators import OP, PASS, apply_queries
 from cti.runtime.spark.packing import unpack_output
+from cti.runtime.spark.partitioning import default_tasks
 from cti.runtime.spark.schema import out_row_from_spark
 from cti.runtime.spark.session import get_spark
 from cti.runtime.spark.source import (
@@ -79,7 +80,8 @@ class SparkRuntime:
     reads the ticks a checkpoint's offset log holds.
     ``shards``: how many shards spread a query (its keys' state is split that way; fixed for a
     checkpoint's life). ``parallelism``: how many tasks run them (at most ``shards``; default:
-    one per shard, or what the checkpoint last ran with). A restart with another
+    what the checkpoint last ran with, else as many as the session's cores, the largest
+    divisor of ``shards`` up to them: ``partitioning.default_tasks``). A restart with another
     ``parallelism`` first re-spreads the checkpoint's state over that many tasks (Spark's
     offline state repartitioning), and gives the same output: the shards and their state are
     the same, only the tasks that run them change. A divisor of ``shards`` gives each task as
@@ -131,13 +133,14 @@ class SparkRuntime:
         belongs to its keys: another count would give wrong results)."""
         if sharded:
             check_shard_layout(checkpoint, self.shard_count)
-        tasks = self.parallelism or self.shard_count
+        recorded = recorded_partitions(checkpoint)
+        tasks = self.parallelism or recorded or default_tasks(
+            self.shard_count, max(1, self.spark.sparkContext.defaultParallelism))
         if tasks > self.shard_count:
             raise BindingError(
                 f"SparkRuntime(parallelism={tasks}) is more than the {self.shard_count} shards "
                 f"of checkpoint {checkpoint}: a task runs whole shards, so the tasks past the "
                 "shards would stay idle; a new checkpoint can have more shards")
-        recorded = recorded_partitions(checkpoint)
         if self.parallelism is not None and recorded not in (None, tasks):
             respread(self.spark, checkpoint, recorded, tasks)
         conf = self.spark.conf
