@@ -209,16 +209,21 @@ def start_spark() -> Any:
     return get_spark(master="local[2]", shuffle_partitions=2)
 
 
-def _native_run(spark: Any, data: Path) -> tuple[float, list[dict[str, Any]]]:
-    """One spark-native streaming query over ``data``: seconds taken and its progress reports."""
+def _native_run(spark: Any, data: Path, where: str = "none"
+                ) -> tuple[float, list[dict[str, Any]]]:
+    """One spark-native streaming query over ``data``: seconds taken and its progress reports.
+    ``where`` other than "none": the filter ``WHERE_KEEPS``, as a column expression."""
     from pyspark.sql import functions as F
 
     checkpoint = tempfile.mkdtemp(prefix="bench-native-ckpt-")
     try:
         t0 = time.perf_counter()
+        rows = (spark.readStream.schema("time LONG, key STRING, value LONG")
+                .option("maxFilesPerTrigger", 1).parquet(str(data)))
+        if where != "none":
+            rows = rows.filter(F.col("value") % 3 != 0)
         counts = (
-            spark.readStream.schema("time LONG, key STRING, value LONG")
-            .option("maxFilesPerTrigger", 1).parquet(str(data))
+            rows
             .withColumn("ts", F.timestamp_micros("time"))
             .withWatermark("ts", f"{DELAY_US // 1000} milliseconds")
             .groupBy("key", F.window("ts", f"{WINDOW.seconds} seconds", f"{HOP.seconds} seconds"))
@@ -242,11 +247,11 @@ def run_spark_native(root: Path, opts: argparse.Namespace) -> dict[str, Any]:
     t0 = time.perf_counter()
     spark = start_spark()
     session = time.perf_counter() - t0
-    _native_run(spark, root / "warmup")
+    _native_run(spark, root / "warmup", opts.where)
     startup = time.perf_counter() - t0
     log(f"spark-native: session {session:.1f} s, with warm-up query {startup:.1f} s")
     before, cpu = stage_metrics(spark), tree_cpu_s()
-    runs = [_native_run(spark, root / "events") for _ in range(opts.repeat)]
+    runs = [_native_run(spark, root / "events", opts.where) for _ in range(opts.repeat)]
     metrics = per_run(task_metrics(before, stage_metrics(spark), tree_cpu_s() - cpu),
                       opts.repeat)
     elapsed, progress = _median(runs)
@@ -324,11 +329,14 @@ def _cti_source(data: Path, cti_input: str) -> tuple[Any, Any, float]:
     return MemoryInputAdapterFactory(), events, time.perf_counter() - t0
 
 
-def _cti_run(factory: Any, config: Any, runtime: Any) -> tuple[float, int]:
+def _cti_run(factory: Any, config: Any, runtime: Any, where: str = "none"
+             ) -> tuple[float, int]:
     """Run the cti query into a counting adapter: seconds taken and output events.
 
     Point events with a CTI every ``CTI_EVERY`` events ``DELAY_US`` behind the latest start,
-    policy DROP, then a hopping-window count per key.
+    policy DROP, then (``where`` "row" or "frame": first the events whose value is not a
+    multiple of 3, by a function of each payload or of a frame of them) a hopping-window count
+    per key.
     """
     from cti import (
         AdvanceTimeGenerationSettings,
@@ -350,6 +358,10 @@ def _cti_run(factory: Any, config: Any, runtime: Any) -> tuple[float, int]:
         )
         stream = CepStream.create("events", factory, config, EventShape.POINT, settings,
                                   application=Application())
+        if where == "row":
+            stream = stream.where(lambda p: p["value"] % 3 != 0)
+        elif where == "frame":
+            stream = stream.where(lambda df: df["value"] % 3 != 0, frame=True)
         counts = stream.group_by("key").apply(
             lambda g: g.hopping_window(WINDOW, HOP).aggregate(count=agg.count()))
         counts.to(CountingOutputAdapterFactory(), str(out)).run(runtime)
@@ -370,7 +382,7 @@ def run_cti_local(root: Path, opts: argparse.Namespace) -> dict[str, Any]:
 
     _check_cti_api()
     factory, config, load = _cti_source(root / "events", opts.cti_input)
-    runs = [_cti_run(factory, config, LocalRuntime(_batch_sizes(opts)))
+    runs = [_cti_run(factory, config, LocalRuntime(_batch_sizes(opts)), opts.where)
             for _ in range(opts.repeat)]
     elapsed, rows = _median(runs)
     return {"startup_s": 0.0, "load_s": load, "run_s": elapsed,
@@ -463,13 +475,13 @@ def run_cti_spark(root: Path, opts: argparse.Namespace) -> dict[str, Any]:
     session = time.perf_counter() - t0
     shards = opts.shards[0] if opts.shards else None
     _cti_run(*_cti_source(root / "warmup", opts.cti_input)[:2],
-             SparkRuntime(spark, shards=shards))
+             SparkRuntime(spark, shards=shards), opts.where)
     startup = time.perf_counter() - t0
     log(f"cti-spark: session {session:.1f} s, with warm-up query {startup:.1f} s")
     factory, config, load = _cti_source(root / "events", opts.cti_input)
     before, cpu = stage_metrics(spark), tree_cpu_s()
     runs = [_cti_run(factory, config, SparkRuntime(spark, batch_sizes=_batch_sizes(opts),
-                                                   shards=shards))
+                                                   shards=shards), opts.where)
             for _ in range(opts.repeat)]
     metrics = per_run(task_metrics(before, stage_metrics(spark), tree_cpu_s() - cpu),
                       opts.repeat)
@@ -553,6 +565,7 @@ def child(system: str, root: Path, opts: argparse.Namespace) -> dict[str, Any]:
     memory = TreeMemory().start()
     line: dict[str, Any] = {"system": system, "events": opts.events, "keys": opts.keys,
                             "batches": opts.batches, "key_rate": opts.key_rate,
+                            "where": opts.where,
                             "load_avg_1m": round(os.getloadavg()[0], 2)}
     if system.startswith("cti-"):
         line["cti_input"] = opts.cti_input
@@ -583,7 +596,7 @@ def run_system(system: str, root: Path, args: argparse.Namespace, shards: int | 
            "--events", str(args.events), "--keys", str(args.keys),
            "--batches", str(args.batches), "--seed", str(args.seed),
            "--repeat", str(args.repeat),
-           "--cti-input", args.cti_input]
+           "--cti-input", args.cti_input, "--where", args.where]
     if args.key_rate is not None:
         cmd += ["--key-rate", str(args.key_rate)]
     if shards is not None:
@@ -623,6 +636,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--shards", default=None, metavar="S[,S...]",
                    help="cti-spark's shard counts (SparkRuntime(shards=S)), comma-separated: "
                         "one run and one line per count (default: the runtime's default)")
+    p.add_argument("--where", choices=("none", "row", "frame"), default="none",
+                   help="filter the events first (value %% 3 != 0): cti by a function of each "
+                        "payload (row) or of a frame of them (frame), plain Spark by a column "
+                        "expression either way")
     p.add_argument("--child", choices=SYSTEMS + YARDSTICKS, help=argparse.SUPPRESS)
     p.add_argument("--data", type=Path, help=argparse.SUPPRESS)
     args = p.parse_args(argv)

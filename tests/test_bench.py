@@ -25,8 +25,10 @@ def _bench_module():
     return module
 
 
-def _expected_windows(tmp_path: Path, key_rate: float | None = None) -> int:
-    """Distinct (key, 10 s window every 5 s) pairs of the generated data: one output each."""
+def _expected_windows(tmp_path: Path, key_rate: float | None = None, where: bool = False
+                      ) -> int:
+    """Distinct (key, 10 s window every 5 s) pairs of the generated data: one output each
+    (``where``: of the events whose value is not a multiple of 3)."""
     import pyarrow.parquet as pq
 
     bench = _bench_module()
@@ -35,8 +37,8 @@ def _expected_windows(tmp_path: Path, key_rate: float | None = None) -> int:
     hop = bench.HOP // bench.timedelta(microseconds=1)
     size = bench.WINDOW // bench.timedelta(microseconds=1)
     pairs = set()
-    for t, k in zip(cols["time"], cols["key"], strict=True):
-        if k is None:  # the end-of-stream row
+    for t, k, v in zip(cols["time"], cols["key"], cols["value"], strict=True):
+        if k is None or (where and v % 3 == 0):  # the end-of-stream row; filtered out
             continue
         first = (t - size) // hop + 1  # windows [w*hop, w*hop + size) holding t
         pairs.update((k, w) for w in range(first, t // hop + 1))
@@ -70,6 +72,24 @@ def test_bench_runs_and_counts_agree(tmp_path: Path) -> None:
     assert by_system["spark-native"]["output_rows"] == expected
     assert by_system["cti-local"]["output_rows"] == expected
     assert by_system["arrow-floor"]["output_rows"] == expected
+
+
+def test_where_by_payload_and_by_frame_count_the_same_windows(tmp_path: Path) -> None:
+    """``--where row`` and ``--where frame`` filter the events first, by a function of each
+    payload or of a frame of them: the same windows, those of the kept events."""
+    rows = {}
+    for where in ("row", "frame"):
+        proc = subprocess.run(
+            [sys.executable, str(BENCH), "--events", str(EVENTS), "--keys", str(KEYS),
+             "--systems", "cti-local", "--where", where],
+            cwd=REPO, capture_output=True, text=True, timeout=600, check=False)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        line = json.loads(proc.stdout.splitlines()[-1])
+        assert "error" not in line and line["where"] == where, line
+        rows[where] = line["output_rows"]
+    expected = _expected_windows(tmp_path / "data", where=True)
+    assert rows == {"row": expected, "frame": expected}
+    assert expected < _expected_windows(tmp_path / "all")
 
 
 def test_arrow_floor_carries_open_windows_across_files(tmp_path: Path) -> None:
