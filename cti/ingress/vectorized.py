@@ -48,6 +48,37 @@ def saturating_sub(values: np.ndarray, delay: int) -> np.ndarray:
         - delay
 
 
+def span_points(starts: np.ndarray, prev_max: int, gen_ref: int | None, span: int
+                ) -> tuple[np.ndarray, int | None]:
+    """Which of these counted events (their starts, in arrival order) generate a CTI by time
+    span (SPEC 4: the first counted event, then each whose start is at least ``span`` past the
+    start of the event that generated the previous CTI, ``gen_ref``), and the new ``gen_ref``.
+    ``prev_max``: the largest start before them. Such an event's start is above every earlier
+    start (the events since the last one all started less than ``span`` after it, and it was
+    above all before it), so the first event at or past ``gen_ref + span`` is the first such
+    record: one search per generated CTI, not a step per event."""
+    out = np.zeros(len(starts), bool)
+    if not len(starts):
+        return out, gen_ref
+    earlier = np.maximum.accumulate(np.concatenate([[prev_max], starts[:-1]]))
+    records = np.flatnonzero(starts > earlier)  # strictly increasing starts
+    at = starts[records]
+    i = 0 if gen_ref is None else _first_at(at, gen_ref + span)
+    if i < len(at) and (len(at) - i < 2 or np.diff(at[i:]).min() >= span):
+        out[records[i:]] = True  # every record from there on is a span past the one before
+        return out, int(at[-1])
+    while i < len(at):
+        out[records[i]] = True
+        gen_ref = int(at[i])
+        i = _first_at(at, gen_ref + span)
+    return out, gen_ref
+
+
+def _first_at(ordered: np.ndarray, t: int) -> int:
+    """The index of the first value at or above ``t`` (a Python int, maybe past int64)."""
+    return len(ordered) if t > MAX_TIME else int(np.searchsorted(ordered, t, side="left"))
+
+
 def process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame) -> pd.DataFrame | None:
     """The batch's output rows (stream 0), or None where the row machine must run instead."""
     done = _process(spec, st, pdf, 0)
@@ -170,11 +201,8 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
         generating[ev_idx[(-count - 1) % spec.event_count::spec.event_count]] = True
         count = int((count + len(ev_idx)) % spec.event_count)
     else:
-        d = spec.duration
-        for i, s in zip(ev_idx.tolist(), start[ev_idx].tolist(), strict=True):
-            if gen_ref is None or s - gen_ref >= d:
-                gen_ref = s
-                generating[i] = True
+        triggers, gen_ref = span_points(start[ev_idx], prev_max, gen_ref, spec.duration)
+        generating[ev_idx[triggers]] = True
     candidate = np.full(n, MIN_TIME, np.int64)
     candidate[generating] = saturating_sub(max_start[generating], spec.delay)
     candidate[is_cti] = start[is_cti]
