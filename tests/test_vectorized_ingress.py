@@ -260,3 +260,27 @@ def test_a_shards_chunk_straight_from_the_arrays_is_the_chunk_of_its_rows(data):
     want_codes, _ = frames.field_codes(chunk.events, "k")
     pairs = set(zip(codes.tolist(), want_codes.tolist(), strict=True))
     assert len(pairs) == len(set(codes.tolist())) == len(set(want_codes.tolist()))
+
+
+@settings(max_examples=300, deadline=None)
+@given(starts=st.lists(st.integers(0, 200).map(lambda k: 50 * k) | st.integers(0, 10_000),
+                      max_size=60),
+       span=st.integers(1, 60).map(lambda k: 50 * k) | st.integers(1, 3_000),
+       gen_ref=st.none() | st.integers(0, 200).map(lambda k: 50 * k),
+       before=st.integers(0, 10_000))
+def test_span_points_are_the_generators_of_the_rule(starts, span, gen_ref, before):
+    """``span_points`` (one search per generator, or a step per record) marks exactly the
+    events SPEC 4's rule, applied event by event, makes generate a CTI (times on a grid of 50
+    as often as not, so that a start lands exactly a span past a generator)."""
+    import numpy as np
+
+    if gen_ref is None:  # (no generator yet: no counted event yet either)
+        before = MIN_TIME
+    else:  # every event since the last generator started less than a span after it
+        before = min(max(before, gen_ref), gen_ref + span - 1)
+    want, ref = [], gen_ref
+    for s in starts:
+        want.append(ref is None or s - ref >= span)
+        ref = s if want[-1] else ref
+    got, new_ref = vectorized.span_points(np.asarray(starts, np.int64), before, gen_ref, span)
+    assert got.tolist() == want and new_ref == ref

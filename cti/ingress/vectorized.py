@@ -56,7 +56,8 @@ def span_points(starts: np.ndarray, prev_max: int, gen_ref: int | None, span: in
     ``prev_max``: the largest start before them. Such an event's start is above every earlier
     start (the events since the last one all started less than ``span`` after it, and it was
     above all before it), so the first event at or past ``gen_ref + span`` is the first such
-    record: one search per generated CTI, not a step per event."""
+    record: one search per generated CTI where they are few beside the records, else a step
+    per record, never a step per event."""
     out = np.zeros(len(starts), bool)
     if not len(starts):
         return out, gen_ref
@@ -67,10 +68,16 @@ def span_points(starts: np.ndarray, prev_max: int, gen_ref: int | None, span: in
     if i < len(at) and (len(at) - i < 2 or np.diff(at[i:]).min() >= span):
         out[records[i:]] = True  # every record from there on is a span past the one before
         return out, int(at[-1])
-    while i < len(at):
-        out[records[i]] = True
-        gen_ref = int(at[i])
-        i = _first_at(at, gen_ref + span)
+    if i < len(at) and (int(at[-1]) - int(at[i])) // span * 8 < len(at) - i:
+        while i < len(at):  # few generators among many records: a search for each
+            out[records[i]] = True
+            gen_ref = int(at[i])
+            i = _first_at(at, gen_ref + span)
+        return out, gen_ref
+    for j, t in zip(records[i:].tolist(), at[i:].tolist(), strict=True):  # a step per record
+        if gen_ref is None or t - gen_ref >= span:
+            out[j] = True
+            gen_ref = t
     return out, gen_ref
 
 
