@@ -37,6 +37,7 @@ MEAN_STEP_US = 1_000  # events ~1 ms apart on average (without --key-rate)
 MAX_DISORDER_US = 50_000  # each event up to 50 ms earlier than its ordered time
 DELAY_US = 2 * MAX_DISORDER_US  # watermark / CTI delay: > max disorder, so nothing is late
 CTI_EVERY = 1_000  # a CTI every 1000 events
+CTI_SPAN = timedelta(seconds=1)  # or (--cti-by span) a CTI every second of event time
 WARMUP_EVENTS = 200  # the Spark systems' warm-up query (excluded from events_per_s)
 WINDOW = timedelta(seconds=10)
 HOP = timedelta(seconds=5)
@@ -329,11 +330,12 @@ def _cti_source(data: Path, cti_input: str) -> tuple[Any, Any, float]:
     return MemoryInputAdapterFactory(), events, time.perf_counter() - t0
 
 
-def _cti_run(factory: Any, config: Any, runtime: Any, where: str = "none"
+def _cti_run(factory: Any, config: Any, runtime: Any, where: str = "none", cti_by: str = "count"
              ) -> tuple[float, int]:
     """Run the cti query into a counting adapter: seconds taken and output events.
 
-    Point events with a CTI every ``CTI_EVERY`` events ``DELAY_US`` behind the latest start,
+    Point events with a CTI every ``CTI_EVERY`` events (``cti_by`` "span": every ``CTI_SPAN``
+    of event time) ``DELAY_US`` behind the latest start,
     policy DROP, then (``where`` "row" or "frame": first the events whose value is not a
     multiple of 3, by a function of each payload or of a frame of them) a hopping-window count
     per key.
@@ -352,7 +354,8 @@ def _cti_run(factory: Any, config: Any, runtime: Any, where: str = "none"
     try:
         t0 = time.perf_counter()
         settings = AdvanceTimeSettings(
-            AdvanceTimeGenerationSettings(CTI_EVERY, delay=timedelta(microseconds=DELAY_US),
+            AdvanceTimeGenerationSettings(CTI_EVERY if cti_by == "count" else CTI_SPAN,
+                                          delay=timedelta(microseconds=DELAY_US),
                                           advance_to_infinity_on_shutdown=True),
             policy=AdvanceTimePolicy.DROP,
         )
@@ -382,7 +385,7 @@ def run_cti_local(root: Path, opts: argparse.Namespace) -> dict[str, Any]:
 
     _check_cti_api()
     factory, config, load = _cti_source(root / "events", opts.cti_input)
-    runs = [_cti_run(factory, config, LocalRuntime(_batch_sizes(opts)), opts.where)
+    runs = [_cti_run(factory, config, LocalRuntime(_batch_sizes(opts)), opts.where, opts.cti_by)
             for _ in range(opts.repeat)]
     elapsed, rows = _median(runs)
     return {"startup_s": 0.0, "load_s": load, "run_s": elapsed,
@@ -475,13 +478,13 @@ def run_cti_spark(root: Path, opts: argparse.Namespace) -> dict[str, Any]:
     session = time.perf_counter() - t0
     shards = opts.shards[0] if opts.shards else None
     _cti_run(*_cti_source(root / "warmup", opts.cti_input)[:2],
-             SparkRuntime(spark, shards=shards), opts.where)
+             SparkRuntime(spark, shards=shards), opts.where, opts.cti_by)
     startup = time.perf_counter() - t0
     log(f"cti-spark: session {session:.1f} s, with warm-up query {startup:.1f} s")
     factory, config, load = _cti_source(root / "events", opts.cti_input)
     before, cpu = stage_metrics(spark), tree_cpu_s()
     runs = [_cti_run(factory, config, SparkRuntime(spark, batch_sizes=_batch_sizes(opts),
-                                                   shards=shards), opts.where)
+                                                   shards=shards), opts.where, opts.cti_by)
             for _ in range(opts.repeat)]
     metrics = per_run(task_metrics(before, stage_metrics(spark), tree_cpu_s() - cpu),
                       opts.repeat)
@@ -565,7 +568,7 @@ def child(system: str, root: Path, opts: argparse.Namespace) -> dict[str, Any]:
     memory = TreeMemory().start()
     line: dict[str, Any] = {"system": system, "events": opts.events, "keys": opts.keys,
                             "batches": opts.batches, "key_rate": opts.key_rate,
-                            "where": opts.where,
+                            "where": opts.where, "cti_by": opts.cti_by,
                             "load_avg_1m": round(os.getloadavg()[0], 2)}
     if system.startswith("cti-"):
         line["cti_input"] = opts.cti_input
@@ -596,7 +599,7 @@ def run_system(system: str, root: Path, args: argparse.Namespace, shards: int | 
            "--events", str(args.events), "--keys", str(args.keys),
            "--batches", str(args.batches), "--seed", str(args.seed),
            "--repeat", str(args.repeat),
-           "--cti-input", args.cti_input, "--where", args.where]
+           "--cti-input", args.cti_input, "--where", args.where, "--cti-by", args.cti_by]
     if args.key_rate is not None:
         cmd += ["--key-rate", str(args.key_rate)]
     if shards is not None:
@@ -640,6 +643,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="filter the events first (value %% 3 != 0): cti by a function of each "
                         "payload (row) or of a frame of them (frame), plain Spark by a column "
                         "expression either way")
+    p.add_argument("--cti-by", choices=("count", "span"), default="count",
+                   help="the cti systems' CTIs: every 1,000 events (count) or every second of "
+                        "event time (span)")
     p.add_argument("--child", choices=SYSTEMS + YARDSTICKS, help=argparse.SUPPRESS)
     p.add_argument("--data", type=Path, help=argparse.SUPPRESS)
     args = p.parse_args(argv)

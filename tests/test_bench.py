@@ -92,6 +92,18 @@ def test_where_by_payload_and_by_frame_count_the_same_windows(tmp_path: Path) ->
     assert expected < _expected_windows(tmp_path / "all")
 
 
+def test_ctis_by_time_span_count_the_same_windows(tmp_path: Path) -> None:
+    """``--cti-by span``: a CTI every second of event time instead of every 1,000 events; the
+    delay still exceeds the disorder, so the same windows as every other system."""
+    proc = subprocess.run(
+        [sys.executable, str(BENCH), "--events", str(EVENTS), "--keys", str(KEYS),
+         "--systems", "cti-local", "--cti-by", "span"],
+        cwd=REPO, capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    line = json.loads(proc.stdout.splitlines()[-1])
+    assert line["cti_by"] == "span" and line["output_rows"] == _expected_windows(tmp_path)
+
+
 def test_arrow_floor_carries_open_windows_across_files(tmp_path: Path) -> None:
     """The yardstick merges a window's counts from several micro-batch files: the same windows
     with 5 files as with one, and every event counted once in each of its two windows."""

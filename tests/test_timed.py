@@ -94,7 +94,9 @@ def cases(draw):
     ends = sorted(set(draw(st.lists(st.integers(1, len(pieces)), max_size=3))) | {len(pieces)})
     batches = [pieces[a:b] for a, b in zip([0, *ends], ends, strict=False)]
     return dict(
-        items=items, shape=shape, count=draw(st.sampled_from([1, 2, 3, 5])),
+        items=items, shape=shape, count=draw(st.sampled_from(
+            [1, 2, 3, 5, timedelta(microseconds=1), timedelta(microseconds=3),
+             timedelta(microseconds=8)])),  # a CTI every N events, or by time span
         delay=draw(st.integers(0, 5)), flush=draw(st.booleans()),
         policy=draw(st.sampled_from([AdvanceTimePolicy.DROP, AdvanceTimePolicy.ADJUST])),
         window=draw(st.booleans()), batches=batches, shards=draw(st.integers(2, 4)),
@@ -117,7 +119,8 @@ def test_shards_with_generation_points_equal_one_shard(case):
     route, many, received = _run(query, *args, case["shards"], case["batches"], case["seed"],
                                  passing, slow)
     fast = query_inputs(query)[0][0].names.index("s")
-    assert route.timed == {(0, fast): (case["count"], case["shape"].value)}
+    count = case["count"] if isinstance(case["count"], int) else None  # (None: time span)
+    assert route.timed == {(0, fast): (count, case["shape"].value)}
     assert released(many[s][b] for s in range(len(many)) for b in range(len(many[s]))) == \
         released(o for o in one[0])
     for b, step in enumerate(one[0]):
@@ -180,13 +183,16 @@ def test_generation_points_are_few_beside_the_events(count):
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("with_inputs", [False, True], ids=["output", "with-inputs"])
+@pytest.mark.parametrize(("with_inputs", "every"), [
+    (False, 4), (True, 4), (False, timedelta(microseconds=6))],
+    ids=["output", "with-inputs", "time-span"])
 def test_on_spark_shards_with_generation_points_equal_the_in_process_run(spark, tmp_path,
-                                                                         with_inputs):
+                                                                         with_inputs, every):
     """A Parquet input of intervals with disorder (adjusted and dropped events), a CTI every 4
-    events, in micro-batches cut anywhere, spread over 3 shards: the output and the ingress
-    counts in Spark's progress equal the in-process run's; with the inputs' own results too
-    (shard 0 then receives every row, to pass it on), those equal as well."""
+    events (or every 6 ticks of time), in micro-batches cut anywhere, spread over 3 shards: the
+    output and the ingress counts in Spark's progress equal the in-process run's; with the
+    inputs' own results too (shard 0 then receives every row, to pass it on), those equal as
+    well."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -203,7 +209,7 @@ def test_on_spark_shards_with_generation_points_equal_the_in_process_run(spark, 
                              "v": rng.integers(0, 9, n)}), tmp_path / "in.parquet")
     config = ParquetInputConfig(str(tmp_path / "in.parquet"), "start", "end")
     settings_ = AdvanceTimeSettings(
-        AdvanceTimeGenerationSettings(4, timedelta(microseconds=3), True), None,
+        AdvanceTimeGenerationSettings(every, timedelta(microseconds=3), True), None,
         AdvanceTimePolicy.ADJUST)
     stream = CepStream.create("s", ParquetInputAdapterFactory(), config, EventShape.INTERVAL,
                               settings_, application=Application())

@@ -23,18 +23,18 @@ class QueryRoute:
     stream)]`` is the payload field that spreads the stream over ``shards`` (None: shard 0 owns
     every event) for each stream the query reads; ``substreams``: the streams of the groups it
     reads whose events every shard needs with their payloads (an event-ordering policy over a
-    key: each shard keeps every key's watermark). ``timed[(group, stream)]``: (event count,
-    event kind) of each stream whose shards take their time from the source's generation
-    points (``cti.engine.timed``) instead of every row. ``reads[(group, stream)]``: the
-    payload fields the query needs of a stream's events (``cti.operators.projection``); a
-    stream not named there is read whole."""
+    key: each shard keeps every key's watermark). ``timed[(group, stream)]``: (event count, or
+    None for CTIs by time span; event kind) of each stream whose shards take their time from
+    the source's generation points (``cti.engine.timed``) instead of every row.
+    ``reads[(group, stream)]``: the payload fields the query needs of a stream's events
+    (``cti.operators.projection``); a stream not named there is read whole."""
 
     query: int
     shards: int
     fields: dict[tuple[int, int], str | None]
     with_inputs: bool
     substreams: frozenset[tuple[int, int]] = frozenset()
-    timed: dict[tuple[int, int], tuple[int, str]] = attrs.field(factory=dict)
+    timed: dict[tuple[int, int], tuple[int | None, str]] = attrs.field(factory=dict)
     reads: dict[tuple[int, int], frozenset[str]] = attrs.field(factory=dict)
 
     @property
@@ -94,15 +94,15 @@ def stream_reads(routes: Sequence[QueryRoute], group: int, stream: int
     return need
 
 
-def timed_streams(specs: Sequence[StreamSpec]) -> dict[int, tuple[int, str]]:
-    """{stream: (event count, event kind)} of a group's stream whose shards can take its time
-    from the source's generation points (``cti.engine.timed``): a stream that generates a CTI
-    every N events, vectorised, stops at bad input (a dead-lettered row would shift the count),
-    and is the group's only stream or the one every other stream imports its CTIs from (a fast
-    stream and its slow reference streams)."""
+def timed_streams(specs: Sequence[StreamSpec]) -> dict[int, tuple[int | None, str]]:
+    """{stream: (event count, None for a time span; event kind)} of a group's stream whose
+    shards can take its time from the source's generation points (``cti.engine.timed``): a
+    stream that generates a CTI every N events or every time span, vectorised, stops at bad
+    input (a dead-lettered row would shift the count), and is the group's only stream or the
+    one every other stream imports its CTIs from (a fast stream and its slow reference
+    streams)."""
     for i, spec in enumerate(specs):
-        if eligible([spec]) and spec.event_count is not None and not spec.dead_letter \
-                and spec.arrival_clock == "data" and all(
-                    other.import_from == i for j, other in enumerate(specs) if j != i):
+        if eligible([spec]) and not spec.dead_letter and spec.arrival_clock == "data" and all(
+                other.import_from == i for j, other in enumerate(specs) if j != i):
             return {i: (spec.event_count, spec.shape.value)}
     return {}

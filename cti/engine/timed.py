@@ -37,6 +37,7 @@ from cti.ingress.vectorized import (
     known_field,
     output_frame,
     saturating_sub,
+    span_points,
     status_rows,
 )
 from cti.operators.frame import Chunk, filled, stack
@@ -46,11 +47,13 @@ NULL = MIN_TIME
 GEN, PIECE = "gen", "piece"
 
 
-def generation_points(rows: pa.Table, count: int, kind: str, schema: pa.Schema
+def generation_points(rows: pa.Table, count: int | None, kind: str, schema: pa.Schema
                       ) -> pa.Table | None:
     """The ``gen`` and ``piece`` rows (``schema``) of a piece of one stream's rows (contiguous
     ``seq``, maybe ending with end of input), for a stream that generates a CTI every ``count``
-    events of kind ``kind``; None where the piece is not all valid events without arrival
+    events of kind ``kind``, or (``count`` None) by time span: then a ``gen`` row per event
+    that starts above every earlier one of the piece (only such an event can generate: see
+    ``vectorized.span_points``). None where the piece is not all valid events without arrival
     times (then every shard gets it whole)."""
     n = rows.num_rows
     if n == 0:
@@ -72,7 +75,11 @@ def generation_points(rows: pa.Table, count: int, kind: str, schema: pa.Schema
         if ((end == NULL) | (end <= start) | (end == MAX_TIME)).any():
             return None
     most = np.maximum.accumulate(start) if events else start
-    at = np.flatnonzero((seq[:events] + 1) % count == 0)
+    if count is None:  # the piece's records: an event above every earlier start of the piece
+        at = np.flatnonzero(start > np.concatenate([[MIN_TIME], most[:-1]])) if events else \
+            np.zeros(0, np.int64)
+    else:
+        at = np.flatnonzero((seq[:events] + 1) % count == 0)
     m = len(at) + 1
     stream = rows.column("stream")[0].as_py()
     return pa.table({
@@ -124,8 +131,7 @@ def timed_step(machine: IngressMachine, pdf: pd.DataFrame, owner: int,
     shard's own."""
     spec = machine.specs[index]
     st = machine.state["streams"][index]
-    n_gen = spec.event_count
-    assert n_gen is not None
+    n_gen = spec.event_count  # (None: CTIs by time span)
     name = spec.name
     kind = pdf["kind"].to_numpy(object)
     seq = pdf["seq"].to_numpy(np.int64)
@@ -142,7 +148,8 @@ def timed_step(machine: IngressMachine, pdf: pd.DataFrame, owner: int,
     if p_first[0] != st["next_in_seq"] or (p_first[1:] != p_stop[:-1]).any():
         raise RuntimeError(f"stream {name!r}: input pieces from sequence number "
                            f"{int(p_first[0])} do not follow on from {st['next_in_seq']}")
-    if st["eos"] or st["count"] != st["next_in_seq"] % n_gen or st["pending"] \
+    if st["eos"] or (n_gen is not None and st["count"] != st["next_in_seq"] % n_gen) \
+            or st["pending"] \
             or st["imported"] or st["open_edges"]:
         raise BadInputError(
             f"stream {name!r}, input #{int(p_first[0])}: its adapter says events_only, but an "
@@ -160,6 +167,9 @@ def timed_step(machine: IngressMachine, pdf: pd.DataFrame, owner: int,
     g = np.flatnonzero(gen & mine)
     g = g[np.argsort(seq[g], kind="stable")]
     g_seq = seq[g]
+    if n_gen is None:  # which of the pieces' records generate (the earlier ones carried in)
+        generates, gen_ref = span_points(start[g], prev_max, st["gen_ref"], spec.duration)
+        g, g_seq = g[generates], g_seq[generates]
     in_piece = np.searchsorted(p_first, g_seq, side="right") - 1
     most = np.maximum(before_piece[in_piece], start[g])  # the largest start up to each point
     candidate = saturating_sub(most, spec.delay)
@@ -206,7 +216,10 @@ def timed_step(machine: IngressMachine, pdf: pd.DataFrame, owner: int,
     metrics["dropped"] += int(dropped.sum())
     metrics["ctis"] += len(ctis)
     st["cti"] = int(after[-1])
-    st["count"] = int((st["count"] + n_events) % n_gen)
+    if n_gen is None:
+        st["gen_ref"] = gen_ref
+    else:
+        st["count"] = int((st["count"] + n_events) % n_gen)
     if n_events:
         st["max_start"] = int(max(prev_max, p_max.max()))
     st["out_seq"] += n_events + len(ctis)
