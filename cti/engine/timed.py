@@ -20,6 +20,15 @@ earlier micro-batches, in its state) into each, and so has every CTI of the stre
 and each of its own events' CTI in force (``timed_step``). That is ``N`` times fewer rows than
 the events for every shard but the owner; a piece that is not all valid events goes to every
 shard whole, as without this (the ordinary route, ``cti.engine.batch.routed``).
+
+A stream that generates a CTI by time span (``AdvanceTimeGenerationSettings(span, delay)``)
+has its CTIs at the events that start at least a span past the last one that generated: such
+an event starts above every earlier one (``vectorized.span_points``). Which of those generate
+depends on every earlier piece, so the source sends a ``gen`` row for each of the piece's
+records (an event above every earlier start of the piece), and each shard, with the earlier
+pieces' largest start and the last generator's start carried in, picks the generators:
+fewer rows the more the stream's times are out of order (in order, every event is a record),
+and a shard looks at the records only, judging none but its own events.
 """
 
 from __future__ import annotations
