@@ -91,7 +91,7 @@ def test_each_shard_gets_every_row_and_only_its_own_payloads():
         assert kept == [o == shard for o in owners]
 
 
-def test_edges_go_to_their_owner_and_substreams_and_passing_shard_keep_payloads():
+def test_edges_go_to_their_owner_substreams_keys_to_all_and_passing_shard_all():
     payloads = [json.dumps({"k": i % 3}) for i in range(12)]
     rows = _rows(["edge_start", "edge_end"] * 6, payloads)
     owners = key_shards(pa.array(payloads), "k", 2)
@@ -99,10 +99,15 @@ def test_edges_go_to_their_owner_and_substreams_and_passing_shard_keep_payloads(
     for shard, part in routed(edges, 0, rows):
         assert part.column("seq").to_pylist() == list(range(12))  # every row's times
         assert part.column("payload").is_valid().to_pylist() == list(owners == shard)
-    keyed = QueryRoute(0, 2, {(0, 0): "k"}, with_inputs=False, substreams=frozenset({(0, 0)}))
-    for _, part in routed(keyed, 0, _rows(["point"] * 12, payloads)):
-        assert part.column("payload").null_count == 0
+    keyed = QueryRoute(0, 2, {(0, 0): "k"}, with_inputs=False, substreams={(0, 0): "d"})
+    full = [json.dumps({"d": i % 4, "k": i % 3, "v": "x" * i}, separators=(",", ":"))
+            for i in range(12)]
+    for shard, part in routed(keyed, 0, _rows(["point"] * 12, full)):
         assert part.column("own").to_pylist() == list(owners)
+        # its own events whole; of the others, the substream key and the spreading key
+        assert part.column("payload").to_pylist() == [
+            p if o == shard else json.dumps({"d": i % 4, "k": i % 3}, separators=(",", ":"))
+            for i, (p, o) in enumerate(zip(full, owners, strict=True))]
     passing = QueryRoute(0, 2, {(0, 0): "k"}, with_inputs=True)
     shard0 = dict(routed(passing, 0, _rows(["point"] * 12, payloads)))[0]
     assert shard0.column("payload").null_count == 0

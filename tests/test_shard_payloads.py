@@ -7,6 +7,7 @@ saw every row, and on Spark against the in-process run."""
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 
 import pandas as pd
@@ -137,20 +138,20 @@ def substream_cases(draw):
     for _ in range(draw(st.integers(0, 30))):
         arrival += draw(st.integers(0, 4))
         t = max(0, arrival + draw(st.integers(-6, 40)))
-        items.append(Arriving(PointEvent(t, {"k": draw(st.sampled_from(KEYS)), "v": 1}),
-                              arrival))
-    return dict(items=items, cuts=sorted(draw(st.lists(st.integers(0, len(items)),
-                                                       max_size=3))),
+        items.append(Arriving(PointEvent(t, {"k": draw(st.sampled_from(KEYS)),
+                                             "d": draw(st.integers(0, 3)), "v": 1}), arrival))
+    return dict(items=items, over=draw(st.sampled_from(["k", "d"])),
+                cuts=sorted(draw(st.lists(st.integers(0, len(items)), max_size=3))),
                 shards=draw(st.integers(2, 4)), seed=draw(st.integers(0, 1000)),
                 action=draw(st.sampled_from([AdvanceTimePolicy.DROP, AdvanceTimePolicy.ADJUST])))
 
 
-def _substreams(items, action):
-    """Each key its own timeline (``over="k"``), a tumbling count per key."""
+def _substreams(items, action, over="k"):
+    """Each value of ``over`` its own timeline, a tumbling count per key ``k``."""
     policy = EventOrderingPolicy(
         late_arrival_tolerance=timedelta(microseconds=5),
         out_of_order_tolerance=timedelta(microseconds=3),
-        early_arrival_window=timedelta(microseconds=30), action=action, over="k")
+        early_arrival_window=timedelta(microseconds=30), action=action, over=over)
     s = CepStream.create("s", MemoryInputAdapterFactory(), items, EventShape.POINT,
                          event_ordering_policy=policy, application=Application())
     return s.group_by("k").apply(
@@ -160,12 +161,18 @@ def _substreams(items, action):
 @CASES
 @given(case=substream_cases())
 def test_substreams_over_the_shards_equal_one_shard(case):
-    query = _substreams(case["items"], case["action"])
+    query = _substreams(case["items"], case["action"], case["over"])
     adapters = {"s": MemoryInputAdapter(case["items"], EventShape.POINT)}
     batches = _batches(case["cuts"], len(case["items"]), "s")
     _, one, _, _ = run_shards(query, adapters, batches, 1)
-    route, many, _, _ = run_shards(query, adapters, batches, case["shards"], case["seed"])
+    route, many, received, _ = run_shards(query, adapters, batches, case["shards"],
+                                          case["seed"])
     assert route.shards == case["shards"]
+    keys = sorted({"k", case["over"]})
+    for shard, rows_by_batch in enumerate(received):  # others' events: their keys alone
+        for rows in rows_by_batch:
+            others = rows[(rows["own"] != shard) & (rows["kind"] == "point")]
+            assert all(sorted(json.loads(p)) == keys for p in others["payload"])
     assert released(o for outs in many for o in outs) == released(one[0])
     for b, step in enumerate(one[0]):
         assert all(outs[b].ctis == step.ctis for outs in many)

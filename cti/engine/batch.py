@@ -25,7 +25,14 @@ from cti.engine.route import QueryRoute
 from cti.engine.timed import generation_points
 from cti.events import SHAPE_KINDS, EventShape
 from cti.operators.frame import dense_codes, exact_field, payload_objects
-from cti.rows import InRow, adapter_item_to_row, clock_row, eos_row, payload_from_json
+from cti.rows import (
+    InRow,
+    adapter_item_to_row,
+    clock_row,
+    eos_row,
+    payload_from_json,
+    payload_to_json,
+)
 
 _TYPES = {"int": pa.int32(), "long": pa.int64(), "string": pa.string()}
 IN_ARROW = pa.schema([pa.field(name, _TYPES[t], nullable=name in NULLABLE)
@@ -201,8 +208,14 @@ def routed(route: QueryRoute, group: int, rows: pa.Table, events_only: bool = Fa
     dictionary = (pa.concat_arrays(dictionaries) if dictionaries
                   else pa.array([], pa.string()))
     shared = ~pc.is_in(kind, _EVENT_KINDS).to_numpy(zero_copy_only=False)
-    for g, i in route.substreams:  # (their owners are still the hash's)
-        shared |= (stream == i) & (g == group)
+    narrow = None  # of an event whose key every shard needs, the key: for the other shards
+    for (g, i), over in route.substreams.items():
+        rows_i = (stream == i) & (g == group) & has_payload & ~shared
+        if g == group and rows_i.any() and route.shards > 1:
+            fields = sorted({over, route.fields.get((g, i)) or over})
+            texts = key_payloads(payload.filter(pa.array(rows_i)), fields)
+            narrow = _scattered(texts, rows_i) if narrow is None else pc.if_else(
+                pa.array(rows_i), _scattered(texts, rows_i), narrow)
     # An edge of a stream the query does not read: shard 0 pairs it (for the metrics).
     own[(own < 0) & ~shared & has_payload & pc.is_in(kind, _EDGE_KINDS).to_numpy(
         zero_copy_only=False)] = 0
@@ -231,9 +244,39 @@ def routed(route: QueryRoute, group: int, rows: pa.Table, events_only: bool = Fa
             continue
         texts = _shard_texts(text_codes, dictionary, own == shard)
         keep = shared | (own == shard) | whole
-        yield shard, with_own.set_column(at, ROUTED_ARROW.field("payload"), payload if keep.all()
-                                         else pc.if_else(pa.array(keep), payload, None)
+        given = payload if keep.all() else pc.if_else(
+            pa.array(keep), payload, None if narrow is None else narrow)
+        yield shard, with_own.set_column(at, ROUTED_ARROW.field("payload"), given
                                          ).append_column(ROUTED_ARROW.field("text"), texts)
+
+
+def key_payloads(payloads: pa.Array, fields: list[str]) -> pa.Array:
+    """Each payload (JSON text, not null) cut down to ``fields`` (sorted), as canonical JSON
+    text: what a shard that does not own an event needs of it to keep its key's timeline (and
+    to know it is not its own). Column-wise where every payload has every field as a string,
+    an integer or a boolean (Arrow's values are then ``json.loads``'s); else one by one."""
+    parts = []
+    for f in fields:
+        values = exact_field(payloads, f)
+        if values is None or values.null_count:  # (a null or a missing field: told apart)
+            return pa.array([payload_to_json({k: p[k] for k in fields if k in p})
+                             for p in map(payload_from_json, payloads.to_pylist())],
+                            pa.string())
+        encoded = values.dictionary_encode()
+        texts = pa.array([json.dumps(v) for v in encoded.dictionary.to_pylist()], pa.string())
+        parts.append(json.dumps(f) + ":")
+        parts.append(texts.take(encoded.indices))
+        parts.append(",")
+    if not parts:
+        return pa.array(["{}"] * len(payloads), pa.string())
+    return pc.binary_join_element_wise("{", *parts[:-1], "}", "")
+
+
+def _scattered(values: pa.Array, mask: np.ndarray) -> pa.Array:
+    """``values`` at the rows of ``mask``, null elsewhere."""
+    at = np.full(len(mask), -1, np.int64)
+    at[mask] = np.arange(len(values))
+    return values.take(pa.array(at, mask=~mask))
 
 
 def _shard_texts(codes: np.ndarray, dictionary: pa.Array, mine: np.ndarray,

@@ -22,10 +22,11 @@ class QueryRoute:
     """Where one query's input rows go (``cti.engine.batch.routed``): ``fields[(group,
     stream)]`` is the payload field that spreads the stream over ``shards`` (None: shard 0 owns
     every event) for each stream the query reads; ``substreams``: the streams of the groups it
-    reads whose events every shard needs with their payloads (an event-ordering policy over a
-    key: each shard keeps every key's watermark). ``timed[(group, stream)]``: (event count, or
-    None for CTIs by time span; event kind) of each stream whose shards take their time from
-    the source's generation points (``cti.engine.timed``) instead of every row.
+    reads whose events every shard needs with a field of their payloads (the field an
+    event-ordering policy is over: each shard keeps every key's watermark).
+    ``timed[(group, stream)]``: (event count, or None for CTIs by time span; event kind) of
+    each stream whose shards take their time from the source's generation points
+    (``cti.engine.timed``) instead of every row.
     ``reads[(group, stream)]``: the payload fields the query needs of a stream's events
     (``cti.operators.projection``); a stream not named there is read whole."""
 
@@ -33,7 +34,7 @@ class QueryRoute:
     shards: int
     fields: dict[tuple[int, int], str | None]
     with_inputs: bool
-    substreams: frozenset[tuple[int, int]] = frozenset()
+    substreams: dict[tuple[int, int], str] = attrs.field(factory=dict)
     timed: dict[tuple[int, int], tuple[int | None, str]] = attrs.field(factory=dict)
     reads: dict[tuple[int, int], frozenset[str]] = attrs.field(factory=dict)
 
@@ -53,9 +54,9 @@ def routes(queries: Sequence[Any], groups: Sequence[Any],
         fields = shard_fields(query.node, query.inputs()) if shards > 1 or keyed else None
         read = {g for g, _ in refs[q]}
         spread = shards if fields else 1
-        substreams = frozenset(
-            (g, i) for g in read for i, s in enumerate(groups[g].streams)
-            if s.event_ordering_policy is not None and s.event_ordering_policy.over)
+        substreams = {(g, i): s.event_ordering_policy.over
+                      for g in read for i, s in enumerate(groups[g].streams)
+                      if s.event_ordering_policy is not None and s.event_ordering_policy.over}
         timed = {} if spread == 1 else {
             (g, i): t for g in read for i, t in timed_streams(groups[g].specs()).items()}
         out.append(QueryRoute(q, spread,

@@ -14,7 +14,8 @@ to the shard's own task (``partitioning.shard_slots``). Each shard runs the engi
   (``cti.engine.batch.routed``), packed many to a Spark row (``cti.runtime.spark.packing``),
   and an event's payload travels only to the shard that owns it (the hash of the key the
   query is spread by, ``cti.operators.sharding``; an edge's too, as its end and start have
-  one owner), or to all for a stream whose event-ordering policy is over a key;
+  one owner; the other shards get its keys alone where its stream's event-ordering policy is
+  over a key);
 - keeps the events it owns and runs the ``QueryMachine`` over them: all its keys at once,
   vectorised over pandas frames.
 
