@@ -12,6 +12,7 @@ from datetime import timedelta
 
 import pandas as pd
 import pyarrow as pa
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from shard_runs import counts, released, run_shards
@@ -24,6 +25,7 @@ from cti import (
     Application,
     Arriving,
     CepStream,
+    Cti,
     EdgeEvent,
     EventOrderingPolicy,
     EventShape,
@@ -31,6 +33,7 @@ from cti import (
     agg,
 )
 from cti.engine.batch import owners
+from cti.errors import BadInputError, CtiViolationError
 from cti.io.memory import MemoryInputAdapter, MemoryInputAdapterFactory
 from cti.runtime.base import query_inputs
 from cti.runtime.local import LocalRuntime
@@ -202,3 +205,36 @@ def test_on_spark_edges_and_substreams_over_three_shards_equal_the_in_process_ru
                                  ("dropped", "dropped"), ("cti", "ctis")):
                 assert sum(b.get(f"{stream.name}.{metric}") or 0
                            for b in runtime.progress) == want[name], (stream.name, metric)
+
+
+def _bad_streams():
+    """Two streams that break a rule at input #21: an event behind its adapter's CTI on a
+    stream with no policy, and an arrival time that goes back."""
+    points = [PointEvent(t, {"k": f"k{t % 7}", "v": t}) for t in range(40)]
+    behind = points[:20] + [Cti(30)] + points[20:]
+    arriving = [Arriving(p, p.start) for p in points]
+    arriving[21] = Arriving(points[21], 3)
+    return [CepStream.create("s", MemoryInputAdapterFactory(), behind, EventShape.POINT,
+                             application=Application()),
+            CepStream.create("s", MemoryInputAdapterFactory(), arriving, EventShape.POINT,
+                             AdvanceTimeSettings.increasing_start_time(),
+                             application=Application())]
+
+
+def _error(query, runtime):
+    with pytest.raises((BadInputError, CtiViolationError)) as raised:
+        query.collect(runtime)
+    return type(raised.value), str(raised.value)
+
+
+def test_bad_input_on_several_shards_is_named_by_its_owner_as_on_one(spark):
+    """Every shard judges every event's times, but only the owner has its payload: the first
+    bad event's owner raises, naming it whole, and the others raise nothing (before, any shard
+    could, naming ``payload=None``). On Spark with 4 tasks: the in-process run's error."""
+    for stream in _bad_streams():
+        query = stream.group_by("k").apply(
+            lambda g: g.tumbling_window(timedelta(microseconds=10)).aggregate(n=agg.count()))
+        want = _error(query, LocalRuntime())
+        assert "input #21" in want[1] and '"v":' in want[1], want
+        for run in range(2):  # (the same error every run)
+            assert _error(query, SparkRuntime(spark, shards=4, parallelism=4)) == want, run

@@ -57,6 +57,16 @@ def _drop_passed(st: dict[str, Any]) -> None:
         queue.popleft()
 
 
+_EVENT_KINDS = frozenset().union(*SHAPE_KINDS.values())
+
+
+def _elsewhere(row: InRow) -> bool:
+    """Whether the row is another query shard's event, routed here without its payload for its
+    times (``cti.engine.batch.routed``): an error in it is its owner's to raise, naming it
+    (every shard judges the events' times alike, so the owner meets it too)."""
+    return row.payload is None and row.kind in _EVENT_KINDS
+
+
 def _describe(row: InRow) -> str:
     if row.kind in ("cti", EOS):
         return f"{row.kind} at {format_time(row.start)}"
@@ -80,6 +90,9 @@ class IngressMachine:
         }
         self._out: list[OutRow] = []
         self._current_key: tuple = ()
+        # Met bad input first in another shard's event: its owner raises, naming it whole, and
+        # fails the micro-batch; this shard raises for no later row (the same error every run).
+        self._failing = False
 
     # ---- public -----------------------------------------------------------------------------
 
@@ -250,6 +263,9 @@ class IngressMachine:
     def _bad(self, row: InRow, rule: str) -> None:
         spec = self.specs[row.stream]
         if not spec.dead_letter:
+            if self._failing or _elsewhere(row):
+                self._failing = True
+                return
             raise BadInputError(
                 f"stream {spec.name!r}, input #{row.seq} ({_describe(row)}): {rule}"
             )
@@ -317,7 +333,7 @@ class IngressMachine:
         if row.kind in COUNTED:
             st["max_start"] = row.start if st["max_start"] is None else max(st["max_start"],
                                                                             row.start)
-        if row.payload is None and row.kind in SHAPE_KINDS[EventShape.EDGE]:
+        if _elsewhere(row) and row.kind in SHAPE_KINDS[EventShape.EDGE]:
             pass  # another shard's edge, routed here for its time: its owner pairs and judges it
         elif row.kind == "edge_end":
             self._edge_end(row)
@@ -403,6 +419,9 @@ class IngressMachine:
         if spec.dead_letter:
             self._emit(row.stream, row.seq, row.kind, None, None, row.payload,
                        "invalid", row.start, row.end, msg, row.partition)
+            return False
+        if self._failing or _elsewhere(row):
+            self._failing = True
             return False
         raise CtiViolationError(msg)
 
