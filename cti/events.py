@@ -216,6 +216,7 @@ SHAPE_KINDS: dict[EventShape, frozenset[str]] = {
     EventShape.INTERVAL: frozenset({"interval"}),
     EventShape.EDGE: frozenset({"edge_start", "edge_end"}),
 }
+EVENT_KINDS: frozenset[str] = frozenset().union(*SHAPE_KINDS.values())
 
 
 def item_from_kind(kind: str, start: int, end: int | None, payload: dict[str, Any]) -> StreamItem:

@@ -23,7 +23,7 @@ from cti.adapters import FIELD_COLUMN, InputAdapter
 from cti.engine.layout import IN_COLUMNS, NULLABLE, in_row_to_tuple
 from cti.engine.route import QueryRoute
 from cti.engine.timed import generation_points
-from cti.events import SHAPE_KINDS, EventShape
+from cti.events import EVENT_KINDS, SHAPE_KINDS, EventShape
 from cti.operators.frame import dense_codes, exact_field, payload_objects
 from cti.rows import (
     InRow,
@@ -151,7 +151,7 @@ def text_hashes(texts: pa.Array) -> np.ndarray:
     return h
 
 
-_EVENT_KINDS = pa.array(sorted(set().union(*SHAPE_KINDS.values())))
+_EVENT_KINDS = pa.array(sorted(EVENT_KINDS))
 _EDGE_KINDS = pa.array(sorted(SHAPE_KINDS[EventShape.EDGE]))
 _MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)  # odd: the golden ratio's 64-bit fraction
 _FMIX64 = ((33, 0xFF51AFD7ED558CCD), (33, 0xC4CEB9FE1A85EC53), (33, 0))
@@ -211,7 +211,7 @@ def routed(route: QueryRoute, group: int, rows: pa.Table, events_only: bool = Fa
     narrow = None  # of an event whose key every shard needs, the key: for the other shards
     for (g, i), over in route.substreams.items():
         rows_i = (stream == i) & (g == group) & has_payload & ~shared
-        if g == group and rows_i.any() and route.shards > 1:
+        if rows_i.any() and route.shards > 1:
             fields = sorted({over, route.fields.get((g, i)) or over})
             texts = key_payloads(payload.filter(pa.array(rows_i)), fields)
             narrow = _scattered(texts, rows_i) if narrow is None else pc.if_else(

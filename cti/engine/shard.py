@@ -177,11 +177,11 @@ def _counted(got: pd.DataFrame, shard: int, route: QueryRoute, group: int) -> pd
     if not edge.any():
         return got if shard == 0 else got.iloc[:0]
     mine = np.zeros(len(got), bool)
-    stream = got["stream"].to_numpy()
+    stream, payload = got["stream"].to_numpy(), got["payload"].to_numpy(object)
     for i in np.unique(stream[edge]):
         rows = edge & (stream == i)
-        mine[rows] = _owned(got["payload"].to_numpy(object)[rows],
-                            route.fields.get((group, int(i))), shard, route.shards)
+        mine[rows] = _owned(payload[rows], route.fields.get((group, int(i))), shard,
+                            route.shards)
     return got[mine | (~edge & (shard == 0))]
 
 

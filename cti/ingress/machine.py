@@ -16,7 +16,7 @@ from typing import Any
 
 from cti.edges import close_edge, open_edge, reopen_edge
 from cti.errors import BadInputError, CtiViolationError
-from cti.events import SHAPE_KINDS, EventShape
+from cti.events import EVENT_KINDS, SHAPE_KINDS, EventShape
 from cti.ingress import ordering
 from cti.ingress.spec import StreamSpec
 from cti.rows import CLOCK, EOS, INVALID, InRow, OutRow, payload_to_json
@@ -57,14 +57,11 @@ def _drop_passed(st: dict[str, Any]) -> None:
         queue.popleft()
 
 
-_EVENT_KINDS = frozenset().union(*SHAPE_KINDS.values())
-
-
 def _elsewhere(row: InRow) -> bool:
     """Whether the row is another query shard's event, routed here without its payload for its
     times (``cti.engine.batch.routed``): an error in it is its owner's to raise, naming it
     (every shard judges the events' times alike, so the owner meets it too)."""
-    return row.payload is None and row.kind in _EVENT_KINDS
+    return row.payload is None and row.kind in EVENT_KINDS
 
 
 def _describe(row: InRow) -> str:

@@ -393,9 +393,8 @@ def recorded_partitions(checkpoint: str) -> int | None:
     """How many tasks a checkpoint's stateful stage last ran on (Spark keeps the count in the
     metadata of each micro-batch's offsets), if it has run."""
     import json
-    from pathlib import Path
 
-    log = offset_log(checkpoint) if Path(checkpoint, "offsets").is_dir() else []
+    log = offset_log(checkpoint)
     if not log:
         return None
     _, lines = log[-1]

@@ -226,10 +226,12 @@ PACKED_SCHEMA = StructType([
 
 def offset_log(checkpoint: str) -> list[tuple[int, list[str]]]:
     """A query checkpoint's offset log: each micro-batch's id and lines (the version, Spark's
-    metadata, then each source's offset), in order."""
+    metadata, then each source's offset), in order; none before its first micro-batch."""
     from pathlib import Path
 
     logs = Path(checkpoint, "offsets")
+    if not logs.is_dir():
+        return []
     return [(int(p.name), p.read_text().splitlines())
             for p in sorted((p for p in logs.iterdir() if p.name.isdigit()),
                             key=lambda p: int(p.name))]
