@@ -1,9 +1,11 @@
 """Events once for edges: a reference stream's edge events travel with their payloads to the
 shard that owns them only (``cti.engine.batch.routed``); the other shards get their times (a
 start may make a CTI) and neither pair nor judge them; each shard reports its own edges'
-counts. A stream with an event-ordering policy over a key gives every shard its events'
-payloads, since each keeps every key's watermark. Checked in process against one shard that
-saw every row, and on Spark against the in-process run."""
+counts. A stream with an event-ordering policy over a key gives every shard its events' keys,
+since each keeps every key's watermark, unless the query is spread by that key: then each
+key's events and timeline are its owner's, and the others get the events' times alone.
+Checked in process against one shard that saw every row, and on Spark against the in-process
+run."""
 
 from __future__ import annotations
 
@@ -136,46 +138,61 @@ def _owner(payload: str, shards: int) -> int:
 @st.composite
 def substream_cases(draw):
     """Events of several keys arriving in order, their times up to 6 behind or 40 ahead of
-    the arrival (late, out of order, early), cut into micro-batches."""
+    the arrival (late, out of order, early), some without the key (bad input, dead-lettered),
+    cut into micro-batches."""
     arrival, items = 0, []
     for _ in range(draw(st.integers(0, 30))):
         arrival += draw(st.integers(0, 4))
         t = max(0, arrival + draw(st.integers(-6, 40)))
-        items.append(Arriving(PointEvent(t, {"k": draw(st.sampled_from(KEYS)),
+        key = draw(st.sampled_from([*KEYS, ""] if items else KEYS))  # (the first: its fields)
+        items.append(Arriving(PointEvent(t, {**({"k": key} if key else {}),
                                              "d": draw(st.integers(0, 3)), "v": 1}), arrival))
-    return dict(items=items, over=draw(st.sampled_from(["k", "d"])),
+    return dict(items=items, over=draw(st.sampled_from(["k", "d"])), purge=draw(st.booleans()),
                 cuts=sorted(draw(st.lists(st.integers(0, len(items)), max_size=3))),
                 shards=draw(st.integers(2, 4)), seed=draw(st.integers(0, 1000)),
                 action=draw(st.sampled_from([AdvanceTimePolicy.DROP, AdvanceTimePolicy.ADJUST])))
 
 
-def _substreams(items, action, over="k"):
+def _substreams(items, action, over="k", purge=False):
     """Each value of ``over`` its own timeline, a tumbling count per key ``k``."""
     policy = EventOrderingPolicy(
         late_arrival_tolerance=timedelta(microseconds=5),
         out_of_order_tolerance=timedelta(microseconds=3),
-        early_arrival_window=timedelta(microseconds=30), action=action, over=over)
+        early_arrival_window=timedelta(microseconds=30), action=action, over=over,
+        purge_idle_timelines=purge)
     s = CepStream.create("s", MemoryInputAdapterFactory(), items, EventShape.POINT,
-                         event_ordering_policy=policy, application=Application())
-    return s.group_by("k").apply(
+                         event_ordering_policy=policy, application=Application(),
+                         on_bad_input="dead_letter")
+    return s.group_by("k", nulls="group").apply(
         lambda g: g.tumbling_window(timedelta(microseconds=10)).aggregate(n=agg.count()))
 
 
 @CASES
 @given(case=substream_cases())
 def test_substreams_over_the_shards_equal_one_shard(case):
-    query = _substreams(case["items"], case["action"], case["over"])
+    query = _substreams(case["items"], case["action"], case["over"], case["purge"])
     adapters = {"s": MemoryInputAdapter(case["items"], EventShape.POINT)}
     batches = _batches(case["cuts"], len(case["items"]), "s")
     _, one, _, _ = run_shards(query, adapters, batches, 1)
-    route, many, received, _ = run_shards(query, adapters, batches, case["shards"],
-                                          case["seed"])
+    route, many, received, states = run_shards(query, adapters, batches, case["shards"],
+                                               case["seed"])
     assert route.shards == case["shards"]
     keys = sorted({"k", case["over"]})
     for shard, rows_by_batch in enumerate(received):  # others' events: their keys alone
         for rows in rows_by_batch:
             others = rows[(rows["own"] != shard) & (rows["kind"] == "point")]
-            assert all(sorted(json.loads(p)) == keys for p in others["payload"])
+            if case["over"] == "k":  # spread by the substream key: their times alone
+                keyless = ["k" not in case["items"][q].item.payload for q in others["seq"]]
+                assert [None if p is None else json.loads(p) for p in others["payload"]] \
+                    == [{} if no else None for no in keyless]
+            else:
+                assert [sorted(json.loads(p)) for p in others["payload"]] == [
+                    [f for f in keys if f in case["items"][q].item.payload]
+                    for q in others["seq"]]
+        timelines = states[shard]["ingress"][0]["streams"][0]["ordering"]["timelines"]
+        if case["over"] == "k":  # each key's timeline on its owner alone
+            assert all(_owner(json.dumps({"k": json.loads(t)}), case["shards"]) == shard
+                       for t in timelines)
     assert released(o for outs in many for o in outs) == released(one[0])
     for b, step in enumerate(one[0]):
         assert all(outs[b].ctis == step.ctis for outs in many)

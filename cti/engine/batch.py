@@ -172,7 +172,9 @@ def routed(route: QueryRoute, group: int, rows: pa.Table, events_only: bool = Fa
     """One piece of a group's input rows (``IN_ARROW`` columns), for each shard of the query:
     the rows with ``own`` set, an event's payload kept only for the shard that owns it (edges
     too: an edge end finds its start by payload, and its start has the same owner; a shard
-    needs others' events for their times only), and ``text``,
+    needs others' events for their times only; a stream with an event-ordering policy over a
+    key gives the others the key too, as each keeps every key's timeline, unless the query is
+    spread by that key), and ``text``,
     the JSON text of the field that spreads the query, on the shard's own events where the
     adapter gave it (so the shard need not read it from the payloads again). Where the
     group's stream takes its time from generation points (``route.timed``) and its adapter
@@ -208,9 +210,14 @@ def routed(route: QueryRoute, group: int, rows: pa.Table, events_only: bool = Fa
     dictionary = (pa.concat_arrays(dictionaries) if dictionaries
                   else pa.array([], pa.string()))
     shared = ~pc.is_in(kind, _EVENT_KINDS).to_numpy(zero_copy_only=False)
-    narrow = None  # of an event whose key every shard needs, the key: for the other shards
+    narrow = None  # of an event whose key a shard keeps the timeline of, the key
+    keyed = route.keyed_substreams(group)
     for (g, i), over in route.substreams.items():
         rows_i = (stream == i) & (g == group) & has_payload & ~shared
+        if rows_i.any() and i in keyed:
+            # A key's events and timeline are its owner's: the other shards need an event's
+            # times alone, but where the key is missing (bad input, which each must see).
+            rows_i[rows_i] = ~has_field(payload.filter(pa.array(rows_i)), over)
         if rows_i.any() and route.shards > 1:
             fields = sorted({over, route.fields.get((g, i)) or over})
             texts = key_payloads(payload.filter(pa.array(rows_i)), fields)
@@ -270,6 +277,16 @@ def key_payloads(payloads: pa.Array, fields: list[str]) -> pa.Array:
     if not parts:
         return pa.array(["{}"] * len(payloads), pa.string())
     return pc.binary_join_element_wise("{", *parts[:-1], "}", "")
+
+
+def has_field(payloads: pa.Array, field: str) -> np.ndarray:
+    """Whether each payload (JSON text, not null) has ``field`` with a value other than null:
+    column-wise where Arrow reads them (``exact_field``), else one by one."""
+    values = exact_field(payloads, field)
+    if values is not None:
+        return values.is_valid().to_numpy(zero_copy_only=False)
+    return np.array([payload_from_json(p).get(field) is not None
+                     for p in payloads.to_pylist()], bool)
 
 
 def _scattered(values: pa.Array, mask: np.ndarray) -> pa.Array:

@@ -42,6 +42,12 @@ class QueryRoute:
     def groups(self) -> set[int]:
         return {g for g, _ in self.fields}
 
+    def keyed_substreams(self, group: int) -> set[int]:
+        """The streams of ``group`` spread over several shards by their substream key (the
+        field of ``EventOrderingPolicy(over=...)``): a key's timeline is its owner's alone."""
+        return {i for (g, i), over in self.substreams.items()
+                if g == group and self.shards > 1 and self.fields.get((g, i)) == over}
+
 
 def routes(queries: Sequence[Any], groups: Sequence[Any],
            refs: Sequence[Sequence[tuple[int, int]]], shards: int,

@@ -169,10 +169,11 @@ _EVENT_STATUSES = ("accepted", "adjusted", "dropped", "invalid")
 
 def _counted(got: pd.DataFrame, shard: int, route: QueryRoute, group: int) -> pd.DataFrame:
     """The rows of a group's ingress output ``got`` that this shard reports for the metrics:
-    an edge event's its owner's (only the owner, which has its payload, pairs and judges it;
-    ``cti.engine.batch.routed``), every other row shard 0's (every shard judges those alike,
-    from their times)."""
-    edge = (got["kind"].isin(SHAPE_KINDS[EventShape.EDGE])
+    an edge event's, or an event's of a substream stream spread by its key, its owner's (only
+    the owner, which has its payload, pairs or judges it; ``cti.engine.batch.routed``), every
+    other row shard 0's (every shard judges those alike, from their times)."""
+    edge = ((got["kind"].isin(SHAPE_KINDS[EventShape.EDGE])
+             | got["stream"].isin(route.keyed_substreams(group)))
             & got["status"].isin(_EVENT_STATUSES)).to_numpy()
     if not edge.any():
         return got if shard == 0 else got.iloc[:0]

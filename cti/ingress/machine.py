@@ -359,12 +359,18 @@ class IngressMachine:
             return
         problem = row.error or self._validate(row)
         tid = None
-        if problem is None:
+        if problem is None and not (_elsewhere(row) and spec.ordering.over is not None):
             tid, problem = ordering.timeline_id(spec.ordering, row)
         if problem:
             self._bad(row, problem)
             return
         ost["A"] = max(ost["A"], row.arrival)
+        if tid is None:
+            # Another shard's event of another shard's substream (``routed`` leaves out the
+            # payload where the query is spread by the substream key): its owner keeps the
+            # key's timeline and judges it; here it moves the arrival clock alone.
+            self._ordered_release(i, None)
+            return
         ordering.process_event(spec.ordering, ost, row, tid, self._ordered_emit(i))
         self._ordered_release(i, tid)
 
