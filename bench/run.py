@@ -38,6 +38,7 @@ MAX_DISORDER_US = 50_000  # each event up to 50 ms earlier than its ordered time
 DELAY_US = 2 * MAX_DISORDER_US  # watermark / CTI delay: > max disorder, so nothing is late
 CTI_EVERY = 1_000  # a CTI every 1000 events
 CTI_SPAN = timedelta(seconds=1)  # or (--cti-by span) a CTI every second of event time
+LATE = timedelta(seconds=1)  # --cti-by order...: the late-arrival tolerance (> max disorder)
 WARMUP_EVENTS = 200  # the Spark systems' warm-up query (excluded from events_per_s)
 WINDOW = timedelta(seconds=10)
 HOP = timedelta(seconds=5)
@@ -95,10 +96,12 @@ def generate(n: int, keys: int, seed: int, batches: int, out: Path,
         path = out / f"part-{b:05d}.parquet"
         pq.write_table(table, path)
         os.utime(path, (now + b, now + b))  # file streams take files in modification order
-    # The cti systems read the same events (no end-of-stream row) from one file.
+    # The cti systems read the same events (no end-of-stream row) from one file, with their
+    # arrival times for an event-ordering policy (--cti-by order...): the ordered time.
     pq.write_table(pa.table({"time": pa.array(times, pa.int64()),
                              "key": pa.array(list(key_names), pa.string()),
-                             "value": pa.array(values, pa.int64())}), cti_file(out))
+                             "value": pa.array(values, pa.int64()),
+                             "arrival": pa.array(ordered, pa.int64())}), cti_file(out))
 
 
 def cti_file(data: Path) -> Path:
@@ -312,17 +315,22 @@ def _counted(directory: Path) -> int:
     return sum(int(p.read_text()) for p in directory.glob("batch-*.count"))
 
 
-def _cti_source(data: Path, cti_input: str) -> tuple[Any, Any, float]:
+def _cti_source(data: Path, cti_input: str, cti_by: str = "count"
+                ) -> tuple[Any, Any, float]:
     """The input factory and config for the cti systems, and seconds spent loading.
 
     ``parquet``: cti's ``ParquetInputAdapterFactory`` over the same events (read inside the run,
-    like spark-native; on Spark in columnar batches). ``memory``:
+    like spark-native; on Spark in columnar batches), with their arrival times where an
+    event-ordering policy makes the CTIs (``cti_by`` "order..."). ``memory``:
     ``MemoryInputAdapterFactory`` with the events loaded first (not timed).
     """
     if cti_input == "parquet":
         from cti.io.parquet import ParquetInputAdapterFactory, ParquetInputConfig
 
-        return (ParquetInputAdapterFactory(), ParquetInputConfig(cti_file(data), "time"), 0.0)
+        arrival = "arrival" if cti_by.startswith("order") else None
+        return (ParquetInputAdapterFactory(),
+                ParquetInputConfig(cti_file(data), "time", arrival_column=arrival,
+                                   payload_columns=("key", "value")), 0.0)
     from cti.io.memory import MemoryInputAdapterFactory
 
     t0 = time.perf_counter()
@@ -335,10 +343,12 @@ def _cti_run(factory: Any, config: Any, runtime: Any, where: str = "none", cti_b
     """Run the cti query into a counting adapter: seconds taken and output events.
 
     Point events with a CTI every ``CTI_EVERY`` events (``cti_by`` "span": every ``CTI_SPAN``
-    of event time) ``DELAY_US`` behind the latest start,
-    policy DROP, then (``where`` "row" or "frame": first the events whose value is not a
-    multiple of 3, by a function of each payload or of a frame of them) a hopping-window count
-    per key.
+    of event time) ``DELAY_US`` behind the latest start, policy DROP; or (``cti_by`` "order",
+    "order-by-key") with the CTIs of an event-ordering policy over their arrival times (an
+    out-of-order tolerance of ``DELAY_US``, a late-arrival tolerance of ``LATE``;
+    "order-by-key": each key its own substream); then (``where`` "row" or "frame": first the
+    events whose value is not a multiple of 3, by a function of each payload or of a frame of
+    them) a hopping-window count per key.
     """
     from cti import (
         AdvanceTimeGenerationSettings,
@@ -346,6 +356,7 @@ def _cti_run(factory: Any, config: Any, runtime: Any, where: str = "none", cti_b
         AdvanceTimeSettings,
         Application,
         CepStream,
+        EventOrderingPolicy,
         EventShape,
         agg,
     )
@@ -353,14 +364,19 @@ def _cti_run(factory: Any, config: Any, runtime: Any, where: str = "none", cti_b
     out = Path(tempfile.mkdtemp(prefix="bench-cti-out-"))
     try:
         t0 = time.perf_counter()
-        settings = AdvanceTimeSettings(
-            AdvanceTimeGenerationSettings(CTI_EVERY if cti_by == "count" else CTI_SPAN,
-                                          delay=timedelta(microseconds=DELAY_US),
-                                          advance_to_infinity_on_shutdown=True),
-            policy=AdvanceTimePolicy.DROP,
-        )
+        if cti_by.startswith("order"):
+            settings, ordering = None, EventOrderingPolicy(
+                late_arrival_tolerance=LATE, out_of_order_tolerance=timedelta(
+                    microseconds=DELAY_US), action=AdvanceTimePolicy.DROP,
+                over="key" if cti_by == "order-by-key" else None)
+        else:
+            settings, ordering = AdvanceTimeSettings(
+                AdvanceTimeGenerationSettings(CTI_EVERY if cti_by == "count" else CTI_SPAN,
+                                              delay=timedelta(microseconds=DELAY_US),
+                                              advance_to_infinity_on_shutdown=True),
+                policy=AdvanceTimePolicy.DROP), None
         stream = CepStream.create("events", factory, config, EventShape.POINT, settings,
-                                  application=Application())
+                                  application=Application(), event_ordering_policy=ordering)
         if where == "row":
             stream = stream.where(lambda p: p["value"] % 3 != 0)
         elif where == "frame":
@@ -384,7 +400,7 @@ def run_cti_local(root: Path, opts: argparse.Namespace) -> dict[str, Any]:
     from cti.runtime.local import LocalRuntime
 
     _check_cti_api()
-    factory, config, load = _cti_source(root / "events", opts.cti_input)
+    factory, config, load = _cti_source(root / "events", opts.cti_input, opts.cti_by)
     runs = [_cti_run(factory, config, LocalRuntime(_batch_sizes(opts)), opts.where, opts.cti_by)
             for _ in range(opts.repeat)]
     elapsed, rows = _median(runs)
@@ -477,11 +493,11 @@ def run_cti_spark(root: Path, opts: argparse.Namespace) -> dict[str, Any]:
     spark = start_spark()
     session = time.perf_counter() - t0
     shards = opts.shards[0] if opts.shards else None
-    _cti_run(*_cti_source(root / "warmup", opts.cti_input)[:2],
+    _cti_run(*_cti_source(root / "warmup", opts.cti_input, opts.cti_by)[:2],
              SparkRuntime(spark, shards=shards), opts.where, opts.cti_by)
     startup = time.perf_counter() - t0
     log(f"cti-spark: session {session:.1f} s, with warm-up query {startup:.1f} s")
-    factory, config, load = _cti_source(root / "events", opts.cti_input)
+    factory, config, load = _cti_source(root / "events", opts.cti_input, opts.cti_by)
     before, cpu = stage_metrics(spark), tree_cpu_s()
     runs = [_cti_run(factory, config, SparkRuntime(spark, batch_sizes=_batch_sizes(opts),
                                                    shards=shards), opts.where, opts.cti_by)
@@ -643,9 +659,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="filter the events first (value %% 3 != 0): cti by a function of each "
                         "payload (row) or of a frame of them (frame), plain Spark by a column "
                         "expression either way")
-    p.add_argument("--cti-by", choices=("count", "span"), default="count",
-                   help="the cti systems' CTIs: every 1,000 events (count) or every second of "
-                        "event time (span)")
+    p.add_argument("--cti-by", choices=("count", "span", "order", "order-by-key"),
+                   default="count",
+                   help="the cti systems' CTIs: every 1,000 events (count), every second of "
+                        "event time (span), or by an event-ordering policy over the events' "
+                        "arrival times (order; order-by-key: each key its own substream; "
+                        "needs --cti-input parquet)")
     p.add_argument("--child", choices=SYSTEMS + YARDSTICKS, help=argparse.SUPPRESS)
     p.add_argument("--data", type=Path, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -653,6 +672,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error("--events, --keys, --batches and --repeat must be >= 1")
     if args.key_rate is not None and not args.key_rate > 0:
         p.error("--key-rate must be > 0")
+    if args.cti_by.startswith("order") and args.cti_input != "parquet":
+        p.error(f"--cti-by {args.cti_by} needs --cti-input parquet (the events' arrival times)")
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
     unknown = [s for s in systems if s not in SYSTEMS + YARDSTICKS]
     if unknown or not systems:

@@ -92,16 +92,26 @@ def test_where_by_payload_and_by_frame_count_the_same_windows(tmp_path: Path) ->
     assert expected < _expected_windows(tmp_path / "all")
 
 
-def test_ctis_by_time_span_count_the_same_windows(tmp_path: Path) -> None:
-    """``--cti-by span``: a CTI every second of event time instead of every 1,000 events; the
-    delay still exceeds the disorder, so the same windows as every other system."""
+@pytest.mark.parametrize("cti_by", ["span", "order", "order-by-key"])
+def test_other_ctis_count_the_same_windows(tmp_path: Path, cti_by: str) -> None:
+    """``--cti-by span``: a CTI every second of event time instead of every 1,000 events;
+    ``order``, ``order-by-key``: an event-ordering policy over the arrival times, whose
+    tolerances exceed the disorder. No event is dropped either way, so the same windows as
+    every other system."""
     proc = subprocess.run(
         [sys.executable, str(BENCH), "--events", str(EVENTS), "--keys", str(KEYS),
-         "--systems", "cti-local", "--cti-by", "span"],
+         "--systems", "cti-local", "--cti-by", cti_by],
         cwd=REPO, capture_output=True, text=True, timeout=600, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     line = json.loads(proc.stdout.splitlines()[-1])
-    assert line["cti_by"] == "span" and line["output_rows"] == _expected_windows(tmp_path)
+    assert line["cti_by"] == cti_by and line["output_rows"] == _expected_windows(tmp_path)
+
+
+def test_an_ordering_policy_needs_the_parquet_input() -> None:
+    proc = subprocess.run(
+        [sys.executable, str(BENCH), "--cti-by", "order", "--cti-input", "memory"],
+        cwd=REPO, capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 2 and "--cti-input parquet" in proc.stderr
 
 
 def test_arrow_floor_carries_open_windows_across_files(tmp_path: Path) -> None:
