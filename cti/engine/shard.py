@@ -6,11 +6,11 @@ payloads of the events it owns (``cti.engine.batch.routed``), or, for a stream w
 can compute from the source's generation points, only its own events and those points
 (``cti.engine.timed``). Per group it runs the group's
 ingress: straight to the chunk its operators take where the group is one common stream
-(``vectorized.shard_chunk``), else vectorised where it can be (``vectorized.process_group``),
-else the row machine (``IngressMachine.process``) on the same state; then the ``QueryMachine``
-over the events it owns. Every shard computes the same CTIs. The in-process runtime runs this
-step with one shard; Spark runs it in its stateful function, one call per shard and
-micro-batch.
+(``vectorized.shard_chunk``), else vectorised where it can be (``vectorized.process_group``,
+``ordered.process_group``), else the row machine (``IngressMachine.process``) on the same
+state; then the ``QueryMachine`` over the events it owns. Every shard computes the same CTIs.
+The in-process runtime runs this step with one shard; Spark runs it in its stateful function,
+one call per shard and micro-batch.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from cti.engine.batch import owners
 from cti.engine.layout import in_rows_from_pandas, out_rows_to_pandas
 from cti.engine.route import QueryRoute
 from cti.events import SHAPE_KINDS, EventShape
-from cti.ingress import vectorized
+from cti.ingress import ordered, vectorized
 from cti.ingress.machine import IngressMachine
 from cti.ingress.spec import StreamSpec
 from cti.operators import frame
@@ -38,9 +38,12 @@ from cti.operators.machine import QueryMachine
 def ingress_step(machine: IngressMachine, rows: pd.DataFrame, owner: int | None = None
                  ) -> pd.DataFrame:
     """A group's ingress output rows of a batch of its input rows (``IN_ARROW`` columns, as
-    pandas): vectorised where it can be, else the row machine on the same state. ``owner``: see
+    pandas): vectorised where it can be (a stream with CTIs generated or imported, or with an
+    event-ordering policy), else the row machine on the same state. ``owner``: see
     ``vectorized.process_group``."""
     got = vectorized.process_group(machine, rows, owner)
+    if got is None:
+        got = ordered.process_group(machine, rows)
     if got is None:
         got = out_rows_to_pandas(machine.process(in_rows_from_pandas(rows)))
     return got

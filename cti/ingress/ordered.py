@@ -1,0 +1,449 @@
+"""Ingress of an event-ordering stream (SPEC 7) as array operations.
+
+The row machine (``IngressMachine`` with ``cti.ingress.ordering``) is the definition; this
+computes exactly its output rows and its new state with numpy over a whole micro-batch, for a
+group of one stream with an event-ordering policy whose timelines are the whole stream (no
+``over``, no partitions) or its substreams (``over``), without purging, on a batch of valid
+events with arrival times and maybe the end of input. Anything else (bad rows, partitions,
+clock ticks, an arrival that goes back, a gap) returns None, and the caller runs the row
+machine on the same state: both keep the same state, so they can take turns.
+
+Why it can be computed without a step per event: an event is judged against its timeline's
+watermark ``max(max - O, A - L, floor)`` before it, where ``max`` is the largest timestamp the
+timeline assigned. That is a running maximum of what the policy decided, but the same
+watermark comes from the running maximum of each event's timestamp as the early-arrival rule
+clips it (``min(t, arrival + window)``; an event the rule drops left out), whatever the other
+rules then decided: a timestamp they drop or move lies below the watermark in force, or below
+``A - L``, so it can never lift a later watermark. So the watermarks, hence every decision,
+come from prefix maxima per timeline; the timelines' exact maxima (the state, and the stream's
+CTI without substreams) follow from the decisions, and each kept event is released at the
+first row whose CTI (or, for a substream, whose timeline's watermark) reaches it: a search
+over non-decreasing arrays.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+from sortedcontainers import SortedList
+
+from cti.events import EventShape
+from cti.ingress import ordering
+from cti.ingress.machine import IngressMachine
+from cti.ingress.spec import StreamSpec
+from cti.ingress.vectorized import output_frame
+from cti.operators.frame import exact_field
+from cti.rows import payload_to_json
+from cti.settings import AdvanceTimePolicy
+from cti.time import MAX_TIME, MIN_TIME
+
+NULL = MIN_TIME  # the Spark layout's missing time
+_KIND = {EventShape.POINT: "point", EventShape.INTERVAL: "interval"}
+_STATUS = np.asarray(["accepted", "adjusted", "dropped"], object)
+_REASON = np.asarray([None, "early", "late", "out_of_order"], object)
+# An output item's phase within its input row: the row's dropped event, the events released
+# up to the CTI (up to A - L with substreams), those released up to the row's own timeline's
+# watermark (substreams), the CTI; the metrics snapshot after every row.
+DROP, RELEASE, OWN, CTI, METRICS = range(5)
+
+
+def eligible(specs: list[StreamSpec]) -> bool:
+    if len(specs) != 1:
+        return False
+    s, p = specs[0], specs[0].ordering
+    return (p is not None and s.import_from is None and s.shape in _KIND
+            and not s.declared_partitions and not p.partitioned
+            and not p.purge_idle_timelines)
+
+
+def process_group(machine: IngressMachine, pdf: pd.DataFrame) -> pd.DataFrame | None:
+    """A micro-batch of a group of one event-ordering stream: its output rows, as the row
+    machine gives them, or None where the row machine must run."""
+    if not eligible(machine.specs):
+        return None
+    return process(machine.specs[0], machine.state["streams"][0], pdf)
+
+
+def _ints(*parts: Any) -> np.ndarray:
+    return np.concatenate([np.asarray(p, np.int64) for p in parts])
+
+
+def _sat(values: np.ndarray, d: Any) -> np.ndarray:
+    """``cti.time.add(v, d)`` of each value (``d`` one for all, or one each): saturating at
+    the sentinels, a sentinel staying where it is."""
+    d = np.asarray(d, np.int64)
+    with np.errstate(over="ignore"):
+        out = values + d
+    out = np.where((d >= 0) & (values >= MAX_TIME - np.maximum(d, 0)), MAX_TIME,
+                   np.where((d < 0) & (values <= MIN_TIME - np.minimum(d, 0)), MIN_TIME, out))
+    return np.where((values == MIN_TIME) | (values == MAX_TIME), values, out).astype(np.int64)
+
+
+def _group_cummax(values: np.ndarray, codes: np.ndarray, exclusive: bool = False
+                  ) -> np.ndarray:
+    """The running maximum of ``values`` within each code, up to each row (before it with
+    ``exclusive``: ``MIN_TIME`` at a code's first row)."""
+    if not len(values):
+        return values.astype(np.int64)
+    order = np.argsort(codes, kind="stable")
+    g = codes[order]
+    top = pd.Series(values[order]).groupby(g, sort=False).cummax().to_numpy(np.int64)
+    if exclusive:
+        shifted = np.full(len(top), MIN_TIME, np.int64)
+        same = g[1:] == g[:-1]
+        shifted[1:][same] = top[:-1][same]
+        top = shifted
+    out = np.empty_like(top)
+    out[order] = top
+    return out
+
+
+def _timelines(policy: Any, payload: np.ndarray, light: np.ndarray) -> np.ndarray | None:
+    """Each event's timeline id as the row machine names it (``ordering.timeline_id``): the
+    stream's one timeline, or its ``over`` value's JSON; None for a light row (another shard's
+    substream); None overall where a payload lacks the key (bad input: the row machine)."""
+    n = len(payload)
+    if policy.over is None:
+        return np.full(n, "", object)
+    out = np.full(n, None, object)
+    full = ~light
+    if not full.any():
+        return out
+    texts = pa.array(list(payload[full]), pa.string())
+    values = exact_field(texts, policy.over)
+    if values is not None and not values.null_count:
+        encoded = values.dictionary_encode()
+        names = np.asarray([json.dumps(v) for v in encoded.dictionary.to_pylist()], object)
+        out[full] = names[encoded.indices.to_numpy(zero_copy_only=False)]
+        return out
+    ids = []
+    for text in payload[full]:
+        p = json.loads(text)
+        if not isinstance(p, dict) or policy.over not in p:
+            return None
+        ids.append(json.dumps(p[policy.over], sort_keys=True))
+    out[full] = np.asarray(ids, object) if ids else out[full]
+    return out
+
+
+def process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int = 0
+            ) -> pd.DataFrame | None:
+    """Stream ``index``'s output rows for a batch of its input rows, updating ``st`` as the row
+    machine does; None (``st`` untouched) where the row machine must run."""
+    policy, ost = spec.ordering, st["ordering"]
+    if st["eos"] or st["pending"] or st["imported"] or st["open_edges"] or \
+            not st["cti"] == ost["cti"] == ost["rule_cti"] or \
+            set(st["partition_arrival"]) - {None}:
+        return None
+    keyed = policy.over is not None
+    if not keyed and set(ost["timelines"]) - {""}:
+        return None
+    pdf = pdf.sort_values("seq", kind="stable") if len(pdf) > 1 else pdf
+    seq = pdf["seq"].to_numpy(np.int64)
+    if len(seq) > 1 and not (seq[1:] > seq[:-1]).all():
+        return None
+    take = slice(int(np.searchsorted(seq, st["next_in_seq"])), None)  # replays skipped
+    seq = seq[take]
+    n = len(seq)
+    if n and (seq[0] != st["next_in_seq"] or seq[-1] != st["next_in_seq"] + n - 1):
+        return None
+    kind = pdf["kind"].to_numpy(object)[take]
+    ev_kind = _KIND[spec.shape]
+    is_eos = kind == "eos"
+    eos = bool(n and is_eos[-1])
+    if not ((kind == ev_kind) | is_eos).all() or is_eos[:n - 1].any():
+        return None
+    m = n - int(eos)  # the events
+    start = pdf["start"].to_numpy(np.int64)[take][:m]
+    end = pdf["end"].to_numpy(np.int64)[take][:m]
+    arrival = pdf["arrival"].to_numpy(np.int64)[take][:m]
+    payload = pdf["payload"].to_numpy(object)[take][:m]
+    if pdf["error"].iloc[take].notna().any() or pdf["partition"].iloc[take].notna().any():
+        return None
+    sentinel = (start == MIN_TIME) | (start == MAX_TIME) | (arrival == NULL)
+    if ev_kind == "interval":
+        sentinel |= (end == MIN_TIME) | (end == MAX_TIME) | (end <= start)
+    if sentinel.any():
+        return None
+    last = st["partition_arrival"].get(None)
+    if m and ((last is not None and arrival[0] < last) or (np.diff(arrival) < 0).any()):
+        return None
+    light = (pd.isna(payload) if keyed else np.zeros(m, bool)).astype(bool)
+    tids = _timelines(policy, payload, light)
+    if tids is None:
+        return None
+
+    late_tol, ooo_tol = policy.late_arrival_tolerance, policy.out_of_order_tolerance
+    A = np.maximum.accumulate(np.concatenate([[ost["A"]], arrival]))[1:]
+    a_term = _sat(A, -late_tol)
+    app = arrival if policy.timestamp_by_arrival else start
+    window = policy.early_arrival_window
+    early = (app > _sat(arrival, window)) if window is not None else np.zeros(m, bool)
+    early &= ~light
+    early_drop = early & (policy.early_action is AdvanceTimePolicy.DROP)
+    clipped = np.where(early, _sat(arrival, window if window is not None else 0), app)
+
+    # Timelines: codes in order of first appearance; each one's carried max and floor.
+    full = np.flatnonzero(~light)
+    codes_full, names = pd.factorize(pd.Series(tids[full], dtype=object), sort=False)
+    codes = np.full(m, -1, np.int64)
+    codes[full] = codes_full
+    names = list(names)
+    known = [ost["timelines"].get(t) for t in names]
+    seed = np.asarray([MIN_TIME if tl is None or tl["max"] is None else tl["max"]
+                       for tl in known], np.int64)
+
+    # The CTI before each row: independent timelines' is A - L, whatever was decided.
+    rule0 = ost["rule_cti"]
+    if keyed:
+        rule = np.maximum.accumulate(np.concatenate([[rule0], a_term]))[1:]
+        before = np.concatenate([[rule0], rule])[:m]
+    first_row = np.full(len(names), m, np.int64)
+    np.minimum.at(first_row, codes_full, full)
+    floor = np.asarray([tl["floor"] if tl is not None else
+                        (before[first_row[c]] if keyed else rule0)
+                        for c, tl in enumerate(known)], np.int64)
+
+    # Decisions, each against its timeline's watermark before it.
+    fc = codes[full]
+    prior = np.maximum(seed[fc], _group_cummax(
+        np.where(early_drop, MIN_TIME, clipped)[full], fc, exclusive=True))
+    w = np.full(m, MIN_TIME, np.int64)
+    w[full] = np.maximum(_sat(prior, -ooo_tol), np.maximum(a_term[full], floor[fc]))
+    ts, status, reason = app.copy(), np.zeros(m, np.int8), np.zeros(m, np.int8)
+    dropped = early_drop.copy()
+    adjust_early = early & ~early_drop
+    ts[adjust_early] = clipped[adjust_early]
+    status[early], reason[early] = np.where(early_drop[early], 2, 1), 1
+    late_bound = _sat(arrival, -late_tol)
+    late = ~dropped & ~light & (app < late_bound)
+    if policy.action is AdvanceTimePolicy.DROP:
+        dropped |= late
+        status[late] = 2
+    else:
+        ts[late], status[late] = late_bound[late], 1
+    reason[late] = 2
+    ooo = ~dropped & ~light & (ts < w)
+    if policy.action is AdvanceTimePolicy.DROP:
+        dropped |= ooo
+        status[ooo] = 2
+    else:
+        ts[ooo], status[ooo] = w[ooo], 1
+    reason[ooo] = 3
+    kept = ~dropped & ~light
+
+    # Each timeline's max after each row, and the stream's CTI after each row.
+    after_max = np.full(m, MIN_TIME, np.int64)
+    after_max[full] = np.maximum(seed[fc], _group_cummax(np.where(kept, ts, MIN_TIME)[full], fc))
+    if not keyed:
+        stream_cti = np.where(after_max == MIN_TIME, a_term,
+                              np.maximum(_sat(after_max, -ooo_tol), a_term))
+        rule = np.maximum.accumulate(np.concatenate([[rule0], stream_cti]))[1:]
+        before = np.concatenate([[rule0], rule])[:m]
+    emits = rule > before
+
+    # Release: at the first row (from its own) whose limit reaches the event.
+    limit = _ints(a_term if keyed else rule, [MAX_TIME] if eos else [])
+    limit = np.maximum.accumulate(limit) if len(limit) else limit
+    carried = list(ost["buffer"])
+    new = np.flatnonzero(kept)
+    e_ts = np.concatenate([np.asarray([e[0] for e in carried], np.int64), ts[new]])
+    e_seq = np.concatenate([np.asarray([e[1] for e in carried], np.int64), seq[new]])
+    e_row = np.concatenate([np.zeros(len(carried), np.int64), new])
+    at = np.maximum(e_row, np.searchsorted(limit, e_ts, side="left"))
+    phase = np.full(len(at), RELEASE, np.int64)
+    if keyed and len(at):
+        code_of = {t: c for c, t in enumerate(names)}
+        e_code = np.concatenate([np.asarray([code_of.get(e[2], -1) for e in carried], np.int64),
+                                 codes[new]])
+        own = _own_release(codes, full, after_max, a_term, floor, ooo_tol, e_code, e_row, e_ts)
+        sooner = own < at
+        at, phase = np.where(sooner, own, at), np.where(sooner, OWN, phase)
+    out_at = at < len(limit)
+
+    # The output items in the row machine's order.
+    drop_rows = np.flatnonzero(dropped)
+    cti_rows = np.flatnonzero(emits)
+    rel = np.flatnonzero(out_at)
+    flush = eos and MAX_TIME > (rule[-1] if m else rule0)
+    item_row = _ints(drop_rows, at[rel], cti_rows, [n - 1] if flush else [], [n])
+    tail = np.zeros(len(cti_rows) + int(flush) + 1, np.int64)
+    item_phase = _ints(np.full(len(drop_rows), DROP), phase[rel],
+                       np.full(len(cti_rows) + int(flush), CTI), [METRICS])
+    item_ts = _ints(np.zeros(len(drop_rows)), e_ts[rel], tail)
+    item_seq = _ints(seq[drop_rows], e_seq[rel], tail)
+    order = np.lexsort((item_seq, item_ts, item_phase, item_row))
+
+    final_cti = MAX_TIME if flush else int(rule[-1]) if m else rule0
+    # The stream's CTI in force at each row (before its own CTI row), and at the end.
+    in_force = _ints(before, [rule[-1] if m else rule0] if eos else [], [final_cti])
+
+    # Columns of each kind of item, then put in order.
+    nd, nr, nc = len(drop_rows), len(rel), len(cti_rows) + int(flush)
+    c_rel = rel[rel < len(carried)]
+    n_rel = new[rel[rel >= len(carried)] - len(carried)]
+    carried_rows = [carried[i] for i in c_rel]
+
+    def rel_col(from_entry: Any, from_new: np.ndarray, dtype: Any) -> np.ndarray:
+        return np.concatenate([np.asarray([from_entry(e) for e in carried_rows], dtype),
+                               np.asarray(from_new, dtype)])
+
+    point = ev_kind == "point"
+    kept_end = end if point else _sat(end, ts - start)  # (a lifetime keeps its length)
+    cti_values = _ints(rule[cti_rows], [MAX_TIME] if flush else [])
+    metrics_payload = None  # (filled in after the state)
+    none_c = np.full(nc + 1, None, object)
+    null_c = np.full(nc + 1, NULL, np.int64)
+    cols: dict[str, np.ndarray] = {
+        "in_seq": np.concatenate([seq[drop_rows], rel_col(lambda e: e[1], seq[n_rel], np.int64),
+                                  np.full(nc + 1, -1, np.int64)]),
+        "kind": np.concatenate([kind[drop_rows], rel_col(lambda e: e[3][3], kind[n_rel], object),
+                                np.asarray(["cti"] * nc + ["metrics"], object)]),
+        "start": np.concatenate([np.full(nd, NULL, np.int64),
+                                 rel_col(lambda e: e[5], ts[n_rel], np.int64),
+                                 cti_values, [NULL]]),
+        "end": np.concatenate([np.full(nd, NULL, np.int64),
+                               rel_col(lambda e: NULL if e[6] is None else e[6],
+                                       np.full(len(n_rel), NULL, np.int64) if point
+                                       else kept_end[n_rel], np.int64), null_c]),
+        "payload": np.concatenate([payload[drop_rows],
+                                   rel_col(lambda e: e[3][6], payload[n_rel], object), none_c]),
+        "status": np.concatenate([np.full(nd, "dropped", object),
+                                  rel_col(lambda e: e[4], _STATUS[status[n_rel]], object),
+                                  np.asarray(["cti"] * nc + ["metrics"], object)]),
+        "orig_start": np.concatenate([start[drop_rows],
+                                      rel_col(lambda e: e[3][4], start[n_rel], np.int64),
+                                      null_c]),
+        "orig_end": np.concatenate([end[drop_rows] if not point else np.full(nd, NULL),
+                                    rel_col(lambda e: NULL if e[3][5] is None else e[3][5],
+                                            np.full(len(n_rel), NULL) if point
+                                            else end[n_rel], np.int64), null_c]).astype(np.int64),
+        "reason": np.concatenate([_REASON[reason[drop_rows]],
+                                  rel_col(lambda e: e[7], _REASON[reason[n_rel]], object),
+                                  none_c]),
+    }
+    item_cti = in_force[item_row]
+    item_cti[nd + nr:nd + nr + nc] = cti_values
+    cols["cti"] = item_cti
+
+    # The state after the same rows.
+    metrics = st["metrics"]
+    statuses = cols["status"][nd:nd + nr]
+    metrics["accepted"] += int((statuses == "accepted").sum())
+    metrics["adjusted"] += int((statuses == "adjusted").sum())
+    metrics["dropped"] += nd
+    metrics["ctis"] += nc
+    if m:
+        ost["A"] = int(A[-1])
+        st["partition_arrival"][None] = int(arrival[-1])
+    tl_counts = _timeline_counts(fc, len(names), early[full], late[full], ooo[full],
+                                 dropped[full], status[full], kept[full])
+    last_row = np.full(len(names), -1, np.int64)
+    np.maximum.at(last_row, codes_full, full)
+    for c, tid in enumerate(names):
+        tl = known[c]
+        if tl is None:
+            tl = {"id": tid, "max": None, "last_arrival": None, "partition": None,
+                  "floor": int(floor[c]), "metrics": dict.fromkeys(ordering.TIMELINE_METRICS, 0)}
+            ost["timelines"][tid] = tl
+            ost["silent"] += 1
+        tl["last_arrival"] = int(arrival[last_row[c]])
+        top = int(after_max[last_row[c]])
+        if top != MIN_TIME:
+            if tl["max"] is None:
+                ost["silent"] -= 1
+            elif top != tl["max"]:
+                ost["maxes"].remove((tl["max"], tid))
+            if tl["max"] != top:
+                ost["maxes"].add((top, tid))
+            tl["max"] = top
+        for name, count in tl_counts[c].items():
+            tl["metrics"][name] += count
+    stay = np.flatnonzero(~out_at)
+    left = [carried[i] for i in stay[stay < len(carried)]]
+    for i in new[stay[stay >= len(carried)] - len(carried)]:
+        row = (index, int(seq[i]), int(arrival[i]), ev_kind, int(start[i]),
+               None if point else int(end[i]), payload[i], None, None)
+        left.append((int(ts[i]), int(seq[i]), tids[i], row, str(_STATUS[status[i]]),
+                     int(ts[i]), None if point else int(kept_end[i]), _REASON[reason[i]]))
+    ost["buffer"] = SortedList(left)
+    if keyed:
+        per: dict[str, SortedList] = {}
+        for e in left:
+            per.setdefault(e[2], SortedList()).add((e[0], e[1]))
+        ost["per_timeline"] = per
+    ost["rule_cti"] = int(rule[-1]) if m else rule0
+    ost["cti"] = final_cti
+    st["cti"] = final_cti
+    if n:
+        merge = max(st["last_arrival"], int(A[-1]) if m else MIN_TIME)
+        st["last_arrival"] = MAX_TIME if eos else merge
+        st["last_key"] = (st["last_arrival"], index, int(seq[-1]))
+        st["next_in_seq"] += n
+    if eos:
+        st["data_arrival"] = MAX_TIME
+        st["eos"] = True
+    metrics_payload = payload_to_json({"arrival_clock": ost["A"], "cti": ost["rule_cti"],
+                                       "timelines": ordering.metrics(policy, ost)})
+    cols["payload"][-1] = metrics_payload
+    count = len(order)
+    cols = {k: v[order] for k, v in cols.items()}
+    cols["seq"] = st["out_seq"] + np.arange(count, dtype=np.int64)
+    st["out_seq"] += count
+    out = output_frame(cols, index)
+    return out
+
+
+def _own_release(codes: np.ndarray, full: np.ndarray, after_max: np.ndarray,
+                 a_term: np.ndarray, floor: np.ndarray, ooo_tol: int, e_code: np.ndarray,
+                 e_row: np.ndarray, e_ts: np.ndarray) -> np.ndarray:
+    """For each buffered event of a substream (its timeline's code, the row it was kept at,
+    its timestamp), the first row from its own that is of its timeline and whose watermark
+    after it reaches the event (``len(codes) + 1`` where none): the rows of one timeline in
+    order have non-decreasing watermarks, so two searches in the rows sorted by timeline."""
+    none = len(codes) + 1
+    out = np.full(len(e_code), none, np.int64)
+    if not len(full):
+        return out
+    fc = codes[full]
+    wm = np.maximum(np.where(after_max[full] == MIN_TIME, MIN_TIME,
+                             _sat(after_max[full], -ooo_tol)),
+                    np.maximum(a_term[full], floor[fc]))
+    order = np.lexsort((full, fc))  # by timeline, then row
+    g, rows, marks = fc[order], full[order], wm[order]
+    bounds = np.searchsorted(g, np.arange(len(floor) + 1))
+    ok = e_code >= 0
+    if not ok.any():
+        return out
+    lo, hi = bounds[e_code[ok]], bounds[e_code[ok] + 1]
+    # (the marks ranked among themselves and the events' timestamps, so (code, rank) sorts)
+    ranks = np.unique(np.concatenate([marks, e_ts[ok]]))
+    span = len(ranks) + 1
+    mark_key = g * span + np.searchsorted(ranks, marks)
+    row_key = g * (len(codes) + 2) + rows
+    by_mark = np.searchsorted(mark_key, e_code[ok] * span + np.searchsorted(ranks, e_ts[ok]))
+    by_row = np.searchsorted(row_key, e_code[ok] * (len(codes) + 2) + e_row[ok])
+    pos = np.maximum(np.maximum(by_mark, by_row), lo)
+    found = pos < hi
+    res = np.full(ok.sum(), none, np.int64)
+    res[found] = rows[pos[found]]
+    out[ok] = res
+    return out
+
+
+def _timeline_counts(codes: np.ndarray, k: int, early: np.ndarray, late: np.ndarray,
+                     ooo: np.ndarray, dropped: np.ndarray, status: np.ndarray,
+                     kept: np.ndarray) -> list[dict[str, int]]:
+    """Each timeline's metrics of this batch (``ordering.TIMELINE_METRICS``)."""
+    def per(mask: np.ndarray) -> np.ndarray:
+        return np.bincount(codes[mask], minlength=k)
+
+    counts = {"input": np.bincount(codes, minlength=k), "accepted": per(kept & (status == 0)),
+              "adjusted": per(kept & (status == 1)), "dropped": per(dropped),
+              "late": per(late), "early": per(early), "out_of_order": per(ooo)}
+    return [{name: int(counts[name][c]) for name in ordering.TIMELINE_METRICS}
+            for c in range(k)]
