@@ -413,20 +413,23 @@ def _own_release(codes: np.ndarray, full: np.ndarray, after_max: np.ndarray,
     wm = np.maximum(np.where(after_max[full] == MIN_TIME, MIN_TIME,
                              _sat(after_max[full], -ooo_tol)),
                     np.maximum(a_term[full], floor[fc]))
-    order = np.lexsort((full, fc))  # by timeline, then row
+    order = np.argsort(fc, kind="stable")  # by timeline, then row
     g, rows, marks = fc[order], full[order], wm[order]
     bounds = np.searchsorted(g, np.arange(len(floor) + 1))
     ok = e_code >= 0
     if not ok.any():
         return out
-    lo, hi = bounds[e_code[ok]], bounds[e_code[ok] + 1]
-    # (the marks ranked among themselves and the events' timestamps, so (code, rank) sorts)
-    ranks = np.unique(np.concatenate([marks, e_ts[ok]]))
-    span = len(ranks) + 1
-    mark_key = g * span + np.searchsorted(ranks, marks)
-    row_key = g * (len(codes) + 2) + rows
-    by_mark = np.searchsorted(mark_key, e_code[ok] * span + np.searchsorted(ranks, e_ts[ok]))
-    by_row = np.searchsorted(row_key, e_code[ok] * (len(codes) + 2) + e_row[ok])
+    q_code, q_ts, lo, hi = e_code[ok], e_ts[ok], bounds[e_code[ok]], bounds[e_code[ok] + 1]
+    # The first mark of the event's timeline that reaches it: marks and events merged in
+    # (timeline, time) order, an event before an equal mark; the marks before it count.
+    merged = np.lexsort((np.concatenate([np.ones(len(marks), np.int8),
+                                         np.zeros(len(q_ts), np.int8)]),
+                         np.concatenate([marks, q_ts]), np.concatenate([g, q_code])))
+    is_mark = merged < len(marks)
+    marks_before = np.cumsum(is_mark) - is_mark
+    by_mark = np.empty(len(q_ts), np.int64)
+    by_mark[merged[~is_mark] - len(marks)] = marks_before[~is_mark]
+    by_row = np.searchsorted(g * (len(codes) + 2) + rows, q_code * (len(codes) + 2) + e_row[ok])
     pos = np.maximum(np.maximum(by_mark, by_row), lo)
     found = pos < hi
     res = np.full(ok.sum(), none, np.int64)
