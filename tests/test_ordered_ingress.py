@@ -1,9 +1,12 @@
 """The vectorised event-ordering ingress (``cti.ingress.ordered``) equals the row machine (the
 definition, SPEC 7): the same output rows and the same state, on random streams cut into
-random micro-batches; where it declines (bad rows, partitions, an arrival going back) the row
-machine takes the batch on the same state, so the two take turns."""
+random micro-batches (with partitions, combined or each alone, and substreams); where it
+declines (bad rows, an arrival going back) the row machine takes the batch on the same state,
+so the two take turns."""
 
 from __future__ import annotations
+
+import pickle
 
 import pandas as pd
 from hypothesis import HealthCheck, event, given, settings
@@ -31,34 +34,40 @@ def specs(draw):
         early_arrival_window=draw(st.none() | st.integers(0, 10).map(ticks)),
         action=draw(st.sampled_from(list(AdvanceTimePolicy))),
         early_action=draw(st.sampled_from(list(AdvanceTimePolicy))),
-        over=draw(st.sampled_from([None, "k"])),
+        over=(over := draw(st.sampled_from([None, "k"]))),
+        partitioned=over is None and draw(st.booleans()),
         timestamp_by_arrival=draw(st.booleans()))
+    declared = draw(st.sampled_from([(), ("p0", "p1"), ("p0", "p1", "p2")]))
     return StreamSpec.from_settings("s", shape, None, ordering=policy,
-                                    dead_letter=draw(st.booleans()))
+                                    dead_letter=draw(st.booleans()),
+                                    declared_partitions=declared)
 
 
 @st.composite
 def rows(draw, spec):
-    """Events with arrival times (going back now and then where ``noisy``), late, early and
-    out of order; in a keyed stream some without a payload (another shard's); maybe a bad
-    row or the end of input."""
-    out, arrival = [], 0
+    """Events with arrival times, each partition its own clock (going back now and then
+    where ``noisy``), late, early and out of order; in a keyed stream some without a payload
+    (another shard's); maybe a bad row or the end of input."""
+    out, clocks = [], {}
     noisy, light = draw(st.booleans()), spec.ordering.over is not None and draw(st.booleans())
+    partitions = draw(st.sampled_from([[None], [None, ""], ["p0", "p1"], ["p0", "p1", "p3"]]))
     kind = "point" if spec.shape is EventShape.POINT else "interval"
     for seq in range(draw(st.integers(0, 40))):
-        arrival += draw(st.integers(0, 3))
+        part = draw(st.sampled_from(partitions))
+        clocks[part] = arrival = clocks.get(part, draw(st.integers(0, 10))) + draw(
+            st.integers(0, 3))
         arr = arrival - (3 if noisy and draw(st.integers(0, 9)) == 0 else 0)
         t = max(1, arr + draw(st.integers(-15, 15)))
         end = NULL if kind == "point" else t + draw(st.integers(1, 6))
         what = draw(st.integers(0, 19))
         if noisy and what == 0:
-            out.append((0, seq, arr, "invalid", NULL, NULL, "{}", "unreadable", None))
+            out.append((0, seq, arr, "invalid", NULL, NULL, "{}", "unreadable", part))
         elif light and what < 6:
-            out.append((0, seq, arr, kind, t, end, None, None, None))
+            out.append((0, seq, arr, kind, t, end, None, None, part))
         else:
             key = draw(st.sampled_from(["a", "b", "c", 1]))
             payload = f'{{"k":{key!r},"n":{seq}}}'.replace("'", '"')
-            out.append((0, seq, arr, kind, t, end, payload, None, None))
+            out.append((0, seq, arr, kind, t, end, payload, None, part))
     if draw(st.booleans()):
         out.append((0, len(out), NULL, "eos", NULL, NULL, None, None, None))
     return out
@@ -117,3 +126,19 @@ def test_the_common_case_takes_the_vectorised_path():
                  for i in range(20)]
         machine = IngressMachine([spec])
         assert ordered.process_group(machine, frame(batch)) is not None
+
+
+def test_an_arrival_going_back_across_micro_batches_goes_to_the_row_machine():
+    """Within a partition, an arrival before the last one of an earlier micro-batch is bad
+    input: the vectorised path declines it (the row machine dead-letters it)."""
+    spec = StreamSpec.from_settings("s", EventShape.POINT, None, dead_letter=True,
+                                    ordering=EventOrderingPolicy(late_arrival_tolerance=ticks(5)))
+    machine = IngressMachine([spec])
+    first = [(0, 0, 10, "point", 10, NULL, "{}", None, "p0"),
+             (0, 1, 12, "point", 12, NULL, "{}", None, "p1")]
+    assert ordered.process_group(machine, frame(first)) is not None
+    later = IngressMachine([spec], pickle.loads(pickle.dumps(machine.state)))
+    on_time = [(0, 2, 11, "point", 11, NULL, "{}", None, "p0")]  # p0's clock was at 10
+    assert ordered.process_group(later, frame(on_time)) is not None
+    back = [(0, 2, 11, "point", 11, NULL, "{}", None, "p1")]  # p1's was at 12
+    assert ordered.process_group(machine, frame(back)) is None

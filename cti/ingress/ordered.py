@@ -2,11 +2,12 @@
 
 The row machine (``IngressMachine`` with ``cti.ingress.ordering``) is the definition; this
 computes exactly its output rows and its new state with numpy over a whole micro-batch, for a
-group of one stream with an event-ordering policy whose timelines are the whole stream (no
-``over``, no partitions) or its substreams (``over``), without purging, on a batch of valid
-events with arrival times and maybe the end of input. Anything else (bad rows, partitions,
-clock ticks, an arrival that goes back, a gap) returns None, and the caller runs the row
-machine on the same state: both keep the same state, so they can take turns.
+group of one stream with an event-ordering policy (its timelines the stream's partitions,
+combined by their minimum watermark or each alone, or its substreams), without purging, on a
+batch of valid events with arrival times and maybe the end of input. Anything else (bad rows,
+clock ticks, an arrival that goes back, a gap, more than 64 partitions combined) returns
+None, and the caller runs the row machine on the same state: both keep the same state, so they
+can take turns.
 
 Why it can be computed without a step per event: an event is judged against its timeline's
 watermark ``max(max - O, A - L, floor)`` before it, where ``max`` is the largest timestamp the
@@ -51,12 +52,52 @@ _REASON = np.asarray([None, "early", "late", "out_of_order"], object)
 DROP, RELEASE, OWN, CTI, METRICS = range(5)
 
 
+_MAX_COMBINED = 64  # timelines combined by their minimum, beyond which the row machine runs
+
+
+class _Decisions:
+    """Each event's decision (SPEC 7, steps 2-4) against its timeline's watermark before it:
+    timestamp, status (0 accepted, 1 adjusted, 2 dropped), reason (``_REASON``), and the
+    masks the metrics count. An event never judged (another shard's substream) is neither
+    kept nor dropped."""
+
+    def __init__(self, m: int, app: np.ndarray) -> None:
+        self.app, self.ts = app, app.copy()
+        self.status, self.reason = np.zeros(m, np.int8), np.zeros(m, np.int8)
+        self.dropped, self.kept = np.zeros(m, bool), np.zeros(m, bool)
+        self.late, self.ooo = np.zeros(m, bool), np.zeros(m, bool)
+
+    def judge(self, policy: Any, rows: Any, w: np.ndarray, early: np.ndarray,
+              early_drop: np.ndarray, clipped: np.ndarray, late_bound: np.ndarray) -> None:
+        app = self.app[rows]
+        ts, status, reason = app.copy(), np.zeros(len(app), np.int8), np.zeros(len(app), np.int8)
+        drop = policy.action is AdvanceTimePolicy.DROP
+        dropped = early_drop.copy()
+        moved = early & ~early_drop
+        ts[moved] = clipped[moved]
+        status[early], reason[early] = np.where(early_drop[early], 2, 1), 1
+        late = ~dropped & (app < late_bound)
+        if drop:
+            dropped |= late
+        else:
+            ts[late] = late_bound[late]
+        status[late], reason[late] = 2 if drop else 1, 2
+        ooo = ~dropped & (ts < w)
+        if drop:
+            dropped |= ooo
+        else:
+            ts[ooo] = w[ooo]
+        status[ooo], reason[ooo] = 2 if drop else 1, 3
+        self.ts[rows], self.status[rows], self.reason[rows] = ts, status, reason
+        self.dropped[rows], self.kept[rows] = dropped, ~dropped
+        self.late[rows], self.ooo[rows] = late, ooo
+
+
 def eligible(specs: list[StreamSpec]) -> bool:
     if len(specs) != 1:
         return False
     s, p = specs[0], specs[0].ordering
     return (p is not None and s.import_from is None and s.shape in _KIND
-            and not s.declared_partitions and not p.partitioned
             and not p.purge_idle_timelines)
 
 
@@ -102,13 +143,15 @@ def _group_cummax(values: np.ndarray, codes: np.ndarray, exclusive: bool = False
     return out
 
 
-def _timelines(policy: Any, payload: np.ndarray, light: np.ndarray) -> np.ndarray | None:
-    """Each event's timeline id as the row machine names it (``ordering.timeline_id``): the
-    stream's one timeline, or its ``over`` value's JSON; None for a light row (another shard's
-    substream); None overall where a payload lacks the key (bad input: the row machine)."""
+def _timelines(policy: Any, payload: np.ndarray, light: np.ndarray, partition: np.ndarray
+               ) -> np.ndarray | None:
+    """Each event's timeline id as the row machine names it (``ordering.timeline_id``): its
+    partition (``""`` for none), or its ``over`` value's JSON; None for a light row (another
+    shard's substream); None overall where a payload lacks the key (bad input: the row
+    machine)."""
     n = len(payload)
     if policy.over is None:
-        return np.full(n, "", object)
+        return np.where(partition == None, "", partition).astype(object)  # noqa: E711
     out = np.full(n, None, object)
     full = ~light
     if not full.any():
@@ -130,18 +173,39 @@ def _timelines(policy: Any, payload: np.ndarray, light: np.ndarray) -> np.ndarra
     return out
 
 
+def _partition_arrivals(partition: np.ndarray, arrival: np.ndarray,
+                        carried: dict[str | None, int]) -> dict[str | None, int] | None:
+    """Each partition's last arrival in the batch (in order of first appearance), or None
+    where an arrival goes back within its partition (from ``carried``, the last before)."""
+    if not len(partition):
+        return {}
+    codes, uniques = pd.factorize(pd.Series(partition, dtype=object), sort=False,
+                                  use_na_sentinel=False)
+    order = np.argsort(codes, kind="stable")
+    g, a = codes[order], arrival[order]
+    same = g[1:] == g[:-1]
+    if (a[1:][same] < a[:-1][same]).any():
+        return None
+    firsts = np.searchsorted(g, np.arange(len(uniques)))
+    lasts = np.searchsorted(g, np.arange(len(uniques)), side="right") - 1
+    out = {}
+    for p, first, last in zip(uniques, a[firsts], a[lasts], strict=True):
+        p = None if pd.isna(p) else p
+        if carried.get(p) is not None and first < carried[p]:
+            return None
+        out[p] = int(last)
+    return out
+
+
 def process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int = 0
             ) -> pd.DataFrame | None:
     """Stream ``index``'s output rows for a batch of its input rows, updating ``st`` as the row
     machine does; None (``st`` untouched) where the row machine must run."""
     policy, ost = spec.ordering, st["ordering"]
     if st["eos"] or st["pending"] or st["imported"] or st["open_edges"] or \
-            not st["cti"] == ost["cti"] == ost["rule_cti"] or \
-            set(st["partition_arrival"]) - {None}:
+            not st["cti"] == ost["cti"] == ost["rule_cti"]:
         return None
-    keyed = policy.over is not None
-    if not keyed and set(ost["timelines"]) - {""}:
-        return None
+    indep, keyed = ordering.independent(policy), policy.over is not None
     pdf = pdf.sort_values("seq", kind="stable") if len(pdf) > 1 else pdf
     seq = pdf["seq"].to_numpy(np.int64)
     if len(seq) > 1 and not (seq[1:] > seq[:-1]).all():
@@ -162,18 +226,20 @@ def process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int 
     end = pdf["end"].to_numpy(np.int64)[take][:m]
     arrival = pdf["arrival"].to_numpy(np.int64)[take][:m]
     payload = pdf["payload"].to_numpy(object)[take][:m]
-    if pdf["error"].iloc[take].notna().any() or pdf["partition"].iloc[take].notna().any():
+    partition = pdf["partition"].to_numpy(object)[take][:m]
+    if pdf["error"].iloc[take].notna().any():
         return None
     sentinel = (start == MIN_TIME) | (start == MAX_TIME) | (arrival == NULL)
     if ev_kind == "interval":
         sentinel |= (end == MIN_TIME) | (end == MAX_TIME) | (end <= start)
     if sentinel.any():
         return None
-    last = st["partition_arrival"].get(None)
-    if m and ((last is not None and arrival[0] < last) or (np.diff(arrival) < 0).any()):
+    partition = np.where(pd.isna(partition), None, partition)
+    parts = _partition_arrivals(partition, arrival, st["partition_arrival"])
+    if parts is None:  # an arrival that goes back within its partition (bad input)
         return None
     light = (pd.isna(payload) if keyed else np.zeros(m, bool)).astype(bool)
-    tids = _timelines(policy, payload, light)
+    tids = _timelines(policy, payload, light, partition)
     if tids is None:
         return None
 
@@ -187,67 +253,77 @@ def process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int 
     early_drop = early & (policy.early_action is AdvanceTimePolicy.DROP)
     clipped = np.where(early, _sat(arrival, window if window is not None else 0), app)
 
-    # Timelines: codes in order of first appearance; each one's carried max and floor.
+    # Timelines: those of the state, then the new ones in order of first appearance; each
+    # one's carried max (MIN_TIME: none) and floor (the CTI in force when it was made).
     full = np.flatnonzero(~light)
-    codes_full, names = pd.factorize(pd.Series(tids[full], dtype=object), sort=False)
+    row_codes, uniques = pd.factorize(pd.Series(tids[full], dtype=object), sort=False)
+    names = list(ost["timelines"])
+    number = {t: c for c, t in enumerate(names)}
+    for t in uniques:
+        if t not in number:
+            number[t] = len(names)
+            names.append(t)
+    if not indep and len(names) > _MAX_COMBINED:
+        return None
+    fc = np.asarray([number[t] for t in uniques], np.int64)[row_codes]
     codes = np.full(m, -1, np.int64)
-    codes[full] = codes_full
-    names = list(names)
+    codes[full] = fc
     known = [ost["timelines"].get(t) for t in names]
     seed = np.asarray([MIN_TIME if tl is None or tl["max"] is None else tl["max"]
                        for tl in known], np.int64)
-
-    # The CTI before each row: independent timelines' is A - L, whatever was decided.
-    rule0 = ost["rule_cti"]
-    if keyed:
-        rule = np.maximum.accumulate(np.concatenate([[rule0], a_term]))[1:]
-        before = np.concatenate([[rule0], rule])[:m]
+    floor = np.asarray([MIN_TIME if tl is None else tl["floor"] for tl in known], np.int64)
     first_row = np.full(len(names), m, np.int64)
-    np.minimum.at(first_row, codes_full, full)
-    floor = np.asarray([tl["floor"] if tl is not None else
-                        (before[first_row[c]] if keyed else rule0)
-                        for c, tl in enumerate(known)], np.int64)
-
-    # Decisions, each against its timeline's watermark before it.
-    fc = codes[full]
+    np.minimum.at(first_row, fc, full)
     prior = np.maximum(seed[fc], _group_cummax(
         np.where(early_drop, MIN_TIME, clipped)[full], fc, exclusive=True))
-    w = np.full(m, MIN_TIME, np.int64)
-    w[full] = np.maximum(_sat(prior, -ooo_tol), np.maximum(a_term[full], floor[fc]))
-    ts, status, reason = app.copy(), np.zeros(m, np.int8), np.zeros(m, np.int8)
-    dropped = early_drop.copy()
-    adjust_early = early & ~early_drop
-    ts[adjust_early] = clipped[adjust_early]
-    status[early], reason[early] = np.where(early_drop[early], 2, 1), 1
+    rule0 = ost["rule_cti"]
     late_bound = _sat(arrival, -late_tol)
-    late = ~dropped & ~light & (app < late_bound)
-    if policy.action is AdvanceTimePolicy.DROP:
-        dropped |= late
-        status[late] = 2
-    else:
-        ts[late], status[late] = late_bound[late], 1
-    reason[late] = 2
-    ooo = ~dropped & ~light & (ts < w)
-    if policy.action is AdvanceTimePolicy.DROP:
-        dropped |= ooo
-        status[ooo] = 2
-    else:
-        ts[ooo], status[ooo] = w[ooo], 1
-    reason[ooo] = 3
-    kept = ~dropped & ~light
+    decided = _Decisions(m, app)
 
-    # Each timeline's max after each row, and the stream's CTI after each row.
+    def decide(rows: Any, at: Any) -> None:  # ``at``: the rows among the judged (``full``)
+        w = np.maximum(_sat(prior[at], -ooo_tol), np.maximum(a_term[rows], floor[fc[at]]))
+        decided.judge(policy, rows, w, early[rows], early_drop[rows], clipped[rows],
+                      late_bound[rows])
+
     after_max = np.full(m, MIN_TIME, np.int64)
-    after_max[full] = np.maximum(seed[fc], _group_cummax(np.where(kept, ts, MIN_TIME)[full], fc))
-    if not keyed:
-        stream_cti = np.where(after_max == MIN_TIME, a_term,
-                              np.maximum(_sat(after_max, -ooo_tol), a_term))
-        rule = np.maximum.accumulate(np.concatenate([[rule0], stream_cti]))[1:]
+    if indep:  # the CTI is A - L whatever was decided; events without a timeline (light)
+        rule = np.maximum.accumulate(np.concatenate([[rule0], a_term]))[1:]
         before = np.concatenate([[rule0], rule])[:m]
+        made = [c for c, tl in enumerate(known) if tl is None]
+        floor[made] = before[first_row[made]]
+        decide(full, slice(None))
+        after_max[full] = np.maximum(seed[fc], _group_cummax(
+            np.where(decided.kept, decided.ts, MIN_TIME)[full], fc))
+    else:  # the CTI follows the timelines' maxima: in runs between new timelines
+        rule, before = np.empty(m, np.int64), np.empty(m, np.int64)
+        current, prev = seed.copy(), rule0
+        cuts = sorted({0, m, *(int(r) for r in first_row if r < m)})
+        for a, b in zip(cuts[:-1], cuts[1:], strict=True):
+            made = [c for c, tl in enumerate(known) if tl is None and first_row[c] == a]
+            floor[made] = prev
+            decide(slice(a, b), slice(a, b))  # (every row judged: no light rows)
+            kept, ts = decided.kept[a:b], decided.ts[a:b]
+            here = fc[a:b]
+            after_max[a:b] = np.maximum(current[here], _group_cummax(
+                np.where(kept, ts, MIN_TIME), here))
+            alive = [c for c, tl in enumerate(known) if tl is not None or first_row[c] <= a]
+            # The lowest timeline max (MIN_TIME while one has none: then A - L alone).
+            lowest = np.full(b - a, MIN_TIME if not alive else MAX_TIME, np.int64)
+            for c in alive:
+                lowest = np.minimum(lowest, np.maximum(current[c], np.maximum.accumulate(
+                    np.where((here == c) & kept, ts, MIN_TIME))))
+            stream_cti = np.maximum(_sat(lowest, -ooo_tol), a_term[a:b])
+            rule[a:b] = np.maximum.accumulate(np.maximum(stream_cti, prev))
+            before[a:b] = np.concatenate([[prev], rule[a:b - 1]])
+            np.maximum.at(current, here[kept], ts[kept])
+            prev = int(rule[b - 1])
+    ts, status, reason = decided.ts, decided.status, decided.reason
+    dropped, kept = decided.dropped, decided.kept
+    late, ooo = decided.late, decided.ooo
     emits = rule > before
 
     # Release: at the first row (from its own) whose limit reaches the event.
-    limit = _ints(a_term if keyed else rule, [MAX_TIME] if eos else [])
+    limit = _ints(a_term if indep else rule, [MAX_TIME] if eos else [])
     limit = np.maximum.accumulate(limit) if len(limit) else limit
     carried = list(ost["buffer"])
     new = np.flatnonzero(kept)
@@ -256,9 +332,8 @@ def process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int 
     e_row = np.concatenate([np.zeros(len(carried), np.int64), new])
     at = np.maximum(e_row, np.searchsorted(limit, e_ts, side="left"))
     phase = np.full(len(at), RELEASE, np.int64)
-    if keyed and len(at):
-        code_of = {t: c for c, t in enumerate(names)}
-        e_code = np.concatenate([np.asarray([code_of.get(e[2], -1) for e in carried], np.int64),
+    if indep and len(at):
+        e_code = np.concatenate([np.asarray([number.get(e[2], -1) for e in carried], np.int64),
                                  codes[new]])
         own = _own_release(codes, full, after_max, a_term, floor, ooo_tol, e_code, e_row, e_ts)
         sooner = own < at
@@ -325,6 +400,9 @@ def process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int 
         "reason": np.concatenate([_REASON[reason[drop_rows]],
                                   rel_col(lambda e: e[7], _REASON[reason[n_rel]], object),
                                   none_c]),
+        "partition": np.concatenate([partition[drop_rows],
+                                     rel_col(lambda e: e[3][8], partition[n_rel], object),
+                                     none_c]),
     }
     item_cti = in_force[item_row]
     item_cti[nd + nr:nd + nr + nc] = cti_values
@@ -339,16 +417,17 @@ def process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int 
     metrics["ctis"] += nc
     if m:
         ost["A"] = int(A[-1])
-        st["partition_arrival"][None] = int(arrival[-1])
+        st["partition_arrival"].update(parts)
     tl_counts = _timeline_counts(fc, len(names), early[full], late[full], ooo[full],
                                  dropped[full], status[full], kept[full])
     last_row = np.full(len(names), -1, np.int64)
-    np.maximum.at(last_row, codes_full, full)
-    for c, tid in enumerate(names):
-        tl = known[c]
+    np.maximum.at(last_row, fc, full)
+    for c in np.flatnonzero(last_row >= 0):
+        tid, tl = names[c], known[c]
         if tl is None:
-            tl = {"id": tid, "max": None, "last_arrival": None, "partition": None,
-                  "floor": int(floor[c]), "metrics": dict.fromkeys(ordering.TIMELINE_METRICS, 0)}
+            tl = {"id": tid, "max": None, "last_arrival": None,
+                  "partition": partition[first_row[c]], "floor": int(floor[c]),
+                  "metrics": dict.fromkeys(ordering.TIMELINE_METRICS, 0)}
             ost["timelines"][tid] = tl
             ost["silent"] += 1
         tl["last_arrival"] = int(arrival[last_row[c]])
@@ -367,11 +446,11 @@ def process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int 
     left = [carried[i] for i in stay[stay < len(carried)]]
     for i in new[stay[stay >= len(carried)] - len(carried)]:
         row = (index, int(seq[i]), int(arrival[i]), ev_kind, int(start[i]),
-               None if point else int(end[i]), payload[i], None, None)
+               None if point else int(end[i]), payload[i], None, partition[i])
         left.append((int(ts[i]), int(seq[i]), tids[i], row, str(_STATUS[status[i]]),
                      int(ts[i]), None if point else int(kept_end[i]), _REASON[reason[i]]))
     ost["buffer"] = SortedList(left)
-    if keyed:
+    if indep:
         per: dict[str, SortedList] = {}
         for e in left:
             per.setdefault(e[2], SortedList()).add((e[0], e[1]))
@@ -394,7 +473,8 @@ def process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int 
     cols = {k: v[order] for k, v in cols.items()}
     cols["seq"] = st["out_seq"] + np.arange(count, dtype=np.int64)
     st["out_seq"] += count
-    out = output_frame(cols, index)
+    out = output_frame({k: v for k, v in cols.items() if k != "partition"}, index)
+    out["partition"] = cols["partition"]
     return out
 
 
