@@ -4,10 +4,11 @@
                          [--no-purge]
 
 One event-ordering stream with ``over="key"`` (late-arrival tolerance 1 s, out-of-order
-tolerance 100 ms, ADJUST, ``purge_idle_timelines=True``) runs through the ingress machine
-(``IngressMachine``, what each runtime runs per ingress group) in micro-batches of ``--batch``
-rows. Events arrive 100 us apart; each new key appears every events/keys events and is used,
-at random, by the events of the next ``SPREAD`` keys' worth of time, then never again. Every
+tolerance 100 ms, ADJUST, ``purge_idle_timelines=True``) runs through ingress as each runtime
+runs it per ingress group (``cti.engine.shard.ingress_step``: vectorised, the row machine for
+the silent batches' clock ticks) in micro-batches of ``--batch`` rows. Events arrive 100 us
+apart; each new key appears every events/keys events and is used, at random, by the events of
+the next ``SPREAD`` keys' worth of time, then never again. Every
 ``SILENT_EVERY`` batches the input is silent for one batch: the batch is a single recorded
 wall-clock tick (``clock_row``) a second on, so the timelines still held by buffered events
 are released and purged without data.
@@ -36,8 +37,11 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from cti import AdvanceTimePolicy, EventOrderingPolicy, EventShape  # noqa: E402
+from cti.engine.batch import IN_ARROW, rows_table  # noqa: E402
+from cti.engine.shard import ingress_step  # noqa: E402
 from cti.ingress.machine import IngressMachine  # noqa: E402
 from cti.ingress.spec import StreamSpec  # noqa: E402
+from cti.operators.frame import arrow_to_pandas  # noqa: E402
 from cti.rows import InRow, clock_row  # noqa: E402
 
 BASE = 1_767_225_600_000_000  # 2026-01-01T00:00:00Z in ticks
@@ -89,7 +93,7 @@ def soak(events: int, keys: int, batch: int, seed: int = 0, purge: bool = True,
     sizes = []
     began = time.perf_counter()
     for rows in batches(events, keys, batch, seed):
-        out += len(m.process(rows))
+        out += len(ingress_step(m, arrow_to_pandas(rows_table(rows).select(IN_ARROW.names))))
         done += sum(1 for r in rows if r.kind == "point")
         ost = m.state["streams"][0]["ordering"]
         size = len(pickle.dumps(m.state, protocol=pickle.HIGHEST_PROTOCOL))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pickle
 
+import numpy as np
 import pandas as pd
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
@@ -36,7 +37,7 @@ def specs(draw):
         early_action=draw(st.sampled_from(list(AdvanceTimePolicy))),
         over=(over := draw(st.sampled_from([None, "k"]))),
         partitioned=over is None and draw(st.booleans()),
-        timestamp_by_arrival=draw(st.booleans()))
+        timestamp_by_arrival=draw(st.booleans()), purge_idle_timelines=draw(st.booleans()))
     declared = draw(st.sampled_from([(), ("p0", "p1"), ("p0", "p1", "p2")]))
     return StreamSpec.from_settings("s", shape, None, ordering=policy,
                                     dead_letter=draw(st.booleans()),
@@ -77,6 +78,16 @@ def frame(batch):
     return pd.DataFrame(batch, columns=[f.name for f in IN_SCHEMA.fields])
 
 
+def _numpy_values(value) -> bool:
+    if isinstance(value, np.generic):
+        return True
+    if isinstance(value, dict):
+        return any(_numpy_values(k) or _numpy_values(v) for k, v in value.items())
+    if hasattr(value, "__iter__") and not isinstance(value, str):
+        return any(_numpy_values(v) for v in value)
+    return False
+
+
 def canonical(value):
     """State as comparable data: dicts by sorted key (their order means nothing), sorted
     lists as lists."""
@@ -115,7 +126,9 @@ def test_vectorised_event_ordering_equals_the_row_machine(data):
             used += 1
         pd.testing.assert_frame_equal(got.reset_index(drop=True), want, check_dtype=False)
         assert canonical(mixed.state) == canonical(row_machine.state)
+        assert not _numpy_values(mixed.state)  # (plain data, as the row machine's)
     event(f"vectorised batches: {min(used, 2)}")
+    event(f"timelines purged: {min(mixed.state['streams'][0]['ordering']['purged'], 2)}")
 
 
 def test_the_common_case_takes_the_vectorised_path():
@@ -142,3 +155,20 @@ def test_an_arrival_going_back_across_micro_batches_goes_to_the_row_machine():
     assert ordered.process_group(later, frame(on_time)) is not None
     back = [(0, 2, 11, "point", 11, NULL, "{}", None, "p1")]  # p1's was at 12
     assert ordered.process_group(machine, frame(back)) is None
+
+
+def test_a_declared_partition_whose_first_event_is_dropped_is_forgotten_at_once():
+    """A declared partition's timeline has no max until an event is kept; purging forgets it
+    at its first event if that one is dropped, as the row machine does."""
+    spec = StreamSpec.from_settings(
+        "s", EventShape.POINT, None, declared_partitions=("p0", "p1"),
+        ordering=EventOrderingPolicy(late_arrival_tolerance=ticks(2), partitioned=True,
+                                     purge_idle_timelines=True))
+    batch = [(0, 0, 10, "point", 10, NULL, "{}", None, "p1"),
+             (0, 1, 20, "point", 5, NULL, "{}", None, "p0")]  # late: dropped
+    row_machine, mixed = IngressMachine([spec]), IngressMachine([spec])
+    want = out_rows_to_pandas(row_machine.process(in_rows_from_pandas(frame(batch))))
+    got = ordered.process_group(mixed, frame(batch))
+    pd.testing.assert_frame_equal(got.reset_index(drop=True), want, check_dtype=False)
+    assert canonical(mixed.state) == canonical(row_machine.state)
+    assert "p0" not in mixed.state["streams"][0]["ordering"]["timelines"]

@@ -3,7 +3,7 @@
 The row machine (``IngressMachine`` with ``cti.ingress.ordering``) is the definition; this
 computes exactly its output rows and its new state with numpy over a whole micro-batch, for a
 group of one stream with an event-ordering policy (its timelines the stream's partitions,
-combined by their minimum watermark or each alone, or its substreams), without purging, on a
+combined by their minimum watermark or each alone, or its substreams, maybe purged), on a
 batch of valid events with arrival times and maybe the end of input. Anything else (bad rows,
 clock ticks, an arrival that goes back, a gap, more than 64 partitions combined) returns
 None, and the caller runs the row machine on the same state: both keep the same state, so they
@@ -97,8 +97,7 @@ def eligible(specs: list[StreamSpec]) -> bool:
     if len(specs) != 1:
         return False
     s, p = specs[0], specs[0].ordering
-    return (p is not None and s.import_from is None and s.shape in _KIND
-            and not p.purge_idle_timelines)
+    return p is not None and s.import_from is None and s.shape in _KIND
 
 
 def process_group(machine: IngressMachine, pdf: pd.DataFrame) -> pd.DataFrame | None:
@@ -370,7 +369,6 @@ def process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int 
     point = ev_kind == "point"
     kept_end = end if point else _sat(end, ts - start)  # (a lifetime keeps its length)
     cti_values = _ints(rule[cti_rows], [MAX_TIME] if flush else [])
-    metrics_payload = None  # (filled in after the state)
     none_c = np.full(nc + 1, None, object)
     null_c = np.full(nc + 1, NULL, np.int64)
     cols: dict[str, np.ndarray] = {
@@ -418,15 +416,30 @@ def process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int 
     if m:
         ost["A"] = int(A[-1])
         st["partition_arrival"].update(parts)
-    tl_counts = _timeline_counts(fc, len(names), early[full], late[full], ooo[full],
-                                 dropped[full], status[full], kept[full])
+    in_last, alive, last_start, purges = _lives(
+        policy.purge_idle_timelines and indep, fc, full, m, known, seed, first_row, after_max,
+        a_term, dropped)
+    ost["purged"] += purges
+    tl_counts = _timeline_counts(fc[in_last], len(names), *(
+        mask[full][in_last] for mask in (early, late, ooo, dropped)),
+        status[full][in_last], kept[full][in_last])
     last_row = np.full(len(names), -1, np.int64)
     np.maximum.at(last_row, fc, full)
-    for c in np.flatnonzero(last_row >= 0):
+    for c in np.flatnonzero((last_row >= 0) | ~alive):
         tid, tl = names[c], known[c]
-        if tl is None:
-            tl = {"id": tid, "max": None, "last_arrival": None,
-                  "partition": partition[first_row[c]], "floor": int(floor[c]),
+        if tl is not None and (not alive[c] or last_start[c] >= 0):  # forgotten (purged)
+            del ost["timelines"][tid]
+            if tl["max"] is None:
+                ost["silent"] -= 1
+            else:
+                ost["maxes"].remove((tl["max"], tid))
+            tl = None
+        if not alive[c]:
+            continue
+        if tl is None:  # made in this batch (its last life's first row)
+            r = int(last_start[c])
+            tl = {"id": tid, "max": None, "last_arrival": None, "partition": partition[r],
+                  "floor": int(before[r]) if indep else int(floor[c]),
                   "metrics": dict.fromkeys(ordering.TIMELINE_METRICS, 0)}
             ost["timelines"][tid] = tl
             ost["silent"] += 1
@@ -466,8 +479,11 @@ def process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int 
     if eos:
         st["data_arrival"] = MAX_TIME
         st["eos"] = True
-    metrics_payload = payload_to_json({"arrival_clock": ost["A"], "cti": ost["rule_cti"],
-                                       "timelines": ordering.metrics(policy, ost)})
+    snapshot = {"arrival_clock": ost["A"], "cti": ost["rule_cti"],
+                "timelines": ordering.metrics(policy, ost)}
+    if policy.purge_idle_timelines:
+        snapshot["purged_timelines"] = ost["purged"]
+    metrics_payload = payload_to_json(snapshot)
     cols["payload"][-1] = metrics_payload
     count = len(order)
     cols = {k: v[order] for k, v in cols.items()}
@@ -516,6 +532,60 @@ def _own_release(codes: np.ndarray, full: np.ndarray, after_max: np.ndarray,
     res[found] = rows[pos[found]]
     out[ok] = res
     return out
+
+
+def _lives(purging: bool, fc: np.ndarray, full: np.ndarray, m: int, known: list[Any],
+           seed: np.ndarray, first_row: np.ndarray, after_max: np.ndarray,
+           a_term: np.ndarray, dropped: np.ndarray
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """With ``purge_idle_timelines``, a timeline is forgotten after a row once its max is at
+    or below A - L, or at its own row while it has no max (``ordering._purge``), and made
+    anew by its next event: its lives. Purging changes no watermark (``ordering``'s
+    docstring), so the decisions do not depend on it, only the state: which timelines are
+    left, since when (floor, partition) and the counts of their last lives. Per judged event
+    (``fc``: its timeline, ``full``: its row): whether it is of its timeline's last life; per
+    timeline: alive at the end, the row its last life began at (-1: the state's timeline goes
+    on), and how many were forgotten."""
+    k = len(known)
+    carried = np.asarray([tl is not None for tl in known], bool)
+    in_last, alive = np.ones(len(full), bool), np.ones(k, bool)
+    last_start = np.where(carried, -1, first_row)
+    if not purging or not k:
+        return in_last, alive, last_start, 0
+    has_max = seed != MIN_TIME
+    gone_before = carried & has_max & (np.searchsorted(a_term, seed, side="left") < first_row)
+    alive_first = carried & ~gone_before
+    no_max_first = ~alive_first | ~has_max  # (a life without a max goes at a dropped event)
+    order = np.argsort(fc, kind="stable")
+    g, rows = fc[order], full[order]
+    first = np.ones(len(g), bool)
+    first[1:] = g[1:] != g[:-1]
+    last = np.ones(len(g), bool)
+    last[:-1] = first[1:]
+    following = np.full(len(g), m, np.int64)
+    following[:-1] = np.where(last[:-1], m, rows[1:])
+    top = after_max[rows]
+    by_max = (top != MIN_TIME) & (np.maximum(rows, np.searchsorted(a_term, top)) < following)
+    # Forgotten after a row: by its max, or (a dropped event) as the row before was, or at a
+    # timeline's first row as the life it meets has no max.
+    decisive = by_max | ~dropped[rows]
+    gone = pd.Series(np.where(decisive, by_max, np.nan)).groupby(g).ffill().to_numpy()
+    gone = np.where(np.isnan(gone), no_max_first[g], gone).astype(bool)
+    starts = np.empty(len(g), bool)
+    starts[1:] = gone[:-1]
+    starts[first] = ~alive_first[g[first]]
+    life = pd.Series(starts.astype(np.int64)).groupby(g).cumsum().to_numpy()
+    final = np.zeros(k, np.int64)
+    final[g[last]] = life[last]
+    in_last[order] = life == final[g]
+    seen = np.zeros(k, bool)
+    seen[g] = True
+    alive[~seen] = ~gone_before[~seen]
+    alive[g[last]] = ~gone[last]
+    began = starts & (life == final[g])
+    last_start[g[began]] = rows[began]
+    last_start[seen & (final == 0)] = -1
+    return in_last, alive, last_start, int(gone_before.sum() + gone.sum())
 
 
 def _timeline_counts(codes: np.ndarray, k: int, early: np.ndarray, late: np.ndarray,
