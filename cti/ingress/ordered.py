@@ -52,6 +52,7 @@ _REASON = np.asarray([None, "early", "late", "out_of_order"], object)
 DROP, RELEASE, OWN, CTI, METRICS = range(5)
 
 
+_HIGHEST = chr(0x10FFFF)  # (above any timeline id of a given max in ``maxes``)
 _MAX_COMBINED = 64  # timelines combined by their minimum, beyond which the row machine runs
 
 
@@ -252,11 +253,17 @@ def process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int 
     early_drop = early & (policy.early_action is AdvanceTimePolicy.DROP)
     clipped = np.where(early, _sat(arrival, window if window is not None else 0), app)
 
-    # Timelines: those of the state, then the new ones in order of first appearance; each
-    # one's carried max (MIN_TIME: none) and floor (the CTI in force when it was made).
+    # Timelines: those of the state that matter (combined: all; each alone: the batch's and
+    # those purging may forget), then the new ones in order of first appearance; each one's
+    # carried max (MIN_TIME: none) and floor (the CTI in force when it was made).
     full = np.flatnonzero(~light)
     row_codes, uniques = pd.factorize(pd.Series(tids[full], dtype=object), sort=False)
-    names = list(ost["timelines"])
+    names = list(uniques) if indep else list(ost["timelines"])
+    if indep and policy.purge_idle_timelines and m:
+        reached = int(_sat(A[-1:], -late_tol)[0])  # (A - L at the end: what purging reaches)
+        batch = set(names)
+        names += [t for _, t in ost["maxes"].irange(maximum=(reached, _HIGHEST))
+                  if t not in batch]
     number = {t: c for c, t in enumerate(names)}
     for t in uniques:
         if t not in number:
