@@ -147,14 +147,16 @@ def substream_cases(draw):
         key = draw(st.sampled_from([*KEYS, ""] if items else KEYS))  # (the first: its fields)
         items.append(Arriving(PointEvent(t, {**({"k": key} if key else {}),
                                              "d": draw(st.integers(0, 3)), "v": 1}), arrival))
-    return dict(items=items, over=draw(st.sampled_from(["k", "d"])), purge=draw(st.booleans()),
+    return dict(items=items, over=draw(st.sampled_from(["k", "d", None])),
+                purge=draw(st.booleans()),
                 cuts=sorted(draw(st.lists(st.integers(0, len(items)), max_size=3))),
                 shards=draw(st.integers(2, 4)), seed=draw(st.integers(0, 1000)),
                 action=draw(st.sampled_from([AdvanceTimePolicy.DROP, AdvanceTimePolicy.ADJUST])))
 
 
 def _substreams(items, action, over="k", purge=False):
-    """Each value of ``over`` its own timeline, a tumbling count per key ``k``."""
+    """Each value of ``over`` its own timeline (None: the stream one timeline), a tumbling
+    count per key ``k``."""
     policy = EventOrderingPolicy(
         late_arrival_tolerance=timedelta(microseconds=5),
         out_of_order_tolerance=timedelta(microseconds=3),
@@ -177,11 +179,13 @@ def test_substreams_over_the_shards_equal_one_shard(case):
     route, many, received, states = run_shards(query, adapters, batches, case["shards"],
                                                case["seed"])
     assert route.shards == case["shards"]
-    keys = sorted({"k", case["over"]})
+    keys = sorted({"k", case["over"] or "k"})
     for shard, rows_by_batch in enumerate(received):  # others' events: their keys alone
         for rows in rows_by_batch:
             others = rows[(rows["own"] != shard) & (rows["kind"] == "point")]
-            if case["over"] == "k":  # spread by the substream key: their times alone
+            if case["over"] is None:  # one timeline: others' events by their times alone
+                assert others["payload"].isna().all()
+            elif case["over"] == "k":  # spread by the substream key: their times alone
                 keyless = ["k" not in case["items"][q].item.payload for q in others["seq"]]
                 assert [None if p is None else json.loads(p) for p in others["payload"]] \
                     == [{} if no else None for no in keyless]
