@@ -295,14 +295,14 @@ class _MeasuredLocalRuntime:
 
 def ingress_metrics(result: Any) -> dict[str, Any]:
     """An in-process ingress result's counts as ``<stream>.<metric>`` (Spark's names)."""
-    from cti.events import Cti
+    from cti.events import INPUT_STATUSES, ORDERING_REASONS, Cti
     from cti.time import MAX_TIME
 
     out: dict[str, Any] = {}
     for name, s in result.streams.items():
-        for key in ("accepted", "adjusted", "dropped", "invalid"):
+        for key in INPUT_STATUSES:
             out[f"{name}.{key}"] = s.metrics.get(key, 0)
-        for reason in ("late", "early", "out_of_order"):
+        for reason in ORDERING_REASONS:
             out[f"{name}.{reason}"] = sum(1 for d in s.diagnostics if d.reason == reason
                                           and d.status in ("adjusted", "dropped"))
         ctis = [i.time for i in s.items if isinstance(i, Cti) and i.time < MAX_TIME]

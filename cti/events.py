@@ -217,6 +217,11 @@ SHAPE_KINDS: dict[EventShape, frozenset[str]] = {
     EventShape.EDGE: frozenset({"edge_start", "edge_end"}),
 }
 EVENT_KINDS: frozenset[str] = frozenset().union(*SHAPE_KINDS.values())
+# What ingress made of an event (an input row's status: these, or ``invalid`` for bad input),
+# and why an event-ordering policy moved or dropped one.
+EVENT_STATUSES = ("accepted", "adjusted", "dropped")
+INPUT_STATUSES = (*EVENT_STATUSES, "invalid")
+ORDERING_REASONS = ("late", "early", "out_of_order")
 
 
 def item_from_kind(kind: str, start: int, end: int | None, payload: dict[str, Any]) -> StreamItem:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import numpy as np
 
+from cti.events import EVENT_STATUSES
 from cti.ingress.ordering import timeline_id
 from cti.rows import EOS, INVALID, InRow
 from cti.time import MAX_TIME, MIN_TIME
@@ -32,7 +33,6 @@ if TYPE_CHECKING:
     from cti.query import CepStream, IngressGroup
 
 FORMATS = {".png": "png", ".svg": "svg"}
-EVENT_STATUSES = ("accepted", "adjusted", "dropped")
 _DATES_FROM = 315_532_800_000_000  # 1980-01-01 in ticks: later times are drawn as dates
 
 

@@ -17,9 +17,10 @@ from typing import Any, TextIO
 
 import attrs
 
+from cti.events import INPUT_STATUSES, ORDERING_REASONS
 from cti.time import MAX_TIME, to_datetime
 
-COUNTS = ("accepted", "adjusted", "dropped", "invalid", "late", "early", "out_of_order")
+COUNTS = (*INPUT_STATUSES, *ORDERING_REASONS)
 
 
 @attrs.define
@@ -33,7 +34,7 @@ class InputProgress:
 
     @property
     def events(self) -> int:
-        return sum(self.counts[k] for k in ("accepted", "adjusted", "dropped", "invalid"))
+        return sum(self.counts[k] for k in INPUT_STATUSES)
 
 
 @attrs.define

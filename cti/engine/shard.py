@@ -27,7 +27,7 @@ from cti.engine import timed
 from cti.engine.batch import owners
 from cti.engine.layout import in_rows_from_pandas, out_rows_to_pandas
 from cti.engine.route import QueryRoute
-from cti.events import SHAPE_KINDS, EventShape
+from cti.events import INPUT_STATUSES, SHAPE_KINDS, EventShape
 from cti.ingress import ordered, vectorized
 from cti.ingress.machine import IngressMachine
 from cti.ingress.spec import StreamSpec
@@ -167,9 +167,6 @@ def _timed(ingress: IngressMachine, rows: pd.DataFrame, shard: int, route: Query
     return frame.stack(outs), frame.stack(reports), out
 
 
-_EVENT_STATUSES = ("accepted", "adjusted", "dropped", "invalid")
-
-
 def _counted(got: pd.DataFrame, shard: int, route: QueryRoute, group: int) -> pd.DataFrame:
     """The rows of a group's ingress output ``got`` that this shard reports for the metrics:
     an edge event's, or an event's of a substream stream spread by its key, its owner's (only
@@ -177,7 +174,7 @@ def _counted(got: pd.DataFrame, shard: int, route: QueryRoute, group: int) -> pd
     other row shard 0's (every shard judges those alike, from their times)."""
     edge = ((got["kind"].isin(SHAPE_KINDS[EventShape.EDGE])
              | got["stream"].isin(route.keyed_substreams(group)))
-            & got["status"].isin(_EVENT_STATUSES)).to_numpy()
+            & got["status"].isin(INPUT_STATUSES)).to_numpy()
     if not edge.any():
         return got if shard == 0 else got.iloc[:0]
     mine = np.zeros(len(got), bool)

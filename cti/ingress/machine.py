@@ -16,7 +16,7 @@ from typing import Any
 
 from cti.edges import close_edge, open_edge, reopen_edge
 from cti.errors import BadInputError, CtiViolationError
-from cti.events import EVENT_KINDS, SHAPE_KINDS, EventShape
+from cti.events import EVENT_KINDS, INPUT_STATUSES, SHAPE_KINDS, EventShape
 from cti.ingress import ordering
 from cti.ingress.spec import StreamSpec
 from cti.rows import CLOCK, EOS, INVALID, InRow, OutRow, payload_to_json
@@ -24,7 +24,7 @@ from cti.settings import AdvanceTimePolicy
 from cti.time import MAX_TIME, MIN_TIME, add, format_time
 
 COUNTED = frozenset({"point", "interval", "edge_start"})
-METRICS = ("accepted", "adjusted", "dropped", "invalid", "cti_regressions", "ctis")
+METRICS = (*INPUT_STATUSES, "cti_regressions", "ctis")
 
 
 def _new_stream_state(spec: StreamSpec) -> dict[str, Any]:

@@ -32,7 +32,7 @@ import pandas as pd
 import pyarrow as pa
 from sortedcontainers import SortedList
 
-from cti.events import EventShape
+from cti.events import EVENT_STATUSES, EventShape
 from cti.ingress import ordering
 from cti.ingress.machine import IngressMachine
 from cti.ingress.spec import StreamSpec
@@ -44,8 +44,8 @@ from cti.time import MAX_TIME, MIN_TIME
 
 NULL = MIN_TIME  # the Spark layout's missing time
 _KIND = {EventShape.POINT: "point", EventShape.INTERVAL: "interval"}
-_STATUS = np.asarray(["accepted", "adjusted", "dropped"], object)
-_REASON = np.asarray([None, "early", "late", "out_of_order"], object)
+_STATUS = np.asarray(EVENT_STATUSES, object)
+_REASON = np.asarray([None, "early", "late", "out_of_order"], object)  # (in the rules' order)
 # An output item's phase within its input row: the row's dropped event, the events released
 # up to the CTI (up to A - L with substreams), those released up to the row's own timeline's
 # watermark (substreams), the CTI; the metrics snapshot after every row.

@@ -34,11 +34,12 @@ from typing import Any
 
 from sortedcontainers import SortedList
 
+from cti.events import EVENT_STATUSES, ORDERING_REASONS
 from cti.rows import InRow
 from cti.settings import AdvanceTimePolicy, EventOrderingPolicy
 from cti.time import MAX_TIME, MIN_TIME, add
 
-TIMELINE_METRICS = ("input", "accepted", "adjusted", "dropped", "late", "early", "out_of_order")
+TIMELINE_METRICS = ("input", *EVENT_STATUSES, *ORDERING_REASONS)
 
 # emit(row, status, start, end, reason, timeline)
 Emit = Callable[[InRow, str, int | None, int | None, str | None, str], None]

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from cti.engine.layout import in_rows_from_pandas, out_rows_to_pandas
-from cti.events import EventShape
+from cti.events import EVENT_STATUSES, EventShape
 from cti.ingress.machine import IngressMachine
 from cti.ingress.spec import StreamSpec
 from cti.operators.frame import Chunk, filled, make, stack, text_codes
@@ -27,7 +27,7 @@ from cti.settings import AdvanceTimePolicy
 from cti.time import MAX_TIME, MIN_TIME, format_time
 
 NULL = MIN_TIME  # the Spark layout's missing time
-_STATUS = np.asarray(["accepted", "adjusted", "dropped"], dtype=object)
+_STATUS = np.asarray(EVENT_STATUSES, dtype=object)
 _REASON = np.asarray([None, "cti_violation"], dtype=object)
 _CTI_STATUS = np.asarray(["cti", "cti_regression"], dtype=object)
 _KIND = {EventShape.POINT: "point", EventShape.INTERVAL: "interval"}

@@ -17,14 +17,15 @@ from typing import TYPE_CHECKING
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from cti.events import INPUT_STATUSES, ORDERING_REASONS
 from cti.time import MAX_TIME
 
 if TYPE_CHECKING:
     from cti.query import IngressGroup
 
 OBSERVATION = "cti"
-COUNTED_STATUSES = ("accepted", "adjusted", "dropped", "invalid", "cti", "cti_regression")
-REASONS = ("late", "early", "out_of_order", "cti_violation")
+COUNTED_STATUSES = (*INPUT_STATUSES, "cti", "cti_regression")
+REASONS = (*ORDERING_REASONS, "cti_violation")
 
 
 def metric_columns(groups: Sequence[IngressGroup], weight: str = "1",
