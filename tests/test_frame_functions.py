@@ -119,6 +119,9 @@ def test_a_function_that_returns_the_wrong_thing_or_raises_is_named():
         s.select(lambda df: df["v"], frame=True).collect(local)
     with pytest.raises(CtiError, match=r"columns are field names"):
         s.select(lambda df: pd.DataFrame({0: df["v"]}), frame=True).collect(local)
+    with pytest.raises(CtiError, match=r"join\(\.\.\., frame=True\).*predicate must return "
+                                       r"one boolean per pair \(5\)"):
+        s.join(r, on="k", predicate=lambda lf, rf: lf["v"], frame=True).collect(local)
     with pytest.raises(CtiError, match=r"join\(\.\.\., frame=True\).*select must return"):
         s.join(r, on="k", select=lambda lf, rf: lf.iloc[:0], frame=True).collect(local)
     with pytest.raises(KeyError) as raised:

@@ -127,13 +127,14 @@ def payloads_of_frame(result: Any, rows: int, what: str) -> list[str]:
             for row in result.to_dict("records")]
 
 
-def mask_of(result: Any, rows: int, what: str) -> np.ndarray:
+def mask_of(result: Any, rows: int, what: str, per: str = "event") -> np.ndarray:
     """A user function's booleans, one per row of the ``rows`` it was given (a Series is
-    taken by position); ``what`` names the function in the error for anything else."""
+    taken by position); ``what`` names the function in the error for anything else, ``per``
+    what a row is (an event; a pair of a join)."""
     keep = np.asarray(result.to_numpy() if isinstance(result, pd.Series | pd.Index)
                       else result)
     if keep.shape != (rows,) or keep.dtype != bool:
-        raise CtiError(f"{what} must return one boolean per event ({rows}), got "
+        raise CtiError(f"{what} must return one boolean per {per} ({rows}), got "
                        f"{type(result).__name__} {shown(repr(result))}")
     return keep
 

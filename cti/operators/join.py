@@ -208,7 +208,7 @@ def _joined_frames(node: plan.Join, left: np.ndarray, right: np.ndarray
             raise
 
     keep = np.ones(len(left), bool) if node.predicate is None else frame.mask_of(
-        call(node.predicate, lf, rf), len(left), f"{what}: the predicate")
+        call(node.predicate, lf, rf), len(left), f"{what}: the predicate", "pair")
     if node.select is None:  # both payloads merged, pair by pair (a frame has no "absent")
         texts = iter(_joined(attrs.evolve(node, predicate=None), left[keep], right[keep]))
     else:
