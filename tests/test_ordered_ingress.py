@@ -172,3 +172,46 @@ def test_a_declared_partition_whose_first_event_is_dropped_is_forgotten_at_once(
     pd.testing.assert_frame_equal(got.reset_index(drop=True), want, check_dtype=False)
     assert canonical(mixed.state) == canonical(row_machine.state)
     assert "p0" not in mixed.state["streams"][0]["ordering"]["timelines"]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_a_stream_importing_the_ordered_streams_ctis_takes_them_in_place(data):
+    """An event-ordering stream and a slow stream importing its CTIs: the first vectorised,
+    its CTIs handed to the row machine at their place in arrival order; the same output and
+    state as the row machine alone, batch after batch."""
+    spec = data.draw(specs())
+    slow = StreamSpec("r", EventShape.POINT, import_from=0,
+                      policy=data.draw(st.sampled_from(list(AdvanceTimePolicy))),
+                      dead_letter=spec.dead_letter)
+    fast = data.draw(rows(spec))
+    clock, reference = 0, []
+    for seq in range(data.draw(st.integers(0, 8))):
+        clock += data.draw(st.integers(0, 12))
+        reference.append((1, seq, clock, "point", max(1, clock - data.draw(st.integers(0, 20))),
+                          NULL, f'{{"r":{seq}}}', None, None))
+    if data.draw(st.booleans()):
+        reference.append((1, len(reference), NULL, "eos", NULL, NULL, None, None, None))
+    row_machine, mixed = IngressMachine([spec, slow]), IngressMachine([spec, slow])
+    cuts = data.draw(st.lists(st.integers(1, 6), min_size=1, max_size=4))
+    a = b = used = 0
+    for size in cuts * 10:
+        batch = fast[a:a + size * 3] + reference[b:b + size]
+        a, b = a + size * 3, b + size
+        try:
+            want = out_rows_to_pandas(row_machine.process(in_rows_from_pandas(frame(batch))))
+        except CtiError:
+            return
+        got = ordered.process_group(mixed, frame(batch))
+        if got is None:
+            got = out_rows_to_pandas(mixed.process(in_rows_from_pandas(frame(batch))))
+        else:
+            used += 1
+        order = ["stream", "seq"]
+        pd.testing.assert_frame_equal(
+            got.sort_values(order, kind="stable").reset_index(drop=True),
+            want.sort_values(order, kind="stable").reset_index(drop=True), check_dtype=False)
+        assert canonical(mixed.state) == canonical(row_machine.state)
+        if a >= len(fast) and b >= len(reference):
+            break
+    event(f"vectorised group batches: {min(used, 2)}")

@@ -32,12 +32,13 @@ import pandas as pd
 import pyarrow as pa
 from sortedcontainers import SortedList
 
+from cti.engine.layout import in_rows_from_pandas, out_rows_to_pandas
 from cti.events import EVENT_STATUSES, EventShape
 from cti.ingress import ordering
 from cti.ingress.machine import IngressMachine
 from cti.ingress.spec import StreamSpec
 from cti.ingress.vectorized import output_frame
-from cti.operators.frame import exact_field
+from cti.operators.frame import exact_field, stack
 from cti.rows import payload_to_json
 from cti.settings import AdvanceTimePolicy
 from cti.time import MAX_TIME, MIN_TIME
@@ -94,19 +95,37 @@ class _Decisions:
         self.late[rows], self.ooo[rows] = late, ooo
 
 
-def eligible(specs: list[StreamSpec]) -> bool:
-    if len(specs) != 1:
-        return False
-    s, p = specs[0], specs[0].ordering
-    return p is not None and s.import_from is None and s.shape in _KIND
+def ordered_stream(specs: list[StreamSpec]) -> int | None:
+    """The group's stream that runs vectorised: one with an event-ordering policy (of points or
+    intervals) that every other stream of the group imports its CTIs from."""
+    for i, s in enumerate(specs):
+        if s.ordering is not None and s.import_from is None and s.shape in _KIND and all(
+                other.import_from == i for j, other in enumerate(specs) if j != i):
+            return i
+    return None
 
 
 def process_group(machine: IngressMachine, pdf: pd.DataFrame) -> pd.DataFrame | None:
-    """A micro-batch of a group of one event-ordering stream: its output rows, as the row
-    machine gives them, or None where the row machine must run."""
-    if not eligible(machine.specs):
+    """A micro-batch of a group whose event-ordering stream runs vectorised: its output rows,
+    as the row machine gives them, or None where the row machine must run. The streams that
+    import its CTIs (slow reference streams, usually few rows) go through the row machine,
+    with its CTIs handed over at their place in arrival order, as
+    ``vectorized.process_group`` does for a stream that generates its CTIs."""
+    i = ordered_stream(machine.specs)
+    if i is None:
         return None
-    return process(machine.specs[0], machine.state["streams"][0], pdf)
+    if len(machine.specs) == 1:
+        done = process(machine.specs[0], machine.state["streams"][0], pdf)
+        return None if done is None else done[0]
+    mine = pdf["stream"].to_numpy() == i
+    # (the row machine gives the policy's snapshot, after the other streams' rows)
+    done = process(machine.specs[i], machine.state["streams"][i], pdf[mine], i, snapshot=False)
+    if done is None:
+        return None
+    out, ctis = done
+    machine.import_ctis(i, ctis)
+    rest = out_rows_to_pandas(machine.process(in_rows_from_pandas(pdf[~mine])))
+    return stack([out, rest])
 
 
 def _ints(*parts: Any) -> np.ndarray:
@@ -197,10 +216,12 @@ def _partition_arrivals(partition: np.ndarray, arrival: np.ndarray,
     return out
 
 
-def process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int = 0
-            ) -> pd.DataFrame | None:
-    """Stream ``index``'s output rows for a batch of its input rows, updating ``st`` as the row
-    machine does; None (``st`` untouched) where the row machine must run."""
+def process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int = 0,
+            snapshot: bool = True) -> tuple[pd.DataFrame, list[tuple[tuple, int]]] | None:
+    """Stream ``index``'s output rows for a batch of its input rows (with the policy's metrics
+    snapshot last, unless not ``snapshot``) and each CTI it emitted with its place in arrival
+    order (the merge key of the row that made it), updating ``st`` as the row machine does;
+    None (``st`` untouched) where the row machine must run."""
     policy, ost = spec.ordering, st["ordering"]
     if st["eos"] or st["pending"] or st["imported"] or st["open_edges"] or \
             not st["cti"] == ost["cti"] == ost["rule_cti"]:
@@ -478,27 +499,32 @@ def process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int 
     ost["rule_cti"] = int(rule[-1]) if m else rule0
     ost["cti"] = final_cti
     st["cti"] = final_cti
+    merge = np.maximum.accumulate(_ints([st["last_arrival"]], arrival))[1:]
     if n:
-        merge = max(st["last_arrival"], int(A[-1]) if m else MIN_TIME)
-        st["last_arrival"] = MAX_TIME if eos else merge
+        st["last_arrival"] = MAX_TIME if eos else int(merge[-1]) if m else st["last_arrival"]
         st["last_key"] = (st["last_arrival"], index, int(seq[-1]))
         st["next_in_seq"] += n
     if eos:
         st["data_arrival"] = MAX_TIME
         st["eos"] = True
-    snapshot = {"arrival_clock": ost["A"], "cti": ost["rule_cti"],
-                "timelines": ordering.metrics(policy, ost)}
-    if policy.purge_idle_timelines:
-        snapshot["purged_timelines"] = ost["purged"]
-    metrics_payload = payload_to_json(snapshot)
-    cols["payload"][-1] = metrics_payload
+    if snapshot:
+        taken = {"arrival_clock": ost["A"], "cti": ost["rule_cti"],
+                 "timelines": ordering.metrics(policy, ost)}
+        if policy.purge_idle_timelines:
+            taken["purged_timelines"] = ost["purged"]
+        cols["payload"][-1] = payload_to_json(taken)
+    else:  # (the snapshot is the last item)
+        order = order[:-1]
     count = len(order)
     cols = {k: v[order] for k, v in cols.items()}
     cols["seq"] = st["out_seq"] + np.arange(count, dtype=np.int64)
     st["out_seq"] += count
     out = output_frame({k: v for k, v in cols.items() if k != "partition"}, index)
     out["partition"] = cols["partition"]
-    return out
+    merge_at = _ints(merge, [MAX_TIME] if eos else [])  # each row's place in arrival order
+    keys = [((int(merge_at[r]), index, int(seq[r])), int(t))
+            for r, t in zip(_ints(cti_rows, [n - 1] if flush else []), cti_values, strict=True)]
+    return out, keys
 
 
 def _own_release(codes: np.ndarray, full: np.ndarray, after_max: np.ndarray,
