@@ -102,6 +102,29 @@ def canonical(value):
     return value
 
 
+def _same_step(row_machine: IngressMachine, mixed: IngressMachine, batch: list) -> bool | None:
+    """Process ``batch`` in the row machine and through the vectorised path (``mixed``; the
+    row machine where it declines) and check they give the same output (by stream and
+    sequence) and state; None where the row machine raises (the vectorised path must have
+    declined), else whether the vectorised path took the batch."""
+    try:
+        want = out_rows_to_pandas(row_machine.process(in_rows_from_pandas(frame(batch))))
+    except CtiError as exc:  # bad input raises: the vectorised path must decline it
+        assert ordered.process_group(mixed, frame(batch)) is None, exc
+        return None
+    got = ordered.process_group(mixed, frame(batch))
+    used = got is not None
+    if got is None:
+        got = out_rows_to_pandas(mixed.process(in_rows_from_pandas(frame(batch))))
+    order = ["stream", "seq"]
+    pd.testing.assert_frame_equal(
+        got.sort_values(order, kind="stable").reset_index(drop=True),
+        want.sort_values(order, kind="stable").reset_index(drop=True), check_dtype=False)
+    assert canonical(mixed.state) == canonical(row_machine.state)
+    assert not _numpy_values(mixed.state)  # (plain data, as the row machine's)
+    return used
+
+
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_vectorised_event_ordering_equals_the_row_machine(data):
@@ -114,19 +137,10 @@ def test_vectorised_event_ordering_equals_the_row_machine(data):
     row_machine, mixed = IngressMachine([spec]), IngressMachine([spec])
     used = 0
     for batch in batches:
-        try:
-            want = out_rows_to_pandas(row_machine.process(in_rows_from_pandas(frame(batch))))
-        except CtiError as exc:  # bad input raises: the vectorised path must decline it
-            assert ordered.process_group(mixed, frame(batch)) is None, exc
+        step = _same_step(row_machine, mixed, batch)
+        if step is None:
             return
-        got = ordered.process_group(mixed, frame(batch))
-        if got is None:
-            got = out_rows_to_pandas(mixed.process(in_rows_from_pandas(frame(batch))))
-        else:
-            used += 1
-        pd.testing.assert_frame_equal(got.reset_index(drop=True), want, check_dtype=False)
-        assert canonical(mixed.state) == canonical(row_machine.state)
-        assert not _numpy_values(mixed.state)  # (plain data, as the row machine's)
+        used += step
     event(f"vectorised batches: {min(used, 2)}")
     event(f"timelines purged: {min(mixed.state['streams'][0]['ordering']['purged'], 2)}")
 
@@ -198,20 +212,10 @@ def test_a_stream_importing_the_ordered_streams_ctis_takes_them_in_place(data):
     for size in cuts * 10:
         batch = fast[a:a + size * 3] + reference[b:b + size]
         a, b = a + size * 3, b + size
-        try:
-            want = out_rows_to_pandas(row_machine.process(in_rows_from_pandas(frame(batch))))
-        except CtiError:
+        step = _same_step(row_machine, mixed, batch)
+        if step is None:
             return
-        got = ordered.process_group(mixed, frame(batch))
-        if got is None:
-            got = out_rows_to_pandas(mixed.process(in_rows_from_pandas(frame(batch))))
-        else:
-            used += 1
-        order = ["stream", "seq"]
-        pd.testing.assert_frame_equal(
-            got.sort_values(order, kind="stable").reset_index(drop=True),
-            want.sort_values(order, kind="stable").reset_index(drop=True), check_dtype=False)
-        assert canonical(mixed.state) == canonical(row_machine.state)
+        used += step
         if a >= len(fast) and b >= len(reference):
             break
     event(f"vectorised group batches: {min(used, 2)}")

@@ -78,18 +78,18 @@ class _Decisions:
         moved = early & ~early_drop
         ts[moved] = clipped[moved]
         status[early], reason[early] = np.where(early_drop[early], 2, 1), 1
+
+        def rule(broken: np.ndarray, bound: np.ndarray, why: int) -> None:  # DROP or ADJUST
+            if drop:
+                dropped[broken] = True
+            else:
+                ts[broken] = bound[broken]
+            status[broken], reason[broken] = 2 if drop else 1, why
+
         late = ~dropped & (app < late_bound)
-        if drop:
-            dropped |= late
-        else:
-            ts[late] = late_bound[late]
-        status[late], reason[late] = 2 if drop else 1, 2
+        rule(late, late_bound, 2)
         ooo = ~dropped & (ts < w)
-        if drop:
-            dropped |= ooo
-        else:
-            ts[ooo] = w[ooo]
-        status[ooo], reason[ooo] = 2 if drop else 1, 3
+        rule(ooo, w, 3)
         self.ts[rows], self.status[rows], self.reason[rows] = ts, status, reason
         self.dropped[rows], self.kept[rows] = dropped, ~dropped
         self.late[rows], self.ooo[rows] = late, ooo
