@@ -1,9 +1,10 @@
 """Queries spread over shards on a real multi-process cluster: ``spark-submit`` on
 ``local-cluster[2,1,1024]`` (two executor JVMs, each with its Python workers) runs a
-``group_by`` hopping-window query and a keyed join with ``SparkRuntime(shards=4)``; both
-equal the in-process runtime's results, and both executors ran tasks. Then the window query
-over a live file, stopped on 4 tasks and restarted on 2 (``parallelism=2``: the checkpoint's
-state re-spread) after more input came, equals the in-process run over the whole file."""
+``group_by`` hopping-window query, a keyed join and a window per substream key of an
+event-ordering stream with ``SparkRuntime(shards=4)``; each equals the in-process runtime's
+results, and both executors ran tasks. Then the window query over a live file, stopped on 4
+tasks and restarted on 2 (``parallelism=2``: the checkpoint's state re-spread) after more
+input came, equals the in-process run over the whole file."""
 
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ from datetime import timedelta
 
 from pathlib import Path
 
-from cti import AdvanceTimeSettings, Application, CepStream, EventShape, PointEvent, agg
+from cti import (AdvanceTimeSettings, Application, Arriving, CepStream, EventOrderingPolicy,
+                 EventShape, PointEvent, agg)
 from cti.io.memory import MemoryInputAdapterFactory
 
 
@@ -43,7 +45,15 @@ def queries():
     joined = s.alter_event_duration(timedelta(microseconds=40)).join(
         r.alter_event_duration(timedelta(microseconds=25)), on="k",
         select=lambda a, b: {"k": a["k"], "v": a["v"], "w": b["w"]})
-    return windows, joined
+    arrivals = [Arriving(PointEvent(max(0, 3 * t - t * 7 % 40), {"k": f"k{t % 13}", "v": t}),
+                         3 * t) for t in range(900)]
+    late = EventOrderingPolicy(late_arrival_tolerance=timedelta(microseconds=25),
+                               out_of_order_tolerance=timedelta(microseconds=10), over="k")
+    o = CepStream.create("ordered", MemoryInputAdapterFactory(), arrivals, EventShape.POINT,
+                         event_ordering_policy=late, application=app)
+    substreams = o.group_by("k").apply(
+        lambda g: g.tumbling_window(timedelta(microseconds=100)).aggregate(n=agg.count()))
+    return windows, joined, substreams
 
 
 def live_windows(path):
@@ -77,7 +87,7 @@ if __name__ == "__main__":
     spark = get_spark()
     runtime = SparkRuntime(spark, shards=4, batch_sizes=[300])
     out = {name: canonical(q.collect(runtime))
-           for name, q in zip(("windows", "joined"), queries(), strict=True)}
+           for name, q in zip(("windows", "joined", "substreams"), queries(), strict=True)}
     sc = spark.sparkContext
     executors = sc._jsc.sc().statusStore().executorList(True)
     tasks = {}
@@ -128,12 +138,14 @@ def test_group_by_window_and_keyed_join_on_two_executors_equal_in_process(tmp_pa
         import job as local_job  # the same queries, in this process
     finally:
         sys.path.remove(str(tmp_path))
-    windows, joined = local_job.queries()
+    windows, joined, substreams = local_job.queries()
     want_windows = local_job.canonical(windows.collect(LocalRuntime()))
     want_joined = local_job.canonical(joined.collect(LocalRuntime()))
-    assert want_windows and want_joined
+    want_substreams = local_job.canonical(substreams.collect(LocalRuntime()))
+    assert want_windows and want_joined and want_substreams
     assert got["windows"] == want_windows
     assert got["joined"] == want_joined
+    assert got["substreams"] == want_substreams
     assert got["restart_tasks"] == 2
     assert got["restarted"] == local_job.canonical(
         local_job.live_windows(str(tmp_path / "in.jsonl")).collect(LocalRuntime()))
