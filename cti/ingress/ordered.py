@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import attrs
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -216,17 +217,34 @@ def _partition_arrivals(partition: np.ndarray, arrival: np.ndarray,
     return out
 
 
-def process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int = 0,
-            snapshot: bool = True) -> tuple[pd.DataFrame, list[tuple[tuple, int]]] | None:
-    """Stream ``index``'s output rows for a batch of its input rows (with the policy's metrics
-    snapshot last, unless not ``snapshot``) and each CTI it emitted with its place in arrival
-    order (the merge key of the row that made it), updating ``st`` as the row machine does;
-    None (``st`` untouched) where the row machine must run."""
-    policy, ost = spec.ordering, st["ordering"]
-    if st["eos"] or st["pending"] or st["imported"] or st["open_edges"] or \
-            not st["cti"] == ost["cti"] == ost["rule_cti"]:
-        return None
-    indep, keyed = ordering.independent(policy), policy.over is not None
+@attrs.define
+class _Batch:
+    """A micro-batch's rows of the stream that the vectorised path can take, in ``seq`` order
+    (replays left out): ``n`` rows, the ``m`` events and maybe the end of input (``eos``);
+    the events' columns, each partition's last arrival (``parts``), the events of another
+    shard's substream (``light``: no payload) and each event's timeline id (``tids``)."""
+
+    seq: np.ndarray
+    kind: np.ndarray
+    n: int
+    m: int
+    eos: bool
+    start: np.ndarray
+    end: np.ndarray
+    arrival: np.ndarray
+    payload: np.ndarray
+    partition: np.ndarray
+    parts: dict[str | None, int]
+    light: np.ndarray
+    tids: np.ndarray
+
+
+def _batch(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame) -> _Batch | None:
+    """The batch as ``_Batch``, or None where the row machine must take it: rows out of
+    sequence or twice, other kinds than the stream's events and a last end of input, errors,
+    missing or sentinel times, an arrival that goes back within its partition, a payload
+    without the substream key."""
+    policy, keyed = spec.ordering, spec.ordering.over is not None
     pdf = pdf.sort_values("seq", kind="stable") if len(pdf) > 1 else pdf
     seq = pdf["seq"].to_numpy(np.int64)
     if len(seq) > 1 and not (seq[1:] > seq[:-1]).all():
@@ -263,6 +281,28 @@ def process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int 
     tids = _timelines(policy, payload, light, partition)
     if tids is None:
         return None
+    return _Batch(seq, kind, n, m, eos, start, end, arrival, payload, partition, parts, light,
+                  tids)
+
+
+def process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int = 0,
+            snapshot: bool = True) -> tuple[pd.DataFrame, list[tuple[tuple, int]]] | None:
+    """Stream ``index``'s output rows for a batch of its input rows (with the policy's metrics
+    snapshot last, unless not ``snapshot``) and each CTI it emitted with its place in arrival
+    order (the merge key of the row that made it), updating ``st`` as the row machine does;
+    None (``st`` untouched) where the row machine must run."""
+    policy, ost = spec.ordering, st["ordering"]
+    if st["eos"] or st["pending"] or st["imported"] or st["open_edges"] or \
+            not st["cti"] == ost["cti"] == ost["rule_cti"]:
+        return None
+    indep = ordering.independent(policy)
+    batch = _batch(spec, st, pdf)
+    if batch is None:
+        return None
+    seq, kind, n, m, eos = batch.seq, batch.kind, batch.n, batch.m, batch.eos
+    start, end, arrival, payload = batch.start, batch.end, batch.arrival, batch.payload
+    partition, light, tids = batch.partition, batch.light, batch.tids
+    ev_kind = _KIND[spec.shape]
 
     late_tol, ooo_tol = policy.late_arrival_tolerance, policy.out_of_order_tolerance
     A = np.maximum.accumulate(np.concatenate([[ost["A"]], arrival]))[1:]
@@ -282,9 +322,9 @@ def process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int 
     names = list(uniques) if indep else list(ost["timelines"])
     if indep and policy.purge_idle_timelines and m:
         reached = int(_sat(A[-1:], -late_tol)[0])  # (A - L at the end: what purging reaches)
-        batch = set(names)
+        seen = set(names)
         names += [t for _, t in ost["maxes"].irange(maximum=(reached, _HIGHEST))
-                  if t not in batch]
+                  if t not in seen]
     number = {t: c for c, t in enumerate(names)}
     for t in uniques:
         if t not in number:
@@ -443,7 +483,7 @@ def process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int 
     metrics["ctis"] += nc
     if m:
         ost["A"] = int(A[-1])
-        st["partition_arrival"].update(parts)
+        st["partition_arrival"].update(batch.parts)
     in_last, alive, last_start, purges = _lives(
         policy.purge_idle_timelines and indep, fc, full, m, known, seed, first_row, after_max,
         a_term, dropped)
