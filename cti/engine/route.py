@@ -9,7 +9,7 @@ from typing import Any
 import attrs
 
 from cti.events import EventShape
-from cti.ingress.spec import StreamSpec
+from cti.ingress.spec import StreamSpec, imported_by_all
 from cti.ingress.vectorized import eligible
 from cti.operators import plan
 from cti.operators.projection import union
@@ -109,7 +109,7 @@ def timed_streams(specs: Sequence[StreamSpec]) -> dict[int, tuple[int | None, st
     one every other stream imports its CTIs from (a fast stream and its slow reference
     streams)."""
     for i, spec in enumerate(specs):
-        if eligible([spec]) and not spec.dead_letter and spec.arrival_clock == "data" and all(
-                other.import_from == i for j, other in enumerate(specs) if j != i):
+        if eligible([spec]) and not spec.dead_letter and spec.arrival_clock == "data" and \
+                imported_by_all(specs, i):
             return {i: (spec.event_count, spec.shape.value)}
     return {}

@@ -172,18 +172,18 @@ def _counted(got: pd.DataFrame, shard: int, route: QueryRoute, group: int) -> pd
     an edge event's, or an event's of a substream stream spread by its key, its owner's (only
     the owner, which has its payload, pairs or judges it; ``cti.engine.batch.routed``), every
     other row shard 0's (every shard judges those alike, from their times)."""
-    edge = ((got["kind"].isin(SHAPE_KINDS[EventShape.EDGE])
-             | got["stream"].isin(route.keyed_substreams(group)))
-            & got["status"].isin(INPUT_STATUSES)).to_numpy()
-    if not edge.any():
+    by_owner = ((got["kind"].isin(SHAPE_KINDS[EventShape.EDGE])
+                 | got["stream"].isin(route.keyed_substreams(group)))
+                & got["status"].isin(INPUT_STATUSES)).to_numpy()
+    if not by_owner.any():
         return got if shard == 0 else got.iloc[:0]
     mine = np.zeros(len(got), bool)
     stream, payload = got["stream"].to_numpy(), got["payload"].to_numpy(object)
-    for i in np.unique(stream[edge]):
-        rows = edge & (stream == i)
+    for i in np.unique(stream[by_owner]):
+        rows = by_owner & (stream == i)
         mine[rows] = _owned(payload[rows], route.fields.get((group, int(i))), shard,
                             route.shards)
-    return got[mine | (~edge & (shard == 0))]
+    return got[mine | (~by_owner & (shard == 0))]
 
 
 def _owned(payloads: np.ndarray, field: str | None, shard: int, shards: int) -> np.ndarray:

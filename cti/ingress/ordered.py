@@ -33,20 +33,15 @@ import pandas as pd
 import pyarrow as pa
 from sortedcontainers import SortedList
 
-from cti.engine.layout import in_rows_from_pandas, out_rows_to_pandas
-from cti.events import EVENT_STATUSES, EventShape
 from cti.ingress import ordering
 from cti.ingress.machine import IngressMachine
-from cti.ingress.spec import StreamSpec
-from cti.ingress.vectorized import output_frame
+from cti.ingress.spec import StreamSpec, imported_by_all
+from cti.ingress.vectorized import EVENT_KIND, NULL, STATUS, output_frame, with_importers
 from cti.operators.frame import exact_field, stack
 from cti.rows import payload_to_json
 from cti.settings import AdvanceTimePolicy
 from cti.time import MAX_TIME, MIN_TIME
 
-NULL = MIN_TIME  # the Spark layout's missing time
-_KIND = {EventShape.POINT: "point", EventShape.INTERVAL: "interval"}
-_STATUS = np.asarray(EVENT_STATUSES, object)
 _REASON = np.asarray([None, "early", "late", "out_of_order"], object)  # (in the rules' order)
 # An output item's phase within its input row: the row's dropped event, the events released
 # up to the CTI (up to A - L with substreams), those released up to the row's own timeline's
@@ -100,8 +95,8 @@ def ordered_stream(specs: list[StreamSpec]) -> int | None:
     """The group's stream that runs vectorised: one with an event-ordering policy (of points or
     intervals) that every other stream of the group imports its CTIs from."""
     for i, s in enumerate(specs):
-        if s.ordering is not None and s.import_from is None and s.shape in _KIND and all(
-                other.import_from == i for j, other in enumerate(specs) if j != i):
+        if s.ordering is not None and s.import_from is None and s.shape in EVENT_KIND and \
+                imported_by_all(specs, i):
             return i
     return None
 
@@ -118,15 +113,10 @@ def process_group(machine: IngressMachine, pdf: pd.DataFrame) -> pd.DataFrame | 
     if len(machine.specs) == 1:
         done = process(machine.specs[0], machine.state["streams"][0], pdf)
         return None if done is None else done[0]
-    mine = pdf["stream"].to_numpy() == i
     # (the row machine gives the policy's snapshot, after the other streams' rows)
-    done = process(machine.specs[i], machine.state["streams"][i], pdf[mine], i, snapshot=False)
-    if done is None:
-        return None
-    out, ctis = done
-    machine.import_ctis(i, ctis)
-    rest = out_rows_to_pandas(machine.process(in_rows_from_pandas(pdf[~mine])))
-    return stack([out, rest])
+    done = with_importers(machine, pdf, i, lambda rows: process(
+        machine.specs[i], machine.state["streams"][i], rows, i, snapshot=False))
+    return None if done is None else stack(list(done))
 
 
 def _ints(*parts: Any) -> np.ndarray:
@@ -255,7 +245,7 @@ def _batch(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame) -> _Batch | 
     if n and (seq[0] != st["next_in_seq"] or seq[-1] != st["next_in_seq"] + n - 1):
         return None
     kind = pdf["kind"].to_numpy(object)[take]
-    ev_kind = _KIND[spec.shape]
+    ev_kind = EVENT_KIND[spec.shape]
     is_eos = kind == "eos"
     eos = bool(n and is_eos[-1])
     if not ((kind == ev_kind) | is_eos).all() or is_eos[:n - 1].any():
@@ -302,7 +292,7 @@ def process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int 
     seq, kind, n, m, eos = batch.seq, batch.kind, batch.n, batch.m, batch.eos
     start, end, arrival, payload = batch.start, batch.end, batch.arrival, batch.payload
     partition, light, tids = batch.partition, batch.light, batch.tids
-    ev_kind = _KIND[spec.shape]
+    ev_kind = EVENT_KIND[spec.shape]
 
     late_tol, ooo_tol = policy.late_arrival_tolerance, policy.out_of_order_tolerance
     A = np.maximum.accumulate(np.concatenate([[ost["A"]], arrival]))[1:]
@@ -321,7 +311,7 @@ def process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int 
     row_codes, uniques = pd.factorize(pd.Series(tids[full], dtype=object), sort=False)
     names = list(uniques) if indep else list(ost["timelines"])
     if indep and policy.purge_idle_timelines and m:
-        reached = int(_sat(A[-1:], -late_tol)[0])  # (A - L at the end: what purging reaches)
+        reached = int(a_term[-1])  # (A - L at the end: what purging reaches)
         seen = set(names)
         names += [t for _, t in ost["maxes"].irange(maximum=(reached, _HIGHEST))
                   if t not in seen]
@@ -390,8 +380,7 @@ def process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int 
     emits = rule > before
 
     # Release: at the first row (from its own) whose limit reaches the event.
-    limit = _ints(a_term if indep else rule, [MAX_TIME] if eos else [])
-    limit = np.maximum.accumulate(limit) if len(limit) else limit
+    limit = _ints(a_term if indep else rule, [MAX_TIME] if eos else [])  # (non-decreasing)
     carried = list(ost["buffer"])
     new = np.flatnonzero(kept)
     e_ts = np.concatenate([np.asarray([e[0] for e in carried], np.int64), ts[new]])
@@ -454,7 +443,7 @@ def process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int 
         "payload": np.concatenate([payload[drop_rows],
                                    rel_col(lambda e: e[3][6], payload[n_rel], object), none_c]),
         "status": np.concatenate([np.full(nd, "dropped", object),
-                                  rel_col(lambda e: e[4], _STATUS[status[n_rel]], object),
+                                  rel_col(lambda e: e[4], STATUS[status[n_rel]], object),
                                   np.asarray(["cti"] * nc + ["metrics"], object)]),
         "orig_start": np.concatenate([start[drop_rows],
                                       rel_col(lambda e: e[3][4], start[n_rel], np.int64),
@@ -528,7 +517,7 @@ def process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int 
     for i in new[stay[stay >= len(carried)] - len(carried)]:
         row = (index, int(seq[i]), int(arrival[i]), ev_kind, int(start[i]),
                None if point else int(end[i]), payload[i], None, partition[i])
-        left.append((int(ts[i]), int(seq[i]), tids[i], row, str(_STATUS[status[i]]),
+        left.append((int(ts[i]), int(seq[i]), tids[i], row, str(STATUS[status[i]]),
                      int(ts[i]), None if point else int(kept_end[i]), _REASON[reason[i]]))
     ost["buffer"] = SortedList(left)
     if indep:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import attrs
 
 from cti.events import EventShape
@@ -66,3 +68,9 @@ class StreamSpec:
             dead_letter=dead_letter,
             arrival_clock=settings.arrival_clock,
         )
+
+
+def imported_by_all(specs: Sequence[StreamSpec], i: int) -> bool:
+    """Whether every other stream of the group imports its CTIs from stream ``i`` (a fast
+    stream and its slow reference streams), or ``i`` is the group's only stream."""
+    return all(other.import_from == i for j, other in enumerate(specs) if j != i)

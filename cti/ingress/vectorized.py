@@ -13,6 +13,7 @@ missing time is ``NULL_TIME``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -21,16 +22,16 @@ import pandas as pd
 from cti.engine.layout import in_rows_from_pandas, out_rows_to_pandas
 from cti.events import EVENT_STATUSES, EventShape
 from cti.ingress.machine import IngressMachine
-from cti.ingress.spec import StreamSpec
+from cti.ingress.spec import StreamSpec, imported_by_all
 from cti.operators.frame import Chunk, filled, make, stack, text_codes
 from cti.settings import AdvanceTimePolicy
 from cti.time import MAX_TIME, MIN_TIME, format_time
 
 NULL = MIN_TIME  # the Spark layout's missing time
-_STATUS = np.asarray(EVENT_STATUSES, dtype=object)
+STATUS = np.asarray(EVENT_STATUSES, dtype=object)  # by code: 0 accepted, 1 adjusted, 2 dropped
 _REASON = np.asarray([None, "cti_violation"], dtype=object)
 _CTI_STATUS = np.asarray(["cti", "cti_regression"], dtype=object)
-_KIND = {EventShape.POINT: "point", EventShape.INTERVAL: "interval"}
+EVENT_KIND = {EventShape.POINT: "point", EventShape.INTERVAL: "interval"}  # (vectorised shapes)
 
 
 def eligible(specs: list[StreamSpec]) -> bool:
@@ -38,7 +39,7 @@ def eligible(specs: list[StreamSpec]) -> bool:
         return False
     s = specs[0]
     return (s.ordering is None and s.import_from is None and s.generates
-            and s.policy is not None and s.shape in _KIND)
+            and s.policy is not None and s.shape in EVENT_KIND)
 
 
 def saturating_sub(values: np.ndarray, delay: int) -> np.ndarray:
@@ -110,21 +111,38 @@ def process_group(machine: IngressMachine, pdf: pd.DataFrame, owner: int | None 
     if eligible(specs):
         done = _process(specs[0], machine.state["streams"][0], pdf, 0, owner)
         return None if done is None else done[0]
-    fast = [i for i, sp in enumerate(specs) if eligible([sp]) and
-            all(other.import_from == i for j, other in enumerate(specs) if j != i)]
+    fast = [i for i, sp in enumerate(specs) if eligible([sp]) and imported_by_all(specs, i)]
     if not fast:
         return None
     i = fast[0]
-    mine = pdf["stream"].to_numpy() == i
-    done = _process(specs[i], machine.state["streams"][i], pdf[mine], i, owner)
+
+    def fast_stream(rows: pd.DataFrame) -> tuple[pd.DataFrame, list] | None:
+        got = _process(specs[i], machine.state["streams"][i], rows, i, owner)
+        return None if got is None else got[:2]
+
+    done = with_importers(machine, pdf, i, fast_stream)
     if done is None:
         return None
-    out, ctis, _ = done
-    machine.import_ctis(i, ctis)
-    rest = out_rows_to_pandas(machine.process(in_rows_from_pandas(pdf[~mine])))
+    out, rest = done
     if owner is not None:
         rest["weight"] = np.int64(1)
     return stack([out, rest])
+
+
+def with_importers(machine: IngressMachine, pdf: pd.DataFrame, i: int,
+                   fast: Callable[[pd.DataFrame], tuple[pd.DataFrame, list] | None]
+                   ) -> tuple[pd.DataFrame, pd.DataFrame] | None:
+    """A group whose stream ``i`` runs vectorised (``fast``: its output rows and each CTI with
+    its place in arrival order, or None) and whose other streams import its CTIs: those CTIs
+    handed to the row machine at their places, which then processes the other streams' rows
+    (usually few) as it would. The output rows of both, or None where ``fast`` declines."""
+    mine = pdf["stream"].to_numpy() == i
+    done = fast(pdf[mine])
+    if done is None:
+        return None
+    out, ctis = done
+    machine.import_ctis(i, ctis)
+    return out, out_rows_to_pandas(machine.process(in_rows_from_pandas(pdf[~mine])))
 
 
 def shard_chunk(machine: IngressMachine, pdf: pd.DataFrame, owner: int,
@@ -177,7 +195,7 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
     arrival = pdf["arrival"].to_numpy(np.int64)[take]
     payload = pdf["payload"].to_numpy(object)[take]
     errors = pdf["error"].to_numpy(object)[take]
-    ev_kind = _KIND[spec.shape]
+    ev_kind = EVENT_KIND[spec.shape]
     is_ev = kind == ev_kind
     rest = np.flatnonzero(~is_ev)  # usually few: compare the other kinds there only
     is_cti, is_eos = np.zeros(n, bool), np.zeros(n, bool)
@@ -251,7 +269,7 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
     ev_start = np.where(drop_ev, NULL, np.where(adjust_ev, before[rows_ev], start[rows_ev]))
     ev_end = np.full(len(rows_ev), NULL, np.int64) if point else np.where(
         drop_ev, NULL, end[rows_ev])
-    status_ev = _STATUS[np.where(accepted[rows_ev], 0, np.where(adjust_ev, 1, 2))]
+    status_ev = STATUS[np.where(accepted[rows_ev], 0, np.where(adjust_ev, 1, 2))]
     regression_cti = regression[rows_cti]
     status_cti = _CTI_STATUS[regression_cti.astype(np.int8)]
     cti_start = np.where(regression_cti, NULL, candidate[rows_cti])
