@@ -214,15 +214,21 @@ def routed(route: QueryRoute, group: int, rows: pa.Table, events_only: bool = Fa
     keyed = route.keyed_substreams(group)
     for (g, i), over in route.substreams.items():
         rows_i = (stream == i) & (g == group) & has_payload & ~shared
-        if rows_i.any() and i in keyed:
+        if not rows_i.any() or route.shards == 1:
+            continue
+        chosen = payload.filter(pa.array(rows_i))
+        if i in keyed:
             # A key's events and timeline are its owner's: the other shards need an event's
             # times alone, but where the key is missing (bad input, which each must see).
-            rows_i[rows_i] = ~has_field(payload.filter(pa.array(rows_i)), over)
-        if rows_i.any() and route.shards > 1:
-            fields = sorted({over, route.fields.get((g, i)) or over})
-            texts = key_payloads(payload.filter(pa.array(rows_i)), fields)
-            narrow = _scattered(texts, rows_i) if narrow is None else pc.if_else(
-                pa.array(rows_i), _scattered(texts, rows_i), narrow)
+            keyless = ~has_field(chosen, over)
+            if not keyless.any():
+                continue
+            rows_i[rows_i] = keyless
+            chosen = chosen.filter(pa.array(keyless))
+        fields = sorted({over, route.fields.get((g, i)) or over})
+        texts = key_payloads(chosen, fields)
+        narrow = _scattered(texts, rows_i) if narrow is None else pc.if_else(
+            pa.array(rows_i), _scattered(texts, rows_i), narrow)
     # An edge of a stream the query does not read: shard 0 pairs it (for the metrics).
     own[(own < 0) & ~shared & has_payload & pc.is_in(kind, _EDGE_KINDS).to_numpy(
         zero_copy_only=False)] = 0
