@@ -385,13 +385,8 @@ class IngressMachine:
         for i, spec in enumerate(self.specs):
             ost = self.state["streams"][i]["ordering"]
             if ost is not None:
-                # The policy's watermark: the end-of-input flush to MAX_TIME is not a delay.
-                snapshot = {"arrival_clock": ost["A"],
-                            "cti": ost["rule_cti"],
-                            "timelines": ordering.metrics(spec.ordering, ost)}
-                if spec.ordering.purge_idle_timelines:
-                    snapshot["purged_timelines"] = ost["purged"]
-                self._emit(i, -1, "metrics", None, None, payload_to_json(snapshot), "metrics")
+                self._emit(i, -1, "metrics", None, None,
+                           payload_to_json(ordering.snapshot(spec.ordering, ost)), "metrics")
 
     def _validate(self, row: InRow) -> str | None:
         spec = self.specs[row.stream]

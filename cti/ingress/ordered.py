@@ -495,21 +495,12 @@ def process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int 
             continue
         if tl is None:  # made in this batch (its last life's first row)
             r = int(last_start[c])
-            tl = {"id": tid, "max": None, "last_arrival": None, "partition": partition[r],
-                  "floor": int(before[r]) if indep else int(floor[c]),
-                  "metrics": dict.fromkeys(ordering.TIMELINE_METRICS, 0)}
-            ost["timelines"][tid] = tl
-            ost["silent"] += 1
+            tl = ordering.timeline(ost, tid, partition[r],
+                                   int(before[r]) if indep else int(floor[c]))
         tl["last_arrival"] = int(arrival[last_row[c]])
         top = int(after_max[last_row[c]])
         if top != MIN_TIME:
-            if tl["max"] is None:
-                ost["silent"] -= 1
-            elif top != tl["max"]:
-                ost["maxes"].remove((tl["max"], tid))
-            if tl["max"] != top:
-                ost["maxes"].add((top, tid))
-            tl["max"] = top
+            ordering.set_max(ost, tl, top)
         for name, count in tl_counts[c].items():
             tl["metrics"][name] += count
     stay = np.flatnonzero(~out_at)
@@ -537,11 +528,7 @@ def process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int 
         st["data_arrival"] = MAX_TIME
         st["eos"] = True
     if snapshot:
-        taken = {"arrival_clock": ost["A"], "cti": ost["rule_cti"],
-                 "timelines": ordering.metrics(policy, ost)}
-        if policy.purge_idle_timelines:
-            taken["purged_timelines"] = ost["purged"]
-        cols["payload"][-1] = payload_to_json(taken)
+        cols["payload"][-1] = payload_to_json(ordering.snapshot(policy, ost))
     else:  # (the snapshot is the last item)
         order = order[:-1]
     count = len(order)

@@ -62,22 +62,27 @@ def new_state(policy: EventOrderingPolicy,
         "purged": 0,  # timelines forgotten (purge_idle_timelines)
     }
     for p in declared_partitions:
-        _timeline(st, p, p)
+        timeline(st, p, p)
     return st
 
 
-def _timeline(st: dict[str, Any], tid: str, partition: str | None) -> dict[str, Any]:
+def timeline(st: dict[str, Any], tid: str, partition: str | None,
+             floor: int | None = None) -> dict[str, Any]:
+    """Timeline ``tid``, made if it is not there: its watermark never below ``floor``, by
+    default the stream's CTI now (a timeline first seen after the stream's CTI advanced cannot
+    go below that CTI)."""
     tl = st["timelines"].get(tid)
     if tl is None:
-        # A timeline first seen after the stream's CTI advanced cannot go below that CTI.
         tl = {"id": tid, "max": None, "last_arrival": None, "partition": partition,
-              "floor": st["cti"], "metrics": dict.fromkeys(TIMELINE_METRICS, 0)}
+              "floor": st["cti"] if floor is None else floor,
+              "metrics": dict.fromkeys(TIMELINE_METRICS, 0)}
         st["timelines"][tid] = tl
         st["silent"] += 1
     return tl
 
 
-def _set_max(st: dict[str, Any], tl: dict[str, Any], ts: int) -> None:
+def set_max(st: dict[str, Any], tl: dict[str, Any], ts: int) -> None:
+    """Raise timeline ``tl``'s max to ``ts`` (if above it), keeping ``maxes`` and ``silent``."""
     if tl["max"] is None:
         st["silent"] -= 1
     elif ts <= tl["max"]:
@@ -123,7 +128,7 @@ def independent(policy: EventOrderingPolicy) -> bool:
 def process_event(policy: EventOrderingPolicy, st: dict[str, Any], row: InRow, tid: str,
                   emit: Emit) -> None:
     """Steps 1-4 of SPEC 7 for one event (its arrival already checked and counted in A)."""
-    tl = _timeline(st, tid, row.partition)
+    tl = timeline(st, tid, row.partition)
     m = tl["metrics"]
     m["input"] += 1
     tl["last_arrival"] = row.arrival
@@ -154,7 +159,7 @@ def process_event(policy: EventOrderingPolicy, st: dict[str, Any], row: InRow, t
             return
         ts, status, reason = w, "adjusted", "out_of_order"
     m[status] += 1
-    _set_max(st, tl, ts)
+    set_max(st, tl, ts)
     end = None if row.end is None else add(row.end, ts - row.start)  # lifetimes keep length
     entry = (ts, row.seq, tid, tuple(row), status, ts, end, reason)
     st["buffer"].add(entry)
@@ -226,6 +231,16 @@ def _emit_entry(st: dict[str, Any], entry: tuple, emit: Emit) -> None:
         if not mine:
             del st["per_timeline"][tid]
     emit(InRow(*row), status, start, end, reason, tid)
+
+
+def snapshot(policy: EventOrderingPolicy, st: dict[str, Any]) -> dict[str, Any]:
+    """The policy's metrics snapshot (a ``metrics`` output row's payload): the arrival clock,
+    the rules' CTI (the end-of-input flush to MAX_TIME is not a delay), each timeline's
+    metrics, and with purging how many timelines were forgotten."""
+    out = {"arrival_clock": st["A"], "cti": st["rule_cti"], "timelines": metrics(policy, st)}
+    if policy.purge_idle_timelines:
+        out["purged_timelines"] = st["purged"]
+    return out
 
 
 def metrics(policy: EventOrderingPolicy, st: dict[str, Any]) -> dict[str, Any]:
