@@ -1,7 +1,9 @@
-"""Benchmark: hopping-window count per key with bounded disorder, on three systems.
+"""Benchmark: hopping-window count per key with bounded disorder (or, ``--query reference``,
+a join of the events with reference data), on three systems.
 
     python bench/run.py --events 200000 --keys 100 [--systems cti-spark,spark-native,cti-local]
                         [--batches 1] [--seed 0] [--cti-input parquet|memory] [--key-rate HZ]
+                        [--query window|reference] [--reference R]
 
 The events are generated once (deterministic from the seed) into Parquet files; each system
 then runs in its own subprocess, so its peak memory is its own. Each prints one JSON line on
@@ -106,6 +108,20 @@ def generate(n: int, keys: int, seed: int, batches: int, out: Path,
 
 def cti_file(data: Path) -> Path:
     return data.parent / f"{data.name}-cti.parquet"
+
+
+def reference_file(data: Path) -> Path:
+    return data.parent / f"{data.name}-reference.csv"
+
+
+def generate_reference(rows: int, data: Path) -> None:
+    """``rows`` reference rows (``--query reference``) beside ``data``, a CSV file with a
+    header: ``key`` (``k<i>``, the events' keys first) and ``owner``, some text as a
+    registration list holds (about 60 bytes a row)."""
+    with open(reference_file(data), "w") as f:
+        f.write("key,owner\n")
+        f.writelines(f"k{i},Owner {i} of 221B Baker Street; registered {2000 + i % 25}\n"
+                     for i in range(rows))
 
 
 def load_events(data: Path) -> list[Any]:
@@ -213,10 +229,12 @@ def start_spark() -> Any:
     return get_spark(master="local[2]", shuffle_partitions=2)
 
 
-def _native_run(spark: Any, data: Path, where: str = "none"
+def _native_run(spark: Any, data: Path, where: str = "none", query: str = "window"
                 ) -> tuple[float, list[dict[str, Any]]]:
     """One spark-native streaming query over ``data``: seconds taken and its progress reports.
-    ``where`` other than "none": the filter ``WHERE_KEEPS``, as a column expression."""
+    ``where`` other than "none": the filter ``WHERE_KEEPS``, as a column expression.
+    ``query`` "reference": the events joined with the reference rows, a static DataFrame
+    (Spark's stream-static join), instead of the window count."""
     from pyspark.sql import functions as F
 
     checkpoint = tempfile.mkdtemp(prefix="bench-native-ckpt-")
@@ -226,13 +244,18 @@ def _native_run(spark: Any, data: Path, where: str = "none"
                 .option("maxFilesPerTrigger", 1).parquet(str(data)))
         if where != "none":  # (not the end-of-stream row, whose time ends the windows)
             rows = rows.filter(F.col("key").isNull() | (F.col("value") % 3 != 0))
-        counts = (
-            rows
-            .withColumn("ts", F.timestamp_micros("time"))
-            .withWatermark("ts", f"{DELAY_US // 1000} milliseconds")
-            .groupBy("key", F.window("ts", f"{WINDOW.seconds} seconds", f"{HOP.seconds} seconds"))
-            .count()
-        )
+        if query == "reference":
+            counts = rows.join(spark.read.option("header", True).csv(str(reference_file(data))),
+                               "key")
+        else:
+            counts = (
+                rows
+                .withColumn("ts", F.timestamp_micros("time"))
+                .withWatermark("ts", f"{DELAY_US // 1000} milliseconds")
+                .groupBy("key", F.window("ts", f"{WINDOW.seconds} seconds",
+                                         f"{HOP.seconds} seconds"))
+                .count()
+            )
         query = (counts.writeStream.format("noop").outputMode("append")
                  .option("checkpointLocation", checkpoint).start())
         try:
@@ -247,15 +270,17 @@ def _native_run(spark: Any, data: Path, where: str = "none"
 
 
 def run_spark_native(root: Path, opts: argparse.Namespace) -> dict[str, Any]:
-    """Structured Streaming over the Parquet files: watermark + groupBy(key, window).count()."""
+    """Structured Streaming over the Parquet files: watermark + groupBy(key, window).count(),
+    or (``--query reference``) a stream-static join with the reference rows."""
     t0 = time.perf_counter()
     spark = start_spark()
     session = time.perf_counter() - t0
-    _native_run(spark, root / "warmup", opts.where)
+    _native_run(spark, root / "warmup", opts.where, opts.query)
     startup = time.perf_counter() - t0
     log(f"spark-native: session {session:.1f} s, with warm-up query {startup:.1f} s")
     before, cpu = stage_metrics(spark), tree_cpu_s()
-    runs = [_native_run(spark, root / "events", opts.where) for _ in range(opts.repeat)]
+    runs = [_native_run(spark, root / "events", opts.where, opts.query)
+            for _ in range(opts.repeat)]
     metrics = per_run(task_metrics(before, stage_metrics(spark), tree_cpu_s() - cpu),
                       opts.repeat)
     elapsed, progress = _median(runs)
@@ -338,8 +363,8 @@ def _cti_source(data: Path, cti_input: str, cti_by: str = "count"
     return MemoryInputAdapterFactory(), events, time.perf_counter() - t0
 
 
-def _cti_run(factory: Any, config: Any, runtime: Any, where: str = "none", cti_by: str = "count"
-             ) -> tuple[float, int]:
+def _cti_run(factory: Any, config: Any, runtime: Any, where: str = "none", cti_by: str = "count",
+             reference: Path | None = None) -> tuple[float, int]:
     """Run the cti query into a counting adapter: seconds taken and output events.
 
     Point events with a CTI every ``CTI_EVERY`` events (``cti_by`` "span": every ``CTI_SPAN``
@@ -348,7 +373,10 @@ def _cti_run(factory: Any, config: Any, runtime: Any, where: str = "none", cti_b
     out-of-order tolerance of ``DELAY_US``, a late-arrival tolerance of ``LATE``;
     "order-by-key": each key its own substream); then (``where`` "row" or "frame": first the
     events whose value is not a multiple of 3, by a function of each payload or of a frame of
-    them) a hopping-window count per key.
+    them) a hopping-window count per key; or (``reference``, a reference data file) the
+    events joined with its rows on ``key``: a slow stream of edges from a load time before the
+    first event, which imports the events' CTIs (``cti.io.reference``), as
+    ``examples/toll_booth.py`` joins its registrations.
     """
     from cti import (
         AdvanceTimeGenerationSettings,
@@ -381,13 +409,30 @@ def _cti_run(factory: Any, config: Any, runtime: Any, where: str = "none", cti_b
             stream = stream.where(lambda p: p["value"] % 3 != 0)
         elif where == "frame":
             stream = stream.where(lambda df: df["value"] % 3 != 0, frame=True)
-        counts = stream.group_by("key").apply(
-            lambda g: g.hopping_window(WINDOW, HOP).aggregate(count=agg.count()))
+        if reference is not None:
+            from cti import AdvanceTimeImportSettings
+            from cti.io.reference import ReferenceDataConfig, ReferenceDataInputAdapterFactory
+
+            rows = CepStream.create(
+                "reference", ReferenceDataInputAdapterFactory(),
+                ReferenceDataConfig(reference, BASE_TICKS - 3_600_000_000, "csv"),
+                EventShape.EDGE, AdvanceTimeSettings(
+                    import_settings=AdvanceTimeImportSettings("events"),
+                    policy=AdvanceTimePolicy.ADJUST), application=stream.application)
+            counts = stream.join(rows, on="key")
+        else:
+            counts = stream.group_by("key").apply(
+                lambda g: g.hopping_window(WINDOW, HOP).aggregate(count=agg.count()))
         counts.to(CountingOutputAdapterFactory(), str(out)).run(runtime)
         elapsed = time.perf_counter() - t0
         return elapsed, _counted(out)
     finally:
         shutil.rmtree(out, ignore_errors=True)
+
+
+def _reference(data: Path, opts: argparse.Namespace) -> Path | None:
+    """The reference data file of ``data`` where the query joins with it."""
+    return reference_file(data) if opts.query == "reference" else None
 
 
 def _batch_sizes(opts: argparse.Namespace) -> list[int] | None:
@@ -401,8 +446,8 @@ def run_cti_local(root: Path, opts: argparse.Namespace) -> dict[str, Any]:
 
     _check_cti_api()
     factory, config, load = _cti_source(root / "events", opts.cti_input, opts.cti_by)
-    runs = [_cti_run(factory, config, LocalRuntime(_batch_sizes(opts)), opts.where, opts.cti_by)
-            for _ in range(opts.repeat)]
+    runs = [_cti_run(factory, config, LocalRuntime(_batch_sizes(opts)), opts.where, opts.cti_by,
+                     _reference(root / "events", opts)) for _ in range(opts.repeat)]
     elapsed, rows = _median(runs)
     return {"startup_s": 0.0, "load_s": load, "run_s": elapsed,
             "runs_s": [round(r[0], 3) for r in runs], "output_rows": rows}
@@ -494,13 +539,15 @@ def run_cti_spark(root: Path, opts: argparse.Namespace) -> dict[str, Any]:
     session = time.perf_counter() - t0
     shards = opts.shards[0] if opts.shards else None
     _cti_run(*_cti_source(root / "warmup", opts.cti_input, opts.cti_by)[:2],
-             SparkRuntime(spark, shards=shards), opts.where, opts.cti_by)
+             SparkRuntime(spark, shards=shards), opts.where, opts.cti_by,
+             _reference(root / "warmup", opts))
     startup = time.perf_counter() - t0
     log(f"cti-spark: session {session:.1f} s, with warm-up query {startup:.1f} s")
     factory, config, load = _cti_source(root / "events", opts.cti_input, opts.cti_by)
     before, cpu = stage_metrics(spark), tree_cpu_s()
     runs = [_cti_run(factory, config, SparkRuntime(spark, batch_sizes=_batch_sizes(opts),
-                                                   shards=shards), opts.where, opts.cti_by)
+                                                   shards=shards), opts.where, opts.cti_by,
+                     _reference(root / "events", opts))
             for _ in range(opts.repeat)]
     metrics = per_run(task_metrics(before, stage_metrics(spark), tree_cpu_s() - cpu),
                       opts.repeat)
@@ -584,7 +631,8 @@ def child(system: str, root: Path, opts: argparse.Namespace) -> dict[str, Any]:
     memory = TreeMemory().start()
     line: dict[str, Any] = {"system": system, "events": opts.events, "keys": opts.keys,
                             "batches": opts.batches, "key_rate": opts.key_rate,
-                            "where": opts.where, "cti_by": opts.cti_by,
+                            "where": opts.where, "cti_by": opts.cti_by, "query": opts.query,
+                            "reference": opts.reference,
                             "load_avg_1m": round(os.getloadavg()[0], 2)}
     if system.startswith("cti-"):
         line["cti_input"] = opts.cti_input
@@ -615,7 +663,8 @@ def run_system(system: str, root: Path, args: argparse.Namespace, shards: int | 
            "--events", str(args.events), "--keys", str(args.keys),
            "--batches", str(args.batches), "--seed", str(args.seed),
            "--repeat", str(args.repeat),
-           "--cti-input", args.cti_input, "--where", args.where, "--cti-by", args.cti_by]
+           "--cti-input", args.cti_input, "--where", args.where, "--cti-by", args.cti_by,
+           "--query", args.query, "--reference", str(args.reference)]
     if args.key_rate is not None:
         cmd += ["--key-rate", str(args.key_rate)]
     if shards is not None:
@@ -665,6 +714,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "event time (span), or by an event-ordering policy over the events' "
                         "arrival times (order; order-by-key: each key its own substream; "
                         "needs --cti-input parquet)")
+    p.add_argument("--query", choices=("window", "reference"), default="window",
+                   help="the query: a hopping-window count per key (window), or the events "
+                        "joined on key with reference rows that have no time (reference: "
+                        "edges from a load time on the cti systems, a stream-static join on "
+                        "plain Spark)")
+    p.add_argument("--reference", type=int, default=None, metavar="R",
+                   help="--query reference: how many reference rows (default: --keys); the "
+                        "first --keys of them have the events' keys")
     p.add_argument("--child", choices=SYSTEMS + YARDSTICKS, help=argparse.SUPPRESS)
     p.add_argument("--data", type=Path, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -672,6 +729,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error("--events, --keys, --batches and --repeat must be >= 1")
     if args.key_rate is not None and not args.key_rate > 0:
         p.error("--key-rate must be > 0")
+    if args.reference is None:
+        args.reference = args.keys
+    elif args.query != "reference":
+        p.error("--reference R goes with --query reference")
+    if args.reference < args.keys:
+        p.error(f"--reference must be at least --keys ({args.keys}): every event has its row")
+    if args.query == "reference" and "arrow-floor" in args.systems:
+        p.error("arrow-floor counts windows: it has no --query reference")
     if args.cti_by.startswith("order") and args.cti_input != "parquet":
         p.error(f"--cti-by {args.cti_by} needs --cti-input parquet (the events' arrival times)")
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
@@ -699,6 +764,9 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         generate(args.events, args.keys, args.seed, args.batches, tmp / "events", args.key_rate)
         generate(WARMUP_EVENTS, min(args.keys, 10), args.seed + 1, 1, tmp / "warmup")
+        if args.query == "reference":
+            generate_reference(args.reference, tmp / "events")
+            generate_reference(min(args.keys, 10), tmp / "warmup")
         log(f"generated {args.events} events, {args.keys} keys, {args.batches} file(s) "
             f"in {time.perf_counter() - t0:.1f} s under {tmp}")
         for system in args.system_list:

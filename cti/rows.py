@@ -76,10 +76,11 @@ def _json_default(value: Any) -> Any:
 
 def payload_to_json(payload: Mapping[str, Any] | None) -> str:
     """Canonical JSON of a payload: sorted keys, no spaces."""
-    return json.dumps(
-        dict(payload or {}), sort_keys=True, separators=(",", ":"), default=_json_default
-    )
+    return _CANONICAL.encode(payload if type(payload) is dict else dict(payload or {}))
 
+
+# One encoder for every payload (``json.dumps`` with options builds one per call).
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=_json_default)
 
 # Printable ASCII but " and \: a string of these is, quoted, its own JSON text.
 PLAIN_JSON_CHARS = r"[\x20\x21\x23-\x5b\x5d-\x7e]"

@@ -141,3 +141,31 @@ def test_key_rate_holds_each_keys_events_per_second(tmp_path: Path, keys: int) -
         assert len(set(cols["key"])) == keys
         # n / keys events per key over the span; the jitter (50 ms) is small against it
         assert np.isclose(n / keys / span_s, per_key_hz, rtol=0.15), (rate, span_s)
+
+
+@pytest.mark.spark
+def test_the_reference_join_joins_every_event_with_its_row() -> None:
+    """``--query reference``: the events joined on key with reference rows (more rows than
+    keys, so most match no event), by cti and by Spark's stream-static join: each event meets
+    its key's row once."""
+    proc = subprocess.run(
+        [sys.executable, str(BENCH), "--events", str(EVENTS), "--keys", str(KEYS),
+         "--systems", "cti-local,spark-native", "--query", "reference",
+         "--reference", str(5 * KEYS)],
+        cwd=REPO, capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert [line["system"] for line in lines] == ["cti-local", "spark-native"]
+    for line in lines:
+        assert (line["query"], line["reference"]) == ("reference", 5 * KEYS), line
+        assert line["output_rows"] == EVENTS, line
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--reference", "50"], "--reference R goes with --query reference"),
+    (["--query", "reference", "--keys", "10", "--reference", "5"], "at least --keys"),
+    (["--query", "reference", "--systems", "arrow-floor"], "no --query reference")])
+def test_reference_options_are_checked(args: list[str], message: str) -> None:
+    proc = subprocess.run([sys.executable, str(BENCH), *args], cwd=REPO, capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr

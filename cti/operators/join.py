@@ -43,15 +43,16 @@ def new_state() -> dict[str, Any]:
 
 
 def _join_key(events: pd.DataFrame, field: str | None, source: plan.Node, what: str
-              ) -> list[str | None]:
+              ) -> np.ndarray | list[str]:
     """Each event's join key text: "" without ``on``, None where the key is null (it matches
     nothing, SQL's rule); an event that lacks a field its stream was not known to have raises
     ``UnknownFieldError``."""
     if field is None:
         return [""] * len(events)
-    keys = frame.map_payloads(events, lambda p: None if p.get(field) is None
-                              else frame.key_json([p[field]]))
-    nulls = np.fromiter((k is None for k in keys), bool, len(keys))
+    codes, values = frame.field_codes(events, field)  # each distinct value's text made once
+    texts = np.asarray([None if v is None else frame.key_json([v]) for v in values], object)
+    keys = texts[codes] if len(codes) else np.empty(0, object)
+    nulls = pd.isna(keys)
     if nulls.any():
         check_events(events["payload"].to_numpy(object)[nulls], field, f"{what}(on=...)",
                      source.label, source.fields)
@@ -113,11 +114,12 @@ def join(node: plan.Join, left: Chunk, right: Chunk, state: dict[str, Any]) -> C
     L, R = state["sides"]
     old_l = L.loc[~L.index.isin(new_l.index)]
     state["pending"] += _candidates(new_l, R) + _candidates(old_l, new_r)
-    out, state["pending"] = _decide(node, state)
-    out += _close_open_pairs(state)
+    decided, state["pending"] = _decide(node, state)
+    closed = _close_open_pairs(state)
     _purge(state)
     ctis = merge.step(state["merge"], [left.ctis, right.ctis])
-    return Chunk(frame.make(*zip(*out, strict=True)) if out else frame.empty(), ctis)
+    return Chunk(frame.concat([decided, frame.make(*zip(*closed, strict=True)) if closed
+                               else frame.empty()]), ctis)
 
 
 def _columns(table: pd.DataFrame, ids: np.ndarray, cti: int) -> dict[str, np.ndarray]:
@@ -131,12 +133,13 @@ def _columns(table: pd.DataFrame, ids: np.ndarray, cti: int) -> dict[str, np.nda
             "payload": rows["payload"].to_numpy(object), "key": rows["key"].to_numpy(object)}
 
 
-def _decide(node: plan.Join, state: dict[str, Any]) -> tuple[list[tuple], list[tuple]]:
-    """Emit the pending pairs whose overlap is now certain, drop those that cannot overlap,
-    keep the rest pending. Vectorised over the pairs; the user's functions run per pair."""
+def _decide(node: plan.Join, state: dict[str, Any]) -> tuple[pd.DataFrame, list[tuple]]:
+    """Emit the pending pairs whose overlap is now certain (a frame), drop those that cannot
+    overlap, keep the rest pending. Vectorised over the pairs; the user's functions run per
+    pair (or over frames of them)."""
     pending = state["pending"]
     if not pending:
-        return [], []
+        return frame.empty(), []
     L, R = state["sides"]
     cl, cr = state["ctis"]
     ids = np.asarray(pending, dtype=np.int64)
@@ -147,22 +150,21 @@ def _decide(node: plan.Join, state: dict[str, Any]) -> tuple[list[tuple], list[t
     certain = ~gone & (lc["bound"] > s) & (rc["bound"] > s)
     unsure = ~gone & ~certain
     still = [pending[i] for i in np.flatnonzero(unsure)]
-    out: list[tuple] = []
     pairs = np.flatnonzero(certain)
-    joined = (_joined_frames if node.frame else _joined)(node, lc["payload"][pairs],
-                                                         rc["payload"][pairs])
-    for i, payload in zip(pairs, joined, strict=True):
-        if payload is None:  # (the predicate said no)
-            continue
-        kinds, t, key = (lc["kind"][i], rc["kind"][i]), int(s[i]), lc["key"][i]
-        if "point" in kinds:
-            out.append(("point", t, t + 1, payload, key))
-        elif kinds == ("interval", "interval"):
-            out.append(("interval", t, int(min(lc["end"][i], rc["end"][i])), payload, key))
-        else:
-            out.append(("edge_start", t, MAX_TIME, payload, key))
-            state["open"].append((*pending[i], t, payload, key))
-    return out, still
+    joined = np.asarray((_joined_frames if node.frame else _joined)(
+        node, lc["payload"][pairs], rc["payload"][pairs]), object)
+    kept = np.flatnonzero(joined != None)  # noqa: E711 (None: the predicate said no)
+    pairs, payload = pairs[kept], joined[kept]
+    lk, rk, t, key = lc["kind"][pairs], rc["kind"][pairs], s[pairs], lc["key"][pairs]
+    point = (lk == "point") | (rk == "point")
+    interval = (lk == "interval") & (rk == "interval")
+    edge = np.flatnonzero(~point & ~interval)
+    state["open"] += [(*pending[pairs[i]], int(t[i]), payload[i], key[i])
+                      for i in edge.tolist()]
+    kind = np.where(point, "point", np.where(interval, "interval", "edge_start")).astype(object)
+    end = np.where(point, t + 1, np.where(interval, np.minimum(lc["end"][pairs],
+                                                               rc["end"][pairs]), MAX_TIME))
+    return frame.make(kind, t, end, payload, key), still
 
 
 def _joined(node: plan.Join, left: np.ndarray, right: np.ndarray) -> list[str | None]:
@@ -175,6 +177,9 @@ def _joined(node: plan.Join, left: np.ndarray, right: np.ndarray) -> list[str | 
             parsed[text] = payload_from_json(text)
         return parsed[text]
 
+    if node.predicate is None and node.select is None:  # both payloads merged
+        return [payload_to_json({**parse(lt), **parse(rt)})
+                for lt, rt in zip(left.tolist(), right.tolist(), strict=True)]
     out: list[str | None] = []
     for lt, rt in zip(left, right, strict=True):
         lp, rp = parse(lt), parse(rt)

@@ -8,7 +8,6 @@ Spark's state store and is checkpointed with the query.
 
 from __future__ import annotations
 
-import pickle
 from collections.abc import Callable, Iterator, Sequence
 
 import pandas as pd
@@ -20,6 +19,7 @@ from cti.engine.shard import ingress_step
 from cti.ingress.machine import IngressMachine
 from cti.ingress.spec import StreamSpec
 from cti.runtime.spark.schema import OUT_SCHEMA
+from cti.runtime.spark.state import dump_state, load_state
 
 STATE_SCHEMA = StructType([StructField("machine", BinaryType(), False)])
 GROUP_OUT_SCHEMA = StructType([StructField("group", IntegerType(), False), *OUT_SCHEMA.fields])
@@ -31,10 +31,10 @@ def ingress_function(specs: Sequence[Sequence[StreamSpec]]) -> Callable:
 
     def run(key: tuple, batches: Iterator[pd.DataFrame], state) -> Iterator[pd.DataFrame]:
         group = int(key[0])
-        saved = pickle.loads(state.get[0]) if state.exists else None
+        saved = load_state(state.get[0]) if state.exists else None
         machine = IngressMachine(specs[group], saved)
         pdf = ingress_step(machine, pd.concat(list(batches), ignore_index=True))
-        state.update((pickle.dumps(machine.state, protocol=pickle.HIGHEST_PROTOCOL),))
+        state.update((dump_state(machine.state),))
         pdf.insert(0, "group", pd.Series([group] * len(pdf), dtype="int32"))
         yield pdf
 

@@ -29,7 +29,6 @@ ingress rows, so a run can return each input stream's own result.
 
 from __future__ import annotations
 
-import pickle
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -53,6 +52,7 @@ from cti.runtime.spark.ingress import GROUP_OUT_SCHEMA
 from cti.runtime.spark.packing import pack_output, unpack
 from cti.runtime.spark.schema import NULL_TIME
 from cti.runtime.spark.shipping import ship_user_functions
+from cti.runtime.spark.state import dump_state, load_state
 from cti.time import MAX_TIME
 
 OP, PASS, METRIC = "op", "pass", "metric"
@@ -100,11 +100,11 @@ def query_function(queries: Sequence[Any], groups: Sequence[Any],
         reported = [g for g in mine if reporter[g] == q and (shard == 0 or not with_inputs)]
         engine = Shard(plans[q], [], refs[q], specs, routes[q], shard,
                        reported if with_inputs else ())
-        saved = pickle.loads(state.get[0]) if state.exists else engine.new_state()
+        saved = load_state(state.get[0]) if state.exists else engine.new_state()
         rows = unpack(pd.concat(list(batches), ignore_index=True),
                       lambda g, i: next_in_seq(saved["ingress"][g], i))
         done = engine.step(saved, rows)
-        state.update((pickle.dumps(saved, protocol=pickle.HIGHEST_PROTOCOL),))
+        state.update((dump_state(saved),))
         out = [_passed(done.ingress[g], g) if with_inputs else _summary(done.ingress[g], g)
                for g in reported]
         out.append(_released(done.events, done.ctis if shard == 0 else []))
