@@ -77,3 +77,25 @@ def test_file_options_and_bad_rows(tmp_path):
         ReferenceDataInputAdapterFactory().create(ReferenceDataConfig(path, 7), EventShape.POINT)
     with pytest.raises(InvalidSettingsError, match="format"):
         ReferenceDataConfig(path, 7, format="xml")
+
+
+@pytest.mark.parametrize("fmt, text, columns", [
+    ("csv", "plate,expired,note\nA,1,x\nB,0\nC,1,caf\u00e9 \"q\"\nD,0,\n", None),
+    ("csv", "plate,expired\nA,1\nB,0,9\nC,1\n", ["plate", "note"]),
+    ("json", '{"plate": "A", "tags": [1, {"b": null}]}\nnot json\n{"plate": 2.5}\n[1]\n', None),
+])
+def test_the_columnar_read_gives_the_rows_one_by_one_gives(tmp_path, fmt, text, columns):
+    """The engine reads a reference file by ``read_frame``: the same input rows (payloads,
+    times, bad rows and their rules) as ``read``, item by item, for any range."""
+    from cti.engine.batch import _in_table, read_rows, rows_table
+
+    path = tmp_path / f"ref.{fmt}"
+    path.write_bytes(text.encode() + b"E,\xff\n" * (fmt == "csv"))
+    adapter = ReferenceDataInputAdapterFactory().create(
+        ReferenceDataConfig(path, 7, format=fmt, payload_columns=columns), EventShape.EDGE)
+    n = adapter.latest_offset()
+    for start, end in [(0, n), (1, n), (0, 2), (2, 2)]:
+        one_by_one = rows_table(read_rows(3, adapter, start, end))
+        columnar = _in_table(adapter.read_frame(start, end), 3, start)
+        assert columnar.to_pylist() == one_by_one.to_pylist(), (start, end)
+    assert one_by_one.num_rows == 0 and n >= 4

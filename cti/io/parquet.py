@@ -32,7 +32,7 @@ from cti.adapters import FIELD_COLUMN, AdapterItem, Arriving, InvalidInput
 from cti.errors import InvalidSettingsError
 from cti.events import EventShape, item_from_kind
 from cti.io.checks import check_columns, check_readable_file
-from cti.rows import PLAIN_JSON_CHARS
+from cti.json_text import value_texts
 from cti.schema import check_field
 from cti.time import MAX_TIME, MIN_TIME, to_time_zone
 
@@ -96,32 +96,6 @@ def _table(path: str) -> pa.Table:
         return _CACHE[key]
 
 
-_PLAIN_TEXT = rf"^{PLAIN_JSON_CHARS}*$"
-
-
-def _json_values(column: pa.ChunkedArray) -> tuple[pa.Array, pa.Array | None] | None:
-    """A column's values as JSON text, where Arrow's text of them is exactly ``json.dumps``'s
-    (integers, booleans, strings of plain printable ASCII); else None. A string column's as
-    the texts of its distinct values (and ``null``) and each row's index into them (keys
-    repeat: checked and quoted once per value), another's as one text per row and None."""
-    import pyarrow.compute as pc
-
-    t = column.type
-    if pa.types.is_integer(t):
-        return pc.cast(column, pa.string()).fill_null("null"), None
-    if pa.types.is_boolean(t):
-        return pc.if_else(column, "true", "false").fill_null("null"), None
-    if pa.types.is_string(t) or pa.types.is_large_string(t):
-        encoded = column.combine_chunks().dictionary_encode()
-        values = encoded.dictionary
-        if len(values) and not pc.all(pc.match_substring_regex(values, _PLAIN_TEXT)).as_py():
-            return None
-        texts = pa.concat_arrays([pc.binary_join_element_wise('"', values, '"', "").cast(
-            pa.string()), pa.array(["null"], pa.string())])
-        return texts, encoded.indices.fill_null(len(values))
-    return None
-
-
 def _payloads(table: pa.Table, cols: list[str]) -> tuple[pa.Array, dict[str, pa.Array]]:
     """Each row's payload columns as canonical JSON (sorted keys, no spaces), joined by
     Arrow's string kernels; a column whose Arrow text is not exact is written by pandas. And
@@ -137,7 +111,7 @@ def _payloads(table: pa.Table, cols: list[str]) -> tuple[pa.Array, dict[str, pa.
     joined_sep = False  # this column's separator went with the previous column's values
     for i, name in enumerate(cols):
         sep = "" if joined_sep else ("{" if i == 0 else ",") + json.dumps(name) + ":"
-        got = _json_values(table.column(name))
+        got = value_texts(table.column(name))
         joined_sep = False
         if got is None:
             key = json.dumps(name)

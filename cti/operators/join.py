@@ -11,14 +11,20 @@ the side whose end is still open).
 
 from __future__ import annotations
 
+import io
+import json
 from typing import Any
 
 import attrs
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyarrow import json as pa_json
 
 from cti.edges import close_edge, open_edge
 from cti.events import EventShape
+from cti.json_text import value_texts
 from cti.operators import frame, merge, plan, usercode
 from cti.operators.frame import Chunk
 from cti.operators.projection import union
@@ -178,6 +184,9 @@ def _joined(node: plan.Join, left: np.ndarray, right: np.ndarray) -> list[str | 
         return parsed[text]
 
     if node.predicate is None and node.select is None:  # both payloads merged
+        merged = _merged(left, right)
+        if merged is not None:
+            return merged
         return [payload_to_json({**parse(lt), **parse(rt)})
                 for lt, rt in zip(left.tolist(), right.tolist(), strict=True)]
     out: list[str | None] = []
@@ -193,6 +202,46 @@ def _joined(node: plan.Join, left: np.ndarray, right: np.ndarray) -> list[str | 
                           f"{lt} and {rt}", "payloads")
             raise
         out.append(payload_to_json(joined))
+    return out
+
+
+def _merged(left: np.ndarray, right: np.ndarray) -> list[str] | None:
+    """``payload_to_json({**l, **r})`` of each pair of payload texts, built column by column
+    by Arrow, where every payload of a side has the same fields and Arrow writes their values'
+    JSON exactly (``value_texts``): each side's distinct payloads read once by Arrow's JSON
+    reader, each merged field's texts taken for the pairs and joined. None otherwise."""
+    lc, lu = pd.factorize(left)
+    rc, ru = pd.factorize(right)
+    sides = [(_field_texts(lu), lc), (_field_texts(ru), rc)]
+    if sides[0][0] is None or sides[1][0] is None or not len(left):
+        return None
+    names = sorted(set(sides[0][0]) | set(sides[1][0]))  # the right's value wins, as in a dict
+    parts: list[Any] = []
+    for i, name in enumerate(names):
+        texts, codes = next((f[name], c) for f, c in reversed(sides) if name in f)
+        parts += [("{" if i == 0 else ",") + json.dumps(name) + ":", texts.take(codes)]
+    if not parts:
+        return ["{}"] * len(left)
+    return pc.binary_join_element_wise(*parts, "}", "").to_pylist()
+
+
+def _field_texts(texts: np.ndarray) -> dict[str, pa.Array] | None:
+    """Each field's JSON text per payload of ``texts``, where all have the same fields and
+    Arrow writes every value exactly; else None."""
+    try:
+        table = pa_json.read_json(io.BytesIO("\n".join(texts).encode()))
+    except (pa.ArrowInvalid, TypeError):  # unreadable, or a payload that is not text
+        return None
+    if table.num_rows != len(texts):
+        return None
+    out = {}
+    for name in table.column_names:
+        column = table.column(name)
+        got = None if column.null_count else value_texts(column)
+        if got is None:  # a field some lack (or null), or values Arrow does not write exactly
+            return None
+        values, indices = got
+        out[name] = values if indices is None else values.take(indices)
     return out
 
 
