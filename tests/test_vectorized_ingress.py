@@ -11,12 +11,13 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-from strategies import batch_sizes, bind, stream_defs
+from strategies import POLICIES, SHAPES, StreamDef, arrivals, batch_sizes, bind, stream_defs
 
+from cti.adapters import Arriving
 from cti.engine.batch import read_rows
 from cti.errors import CtiError
-from cti.events import EventShape
-from cti.ingress import vectorized
+from cti.events import EdgeEvent, EventShape, IntervalEvent, PointEvent
+from cti.ingress import importing, vectorized
 from cti.ingress.machine import IngressMachine
 from cti.ingress.spec import StreamSpec
 from cti.rows import eos_row
@@ -26,7 +27,11 @@ from cti.runtime.spark.schema import (
     in_rows_from_pandas,
     out_rows_to_pandas,
 )
-from cti.settings import AdvanceTimePolicy
+from cti.settings import (
+    AdvanceTimeImportSettings,
+    AdvanceTimePolicy,
+    AdvanceTimeSettings,
+)
 from cti.time import MAX_TIME, MIN_TIME
 
 NULL = MIN_TIME
@@ -141,6 +146,95 @@ def test_group_path_equals_the_row_machine(defs, sizes):
         used += step
     event(f"vectorised group batches: {min(used, 2)}")
 
+
+
+def _group_inputs(defs) -> tuple[list, list[list]]:
+    """A group's stream specs and each stream's input rows, ended."""
+    group = bind(defs)[0].ingress_group()
+    inputs = []
+    for i, s in enumerate(group.streams):
+        adapter = s.factory.create(s.config, s.shape)
+        n = adapter.latest_offset()
+        inputs.append(read_rows(i, adapter, 0, n) + [eos_row(i, n)])
+    return group.specs(), inputs
+
+
+@st.composite
+def reference_groups(draw):
+    """A fast stream that generates its CTIs and a slow one that only imports them, as
+    reference data: points, intervals or edge starts (some sharing a start and payload),
+    DROP or ADJUST, with arrival times."""
+    fast = draw(stream_defs(second_stream=False, shapes=(EventShape.POINT,
+                                                          EventShape.INTERVAL),
+                            adapter_ctis=False, with_arrival=True))[0]
+    shape = draw(st.sampled_from(SHAPES))
+    n = draw(st.integers(0, 12))
+    items = []
+    for k, t in enumerate(draw(arrivals(n, max_step=6))):
+        start = draw(st.integers(0, 40))
+        payload = {"id": f"b{draw(st.integers(0, k))}"}
+        event_ = (PointEvent(start, payload) if shape is EventShape.POINT else
+                  IntervalEvent(start, start + draw(st.integers(1, 9)), payload)
+                  if shape is EventShape.INTERVAL else EdgeEvent.start_edge(start, payload))
+        items.append(Arriving(event_, t))
+    slow = StreamDef("b", shape, tuple(items), AdvanceTimeSettings(
+        import_settings=AdvanceTimeImportSettings("a"),
+        policy=draw(st.sampled_from(POLICIES))))
+    return [fast, slow]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
+@given(defs=reference_groups(), sizes=batch_sizes)
+def test_a_slow_stream_that_only_imports_runs_vectorised_as_the_row_machine(defs, sizes):
+    """The slow stream's rows and imported CTIs merged by arrival without the row machine
+    (``cti.ingress.importing``): the same output and state, batch after batch, rows held back
+    until the fast stream passes them included."""
+    specs, inputs = _group_inputs(defs)
+    rows_machine, mixed = IngressMachine(specs), IngressMachine(specs)
+    taken = []
+    original = importing.process
+
+    def spy(*args):
+        got = original(*args)
+        taken.append(got is not None)
+        return got
+
+    pos, k = [0, 0], 0
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(importing, "process", spy)
+        while any(p < len(rows) for p, rows in zip(pos, inputs, strict=True)):
+            size = sizes[k % len(sizes)]
+            batch = [r for i, rows in enumerate(inputs) for r in rows[pos[i]:pos[i] + size]]
+            pos = [p + size for p in pos]
+            k += 1
+            if same_step(rows_machine, mixed, batch) is None:
+                return
+    event(f"slow stream batches vectorised: {min(sum(taken), 3)}")
+
+
+def test_reference_data_before_the_fast_stream_takes_the_vectorised_path():
+    """Reference rows loaded before the first fast event, in one batch with it: no row
+    machine step, and the same result."""
+    fast = StreamDef("a", EventShape.POINT, tuple(
+        Arriving(PointEvent(t, {"k": t % 3}), t) for t in range(10, 30)),
+        AdvanceTimeSettings.increasing_start_time())
+    slow = StreamDef("b", EventShape.EDGE, tuple(
+        Arriving(EdgeEvent.start_edge(5, {"k": k}), 5) for k in range(3)),
+        AdvanceTimeSettings(import_settings=AdvanceTimeImportSettings("a"),
+                            policy=AdvanceTimePolicy.ADJUST))
+    specs, inputs = _group_inputs([fast, slow])
+    rows_machine, mixed = IngressMachine(specs), IngressMachine(specs)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(IngressMachine, "_process_row", lambda *a: pytest.fail("row machine"))
+        got = vectorized.process_group(mixed, frame([in_row_to_tuple(r) for rows in inputs
+                                                     for r in rows]))
+    want = out_rows_to_pandas(rows_machine.process([r for rows in inputs for r in rows]))
+    order = ["stream", "seq"]
+    pd.testing.assert_frame_equal(got.sort_values(order).reset_index(drop=True),
+                                  want.sort_values(order).reset_index(drop=True),
+                                  check_dtype=False)
+    assert mixed.state == rows_machine.state
+    assert (got["stream"] == 1).sum() > 3  # the edges and the CTIs imported
 
 
 def same_step(rows_machine: IngressMachine, mixed: IngressMachine, batch: list) -> bool | None:

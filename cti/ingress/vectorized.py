@@ -21,6 +21,7 @@ import pandas as pd
 
 from cti.engine.layout import in_rows_from_pandas, out_rows_to_pandas
 from cti.events import EVENT_STATUSES, EventShape
+from cti.ingress import importing
 from cti.ingress.machine import IngressMachine
 from cti.ingress.spec import StreamSpec, imported_by_all
 from cti.operators.frame import Chunk, filled, make, stack, text_codes
@@ -134,15 +135,20 @@ def with_importers(machine: IngressMachine, pdf: pd.DataFrame, i: int,
                    ) -> tuple[pd.DataFrame, pd.DataFrame] | None:
     """A group whose stream ``i`` runs vectorised (``fast``: its output rows and each CTI with
     its place in arrival order, or None) and whose other streams import its CTIs: those CTIs
-    handed to the row machine at their places, which then processes the other streams' rows
-    (usually few) as it would. The output rows of both, or None where ``fast`` declines."""
+    queued at their places, then the other stream's rows vectorised too where it can be
+    (``importing``), else the row machine processes them as it would. The output rows of
+    both, or None where ``fast`` declines."""
     mine = pdf["stream"].to_numpy() == i
     done = fast(pdf[mine])
     if done is None:
         return None
     out, ctis = done
     machine.import_ctis(i, ctis)
-    return out, out_rows_to_pandas(machine.process(in_rows_from_pandas(pdf[~mine])))
+    rest = importing.process(machine, pdf[~mine], i)
+    if rest is None:
+        return out, out_rows_to_pandas(machine.process(in_rows_from_pandas(pdf[~mine])))
+    # (what the row machine adds after its merge: an event-ordering stream's metrics)
+    return out, stack([rest, out_rows_to_pandas(machine.process([]))])
 
 
 def shard_chunk(machine: IngressMachine, pdf: pd.DataFrame, owner: int,

@@ -1,0 +1,215 @@
+"""A stream whose CTIs are all imported (SPEC 5), vectorised: the slow reference stream of a
+group whose fast stream runs vectorised (``vectorized.with_importers``).
+
+The row machine merges the slow stream's rows with the CTIs it imports in arrival order (the
+merge key: arrival, stream, sequence). A row waits until the fast stream has received a row
+later than it (its CTI in force is then known); an imported CTI waits until the slow stream
+has received a row later than it. So what is processed in a batch is every queued row and
+imported CTI below the first that must wait, in key order, and each event is judged against
+the last CTI imported before it: a search, not a step per row. This module computes exactly
+the row machine's output rows and new state for that, and returns None (the row machine
+runs) for anything else: a CTI or a bad row from the adapter, an edge end, a stream that
+generates CTIs of its own or is imported from, a violation without a policy.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from cti.edges import open_edge
+from cti.engine.layout import IN_COLUMNS, in_row_to_tuple, in_rows_from_pandas
+from cti.events import EventShape
+from cti.ingress.machine import IngressMachine
+from cti.settings import AdvanceTimePolicy
+from cti.time import MAX_TIME, MIN_TIME
+
+NULL = MIN_TIME  # a missing time in the row layout
+_STARTS = {EventShape.POINT: "point", EventShape.INTERVAL: "interval",
+           EventShape.EDGE: "edge_start"}
+
+
+def process(machine: IngressMachine, pdf: pd.DataFrame, fast: int) -> pd.DataFrame | None:
+    """The output rows of the group's other stream for its input rows ``pdf`` (the fast
+    stream ``fast`` processed and its CTIs queued already), or None where the row machine
+    must take them."""
+    specs, streams = machine.specs, machine.state["streams"]
+    if len(specs) != 2:
+        return None
+    j = 1 - fast
+    spec, st, fst = specs[j], streams[j], streams[fast]
+    if (spec.import_from != fast or spec.generates or spec.ordering is not None
+            or machine.importers[j] or fst["pending"] or fst["imported"]
+            or specs[fast].import_from is not None):
+        return None
+    pdf = pdf.sort_values("seq", kind="stable") if len(pdf) > 1 else pdf
+    take = pdf["seq"].to_numpy(np.int64) >= st["next_in_seq"]  # the rest are replays
+    pdf = pdf[take]
+    n = len(pdf)
+    if n and (int(pdf["seq"].iloc[0]) != st["next_in_seq"] or st["eos"] or
+              int(pdf["seq"].iloc[-1]) != st["next_in_seq"] + n - 1):
+        return None
+    # The rows held from earlier batches (received already: their keys are known) first.
+    held = list(st["pending"])
+    queued = pd.concat([pd.DataFrame([in_row_to_tuple(row) for _, row in held],
+                                     columns=[c for c, _ in IN_COLUMNS]), pdf],
+                       ignore_index=True) if held else pdf
+    seq = queued["seq"].to_numpy(np.int64)
+    kind = queued["kind"].to_numpy(object)
+    start = queued["start"].to_numpy(np.int64)
+    end = queued["end"].to_numpy(np.int64)
+    arrival = queued["arrival"].to_numpy(np.int64)[len(held):]
+    payload = queued["payload"].to_numpy(object)
+    is_eos = kind == "eos"
+    event_kind = _STARTS[spec.shape]
+    if ((kind != event_kind) & ~is_eos).any() or (queued["error"].to_numpy(object) != None).any() \
+            or (is_eos.any() and not is_eos[-1]):  # noqa: E711 (per row)
+        return None
+    ev = ~is_eos
+    if ((start == NULL) | (start == MAX_TIME))[ev].any():
+        return None
+    if event_kind == "interval" and ((end == NULL) | (end <= start) | (end == MAX_TIME))[ev].any():
+        return None
+
+    # Receiving (``IngressMachine._receive``): each new row's merge arrival; an explicit
+    # arrival may not go back behind the stream's data.
+    explicit = arrival != NULL
+    new_eos = is_eos[len(held):]
+    own = np.where(explicit, arrival, np.where(new_eos, MAX_TIME, start[len(held):]))
+    data = np.maximum.accumulate(np.concatenate([[st["data_arrival"]], own]))
+    if (explicit & (arrival < data[:-1])).any():
+        return None
+    merge = np.concatenate([np.asarray([key[0] for key, _ in held], np.int64),
+                            np.maximum.accumulate(np.concatenate([[st["last_arrival"]],
+                                                                  own]))[1:]])
+    total = len(seq)
+    last_key = (int(merge[-1]), j, int(seq[-1])) if n else st["last_key"]
+    eos = st["eos"] or bool(new_eos.any())
+
+    # What is processed: rows below the fast stream's last key, imported CTIs below this
+    # stream's, in key order up to the first that must wait.
+    ready = total if fst["eos"] else _count_below(merge, j, seq, fst["last_key"])
+    queue = list(st["imported"])
+    waiting = next((q for q, (key, _) in enumerate(queue)
+                    if not eos and (last_key is None or key >= last_key)), len(queue))
+    if ready < total and waiting < len(queue):  # whichever comes first stops the other
+        if queue[waiting][0] < (int(merge[ready]), j, int(seq[ready])):
+            ready = _count_below(merge, j, seq, queue[waiting][0])
+        else:
+            waiting = _imports_below(queue, (int(merge[ready]), j, int(seq[ready])))
+    elif ready < total:
+        waiting = _imports_below(queue, (int(merge[ready]), j, int(seq[ready])))
+    elif waiting < len(queue):
+        ready = _count_below(merge, j, seq, queue[waiting][0])
+    imports = queue[:waiting]
+
+    # Each processed row after the imported CTIs before it; its CTI in force is the last.
+    ctis = np.asarray([t for _, t in imports], np.int64)
+    at = np.asarray([_count_below(merge[:ready], j, seq[:ready], key) for key, _ in imports],
+                    np.int64)
+    before = np.concatenate([[st["cti"]], ctis])[
+        np.searchsorted(at, np.arange(ready), side="right")]
+    done = slice(0, ready)
+    s, e, p = start[done], end[done], payload[done]
+    is_ev = ev[done]
+    elsewhere = is_ev & (p == None) & (event_kind == "edge_start")  # noqa: E711 (per row)
+    judged = is_ev & ~elsewhere
+    violates = judged & (s < before)
+    if violates.any() and spec.policy is None:
+        return None
+    adjust_policy = spec.policy is AdvanceTimePolicy.ADJUST
+    adjusted = violates & adjust_policy & (
+        (before < MAX_TIME) if event_kind == "edge_start" else
+        (e > before) if event_kind == "interval" else False)
+    dropped = violates & ~adjusted
+    accepted = judged & ~violates
+
+    # Output rows in processing order: the imported CTIs at their places among the rows.
+    emits = np.flatnonzero(judged)
+    order = np.argsort(np.concatenate([emits * 2 + 1, at * 2]), kind="stable")
+    m = len(emits) + len(imports)
+    null = np.full(len(emits), NULL, np.int64)
+    no_end = np.full(len(emits), NULL, np.int64) if event_kind != "interval" else e[emits]
+    cti_of_row = np.where(before[emits] == MIN_TIME, NULL, before[emits])
+    status = np.where(accepted[emits], "accepted", np.where(adjusted[emits], "adjusted",
+                                                            "dropped")).astype(object)
+    ev_start = np.where(dropped[emits], NULL, np.where(adjusted[emits], before[emits],
+                                                       s[emits]))
+    ev_end = np.where(dropped[emits], NULL, no_end)
+    k = len(imports)
+
+    def pick(rows_values: Any, cti_values: Any, dtype: Any = object) -> np.ndarray:
+        return np.concatenate([np.asarray(rows_values, dtype),
+                               np.asarray(cti_values, dtype)])[order]
+
+    out = pd.DataFrame({
+        "stream": np.full(m, j, np.int32),
+        "seq": st["out_seq"] + np.arange(m, dtype=np.int64),
+        "in_seq": pick(seq[done][emits], np.full(k, -1), np.int64),
+        "kind": pick(np.full(len(emits), event_kind, object), np.full(k, "cti", object)),
+        "start": pick(ev_start, ctis, np.int64),
+        "end": pick(ev_end, np.full(k, NULL), np.int64),
+        "payload": pick(p[emits], np.full(k, None, object)),
+        "status": pick(status, np.full(k, "cti", object)),
+        "orig_start": pick(s[emits], np.full(k, NULL), np.int64),
+        "orig_end": pick(null if event_kind != "interval" else e[emits], np.full(k, NULL),
+                         np.int64),
+        "cti": pick(cti_of_row, ctis, np.int64),
+        "reason": pick(np.where(violates[emits], "cti_violation", None).astype(object),
+                       np.full(k, None, object)),
+        "partition": np.full(m, None, object),
+    }, copy=False)
+
+    # The row machine's state after the same rows.
+    if event_kind == "edge_start":
+        value = np.where(accepted, s, np.where(adjusted, before, 0))
+        for i in emits.tolist():
+            open_edge(st["open_edges"], (int(s[i]), p[i]), None if dropped[i] else int(value[i]))
+    if is_ev.any():
+        top = int(s[is_ev].max())
+        st["max_start"] = top if st["max_start"] is None else max(st["max_start"], top)
+    metrics = st["metrics"]
+    metrics["accepted"] += int(accepted.sum())
+    metrics["adjusted"] += int(adjusted.sum())
+    metrics["dropped"] += int(dropped.sum())
+    metrics["ctis"] += k
+    if k:
+        st["cti"] = int(ctis[-1])
+    for _ in range(k):
+        st["imported"].popleft()
+    st["out_seq"] += m
+    st["next_in_seq"] += n
+    if n:
+        st["last_arrival"] = int(merge[-1])
+        st["data_arrival"] = int(data[-1])
+        st["last_key"] = last_key
+    st["eos"] = eos
+    # The rows that wait, as the row machine holds them (those held before, as they were).
+    waiting_rows = held[ready:] + list(zip(
+        [(int(merge[r]), j, int(seq[r])) for r in range(max(ready, len(held)), total)],
+        in_rows_from_pandas(pdf.iloc[max(ready - len(held), 0):]), strict=True))
+    st["pending"] = deque(waiting_rows)
+    return out
+
+
+def _count_below(merge: np.ndarray, stream: int, seq: np.ndarray, key: tuple | None) -> int:
+    """How many of the rows (merge arrivals non-decreasing, sequence increasing) of
+    ``stream`` have a merge key below ``key`` (None: none)."""
+    if key is None:
+        return 0
+    arrival, other, other_seq = key
+    n = int(np.searchsorted(merge, arrival, side="left"))
+    if other > stream:  # an equal arrival sorts before the key
+        return int(np.searchsorted(merge, arrival, side="right"))
+    if other < stream:
+        return n
+    equal = int(np.searchsorted(merge, arrival, side="right"))
+    return n + int(np.searchsorted(seq[n:equal], other_seq, side="left"))
+
+
+def _imports_below(queue: list[tuple[tuple, int]], key: tuple) -> int:
+    """How many queued imported CTIs have a merge key below ``key``."""
+    return next((q for q, (k, _) in enumerate(queue) if k >= key), len(queue))
