@@ -664,7 +664,9 @@ def run_system(system: str, root: Path, args: argparse.Namespace, shards: int | 
            "--batches", str(args.batches), "--seed", str(args.seed),
            "--repeat", str(args.repeat),
            "--cti-input", args.cti_input, "--where", args.where, "--cti-by", args.cti_by,
-           "--query", args.query, "--reference", str(args.reference)]
+           "--query", args.query]
+    if args.query == "reference":
+        cmd += ["--reference", str(args.reference)]
     if args.key_rate is not None:
         cmd += ["--key-rate", str(args.key_rate)]
     if shards is not None:
