@@ -731,12 +731,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error("--events, --keys, --batches and --repeat must be >= 1")
     if args.key_rate is not None and not args.key_rate > 0:
         p.error("--key-rate must be > 0")
-    if args.reference is None:
-        args.reference = args.keys
-    elif args.query != "reference":
+    if args.query != "reference" and args.reference is not None:
         p.error("--reference R goes with --query reference")
-    if args.reference < args.keys:
-        p.error(f"--reference must be at least --keys ({args.keys}): every event has its row")
+    if args.query == "reference":
+        args.reference = args.keys if args.reference is None else args.reference
+        if args.reference < args.keys:
+            p.error(f"--reference must be at least --keys ({args.keys}): every event has its "
+                    "row")
     if args.query == "reference" and "arrow-floor" in args.systems:
         p.error("arrow-floor counts windows: it has no --query reference")
     if args.cti_by.startswith("order") and args.cti_input != "parquet":
