@@ -12,7 +12,7 @@ dict of lists), so it pickles with the holder's state.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterable
 from typing import Any
 
 OpenEdges = dict[Hashable, list[Any]]
@@ -21,6 +21,18 @@ OpenEdges = dict[Hashable, list[Any]]
 def open_edge(book: OpenEdges, ident: Hashable, value: Any) -> None:
     """An edge start of ``ident`` opened, last in line among its identity's open starts."""
     book.setdefault(ident, []).append(value)
+
+
+def open_edges(book: OpenEdges, idents: Iterable[Hashable], values: Iterable[Any]) -> None:
+    """``open_edge`` of each identity with its value, in order (a reference table's rows: many
+    at once)."""
+    held = book.get
+    for ident, value in zip(idents, values, strict=True):
+        line = held(ident)
+        if line is None:
+            book[ident] = [value]
+        else:
+            line.append(value)
 
 
 def close_edge(book: OpenEdges, ident: Hashable) -> tuple[bool, Any]:

@@ -5,6 +5,9 @@ payloads column by column."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
+
 import pyarrow as pa
 
 from cti.rows import PLAIN_JSON_CHARS
@@ -33,3 +36,25 @@ def value_texts(column: pa.ChunkedArray) -> tuple[pa.Array, pa.Array | None] | N
             pa.string()), pa.array(["null"], pa.string())])
         return texts, encoded.indices.fill_null(len(values))
     return None
+
+
+def column_texts(column: pa.ChunkedArray | pa.Array) -> pa.Array | pa.ChunkedArray | None:
+    """Each value's JSON text (``value_texts``, one per row), or None."""
+    got = value_texts(column)
+    if got is None:
+        return None
+    texts, indices = got
+    return texts if indices is None else texts.take(indices)
+
+
+def objects(fields: Mapping[str, pa.Array | pa.ChunkedArray], rows: int) -> list[str]:
+    """Each row's canonical JSON object (sorted keys, no spaces: ``payload_to_json``) from
+    each field's JSON value texts."""
+    import pyarrow.compute as pc
+
+    if not fields:
+        return ["{}"] * rows
+    parts: list = []
+    for i, name in enumerate(sorted(fields)):
+        parts += [("{" if i == 0 else ",") + json.dumps(name) + ":", fields[name]]
+    return pc.binary_join_element_wise(*parts, "}", "").to_pylist()

@@ -83,6 +83,8 @@ def test_file_options_and_bad_rows(tmp_path):
     ("csv", "plate,expired,note\nA,1,x\nB,0\nC,1,caf\u00e9 \"q\"\nD,0,\n", None),
     ("csv", "plate,expired\nA,1\nB,0,9\nC,1\n", ["plate", "note"]),
     ("json", '{"plate": "A", "tags": [1, {"b": null}]}\nnot json\n{"plate": 2.5}\n[1]\n', None),
+    ("json", '{"k": 1, "ok": true, "s": "x y"}\n{"k": -5, "ok": false, "s": ""}\n'
+             '{"s": "z", "ok": true, "k": 12345678901234567890}\n{"k": 3, "ok": true}\n', None),
 ])
 def test_the_columnar_read_gives_the_rows_one_by_one_gives(tmp_path, fmt, text, columns):
     """The engine reads a reference file by ``read_frame``: the same input rows (payloads,

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cti.edges import open_edge
+from cti.edges import open_edges
 from cti.engine.layout import IN_COLUMNS, in_row_to_tuple, in_rows_from_pandas
 from cti.events import EventShape
 from cti.ingress.machine import IngressMachine
@@ -165,9 +165,10 @@ def process(machine: IngressMachine, pdf: pd.DataFrame, fast: int) -> pd.DataFra
 
     # The row machine's state after the same rows.
     if event_kind == "edge_start":
-        value = np.where(accepted, s, np.where(adjusted, before, 0))
-        for i in emits.tolist():
-            open_edge(st["open_edges"], (int(s[i]), p[i]), None if dropped[i] else int(value[i]))
+        value = np.where(accepted, s, np.where(adjusted, before, 0))[emits].tolist()
+        open_edges(st["open_edges"], zip(s[emits].tolist(), p[emits].tolist(), strict=True),
+                   [None if d else v
+                    for d, v in zip(dropped[emits].tolist(), value, strict=True)])
     if is_ev.any():
         top = int(s[is_ev].max())
         st["max_start"] = top if st["max_start"] is None else max(st["max_start"], top)

@@ -36,6 +36,7 @@ from cti.adapters import AdapterItem, Arriving, InvalidInput
 from cti.errors import InvalidSettingsError
 from cti.events import EdgeEvent, EventShape
 from cti.io.files import _scan
+from cti.json_text import column_texts, objects
 from cti.rows import INVALID, payload_to_json
 from cti.time import MAX_TIME, MIN_TIME, TimeLike, to_ticks
 
@@ -123,8 +124,7 @@ class ReferenceDataInputAdapter:
         return pa.table({
             "kind": pa.array(np.where(good, "edge_start", INVALID).astype(object), pa.string()),
             "start": np.where(good, t, NULL), "end": np.full(n, NULL, np.int64),
-            "payload": pa.array([payload_to_json(f) if f is not None else raw
-                                 for f, _, raw in entries], pa.string()),
+            "payload": pa.array(_payloads(entries), pa.string()),
             "arrival": np.where(good, t, NULL), "partition": pa.nulls(n, pa.string()),
             "error": pa.array([e for _, e, _ in entries], pa.string())})
 
@@ -144,3 +144,23 @@ class ReferenceDataInputAdapterFactory:
             raise InvalidSettingsError(f"{config.path}: reference data is bound as "
                                        f"EventShape.EDGE (edges from the load time), not {shape}")
         return ReferenceDataInputAdapter(config)
+
+
+def _payloads(entries: list[tuple]) -> list[str]:
+    """Each entry's payload text (``payload_to_json`` of its fields), or a bad entry's raw
+    text: by Arrow column by column where the rows share their fields and Arrow writes the
+    values exactly (``json_text``: a CSV file's plain text), else row by row."""
+    rows = [f for f, _, _ in entries if f is not None]
+    texts = None
+    if rows and all(r.keys() == rows[0].keys() for r in rows):
+        try:
+            table = pa.table({name: [r[name] for r in rows] for name in rows[0]})
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+            table = None
+        fields = {} if table is None else {n: column_texts(table.column(n))
+                                           for n in table.column_names}
+        if table is not None and all(t is not None for t in fields.values()):
+            texts = iter(objects(fields, len(rows)))
+    if texts is None:
+        texts = (payload_to_json(r) for r in rows)
+    return [next(texts) if f is not None else raw for f, _, raw in entries]

@@ -236,7 +236,7 @@ def field_codes(frame: pd.DataFrame, field: str | Callable[[dict[str, Any]], Any
     plain = len(types) == 1 and types <= {str, int, float}
     # Else each value's JSON text stands in for it (1, 1.0 and True differ there).
     codes, uniques = pd.factorize(_objects(values if plain else [
-        _value_json(v) for v in values]))
+        value_json(v) for v in values]))
     return codes.astype(np.int64), [values[i] for i in _first_of(codes, len(uniques))]
 
 
@@ -266,7 +266,7 @@ def text_codes(codes: np.ndarray, texts: Sequence[str]
                ) -> tuple[np.ndarray, list[Any], list[str]]:
     """``field_codes`` from each row's code into ``texts``, the JSON texts of the values (as an
     adapter gives them: ``cti.adapters.FIELD_COLUMN``): JSON-equal texts share a code. And each
-    value's text in a key (``_value_json``), which ``key_codes_with`` takes."""
+    value's text in a key (``value_json``), which ``key_codes_with`` takes."""
     used = np.flatnonzero(np.bincount(codes, minlength=len(texts)))  # the texts rows have
     given = pa.array(np.asarray(texts, object)[used], pa.string())
     # A plain string's or a (64-bit) integer's text is its own key text: read by Arrow.
@@ -278,7 +278,7 @@ def text_codes(codes: np.ndarray, texts: Sequence[str]
     canonical = given.to_numpy(zero_copy_only=False)
     for i in np.flatnonzero(~(is_str | is_int)).tolist():
         values[i] = json.loads(canonical[i])
-        canonical[i] = _value_json(values[i])
+        canonical[i] = value_json(values[i])
     merged, uniques = pd.factorize(canonical)
     first = _first_of(merged, len(uniques))  # a text of each distinct value
     code_of = np.zeros(len(texts), np.int64)
@@ -286,7 +286,7 @@ def text_codes(codes: np.ndarray, texts: Sequence[str]
     return code_of[codes], values[first].tolist(), canonical[first].tolist()
 
 
-# JSON texts that are their value's ``_value_json``: plain printable ASCII strings, integers
+# JSON texts that are their value's ``value_json``: plain printable ASCII strings, integers
 # (those of 64 bits, which Arrow reads).
 _PLAIN_STRING = rf'^"{PLAIN_JSON_CHARS}*"$'
 _PLAIN_INT = r"^(0|-?[1-9][0-9]{0,17})$"
@@ -295,7 +295,7 @@ _PLAIN_INT = r"^(0|-?[1-9][0-9]{0,17})$"
 def key_codes_with(frame: pd.DataFrame, codes: np.ndarray, values: list[Any],
                    texts: list[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Each row's group key extended by a value (``group_by``), given as each row's code and
-    the value of each code (``field_codes``; ``texts``: each value's ``_value_json`` where
+    the value of each code (``field_codes``; ``texts``: each value's ``value_json`` where
     known): each row's code and the key of each code, a JSON list computed once per distinct
     (key, value) (a code no row has may have None)."""
     if not len(frame):
@@ -304,7 +304,7 @@ def key_codes_with(frame: pd.DataFrame, codes: np.ndarray, values: list[Any],
     if (keys == "").all():  # no key yet (a group_by outside any other): one key per value
         table = np.empty(len(values), object)
         used = np.flatnonzero(np.bincount(codes, minlength=len(values)))
-        table[used] = ["[" + (texts[v] if texts is not None else _value_json(values[v])) + "]"
+        table[used] = ["[" + (texts[v] if texts is not None else value_json(values[v])) + "]"
                        for v in used.tolist()]
         return codes, table
     k_codes, k_uniques = pd.factorize(keys)
@@ -312,7 +312,7 @@ def key_codes_with(frame: pd.DataFrame, codes: np.ndarray, values: list[Any],
     p_codes, p_uniques = pd.factorize(pair)
     # key_json([*parent, value]) from texts: the parent list's text opened, the value's text.
     heads = ["[" if not k else k[:-1] + "," for k in k_uniques]  # "": no key yet
-    texts = texts if texts is not None else [_value_json(v) for v in values]
+    texts = texts if texts is not None else [value_json(v) for v in values]
     table = np.asarray([heads[k] + texts[v] + "]" for k, v in zip(
         (p_uniques // len(values)).tolist(), (p_uniques % len(values)).tolist(), strict=True)],
         dtype=object)
@@ -327,7 +327,7 @@ def key_json(values: list[Any]) -> str:
     return _JSON.encode(values)
 
 
-def _value_json(value: Any) -> str:
+def value_json(value: Any) -> str:
     """``value``'s text inside ``key_json``: plain ASCII strings and integers directly."""
     kind = type(value)
     if kind is str and value.isascii() and value.isprintable() and '"' not in value \

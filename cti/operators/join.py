@@ -12,19 +12,17 @@ the side whose end is still open).
 from __future__ import annotations
 
 import io
-import json
 from typing import Any
 
 import attrs
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyarrow import json as pa_json
 
-from cti.edges import close_edge, open_edge
+from cti.edges import close_edge, open_edges
 from cti.events import EventShape
-from cti.json_text import value_texts
+from cti.json_text import column_texts, objects
 from cti.operators import frame, merge, plan, usercode
 from cti.operators.frame import Chunk
 from cti.operators.projection import union
@@ -56,7 +54,8 @@ def _join_key(events: pd.DataFrame, field: str | None, source: plan.Node, what: 
     if field is None:
         return [""] * len(events)
     codes, values = frame.field_codes(events, field)  # each distinct value's text made once
-    texts = np.asarray([None if v is None else frame.key_json([v]) for v in values], object)
+    texts = np.asarray([None if v is None else "[" + frame.value_json(v) + "]" for v in values],
+                       object)  # (``frame.key_json([v])``)
     keys = texts[codes] if len(codes) else np.empty(0, object)
     nulls = pd.isna(keys)
     if nulls.any():
@@ -85,9 +84,9 @@ def _take(state: dict[str, Any], side: int, events: pd.DataFrame, field: str | N
     # An open edge's value: its row id. Edge ends close them (their end is known from then).
     book = state["edges"][side]
     starts = ~rows["known"].to_numpy()
-    for s, p, k, i in rows.loc[starts, ["start", "payload", "key", "id"]].itertuples(
-            index=False):
-        open_edge(book, (int(s), p, k), int(i))
+    opened = rows[starts]
+    open_edges(book, zip(opened["start"].tolist(), opened["payload"].tolist(),
+                         opened["key"].tolist(), strict=True), opened["id"].tolist())
     for s, e, p, k in events.loc[ends_mask, ["start", "end", "payload", "key"]].itertuples(
             index=False):
         found, i = close_edge(book, (int(s), p, k))
@@ -208,21 +207,18 @@ def _joined(node: plan.Join, left: np.ndarray, right: np.ndarray) -> list[str | 
 def _merged(left: np.ndarray, right: np.ndarray) -> list[str] | None:
     """``payload_to_json({**l, **r})`` of each pair of payload texts, built column by column
     by Arrow, where every payload of a side has the same fields and Arrow writes their values'
-    JSON exactly (``value_texts``): each side's distinct payloads read once by Arrow's JSON
-    reader, each merged field's texts taken for the pairs and joined. None otherwise."""
+    JSON exactly (``json_text``): each side's distinct payloads read once by Arrow's JSON
+    reader, each merged field's texts taken for the pairs. None otherwise."""
+    if not len(left):
+        return None
     lc, lu = pd.factorize(left)
     rc, ru = pd.factorize(right)
-    sides = [(_field_texts(lu), lc), (_field_texts(ru), rc)]
-    if sides[0][0] is None or sides[1][0] is None or not len(left):
+    lf, rf = _field_texts(lu), _field_texts(ru)
+    if lf is None or rf is None:
         return None
-    names = sorted(set(sides[0][0]) | set(sides[1][0]))  # the right's value wins, as in a dict
-    parts: list[Any] = []
-    for i, name in enumerate(names):
-        texts, codes = next((f[name], c) for f, c in reversed(sides) if name in f)
-        parts += [("{" if i == 0 else ",") + json.dumps(name) + ":", texts.take(codes)]
-    if not parts:
-        return ["{}"] * len(left)
-    return pc.binary_join_element_wise(*parts, "}", "").to_pylist()
+    # The right's value wins a shared field, as in a dict.
+    return objects({**{name: texts.take(lc) for name, texts in lf.items()},
+                    **{name: texts.take(rc) for name, texts in rf.items()}}, len(left))
 
 
 def _field_texts(texts: np.ndarray) -> dict[str, pa.Array] | None:
@@ -237,11 +233,10 @@ def _field_texts(texts: np.ndarray) -> dict[str, pa.Array] | None:
     out = {}
     for name in table.column_names:
         column = table.column(name)
-        got = None if column.null_count else value_texts(column)
-        if got is None:  # a field some lack (or null), or values Arrow does not write exactly
+        # (a field some payloads lack reads as null: not written exactly)
+        out[name] = None if column.null_count else column_texts(column)
+        if out[name] is None:
             return None
-        values, indices = got
-        out[name] = values if indices is None else values.take(indices)
     return out
 
 
