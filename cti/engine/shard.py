@@ -160,9 +160,10 @@ def _timed(ingress: IngressMachine, rows: pd.DataFrame, shard: int, route: Query
         chunks.append(step)
     out = {index: timed.merged(chunks)}
     if not single:
-        got = importing.process(ingress, rows[~mine], index)
+        slow = rows[~mine]
+        got = importing.process(ingress, slow, index)
         got = _weighted(got if got is not None else out_rows_to_pandas(
-            ingress.process(in_rows_from_pandas(rows[~mine]))))
+            ingress.process(in_rows_from_pandas(slow))))
         out |= {i: chunk(got, i, shard, fields[i], route.shards)
                 for i in fields if i != index}
         outs.append(got)

@@ -23,11 +23,10 @@ import pandas as pd
 from cti.edges import open_edges
 from cti.engine.layout import IN_COLUMNS, in_row_to_tuple, in_rows_from_pandas
 from cti.events import EventShape
+from cti.ingress.columns import NULL, STATUS, judged, output_frame
 from cti.ingress.machine import IngressMachine
-from cti.settings import AdvanceTimePolicy
 from cti.time import MAX_TIME, MIN_TIME
 
-NULL = MIN_TIME  # a missing time in the row layout
 _STARTS = {EventShape.POINT: "point", EventShape.INTERVAL: "interval",
            EventShape.EDGE: "edge_start"}
 
@@ -116,52 +115,38 @@ def process(machine: IngressMachine, pdf: pd.DataFrame, fast: int) -> pd.DataFra
     s, e, p = start[done], end[done], payload[done]
     is_ev = ev[done]
     elsewhere = is_ev & (p == None) & (event_kind == "edge_start")  # noqa: E711 (per row)
-    judged = is_ev & ~elsewhere
-    violates = judged & (s < before)
+    judge = is_ev & ~elsewhere
+    violates, adjusted, dropped, accepted = judged(spec, judge, s, e, before)
     if violates.any() and spec.policy is None:
         return None
-    adjust_policy = spec.policy is AdvanceTimePolicy.ADJUST
-    adjusted = violates & adjust_policy & (
-        (before < MAX_TIME) if event_kind == "edge_start" else
-        (e > before) if event_kind == "interval" else False)
-    dropped = violates & ~adjusted
-    accepted = judged & ~violates
 
     # Output rows in processing order: the imported CTIs at their places among the rows.
-    emits = np.flatnonzero(judged)
+    emits = np.flatnonzero(judge)
     order = np.argsort(np.concatenate([emits * 2 + 1, at * 2]), kind="stable")
     m = len(emits) + len(imports)
-    null = np.full(len(emits), NULL, np.int64)
+    k = len(imports)
     no_end = np.full(len(emits), NULL, np.int64) if event_kind != "interval" else e[emits]
-    cti_of_row = np.where(before[emits] == MIN_TIME, NULL, before[emits])
-    status = np.where(accepted[emits], "accepted", np.where(adjusted[emits], "adjusted",
-                                                            "dropped")).astype(object)
     ev_start = np.where(dropped[emits], NULL, np.where(adjusted[emits], before[emits],
                                                        s[emits]))
-    ev_end = np.where(dropped[emits], NULL, no_end)
-    k = len(imports)
 
-    def pick(rows_values: Any, cti_values: Any, dtype: Any = object) -> np.ndarray:
-        return np.concatenate([np.asarray(rows_values, dtype),
-                               np.asarray(cti_values, dtype)])[order]
+    def pick(rows_values: Any, cti_values: Any) -> np.ndarray:
+        return np.concatenate([np.asarray(rows_values), np.asarray(cti_values)])[order]
 
-    out = pd.DataFrame({
-        "stream": np.full(m, j, np.int32),
+    out = output_frame({
         "seq": st["out_seq"] + np.arange(m, dtype=np.int64),
-        "in_seq": pick(seq[done][emits], np.full(k, -1), np.int64),
+        "in_seq": pick(seq[done][emits], np.full(k, -1)),
         "kind": pick(np.full(len(emits), event_kind, object), np.full(k, "cti", object)),
-        "start": pick(ev_start, ctis, np.int64),
-        "end": pick(ev_end, np.full(k, NULL), np.int64),
+        "start": pick(ev_start, ctis),
+        "end": pick(np.where(dropped[emits], NULL, no_end), np.full(k, NULL)),
         "payload": pick(p[emits], np.full(k, None, object)),
-        "status": pick(status, np.full(k, "cti", object)),
-        "orig_start": pick(s[emits], np.full(k, NULL), np.int64),
-        "orig_end": pick(null if event_kind != "interval" else e[emits], np.full(k, NULL),
-                         np.int64),
-        "cti": pick(cti_of_row, ctis, np.int64),
+        "status": pick(STATUS[np.where(accepted[emits], 0, np.where(adjusted[emits], 1, 2))],
+                       np.full(k, "cti", object)),
+        "orig_start": pick(s[emits], np.full(k, NULL)),
+        "orig_end": pick(no_end, np.full(k, NULL)),
+        "cti": pick(np.where(before[emits] == MIN_TIME, NULL, before[emits]), ctis),
         "reason": pick(np.where(violates[emits], "cti_violation", None).astype(object),
                        np.full(k, None, object)),
-        "partition": np.full(m, None, object),
-    }, copy=False)
+    }, j)
 
     # The row machine's state after the same rows.
     if event_kind == "edge_start":

@@ -20,16 +20,14 @@ import numpy as np
 import pandas as pd
 
 from cti.engine.layout import in_rows_from_pandas, out_rows_to_pandas
-from cti.events import EVENT_STATUSES, EventShape
+from cti.events import EventShape
 from cti.ingress import importing
+from cti.ingress.columns import NULL, STATUS, judged, output_frame
 from cti.ingress.machine import IngressMachine
 from cti.ingress.spec import StreamSpec, imported_by_all
 from cti.operators.frame import Chunk, filled, make, stack, text_codes
-from cti.settings import AdvanceTimePolicy
 from cti.time import MAX_TIME, MIN_TIME, format_time
 
-NULL = MIN_TIME  # the Spark layout's missing time
-STATUS = np.asarray(EVENT_STATUSES, dtype=object)  # by code: 0 accepted, 1 adjusted, 2 dropped
 _REASON = np.asarray([None, "cti_violation"], dtype=object)
 _CTI_STATUS = np.asarray(["cti", "cti_regression"], dtype=object)
 EVENT_KIND = {EventShape.POINT: "point", EventShape.INTERVAL: "interval"}  # (vectorised shapes)
@@ -144,9 +142,10 @@ def with_importers(machine: IngressMachine, pdf: pd.DataFrame, i: int,
         return None
     out, ctis = done
     machine.import_ctis(i, ctis)
-    rest = importing.process(machine, pdf[~mine], i)
+    slow = pdf[~mine]
+    rest = importing.process(machine, slow, i)
     if rest is None:
-        return out, out_rows_to_pandas(machine.process(in_rows_from_pandas(pdf[~mine])))
+        return out, out_rows_to_pandas(machine.process(in_rows_from_pandas(slow)))
     # (what the row machine adds after its merge: an event-ordering stream's metrics)
     return out, stack([rest, out_rows_to_pandas(machine.process([]))])
 
@@ -334,17 +333,6 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
     return out, cti_keys, chunk
 
 
-def judged(spec: StreamSpec, is_ev: np.ndarray | bool, start: np.ndarray, end: np.ndarray,
-           before: np.ndarray) -> tuple[np.ndarray, ...]:
-    """The policy (SPEC 3) on events (``is_ev``) against the CTI in force ``before`` each: an
-    event below it violates the CTI; an interval whose end lies beyond it is adjusted
-    (ADJUST), else dropped. (violates, adjusted, dropped, accepted) masks."""
-    violates = is_ev & (start < before)
-    adjust = violates & (spec.policy is AdvanceTimePolicy.ADJUST) \
-        & (spec.shape is EventShape.INTERVAL) & (end > before)
-    return violates, adjust, violates & ~adjust, is_ev & ~violates
-
-
 def kept_chunk(ev_kind: str, start: np.ndarray, end: np.ndarray, before: np.ndarray,
                adjust: np.ndarray, payload: np.ndarray, ctis: list[int],
                fields: dict[str, Any]) -> Chunk:
@@ -385,16 +373,3 @@ def status_rows(masks: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
                              object),
         "weight": np.asarray([int(masks[k].sum()) for k in status], np.int64),
     }
-
-
-def output_frame(cols: dict[str, Any], index: int) -> pd.DataFrame:
-    """Output rows of stream ``index`` in the Spark layout (no partition)."""
-    n = len(cols.get("seq", ()))
-    times = ("seq", "in_seq", "start", "end", "orig_start", "orig_end", "cti")
-    return pd.DataFrame({
-        "stream": np.full(n, index, np.int32),
-        **{c: np.asarray(cols.get(c, np.zeros(0)), np.int64 if c in times else object)
-           for c in ("seq", "in_seq", "kind", "start", "end", "payload", "status",
-                     "orig_start", "orig_end", "cti", "reason")},
-        "partition": np.full(n, None, object),
-    }, copy=False)
