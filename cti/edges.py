@@ -8,6 +8,9 @@ in, first out). The value is what the holder needs once the edge closes: ingress
 emitted (None if it dropped it), a window the next window the edge feeds, a join the row of
 its side's table, a clip whether it already closed the edge early. The book is plain data (a
 dict of lists), so it pickles with the holder's state.
+
+A holder that keeps its events in a table anyway (the join) needs no book: ``pair_ends``
+applies the same rule to the table's open starts, all of a chunk's ends at once.
 """
 
 from __future__ import annotations
@@ -56,3 +59,28 @@ def reopen_edge(book: OpenEdges, ident: Hashable, value: Any) -> None:
 def open_values(book: OpenEdges) -> list[tuple[Hashable, Any]]:
     """Every open start as (identity, value), each identity's in the order they opened."""
     return [(ident, value) for ident, values in book.items() for value in values]
+
+
+def pair_ends(opened: Any, ends: Any, ident: list[str]) -> tuple[Any, Any]:
+    """The pairing rule over frames: ``opened`` holds the open starts in the order they opened,
+    ``ends`` edge ends in arrival order, both with the ``ident`` columns. The k-th end of an
+    identity closes the k-th open start of that identity, as ``close_edge`` one end at a time
+    would. Returns (positions in ``opened``, positions in ``ends``) of the pairs; an end without
+    an open start pairs with nothing."""
+    import numpy as np
+
+    empty = np.empty(0, np.int64)
+    if not len(opened) or not len(ends):
+        return empty, empty
+    # Only starts at an end's start time can pair: narrow by the integer column first.
+    near = np.flatnonzero(np.isin(opened[ident[0]].to_numpy(), ends[ident[0]].to_numpy()))
+    if not len(near):
+        return empty, empty
+    o = opened.iloc[near][ident].reset_index(drop=True)
+    o["_rank"] = o.groupby(ident, sort=False, dropna=False).cumcount()
+    o["_at"] = near
+    e = ends[ident].reset_index(drop=True)
+    e["_rank"] = e.groupby(ident, sort=False, dropna=False).cumcount()
+    e["_end"] = np.arange(len(e))
+    m = e.merge(o, on=[*ident, "_rank"])
+    return m["_at"].to_numpy(np.int64), m["_end"].to_numpy(np.int64)

@@ -20,7 +20,7 @@ import pandas as pd
 import pyarrow as pa
 from pyarrow import json as pa_json
 
-from cti.edges import close_edge, open_edges
+from cti.edges import pair_ends
 from cti.events import EventShape
 from cti.json_text import column_texts, objects
 from cti.operators import frame, merge, plan, usercode
@@ -42,8 +42,7 @@ def _empty_side() -> pd.DataFrame:
 
 def new_state() -> dict[str, Any]:
     return {"sides": [_empty_side(), _empty_side()], "ctis": [MIN_TIME, MIN_TIME],
-            "merge": merge.new_state(2), "pending": [], "open": [], "next_id": 0,
-            "edges": [{}, {}]}  # each side's OpenEdges: (start, payload, key) -> [row id]
+            "merge": merge.new_state(2), "pending": [], "open": [], "next_id": 0}
 
 
 def _join_key(events: pd.DataFrame, field: str | None, source: plan.Node, what: str
@@ -67,6 +66,7 @@ def _join_key(events: pd.DataFrame, field: str | None, source: plan.Node, what: 
 def _take(state: dict[str, Any], side: int, events: pd.DataFrame, field: str | None,
           node: plan.Join | plan.AntiSemiJoin) -> pd.DataFrame:
     """Add a chunk's events to one side; close open edges; return the new rows."""
+    state.pop("edges", None)  # older checkpoints' edge books: the table has what they held
     kinds = events["kind"].to_numpy()
     ends_mask = kinds == "edge_end"
     new = events[~ends_mask]
@@ -81,18 +81,15 @@ def _take(state: dict[str, Any], side: int, events: pd.DataFrame, field: str | N
             node, plan.Join) else "left_anti_semi_join")}).set_index("id", drop=False)
     table = state["sides"][side]
     table = rows if not len(table) else pd.concat([table, rows])
-    # An open edge's value: its row id. Edge ends close them (their end is known from then).
-    book = state["edges"][side]
-    starts = ~rows["known"].to_numpy()
-    opened = rows[starts]
-    open_edges(book, zip(opened["start"].tolist(), opened["payload"].tolist(),
-                         opened["key"].tolist(), strict=True), opened["id"].tolist())
-    for s, e, p, k in events.loc[ends_mask, ["start", "end", "payload", "key"]].itertuples(
-            index=False):
-        found, i = close_edge(book, (int(s), p, k))
-        if found:
-            table.loc[i, "end"] = e
-            table.loc[i, "known"] = True
+    # Edge ends close the table's open starts (``known`` False), which ends are known from then.
+    if ends_mask.any():
+        opened = table[~table["known"].to_numpy(bool)]
+        ends = events[ends_mask]
+        at, which = pair_ends(opened, ends, ["start", "payload", "key"])
+        if len(at):
+            ids = opened.index.to_numpy()[at]
+            table.loc[ids, "end"] = ends["end"].to_numpy(np.int64)[which]
+            table.loc[ids, "known"] = True
     state["sides"][side] = table
     return rows
 
