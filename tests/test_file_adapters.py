@@ -11,6 +11,8 @@ from pathlib import Path
 
 import attrs
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cti import (
     AdapterAdvanceTimeSettings,
@@ -469,3 +471,65 @@ def test_directory_stream_runs_with_arrival_from_files(tmp_path):
     result = stream.run(LocalRuntime())["d"]
     assert [e.start for e in result.items if isinstance(e, PointEvent)] == [10, 30, 40]
     assert result.metrics["dropped"] == 1  # 15 arrived (in b.json) after the CTI at 20
+
+
+# Text a CSV field may hold: mostly plain, sometimes quotes, whitespace (ASCII and not), NUL,
+# a lone carriage return, text beyond ASCII, a byte order mark.
+_FIELD = st.text(st.sampled_from(list("ab1 ") * 40 + [
+    '"', "\t", "\r", "\u00a0", "\x1c", "\x00", "\u00e9", "\ufeff", ",", ";"]), max_size=4)
+# A line: its fields (two, as the header has, or another count) or a blank or whitespace line.
+_PAIR = st.lists(_FIELD, min_size=2, max_size=2)
+_LINE = _PAIR | _PAIR | _PAIR | st.lists(_FIELD, max_size=3) | st.sampled_from([[], [" "],
+                                                                                 ["\t", ""]])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(_LINE, st.sampled_from(["\n"] * 3 + ["\r\n"] * 3 + ["\r"])),
+                max_size=8),
+       st.sampled_from([",", ";", "\t"]), st.sampled_from(["h1{d}h2 "] * 6 + [" h{d}h", "h1", ""]),
+       st.sampled_from([False] * 5 + [True]))
+def test_arrows_csv_reader_gives_the_scanners_rows_or_declines(tmp_path_factory, lines,
+                                                               delimiter, header, bad):
+    """``csv_table`` (Arrow's reader, taken where it is certain to agree) gives exactly the
+    fields of the row-by-row scanner's records, all good, or None."""
+    from cti.io.files import _scan_csv, csv_table
+
+    text = header.format(d=delimiter) + "".join(nl + delimiter.join(f) for f, nl in lines)
+    data = text.encode() + b"\xff" * bad
+    path = tmp_path_factory.mktemp("csv") / "f.csv"
+    path.write_bytes(data)
+    table = csv_table(str(path), delimiter)
+    if table is None:
+        return
+    records = _scan_csv(data, delimiter)
+    assert all(r.error is None for r in records)
+    assert table.to_pylist() == [r.fields for r in records]
+
+
+@pytest.mark.parametrize("text, delimiter", [
+    ("key,owner\nk1,Owner 1\nk2,\n\nk3,caf\u00e9\n", ","),
+    ("\ufeffa;b\r\n1;2\r\n3;4", ";"),
+])
+def test_a_plain_csv_file_is_read_by_arrow(tmp_path, text, delimiter):
+    from cti.io.files import _scan_csv, csv_table
+
+    path = tmp_path / "f.csv"
+    path.write_text(text, encoding="utf-8")
+    table = csv_table(str(path), delimiter)
+    assert table is not None
+    assert table.to_pylist() == [r.fields for r in _scan_csv(path.read_bytes(), delimiter)]
+
+
+@pytest.mark.parametrize("data, delimiter", [
+    (b"h1,h2\ra\nb,c\n", ","),        # a header ended by a lone carriage return
+    (b'h1,h2\n"a,b",c\n', ","),       # quoting
+    (b"h1\th2\n \t \na\tb\n", "\t"),  # a line of whitespace, which the scanner skips as blank
+    (b"h1,h2\n\xef\xbb\xbfa,b\n", ","),  # a byte order mark that is a field's text
+    (b"h1,h2\na,b\nc\n", ","),        # a row with too few fields (a bad row)
+])
+def test_arrows_csv_reader_is_not_taken_where_it_could_differ(tmp_path, data, delimiter):
+    from cti.io.files import csv_table
+
+    path = tmp_path / "f.csv"
+    path.write_bytes(data)
+    assert csv_table(str(path), delimiter) is None

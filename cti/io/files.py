@@ -366,27 +366,82 @@ _CACHE_SIZE = 16
 _CACHE_LOCK = threading.Lock()
 
 
-def _scan(path: str, fmt: str, delimiter: str) -> list[_Record]:
-    st = os.stat(path)
-    key = (os.path.abspath(path), fmt, delimiter, st.st_dev, st.st_ino, st.st_size,
-           st.st_mtime_ns)
+def _cached(key: tuple, make: Any) -> Any:
+    """``make()``, kept in the per-process scan cache under ``key``."""
     with _CACHE_LOCK:
         if key in _CACHE:
             _CACHE.move_to_end(key)
             return _CACHE[key]
-    with open(path, "rb") as f:
-        data = f.read()
-    if fmt == "csv":
-        records = _scan_csv(data, delimiter)
-    elif _first_char(data) == "[":
-        records = _scan_json_array(data)
-    else:
-        records = _scan_json_lines(data)
+    value = make()
     with _CACHE_LOCK:
-        _CACHE[key] = records
+        _CACHE[key] = value
         while len(_CACHE) > _CACHE_SIZE:
             _CACHE.popitem(last=False)
-    return records
+    return value
+
+
+def _identity(path: str) -> tuple:
+    st = os.stat(path)
+    return os.path.abspath(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def _scan(path: str, fmt: str, delimiter: str) -> list[_Record]:
+    def make() -> list[_Record]:
+        with open(path, "rb") as f:
+            data = f.read()
+        if fmt == "csv":
+            return _scan_csv(data, delimiter)
+        if _first_char(data) == "[":
+            return _scan_json_array(data)
+        return _scan_json_lines(data)
+
+    return _cached((*_identity(path), fmt, delimiter), make)
+
+
+def csv_table(path: str, delimiter: str = ",") -> Any:
+    """A CSV file's data rows as an Arrow table of string columns named by its header, read by
+    Arrow's CSV reader: exactly the rows and fields ``_scan_csv`` gives, or None where that is
+    not certain (the caller scans the file row by row, which also finds its bad rows).
+
+    Certain means: no quote or lone carriage return in the file and no byte order mark
+    after its start, a first line that is a header of two or more distinct names, a delimiter
+    that is not whitespace (a line of whitespace is blank, never a row), and every line valid
+    UTF-8 with as many fields as the header (Arrow's reader refuses the file otherwise).
+    """
+    return _cached((*_identity(path), "csv-table", delimiter), lambda: _csv_table(path, delimiter))
+
+
+def _csv_table(path: str, delimiter: str) -> Any:
+    with open(path, "rb") as f:
+        data = f.read()
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    if delimiter.isspace() or b'"' in data or \
+            data.count(b"\r") != data.count(b"\r\n"):
+        return None
+    first, _, body = data.partition(b"\n")
+    if b"\xef\xbb\xbf" in body:
+        return None  # Arrow's reader would skip it at the start, as the file's byte order mark
+    try:
+        header = [h.strip() for h in first.decode("utf-8").rstrip("\r").split(delimiter)]
+    except UnicodeDecodeError:
+        return None
+    if len(header) < 2 or not all(header) or _header_error(header):
+        return None
+    import pyarrow as pa
+    from pyarrow import csv as pa_csv
+
+    try:
+        return pa_csv.read_csv(
+            pa.py_buffer(body),
+            read_options=pa_csv.ReadOptions(column_names=header, use_threads=False),
+            parse_options=pa_csv.ParseOptions(delimiter=delimiter, quote_char=False,
+                                              ignore_empty_lines=True),
+            convert_options=pa_csv.ConvertOptions(
+                column_types={h: pa.string() for h in header}, strings_can_be_null=False,
+                quoted_strings_can_be_null=False, check_utf8=True))
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return None
 
 
 @attrs.frozen

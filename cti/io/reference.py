@@ -35,7 +35,7 @@ import pyarrow as pa
 from cti.adapters import AdapterItem, Arriving, InvalidInput
 from cti.errors import InvalidSettingsError
 from cti.events import EdgeEvent, EventShape
-from cti.io.files import _scan
+from cti.io.files import _scan, csv_table
 from cti.json_text import column_texts, objects
 from cti.rows import INVALID, payload_to_json
 from cti.time import MAX_TIME, MIN_TIME, TimeLike, to_ticks
@@ -85,8 +85,24 @@ class ReferenceDataInputAdapter:
     def _records(self) -> list:
         return _scan(self.config.path, self.config.format, self.config.delimiter)
 
+    def _table(self) -> pa.Table | None:
+        """A CSV file's rows as Arrow columns where Arrow's reader gives ``_records``' rows
+        exactly (``csv_table``), with the payload columns, all present; else None."""
+        cfg = self.config
+        if cfg.format != "csv":
+            return None
+        table = csv_table(cfg.path, cfg.delimiter)
+        if table is None or cfg.payload_columns is None:
+            return table
+        wanted = set(cfg.payload_columns)
+        if not wanted or len(wanted) < len(cfg.payload_columns) or \
+                not wanted <= set(table.column_names):
+            return None  # (a missing column: every row's message comes from the records)
+        return table.select(list(cfg.payload_columns))
+
     def latest_offset(self) -> int:
-        return len(self._records())
+        table = self._table()
+        return len(self._records()) if table is None else table.num_rows
 
     def _entries(self, start: int, end: int
                  ) -> Iterator[tuple[dict[str, Any], None, None] | tuple[None, str, str]]:
@@ -118,18 +134,29 @@ class ReferenceDataInputAdapter:
         """``read``'s rows in cti's row form, as an Arrow table (``InputAdapter.read_frame``):
         no Python event per row."""
         t = self.config.load_time
+        table = self._table()
+        if table is not None:
+            return _frame(t, _column_payloads(table.slice(start, max(0, end - start))), None)
         entries = list(self._entries(start, end))
-        good = np.fromiter((f is not None for f, _, _ in entries), bool, len(entries))
-        n = len(entries)
-        return pa.table({
-            "kind": pa.array(np.where(good, "edge_start", INVALID).astype(object), pa.string()),
-            "start": np.where(good, t, NULL), "end": np.full(n, NULL, np.int64),
-            "payload": pa.array(_payloads(entries), pa.string()),
-            "arrival": np.where(good, t, NULL), "partition": pa.nulls(n, pa.string()),
-            "error": pa.array([e for _, e, _ in entries], pa.string())})
+        return _frame(t, _payloads(entries), [e for _, e, _ in entries])
 
     def is_complete(self) -> bool:
         return True
+
+
+def _frame(load_time: int, payloads: list[str], errors: list[str | None] | None) -> pa.Table:
+    """Rows in cti's row form: start edges at ``load_time`` with ``payloads``, or where
+    ``errors`` has a reason, bad rows whose payload is their raw text."""
+    n = len(payloads)
+    good = np.ones(n, bool) if errors is None else np.fromiter(
+        (e is None for e in errors), bool, n)
+    t = load_time
+    return pa.table({
+        "kind": pa.array(np.where(good, "edge_start", INVALID).astype(object), pa.string()),
+        "start": np.where(good, t, NULL), "end": np.full(n, NULL, np.int64),
+        "payload": pa.array(payloads, pa.string()),
+        "arrival": np.where(good, t, NULL), "partition": pa.nulls(n, pa.string()),
+        "error": pa.nulls(n, pa.string()) if errors is None else pa.array(errors, pa.string())})
 
 
 class ReferenceDataInputAdapterFactory:
@@ -144,6 +171,15 @@ class ReferenceDataInputAdapterFactory:
             raise InvalidSettingsError(f"{config.path}: reference data is bound as "
                                        f"EventShape.EDGE (edges from the load time), not {shape}")
         return ReferenceDataInputAdapter(config)
+
+
+def _column_payloads(table: pa.Table) -> list[str]:
+    """Each row's payload text (``payload_to_json`` of its fields) from Arrow columns: built
+    by column where Arrow writes every value exactly (``json_text``), else row by row."""
+    fields = {n: column_texts(table.column(n)) for n in table.column_names}
+    if all(t is not None for t in fields.values()):
+        return objects(fields, table.num_rows)
+    return [payload_to_json(r) for r in table.to_pylist()]
 
 
 def _payloads(entries: list[tuple]) -> list[str]:
