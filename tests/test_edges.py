@@ -6,10 +6,9 @@ from __future__ import annotations
 import pickle
 
 import numpy as np
+import pandas as pd
 from hypothesis import given
 from hypothesis import strategies as st
-
-import pandas as pd
 
 from cti.edges import close_edge, open_edge, open_values, pair_ends, reopen_edge
 
