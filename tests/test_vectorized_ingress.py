@@ -1,6 +1,7 @@
 """The vectorised ingress path equals the row machine (the definition, SPEC 3-5): same output
-rows and the same state, on random batches; where it declines (bad rows, edges, arrival going
-back) the row machine takes the batch on the same state, so the two can take turns."""
+rows and the same state, on random batches; where it declines (bad rows, an edge end that
+closes nothing, arrival going back) the row machine takes the batch on the same state, so the
+two can take turns."""
 
 from __future__ import annotations
 
@@ -378,3 +379,82 @@ def test_span_points_are_the_generators_of_the_rule(starts, span, gen_ref, befor
         ref = s if want[-1] else ref
     got, new_ref = vectorized.span_points(np.asarray(starts, np.int64), before, gen_ref, span)
     assert got.tolist() == want and new_ref == ref
+
+
+def _books(machine: IngressMachine) -> list[list]:
+    """Each stream's open edges in the book's order (``==`` on dicts ignores it)."""
+    return [list(s["open_edges"].items()) for s in machine.state["streams"]]
+
+
+@settings(max_examples=250, deadline=None, suppress_health_check=list(HealthCheck))
+@given(defs=stream_defs(second_stream=False, shapes=(EventShape.EDGE,), max_time_cti=True,
+                        stray_edge_ends=True), sizes=batch_sizes)
+def test_an_edge_stream_runs_vectorised_as_the_row_machine(defs, sizes):
+    """An edge stream that generates its CTIs: starts judged by the arrays, ends paired in
+    arrival order with the earliest open start of their identity (dropped with it, dropped or
+    moved behind the CTI, moved past an adjusted start); the same output and state, the
+    book's order included, batch after batch. An end that closes nothing goes to the row
+    machine."""
+    specs, inputs = _group_inputs(defs)
+    rows_machine, mixed = IngressMachine(specs), IngressMachine(specs)
+    size, pos, used = sizes[0], 0, 0
+    while pos < len(inputs[0]):
+        step = same_step(rows_machine, mixed, inputs[0][pos:pos + size])
+        if step is None:
+            return
+        assert _books(mixed) == _books(rows_machine)
+        used += step
+        pos += size
+    event(f"vectorised edge batches: {min(used, 2)}")
+
+
+def test_an_edge_stream_with_ends_takes_the_vectorised_path():
+    spec = StreamSpec("s", EventShape.EDGE, event_count=1, delay=0,
+                      advance_to_infinity_on_shutdown=True, policy=AdvanceTimePolicy.DROP)
+    p, q = '{"id":"p"}', '{"id":"q"}'
+    batch = [(0, 0, NULL, "edge_start", 5, NULL, p, None, None),
+             (0, 1, NULL, "edge_start", 7, NULL, q, None, None),
+             (0, 2, NULL, "edge_end", 5, 6, p, None, None),     # behind CTI 7: dropped
+             (0, 3, NULL, "edge_end", 5, 9, p, None, None),     # closes the start at 5
+             (0, 4, NULL, "edge_start", 3, NULL, p, None, None)]  # behind CTI 7: dropped
+    machine = IngressMachine([spec])
+    out = vectorized.process(spec, machine.state["streams"][0], frame(batch))
+    assert out is not None
+    events = out[out["status"] != "cti"]
+    assert list(events["status"]) == ["accepted", "accepted", "dropped", "accepted", "dropped"]
+    assert list(events["end"])[3] == 9
+    assert machine.state["streams"][0]["open_edges"] == {(7, q): [7], (3, p): [None]}
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
+@given(defs=stream_defs(second_stream=False, shapes=(EventShape.EDGE,), adapter_ctis=False),
+       data=st.data())
+def test_a_shard_pairs_and_reports_its_own_edges_only(defs, data):
+    """A query shard's ingress of an edge stream: the other shards' edges come without their
+    payloads, count for the CTIs and are neither paired nor output; the shard's own edges are
+    paired and output with weight 1 (it reports them), as the row machine does."""
+    specs, inputs = _group_inputs(defs)
+    rows = inputs[0]
+    owner_of = {}  # an edge's identity -> its shard
+    table = frame([in_row_to_tuple(r) for r in rows])
+    mine = []
+    for kind, s, p in zip(table["kind"], table["start"], table["payload"], strict=True):
+        if kind in ("edge_start", "edge_end"):
+            mine.append(owner_of.setdefault((s, p), data.draw(st.integers(0, 1))) == 1)
+        else:
+            mine.append(True)
+    routed = table.assign(payload=table["payload"].where(mine, None),
+                          own=[1 if m else 0 for m in mine])
+    row_machine, shard = IngressMachine(specs), IngressMachine(specs)
+    try:
+        want = out_rows_to_pandas(row_machine.process(in_rows_from_pandas(routed)))
+    except CtiError:
+        return
+    got = vectorized.process_group(shard, routed, owner=1)
+    if got is None:
+        return
+    event("vectorised")
+    assert pickle.dumps(shard.state) == pickle.dumps(row_machine.state)
+    pd.testing.assert_frame_equal(got.drop(columns="weight").reset_index(drop=True),
+                                  want.reset_index(drop=True), check_dtype=False)
+    assert (got["weight"] == 1).all()

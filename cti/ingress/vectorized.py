@@ -3,9 +3,12 @@
 The row machine (``IngressMachine``) is the definition; this computes exactly its output rows
 and its new state, with numpy over the whole batch, for a group of one stream that generates
 its CTIs (count or duration), has a policy, imports nothing and has no event-ordering policy, on
-a batch of valid point or interval rows, adapter CTIs and end of input. Anything else (bad rows,
-edges, arrival times that go back, a gap in the sequence) returns None, and the caller runs the
-row machine on the same state: both keep the same state, so they can take turns.
+a batch of valid point, interval or edge rows, adapter CTIs and end of input. An edge stream's
+starts are judged by the arrays and its ends paired with them in one pass over the edges in
+arrival order (``_edge_ends``: a dict operation per edge, no event object). Anything else (bad
+rows, an edge end that closes nothing, arrival times that go back, a gap in the sequence)
+returns None, and the caller runs the row machine on the same state: both keep the same state,
+so they can take turns.
 
 Rows and output are pandas frames in the Spark row layout (``cti.runtime.spark.schema``: a
 missing time is ``NULL_TIME``).
@@ -19,6 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from cti.edges import open_edges
 from cti.engine.layout import in_rows_from_pandas, out_rows_to_pandas
 from cti.events import EventShape
 from cti.ingress import importing
@@ -26,19 +30,24 @@ from cti.ingress.columns import NULL, STATUS, judged, output_frame
 from cti.ingress.machine import IngressMachine
 from cti.ingress.spec import StreamSpec, imported_by_all
 from cti.operators.frame import Chunk, filled, make, stack, text_codes
-from cti.time import MAX_TIME, MIN_TIME, format_time
+from cti.settings import AdvanceTimePolicy
+from cti.time import MAX_TIME, MIN_TIME, add, format_time
 
 _REASON = np.asarray([None, "cti_violation"], dtype=object)
 _CTI_STATUS = np.asarray(["cti", "cti_regression"], dtype=object)
 EVENT_KIND = {EventShape.POINT: "point", EventShape.INTERVAL: "interval"}  # (vectorised shapes)
 
 
-def eligible(specs: list[StreamSpec]) -> bool:
+def eligible(specs: list[StreamSpec], edges: bool = False) -> bool:
+    """A group of one stream this module takes: CTIs generated, a policy, nothing imported,
+    no event-ordering policy; points or intervals (``edges``: or edges, which ``process``
+    and ``process_group`` take, not the paths that build a shard's chunk from the arrays)."""
     if len(specs) != 1:
         return False
     s = specs[0]
     return (s.ordering is None and s.import_from is None and s.generates
-            and s.policy is not None and s.shape in EVENT_KIND)
+            and s.policy is not None
+            and (s.shape in EVENT_KIND or (edges and s.shape is EventShape.EDGE)))
 
 
 def saturating_sub(values: np.ndarray, delay: int) -> np.ndarray:
@@ -107,10 +116,11 @@ def process_group(machine: IngressMachine, pdf: pd.DataFrame, owner: int | None 
     the stream's events, so its event rows weigh 0; every other row weighs 1.
     """
     specs = machine.specs
-    if eligible(specs):
+    if eligible(specs, edges=True):
         done = _process(specs[0], machine.state["streams"][0], pdf, 0, owner)
         return None if done is None else done[0]
-    fast = [i for i, sp in enumerate(specs) if eligible([sp]) and imported_by_all(specs, i)]
+    fast = [i for i, sp in enumerate(specs)
+            if eligible([sp], edges=True) and imported_by_all(specs, i)]
     if not fast:
         return None
     i = fast[0]
@@ -174,7 +184,7 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
     (the merge key of the row that made it), and (``events_apart``, with an ``owner``) the
     owner's chunk, whose event rows the output then leaves out; None where the row machine
     must run. ``owner``: see ``process_group``; ``field``: see ``shard_chunk``."""
-    if st["eos"] or st["pending"] or st["imported"] or st["open_edges"] or \
+    if st["eos"] or st["pending"] or st["imported"] or \
             st["data_arrival"] != st["last_arrival"]:  # a clock tick ahead of the data
         return None
     seq = pdf["seq"].to_numpy(np.int64)
@@ -200,21 +210,25 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
     arrival = pdf["arrival"].to_numpy(np.int64)[take]
     payload = pdf["payload"].to_numpy(object)[take]
     errors = pdf["error"].to_numpy(object)[take]
-    ev_kind = EVENT_KIND[spec.shape]
-    is_ev = kind == ev_kind
-    rest = np.flatnonzero(~is_ev)  # usually few: compare the other kinds there only
+    edges = spec.shape is EventShape.EDGE
+    ev_kind = "edge_start" if edges else EVENT_KIND[spec.shape]
+    is_ev = kind == ev_kind  # (edges: the starts, which count for generation)
+    is_end = kind == "edge_end" if edges else np.zeros(n, bool)
+    rest = np.flatnonzero(~(is_ev | is_end))  # usually few: compare the other kinds there only
     is_cti, is_eos = np.zeros(n, bool), np.zeros(n, bool)
     is_cti[rest], is_eos[rest] = kind[rest] == "cti", kind[rest] == "eos"
-    if not (is_ev | is_cti | is_eos).all() or (errors != None).any():  # noqa: E711 (per row)
+    if not (is_ev | is_end | is_cti | is_eos).all() or (errors != None).any():  # noqa: E711
         return None
     if is_eos.any() and (not is_eos[-1] or is_eos.sum() > 1):
         return None
-    if ((start == NULL) & ~is_eos).any() or ((start == MAX_TIME) & is_ev).any():
+    if ((start == NULL) & ~is_eos).any() or ((start == MAX_TIME) & (is_ev | is_end)).any():
         return None
-    if ev_kind == "interval" and ((end == NULL) | (end <= start) | (end == MAX_TIME))[is_ev].any():
+    spans = is_end if edges else is_ev if ev_kind == "interval" else None
+    if spans is not None and ((end == NULL) | (end <= start) | (end == MAX_TIME))[spans].any():
         return None
     # Arrival order: an explicit arrival may not go back; otherwise the sync time (SPEC 5).
-    sync_arrival = np.where(arrival != NULL, arrival, np.where(is_eos, MAX_TIME, start))
+    sync_arrival = np.where(arrival != NULL, arrival, np.where(
+        is_eos, MAX_TIME, np.where(is_end, end, start)))
     run = np.maximum.accumulate(np.concatenate([[st["last_arrival"]], sync_arrival]))
     if ((arrival != NULL) & (arrival < run[:-1])).any():
         return None
@@ -243,13 +257,29 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
     emits_cti = candidate > before
     regression = is_cti & ~emits_cti
 
-    violates, adjust, dropped, accepted = judged(spec, is_ev, start, end, before)
+    if edges:  # only the owner of an edge (it has its payload) pairs and judges it
+        owned = (is_ev | is_end) & (payload != None)  # noqa: E711 (per row)
+        violates, adjust, dropped, accepted = judged(spec, is_ev & owned, start, end, before)
+        ends = _edge_ends(st["open_edges"], spec, is_ev & owned, is_end & owned, start, end,
+                          payload, before, adjust, dropped)
+        if ends is None:
+            return None
+        out_start, out_end, reason = ends
+        accepted |= is_end & owned & (reason == None)  # noqa: E711 (per row)
+        adjust |= is_end & owned & (reason != None) & (out_start != NULL)  # noqa: E711
+        dropped |= is_end & owned & (out_start == NULL)
+        reason = np.where(is_ev, _REASON[violates.astype(np.int8)], reason)
+    else:
+        violates, adjust, dropped, accepted = judged(spec, is_ev, start, end, before)
+        out_start = np.where(dropped, NULL, np.where(adjust, before, start))
+        out_end = np.where(dropped, NULL, end)
+        reason = _REASON[violates.astype(np.int8)]
 
     # Output rows: each input row's event row, then the CTI it generated (or its regression).
-    rows_ev = ev_idx
+    rows_ev = np.flatnonzero(owned) if edges else ev_idx
     rows_cti = np.flatnonzero(emits_cti | regression)
     others = None
-    if owner is not None:  # events of other shards: counted, not output
+    if owner is not None and not edges:  # events of other shards: counted, not output
         rows_ev = np.flatnonzero(is_ev & (pdf["own"].to_numpy(np.int32)[take] == owner))
         others = status_rows({"accepted": accepted, "adjusted": adjust, "dropped": dropped})
     chunk = Chunk.empty()
@@ -270,11 +300,10 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
         return np.concatenate([ev_values, cti_values, *tail])[order]
 
     null_cti = np.full(len(rows_cti), NULL, np.int64)
-    drop_ev, adjust_ev, point = dropped[rows_ev], adjust[rows_ev], ev_kind == "point"
-    ev_start = np.where(drop_ev, NULL, np.where(adjust_ev, before[rows_ev], start[rows_ev]))
-    ev_end = np.full(len(rows_ev), NULL, np.int64) if point else np.where(
-        drop_ev, NULL, end[rows_ev])
-    status_ev = STATUS[np.where(accepted[rows_ev], 0, np.where(adjust_ev, 1, 2))]
+    point = ev_kind == "point"
+    ev_start = out_start[rows_ev]
+    ev_end = np.full(len(rows_ev), NULL, np.int64) if point else out_end[rows_ev]
+    status_ev = STATUS[np.where(accepted[rows_ev], 0, np.where(adjust[rows_ev], 1, 2))]
     regression_cti = regression[rows_cti]
     status_cti = _CTI_STATUS[regression_cti.astype(np.int8)]
     cti_start = np.where(regression_cti, NULL, candidate[rows_cti])
@@ -290,7 +319,7 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
     cti_keys = [((int(run[r + 1]), index, int(seq[r])), int(candidate[r])) for r in emitted]
     # Row numbers as in the whole output: each input row's event row, then its CTI row.
     cti_row = emits_cti | regression
-    upto = np.cumsum(is_ev.astype(np.int64) + cti_row)
+    upto = np.cumsum((owned if edges else is_ev).astype(np.int64) + cti_row)
     m = int(upto[-1])
     ev_seq = st["out_seq"] + upto[rows_ev] - 1 - cti_row[rows_ev]
     cti_seq = st["out_seq"] + upto[rows_cti] - 1
@@ -307,11 +336,11 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
         "orig_end": pick(np.full(len(rows_ev), NULL, np.int64) if point else end[rows_ev],
                          null_cti, "orig_end"),
         "cti": pick(cti_ev, cti_cti, "cti"),
-        "reason": pick(_REASON[violates[rows_ev].astype(np.int8)], reasons_cti, "reason"),
+        "reason": pick(reason[rows_ev], reasons_cti, "reason"),
     }, index)
-    if others is not None:
-        out["weight"] = pick(np.zeros(len(rows_ev), np.int64), np.ones(len(rows_cti), np.int64),
-                             "weight")
+    if owner is not None:  # (an edge's row is reported by its owner: it weighs 1)
+        out["weight"] = pick(np.full(len(rows_ev), int(edges), np.int64),
+                             np.ones(len(rows_cti), np.int64), "weight")
 
     # The row machine's state after the same rows.
     metrics = st["metrics"]
@@ -331,6 +360,77 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
     st["last_key"] = (int(run[-1]), index, int(seq[-1]))
     st["eos"] = bool(is_eos.any())
     return out, cti_keys, chunk
+
+
+def _edge_ends(book: dict, spec: StreamSpec, starts: np.ndarray, ends: np.ndarray,
+               start: np.ndarray, end: np.ndarray, payload: np.ndarray, before: np.ndarray,
+               adjust: np.ndarray, dropped: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """The edges' output times (``NULL`` where dropped) and each end's reason, pairing each
+    end with the earliest open start of its start time and payload (``cti.edges``) in arrival
+    order as the row machine does; and the book (``open_edges``) as the row machine leaves it,
+    its order included: identities it holds throughout keep their place, the others follow in
+    the order they were last opened. None (the book untouched) where an end has no open start:
+    bad input, for the row machine.
+
+    ``starts``/``ends``: the rows to pair (the owner's edges); ``adjust``/``dropped``: the
+    policy on the starts (``judged``). A start opens with the time it was emitted at (None if
+    dropped); an end closes it: dropped with the start, or behind the CTI ``before`` it, where
+    DROP (or a CTI at infinity) drops the end and leaves the start open, first in line, and
+    ADJUST moves the end to the CTI; an end at or before its emitted start moves to one tick
+    after it (``IngressMachine._edge_end``)."""
+    out_start = np.where(dropped, NULL, np.where(adjust, before, start))
+    out_end = np.where(dropped, NULL, end)
+    reason = np.full(len(start), None, object)
+    rows = np.flatnonzero(starts | ends)
+    if not ends.any():  # starts alone: opened in bulk, in order
+        emitted = out_start[rows].tolist()
+        open_edges(book, zip(start[rows].tolist(), payload[rows].tolist(), strict=True),
+                   [None if t == NULL else t for t in emitted])
+        return out_start, out_end, reason
+    lines: dict[tuple, list] = {}  # identity -> its open values now (the book's, copied)
+    moved: dict[tuple, int] = {}  # identity -> when it was last (re)opened, if it left its place
+    drop_late = spec.policy is AdvanceTimePolicy.DROP
+    for op, (j, s, p, is_end, e, c, a_out) in enumerate(zip(
+            rows.tolist(), start[rows].tolist(), payload[rows].tolist(), ends[rows].tolist(),
+            end[rows].tolist(), before[rows].tolist(), out_start[rows].tolist(), strict=True)):
+        ident = (s, p)
+        line = lines.get(ident)
+        if line is None:
+            line = lines[ident] = list(book.get(ident, ()))
+        if not is_end:
+            if not line:
+                moved[ident] = op
+            line.append(None if a_out == NULL else a_out)
+            continue
+        if not line:
+            return None  # no open start: bad input
+        a = line.pop(0)
+        if a is None:
+            out_start[j] = out_end[j] = NULL
+            reason[j] = "start_dropped"
+            continue
+        why = None if a == s else "start_adjusted"
+        if e < c:
+            if drop_late or c == MAX_TIME:  # the end is dropped; its start stays open
+                if not line:
+                    moved[ident] = op
+                line.insert(0, a)
+                out_start[j] = out_end[j] = NULL
+                reason[j] = "cti_violation"
+                continue
+            e, why = c, "cti_violation"
+        if e <= a:
+            e, why = add(a, 1), "end_before_adjusted_start"
+        out_start[j], out_end[j], reason[j] = a, e, why
+    for ident, line in lines.items():
+        if not line or ident in moved:
+            book.pop(ident, None)
+        elif ident in book:
+            book[ident] = line  # (in its place)
+    for ident in sorted((i for i in moved if lines[i]), key=moved.__getitem__):
+        book[ident] = lines[ident]
+    return out_start, out_end, reason
 
 
 def kept_chunk(ev_kind: str, start: np.ndarray, end: np.ndarray, before: np.ndarray,
