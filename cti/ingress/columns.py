@@ -1,6 +1,7 @@
 """Ingress output rows as arrays, shared by the vectorised paths (``vectorized``, ``ordered``,
 ``importing``, ``cti.engine.timed``): the layout's missing time, the event statuses by code,
-the policy on events against the CTI in force (SPEC 3), and the frame of output rows."""
+the policy on events against the CTI in force (SPEC 3), edge ends paired with their starts,
+and the frame of output rows."""
 
 from __future__ import annotations
 
@@ -9,10 +10,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from cti.edges import open_edges
 from cti.events import EVENT_STATUSES, EventShape
 from cti.ingress.spec import StreamSpec
 from cti.settings import AdvanceTimePolicy
-from cti.time import MAX_TIME, MIN_TIME
+from cti.time import MAX_TIME, MIN_TIME, add
 
 NULL = MIN_TIME  # the Spark layout's missing time
 STATUS = np.asarray(EVENT_STATUSES, dtype=object)  # by code: 0 accepted, 1 adjusted, 2 dropped
@@ -29,6 +31,77 @@ def judged(spec: StreamSpec, is_ev: np.ndarray | bool, start: np.ndarray, end: n
         before < MAX_TIME) if spec.shape is EventShape.EDGE else False
     adjust = violates & (spec.policy is AdvanceTimePolicy.ADJUST) & movable
     return violates, adjust, violates & ~adjust, is_ev & ~violates
+
+
+def edges_paired(book: dict, spec: StreamSpec, starts: np.ndarray, ends: np.ndarray,
+               start: np.ndarray, end: np.ndarray, payload: np.ndarray, before: np.ndarray,
+               adjust: np.ndarray, dropped: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """The edges' output times (``NULL`` where dropped) and each end's reason, pairing each
+    end with the earliest open start of its start time and payload (``cti.edges``) in arrival
+    order as the row machine does; and the book (``open_edges``) as the row machine leaves it,
+    its order included: identities it holds throughout keep their place, the others follow in
+    the order they were last opened. None (the book untouched) where an end has no open start:
+    bad input, for the row machine.
+
+    ``starts``/``ends``: the rows to pair (the owner's edges); ``adjust``/``dropped``: the
+    policy on the starts (``judged``). A start opens with the time it was emitted at (None if
+    dropped); an end closes it: dropped with the start, or behind the CTI ``before`` it, where
+    DROP (or a CTI at infinity) drops the end and leaves the start open, first in line, and
+    ADJUST moves the end to the CTI; an end at or before its emitted start moves to one tick
+    after it (``IngressMachine._edge_end``)."""
+    out_start = np.where(dropped, NULL, np.where(adjust, before, start))
+    out_end = np.where(dropped, NULL, end)
+    reason = np.full(len(start), None, object)
+    rows = np.flatnonzero(starts | ends)
+    if not ends.any():  # starts alone: opened in bulk, in order
+        emitted = out_start[rows].tolist()
+        open_edges(book, zip(start[rows].tolist(), payload[rows].tolist(), strict=True),
+                   [None if t == NULL else t for t in emitted])
+        return out_start, out_end, reason
+    lines: dict[tuple, list] = {}  # identity -> its open values now (the book's, copied)
+    moved: dict[tuple, int] = {}  # identity -> when it was last (re)opened, if it left its place
+    drop_late = spec.policy is AdvanceTimePolicy.DROP
+    for op, (j, s, p, is_end, e, c, a_out) in enumerate(zip(
+            rows.tolist(), start[rows].tolist(), payload[rows].tolist(), ends[rows].tolist(),
+            end[rows].tolist(), before[rows].tolist(), out_start[rows].tolist(), strict=True)):
+        ident = (s, p)
+        line = lines.get(ident)
+        if line is None:
+            line = lines[ident] = list(book.get(ident, ()))
+        if not is_end:
+            if not line:
+                moved[ident] = op
+            line.append(None if a_out == NULL else a_out)
+            continue
+        if not line:
+            return None  # no open start: bad input
+        a = line.pop(0)
+        if a is None:
+            out_start[j] = out_end[j] = NULL
+            reason[j] = "start_dropped"
+            continue
+        why = None if a == s else "start_adjusted"
+        if e < c:
+            if drop_late or c == MAX_TIME:  # the end is dropped; its start stays open
+                if not line:
+                    moved[ident] = op
+                line.insert(0, a)
+                out_start[j] = out_end[j] = NULL
+                reason[j] = "cti_violation"
+                continue
+            e, why = c, "cti_violation"
+        if e <= a:
+            e, why = add(a, 1), "end_before_adjusted_start"
+        out_start[j], out_end[j], reason[j] = a, e, why
+    for ident, line in lines.items():
+        if not line or ident in moved:
+            book.pop(ident, None)
+        elif ident in book:
+            book[ident] = line  # (in its place)
+    for ident in sorted((i for i in moved if lines[i]), key=moved.__getitem__):
+        book[ident] = lines[ident]
+    return out_start, out_end, reason
 
 
 def output_frame(cols: dict[str, Any], index: int) -> pd.DataFrame:

@@ -8,8 +8,9 @@ has received a row later than it. So what is processed in a batch is every queue
 imported CTI below the first that must wait, in key order, and each event is judged against
 the last CTI imported before it: a search, not a step per row. This module computes exactly
 the row machine's output rows and new state for that, and returns None (the row machine
-runs) for anything else: a CTI or a bad row from the adapter, an edge end, a stream that
-generates CTIs of its own or is imported from, a violation without a policy.
+runs) for anything else: a CTI or a bad row from the adapter, an edge end that closes
+nothing, a stream that generates CTIs of its own or is imported from, a violation without a
+policy. Edge ends are paired with their starts as ``columns.edges_paired`` does.
 """
 
 from __future__ import annotations
@@ -20,10 +21,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cti.edges import open_edges
 from cti.engine.layout import IN_COLUMNS, in_row_to_tuple, in_rows_from_pandas
 from cti.events import EventShape
-from cti.ingress.columns import NULL, STATUS, judged, output_frame
+from cti.ingress.columns import NULL, STATUS, edges_paired, judged, output_frame
 from cti.ingress.machine import IngressMachine
 from cti.time import MAX_TIME, MIN_TIME
 
@@ -64,20 +64,24 @@ def process(machine: IngressMachine, pdf: pd.DataFrame, fast: int) -> pd.DataFra
     payload = queued["payload"].to_numpy(object)
     is_eos = kind == "eos"
     event_kind = _STARTS[spec.shape]
-    if ((kind != event_kind) & ~is_eos).any() or (queued["error"].to_numpy(object) != None).any() \
+    is_end = kind == "edge_end" if event_kind == "edge_start" else np.zeros(len(kind), bool)
+    if ((kind != event_kind) & ~is_end & ~is_eos).any() or (queued["error"].to_numpy(object)
+                                                            != None).any() \
             or (is_eos.any() and not is_eos[-1]):  # noqa: E711 (per row)
         return None
-    ev = ~is_eos
-    if ((start == NULL) | (start == MAX_TIME))[ev].any():
+    ev = ~is_eos & ~is_end  # (the starts: they count, edge ends do not)
+    if ((start == NULL) | (start == MAX_TIME))[~is_eos].any():
         return None
-    if event_kind == "interval" and ((end == NULL) | (end <= start) | (end == MAX_TIME))[ev].any():
+    spans = is_end if event_kind == "edge_start" else ev if event_kind == "interval" else None
+    if spans is not None and ((end == NULL) | (end <= start) | (end == MAX_TIME))[spans].any():
         return None
 
     # Receiving (``IngressMachine._receive``): each new row's merge arrival; an explicit
     # arrival may not go back behind the stream's data.
     explicit = arrival != NULL
     new_eos = is_eos[len(held):]
-    own = np.where(explicit, arrival, np.where(new_eos, MAX_TIME, start[len(held):]))
+    own = np.where(explicit, arrival, np.where(new_eos, MAX_TIME, np.where(
+        is_end[len(held):], end[len(held):], start[len(held):])))
     data = np.maximum.accumulate(np.concatenate([[st["data_arrival"]], own]))
     if (explicit & (arrival < data[:-1])).any():
         return None
@@ -112,22 +116,36 @@ def process(machine: IngressMachine, pdf: pd.DataFrame, fast: int) -> pd.DataFra
     before = np.concatenate([[st["cti"]], ctis])[
         np.searchsorted(at, np.arange(ready), side="right")]
     done = slice(0, ready)
-    s, e, p = start[done], end[done], payload[done]
+    s, e, p, ends = start[done], end[done], payload[done], is_end[done]
     is_ev = ev[done]
-    elsewhere = is_ev & (p == None) & (event_kind == "edge_start")  # noqa: E711 (per row)
+    elsewhere = (p == None) & (event_kind == "edge_start")  # noqa: E711 (another shard's edge)
     judge = is_ev & ~elsewhere
+    ends &= ~elsewhere
     violates, adjusted, dropped, accepted = judged(spec, judge, s, e, before)
-    if violates.any() and spec.policy is None:
+    if spec.policy is None and (violates.any() or (ends & (e < before)).any()):
         return None
+    if event_kind == "edge_start":
+        paired = edges_paired(st["open_edges"], spec, judge, ends, s, e, p, before, adjusted,
+                              dropped)
+        if paired is None:
+            return None
+        out_start, out_end, reason = paired
+        accepted |= ends & (reason == None)  # noqa: E711 (per row)
+        adjusted |= ends & (reason != None) & (out_start != NULL)  # noqa: E711 (per row)
+        dropped |= ends & (out_start == NULL)
+        reason = np.where(judge, np.where(violates, "cti_violation", None), reason)
+        judge |= ends
+    else:
+        out_start = np.where(dropped, NULL, np.where(adjusted, before, s))
+        out_end = np.where(dropped | (event_kind != "interval"), NULL, e)
+        reason = np.where(violates, "cti_violation", None)
 
     # Output rows in processing order: the imported CTIs at their places among the rows.
     emits = np.flatnonzero(judge)
     order = np.argsort(np.concatenate([emits * 2 + 1, at * 2]), kind="stable")
     m = len(emits) + len(imports)
     k = len(imports)
-    no_end = np.full(len(emits), NULL, np.int64) if event_kind != "interval" else e[emits]
-    ev_start = np.where(dropped[emits], NULL, np.where(adjusted[emits], before[emits],
-                                                       s[emits]))
+    no_end = np.full(len(emits), NULL, np.int64) if event_kind == "point" else e[emits]
 
     def pick(rows_values: Any, cti_values: Any) -> np.ndarray:
         return np.concatenate([np.asarray(rows_values), np.asarray(cti_values)])[order]
@@ -135,25 +153,19 @@ def process(machine: IngressMachine, pdf: pd.DataFrame, fast: int) -> pd.DataFra
     out = output_frame({
         "seq": st["out_seq"] + np.arange(m, dtype=np.int64),
         "in_seq": pick(seq[done][emits], np.full(k, -1)),
-        "kind": pick(np.full(len(emits), event_kind, object), np.full(k, "cti", object)),
-        "start": pick(ev_start, ctis),
-        "end": pick(np.where(dropped[emits], NULL, no_end), np.full(k, NULL)),
+        "kind": pick(kind[done][emits], np.full(k, "cti", object)),
+        "start": pick(out_start[emits], ctis),
+        "end": pick(out_end[emits], np.full(k, NULL)),
         "payload": pick(p[emits], np.full(k, None, object)),
         "status": pick(STATUS[np.where(accepted[emits], 0, np.where(adjusted[emits], 1, 2))],
                        np.full(k, "cti", object)),
         "orig_start": pick(s[emits], np.full(k, NULL)),
         "orig_end": pick(no_end, np.full(k, NULL)),
         "cti": pick(np.where(before[emits] == MIN_TIME, NULL, before[emits]), ctis),
-        "reason": pick(np.where(violates[emits], "cti_violation", None).astype(object),
-                       np.full(k, None, object)),
+        "reason": pick(reason[emits].astype(object), np.full(k, None, object)),
     }, j)
 
-    # The row machine's state after the same rows.
-    if event_kind == "edge_start":
-        value = np.where(accepted, s, np.where(adjusted, before, 0))[emits].tolist()
-        open_edges(st["open_edges"], zip(s[emits].tolist(), p[emits].tolist(), strict=True),
-                   [None if d else v
-                    for d, v in zip(dropped[emits].tolist(), value, strict=True)])
+    # The row machine's state after the same rows (the edge book's: ``edges_paired``).
     if is_ev.any():
         top = int(s[is_ev].max())
         st["max_start"] = top if st["max_start"] is None else max(st["max_start"], top)

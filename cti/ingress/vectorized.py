@@ -5,10 +5,10 @@ and its new state, with numpy over the whole batch, for a group of one stream th
 its CTIs (count or duration), has a policy, imports nothing and has no event-ordering policy, on
 a batch of valid point, interval or edge rows, adapter CTIs and end of input. An edge stream's
 starts are judged by the arrays and its ends paired with them in one pass over the edges in
-arrival order (``_edge_ends``: a dict operation per edge, no event object). Anything else (bad
-rows, an edge end that closes nothing, arrival times that go back, a gap in the sequence)
-returns None, and the caller runs the row machine on the same state: both keep the same state,
-so they can take turns.
+arrival order (``columns.edges_paired``: a dict operation per edge, no event object).
+Anything else (bad rows, an edge end that closes nothing, arrival times that go back, a gap in
+the sequence) returns None, and the caller runs the row machine on the same state: both keep
+the same state, so they can take turns.
 
 Rows and output are pandas frames in the Spark row layout (``cti.runtime.spark.schema``: a
 missing time is ``NULL_TIME``).
@@ -22,16 +22,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cti.edges import open_edges
 from cti.engine.layout import in_rows_from_pandas, out_rows_to_pandas
 from cti.events import EventShape
 from cti.ingress import importing
-from cti.ingress.columns import NULL, STATUS, judged, output_frame
+from cti.ingress.columns import NULL, STATUS, edges_paired, judged, output_frame
 from cti.ingress.machine import IngressMachine
 from cti.ingress.spec import StreamSpec, imported_by_all
 from cti.operators.frame import Chunk, filled, make, stack, text_codes
-from cti.settings import AdvanceTimePolicy
-from cti.time import MAX_TIME, MIN_TIME, add, format_time
+from cti.time import MAX_TIME, MIN_TIME, format_time
 
 _REASON = np.asarray([None, "cti_violation"], dtype=object)
 _CTI_STATUS = np.asarray(["cti", "cti_regression"], dtype=object)
@@ -260,7 +258,7 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
     if edges:  # only the owner of an edge (it has its payload) pairs and judges it
         owned = (is_ev | is_end) & (payload != None)  # noqa: E711 (per row)
         violates, adjust, dropped, accepted = judged(spec, is_ev & owned, start, end, before)
-        ends = _edge_ends(st["open_edges"], spec, is_ev & owned, is_end & owned, start, end,
+        ends = edges_paired(st["open_edges"], spec, is_ev & owned, is_end & owned, start, end,
                           payload, before, adjust, dropped)
         if ends is None:
             return None
@@ -360,77 +358,6 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
     st["last_key"] = (int(run[-1]), index, int(seq[-1]))
     st["eos"] = bool(is_eos.any())
     return out, cti_keys, chunk
-
-
-def _edge_ends(book: dict, spec: StreamSpec, starts: np.ndarray, ends: np.ndarray,
-               start: np.ndarray, end: np.ndarray, payload: np.ndarray, before: np.ndarray,
-               adjust: np.ndarray, dropped: np.ndarray
-               ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """The edges' output times (``NULL`` where dropped) and each end's reason, pairing each
-    end with the earliest open start of its start time and payload (``cti.edges``) in arrival
-    order as the row machine does; and the book (``open_edges``) as the row machine leaves it,
-    its order included: identities it holds throughout keep their place, the others follow in
-    the order they were last opened. None (the book untouched) where an end has no open start:
-    bad input, for the row machine.
-
-    ``starts``/``ends``: the rows to pair (the owner's edges); ``adjust``/``dropped``: the
-    policy on the starts (``judged``). A start opens with the time it was emitted at (None if
-    dropped); an end closes it: dropped with the start, or behind the CTI ``before`` it, where
-    DROP (or a CTI at infinity) drops the end and leaves the start open, first in line, and
-    ADJUST moves the end to the CTI; an end at or before its emitted start moves to one tick
-    after it (``IngressMachine._edge_end``)."""
-    out_start = np.where(dropped, NULL, np.where(adjust, before, start))
-    out_end = np.where(dropped, NULL, end)
-    reason = np.full(len(start), None, object)
-    rows = np.flatnonzero(starts | ends)
-    if not ends.any():  # starts alone: opened in bulk, in order
-        emitted = out_start[rows].tolist()
-        open_edges(book, zip(start[rows].tolist(), payload[rows].tolist(), strict=True),
-                   [None if t == NULL else t for t in emitted])
-        return out_start, out_end, reason
-    lines: dict[tuple, list] = {}  # identity -> its open values now (the book's, copied)
-    moved: dict[tuple, int] = {}  # identity -> when it was last (re)opened, if it left its place
-    drop_late = spec.policy is AdvanceTimePolicy.DROP
-    for op, (j, s, p, is_end, e, c, a_out) in enumerate(zip(
-            rows.tolist(), start[rows].tolist(), payload[rows].tolist(), ends[rows].tolist(),
-            end[rows].tolist(), before[rows].tolist(), out_start[rows].tolist(), strict=True)):
-        ident = (s, p)
-        line = lines.get(ident)
-        if line is None:
-            line = lines[ident] = list(book.get(ident, ()))
-        if not is_end:
-            if not line:
-                moved[ident] = op
-            line.append(None if a_out == NULL else a_out)
-            continue
-        if not line:
-            return None  # no open start: bad input
-        a = line.pop(0)
-        if a is None:
-            out_start[j] = out_end[j] = NULL
-            reason[j] = "start_dropped"
-            continue
-        why = None if a == s else "start_adjusted"
-        if e < c:
-            if drop_late or c == MAX_TIME:  # the end is dropped; its start stays open
-                if not line:
-                    moved[ident] = op
-                line.insert(0, a)
-                out_start[j] = out_end[j] = NULL
-                reason[j] = "cti_violation"
-                continue
-            e, why = c, "cti_violation"
-        if e <= a:
-            e, why = add(a, 1), "end_before_adjusted_start"
-        out_start[j], out_end[j], reason[j] = a, e, why
-    for ident, line in lines.items():
-        if not line or ident in moved:
-            book.pop(ident, None)
-        elif ident in book:
-            book[ident] = line  # (in its place)
-    for ident in sorted((i for i in moved if lines[i]), key=moved.__getitem__):
-        book[ident] = lines[ident]
-    return out_start, out_end, reason
 
 
 def kept_chunk(ev_kind: str, start: np.ndarray, end: np.ndarray, before: np.ndarray,
