@@ -34,9 +34,9 @@ def judged(spec: StreamSpec, is_ev: np.ndarray | bool, start: np.ndarray, end: n
 
 
 def edges_paired(book: dict, spec: StreamSpec, starts: np.ndarray, ends: np.ndarray,
-               start: np.ndarray, end: np.ndarray, payload: np.ndarray, before: np.ndarray,
-               adjust: np.ndarray, dropped: np.ndarray
-               ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+                 start: np.ndarray, end: np.ndarray, payload: np.ndarray, before: np.ndarray,
+                 adjust: np.ndarray, dropped: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """The edges' output times (``NULL`` where dropped) and each end's reason, pairing each
     end with the earliest open start of its start time and payload (``cti.edges``) in arrival
     order as the row machine does; and the book (``open_edges``) as the row machine leaves it,

@@ -258,11 +258,11 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
     if edges:  # only the owner of an edge (it has its payload) pairs and judges it
         owned = (is_ev | is_end) & (payload != None)  # noqa: E711 (per row)
         violates, adjust, dropped, accepted = judged(spec, is_ev & owned, start, end, before)
-        ends = edges_paired(st["open_edges"], spec, is_ev & owned, is_end & owned, start, end,
-                          payload, before, adjust, dropped)
-        if ends is None:
+        paired = edges_paired(st["open_edges"], spec, is_ev & owned, is_end & owned, start,
+                              end, payload, before, adjust, dropped)
+        if paired is None:
             return None
-        out_start, out_end, reason = ends
+        out_start, out_end, reason = paired
         accepted |= is_end & owned & (reason == None)  # noqa: E711 (per row)
         adjust |= is_end & owned & (reason != None) & (out_start != NULL)  # noqa: E711
         dropped |= is_end & owned & (out_start == NULL)
