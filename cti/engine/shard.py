@@ -28,7 +28,7 @@ from cti.engine.batch import owners
 from cti.engine.layout import in_rows_from_pandas, out_rows_to_pandas
 from cti.engine.route import QueryRoute
 from cti.events import INPUT_STATUSES, SHAPE_KINDS, EventShape
-from cti.ingress import importing, ordered, vectorized
+from cti.ingress import ordered, vectorized
 from cti.ingress.machine import IngressMachine
 from cti.ingress.spec import StreamSpec
 from cti.operators import frame
@@ -137,8 +137,8 @@ def _timed(ingress: IngressMachine, rows: pd.DataFrame, shard: int, route: Query
            ) -> tuple[pd.DataFrame, pd.DataFrame, dict[int, frame.Chunk]]:
     """A group whose stream ``index`` may come as generation points (``cti.engine.timed``),
     or whole (a piece that is not all valid events): each run of it in order, on the same
-    state; then the streams that import its CTIs (few rows, every shard gets their times):
-    vectorised where ``importing`` can, else through the row machine. The group's output
+    state; then the streams that import its CTIs (few rows, every shard gets their times:
+    ``vectorized.importers_step``). The group's output
     rows, the rows of them this shard reports (its own events of the points; of the rest, as
     ``_counted``), and each stream's chunk."""
     fields = {i: route.fields.get((group, i)) for i in range(len(ingress.specs))}
@@ -160,10 +160,7 @@ def _timed(ingress: IngressMachine, rows: pd.DataFrame, shard: int, route: Query
         chunks.append(step)
     out = {index: timed.merged(chunks)}
     if not single:
-        slow = rows[~mine]
-        got = importing.process(ingress, slow, index)
-        got = _weighted(got if got is not None else out_rows_to_pandas(
-            ingress.process(in_rows_from_pandas(slow))))
+        got = _weighted(vectorized.importers_step(ingress, rows[~mine], index))
         out |= {i: chunk(got, i, shard, fields[i], route.shards)
                 for i in fields if i != index}
         outs.append(got)

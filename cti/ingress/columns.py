@@ -35,30 +35,30 @@ def judged(spec: StreamSpec, is_ev: np.ndarray | bool, start: np.ndarray, end: n
 
 def edges_paired(book: dict, spec: StreamSpec, starts: np.ndarray, ends: np.ndarray,
                  start: np.ndarray, end: np.ndarray, payload: np.ndarray, before: np.ndarray,
-                 adjust: np.ndarray, dropped: np.ndarray
-                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """The edges' output times (``NULL`` where dropped) and each end's reason, pairing each
-    end with the earliest open start of its start time and payload (``cti.edges``) in arrival
-    order as the row machine does; and the book (``open_edges``) as the row machine leaves it,
-    its order included: identities it holds throughout keep their place, the others follow in
-    the order they were last opened. None (the book untouched) where an end has no open start:
-    bad input, for the row machine.
+                 verdict: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...] | None:
+    """The edges' output times (``NULL`` where dropped), reasons and (accepted, adjusted,
+    dropped) masks, the ends' included, pairing each end with the earliest open start of its
+    start time and payload (``cti.edges``) in arrival order as the row machine does; and the
+    book (``open_edges``) as the row machine leaves it, its order included: identities it holds
+    throughout keep their place, the others follow in the order they were last opened. None
+    (the book untouched) where an end has no open start: bad input, for the row machine.
 
-    ``starts``/``ends``: the rows to pair (the owner's edges); ``adjust``/``dropped``: the
-    policy on the starts (``judged``). A start opens with the time it was emitted at (None if
-    dropped); an end closes it: dropped with the start, or behind the CTI ``before`` it, where
-    DROP (or a CTI at infinity) drops the end and leaves the start open, first in line, and
-    ADJUST moves the end to the CTI; an end at or before its emitted start moves to one tick
-    after it (``IngressMachine._edge_end``)."""
+    ``starts``/``ends``: the rows to pair (the owner's edges); ``verdict``: ``judged`` on the
+    starts. A start opens with the time it was emitted at (None if dropped); an end closes it:
+    dropped with the start, or behind the CTI ``before`` it, where DROP (or a CTI at infinity)
+    drops the end and leaves the start open, first in line, and ADJUST moves the end to the
+    CTI; an end at or before its emitted start moves to one tick after it
+    (``IngressMachine._edge_end``)."""
+    violates, adjust, dropped, accepted = verdict
     out_start = np.where(dropped, NULL, np.where(adjust, before, start))
     out_end = np.where(dropped, NULL, end)
-    reason = np.full(len(start), None, object)
+    reason = np.where(violates, "cti_violation", None).astype(object)
     rows = np.flatnonzero(starts | ends)
     if not ends.any():  # starts alone: opened in bulk, in order
         emitted = out_start[rows].tolist()
         open_edges(book, zip(start[rows].tolist(), payload[rows].tolist(), strict=True),
                    [None if t == NULL else t for t in emitted])
-        return out_start, out_end, reason
+        return out_start, out_end, reason, accepted, adjust, dropped
     lines: dict[tuple, list] = {}  # identity -> its open values now (the book's, copied)
     moved: dict[tuple, int] = {}  # identity -> when it was last (re)opened, if it left its place
     drop_late = spec.policy is AdvanceTimePolicy.DROP
@@ -101,7 +101,9 @@ def edges_paired(book: dict, spec: StreamSpec, starts: np.ndarray, ends: np.ndar
             book[ident] = line  # (in its place)
     for ident in sorted((i for i in moved if lines[i]), key=moved.__getitem__):
         book[ident] = lines[ident]
-    return out_start, out_end, reason
+    kept = reason == None  # noqa: E711 (per row)
+    return (out_start, out_end, reason, accepted | (ends & kept),
+            adjust | (ends & ~kept & (out_start != NULL)), dropped | (ends & (out_start == NULL)))
 
 
 def output_frame(cols: dict[str, Any], index: int) -> pd.DataFrame:

@@ -125,15 +125,11 @@ def process(machine: IngressMachine, pdf: pd.DataFrame, fast: int) -> pd.DataFra
     if spec.policy is None and (violates.any() or (ends & (e < before)).any()):
         return None
     if event_kind == "edge_start":
-        paired = edges_paired(st["open_edges"], spec, judge, ends, s, e, p, before, adjusted,
-                              dropped)
+        paired = edges_paired(st["open_edges"], spec, judge, ends, s, e, p, before,
+                              (violates, adjusted, dropped, accepted))
         if paired is None:
             return None
-        out_start, out_end, reason = paired
-        accepted |= ends & (reason == None)  # noqa: E711 (per row)
-        adjusted |= ends & (reason != None) & (out_start != NULL)  # noqa: E711 (per row)
-        dropped |= ends & (out_start == NULL)
-        reason = np.where(judge, np.where(violates, "cti_violation", None), reason)
+        out_start, out_end, reason, accepted, adjusted, dropped = paired
         judge |= ends
     else:
         out_start = np.where(dropped, NULL, np.where(adjusted, before, s))

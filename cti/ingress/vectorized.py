@@ -150,12 +150,17 @@ def with_importers(machine: IngressMachine, pdf: pd.DataFrame, i: int,
         return None
     out, ctis = done
     machine.import_ctis(i, ctis)
-    slow = pdf[~mine]
-    rest = importing.process(machine, slow, i)
+    return out, importers_step(machine, pdf[~mine], i)
+
+
+def importers_step(machine: IngressMachine, rows: pd.DataFrame, i: int) -> pd.DataFrame:
+    """The output rows of the streams that import stream ``i``'s CTIs (queued already) for
+    their input ``rows``: vectorised where ``importing`` can, else by the row machine."""
+    rest = importing.process(machine, rows, i)
     if rest is None:
-        return out, out_rows_to_pandas(machine.process(in_rows_from_pandas(slow)))
+        return out_rows_to_pandas(machine.process(in_rows_from_pandas(rows)))
     # (what the row machine adds after its merge: an event-ordering stream's metrics)
-    return out, stack([rest, out_rows_to_pandas(machine.process([]))])
+    return stack([rest, out_rows_to_pandas(machine.process([]))])
 
 
 def shard_chunk(machine: IngressMachine, pdf: pd.DataFrame, owner: int,
@@ -257,16 +262,12 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
 
     if edges:  # only the owner of an edge (it has its payload) pairs and judges it
         owned = (is_ev | is_end) & (payload != None)  # noqa: E711 (per row)
-        violates, adjust, dropped, accepted = judged(spec, is_ev & owned, start, end, before)
         paired = edges_paired(st["open_edges"], spec, is_ev & owned, is_end & owned, start,
-                              end, payload, before, adjust, dropped)
+                              end, payload, before,
+                              judged(spec, is_ev & owned, start, end, before))
         if paired is None:
             return None
-        out_start, out_end, reason = paired
-        accepted |= is_end & owned & (reason == None)  # noqa: E711 (per row)
-        adjust |= is_end & owned & (reason != None) & (out_start != NULL)  # noqa: E711
-        dropped |= is_end & owned & (out_start == NULL)
-        reason = np.where(is_ev, _REASON[violates.astype(np.int8)], reason)
+        out_start, out_end, reason, accepted, adjust, dropped = paired
     else:
         violates, adjust, dropped, accepted = judged(spec, is_ev, start, end, before)
         out_start = np.where(dropped, NULL, np.where(adjust, before, start))

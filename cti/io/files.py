@@ -180,11 +180,17 @@ class _Record:
     error: str | None = None
 
 
+_BOM = b"\xef\xbb\xbf"  # UTF-8's byte order mark
+
+
+def _without_bom(data: bytes) -> bytes:
+    """A file's bytes without the byte order mark it may start with."""
+    return data[len(_BOM):] if data.startswith(_BOM) else data
+
+
 def _split_lines(data: bytes) -> Iterator[tuple[int, str, bool]]:
     """(line number, text with its line ending, decoded cleanly) for each physical line."""
-    if data.startswith(b"\xef\xbb\xbf"):
-        data = data[3:]
-    for number, chunk in enumerate(data.splitlines(keepends=True), start=1):
+    for number, chunk in enumerate(_without_bom(data).splitlines(keepends=True), start=1):
         try:
             yield number, chunk.decode("utf-8"), True
         except UnicodeDecodeError:
@@ -195,8 +201,7 @@ _NOT_UTF8 = "the line is not valid UTF-8 (rule: files are UTF-8)"
 
 
 def _first_char(data: bytes) -> str:
-    text = data[3:] if data.startswith(b"\xef\xbb\xbf") else data
-    stripped = text.lstrip()
+    stripped = _without_bom(data).lstrip()
     return chr(stripped[0]) if stripped else ""
 
 
@@ -230,8 +235,7 @@ def _scan_json_lines(data: bytes) -> list[_Record]:
 def _scan_json_array(data: bytes) -> list[_Record]:
     """The elements of a file that is one JSON array; a syntax error ends the file with a bad
     record (the elements before it are kept)."""
-    if data.startswith(b"\xef\xbb\xbf"):
-        data = data[3:]
+    data = _without_bom(data)
     try:
         text, clean = data.decode("utf-8"), True
     except UnicodeDecodeError:
@@ -413,14 +417,12 @@ def csv_table(path: str, delimiter: str = ",") -> Any:
 
 def _csv_table(path: str, delimiter: str) -> Any:
     with open(path, "rb") as f:
-        data = f.read()
-    if data.startswith(b"\xef\xbb\xbf"):
-        data = data[3:]
+        data = _without_bom(f.read())
     if delimiter.isspace() or b'"' in data or \
             data.count(b"\r") != data.count(b"\r\n"):
         return None
     first, _, body = data.partition(b"\n")
-    if b"\xef\xbb\xbf" in body:
+    if _BOM in body:
         return None  # Arrow's reader would skip it at the start, as the file's byte order mark
     try:
         header = [h.strip() for h in first.decode("utf-8").rstrip("\r").split(delimiter)]

@@ -136,7 +136,10 @@ class ReferenceDataInputAdapter:
         t = self.config.load_time
         table = self._table()
         if table is not None:
-            return _frame(t, _column_payloads(table.slice(start, max(0, end - start))), None)
+            table = table.slice(start, max(0, end - start))
+            payloads = _column_payloads(table)
+            return _frame(t, payloads if payloads is not None else [
+                payload_to_json(r) for r in table.to_pylist()], None)
         entries = list(self._entries(start, end))
         return _frame(t, _payloads(entries), [e for _, e, _ in entries])
 
@@ -173,13 +176,12 @@ class ReferenceDataInputAdapterFactory:
         return ReferenceDataInputAdapter(config)
 
 
-def _column_payloads(table: pa.Table) -> list[str]:
-    """Each row's payload text (``payload_to_json`` of its fields) from Arrow columns: built
-    by column where Arrow writes every value exactly (``json_text``), else row by row."""
+def _column_payloads(table: pa.Table) -> list[str] | None:
+    """Each row's payload text (``payload_to_json`` of its fields) built by Arrow column by
+    column, where it writes every value exactly (``json_text``); else None."""
     fields = {n: column_texts(table.column(n)) for n in table.column_names}
-    if all(t is not None for t in fields.values()):
-        return objects(fields, table.num_rows)
-    return [payload_to_json(r) for r in table.to_pylist()]
+    return objects(fields, table.num_rows) if all(
+        t is not None for t in fields.values()) else None
 
 
 def _payloads(entries: list[tuple]) -> list[str]:
@@ -187,16 +189,12 @@ def _payloads(entries: list[tuple]) -> list[str]:
     text: by Arrow column by column where the rows share their fields and Arrow writes the
     values exactly (``json_text``: a CSV file's plain text), else row by row."""
     rows = [f for f, _, _ in entries if f is not None]
-    texts = None
+    table = None
     if rows and all(r.keys() == rows[0].keys() for r in rows):
         try:
             table = pa.table({name: [r[name] for r in rows] for name in rows[0]})
         except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
             table = None
-        fields = {} if table is None else {n: column_texts(table.column(n))
-                                           for n in table.column_names}
-        if table is not None and all(t is not None for t in fields.values()):
-            texts = iter(objects(fields, len(rows)))
-    if texts is None:
-        texts = (payload_to_json(r) for r in rows)
+    built = None if table is None else _column_payloads(table)
+    texts = iter(built) if built is not None else (payload_to_json(r) for r in rows)
     return [next(texts) if f is not None else raw for f, _, raw in entries]
