@@ -91,6 +91,19 @@ def test_each_shard_gets_every_row_and_only_its_own_payloads():
         assert kept == [o == shard for o in owners]
 
 
+def test_a_row_the_adapter_could_not_read_goes_to_every_shard_with_its_raw_text():
+    """Its payload is the raw input, not JSON: it has no owner, every shard judges it alike
+    (dead-lettered or raised) and shard 0 reports it."""
+    payloads = [json.dumps({"k": f"v{i}"}) for i in range(8)]
+    rows = _rows(["point"] * 4 + ["invalid"] + ["point"] * 4,
+                 [*payloads[:4], "ts=,k=v9", *payloads[4:]])
+    route = QueryRoute(0, 3, {(0, 0): "k"}, with_inputs=False)
+    for _, part in routed(route, 0, rows):
+        assert part.column("own")[4].as_py() == -1
+        assert part.column("payload")[4].as_py() == "ts=,k=v9"
+        assert part.column("own").to_pylist()[:4] == list(key_shards(
+            pa.array(payloads[:4]), "k", 3))
+
 def test_edges_go_to_their_owner_substreams_keys_to_all_and_passing_shard_all():
     payloads = [json.dumps({"k": i % 3}) for i in range(12)]
     rows = _rows(["edge_start", "edge_end"] * 6, payloads)

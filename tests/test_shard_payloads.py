@@ -31,9 +31,11 @@ from cti import (
     EdgeEvent,
     EventOrderingPolicy,
     EventShape,
+    IntervalEvent,
     PointEvent,
     agg,
 )
+from cti.adapters import InvalidInput
 from cti.engine.batch import owners
 from cti.errors import BadInputError, CtiViolationError
 from cti.io.memory import MemoryInputAdapter, MemoryInputAdapterFactory
@@ -259,3 +261,53 @@ def test_bad_input_on_several_shards_is_named_by_its_owner_as_on_one(spark):
         assert "input #21" in want[1] and '"v":' in want[1], want
         for run in range(2):  # (the same error every run)
             assert _error(query, SparkRuntime(spark, shards=4, parallelism=4)) == want, run
+
+
+@st.composite
+def bad_input_cases(draw):
+    """A keyed point stream that dead-letters its bad rows: rows the adapter could not read
+    (their payload the raw text, no JSON) and intervals on the point stream; cut into
+    micro-batches."""
+    items = []
+    for i in range(draw(st.integers(1, 30))):
+        k, t = draw(st.sampled_from(KEYS)), draw(st.integers(0, 40))
+        items.append(draw(st.sampled_from([
+            PointEvent(t, {"k": k, "n": i}), PointEvent(t, {"k": k, "n": i}),
+            IntervalEvent(t, t + 3, {"k": k, "n": i}),
+            InvalidInput("unreadable", f"ts=,k={k},n={i}")])))
+    return dict(items=items, cuts=sorted(draw(st.lists(st.integers(0, len(items)),
+                                                       max_size=3))),
+                every=draw(st.integers(1, 4)), shards=draw(st.integers(2, 4)),
+                seed=draw(st.integers(0, 1000)))
+
+
+class _Unchecked(MemoryInputAdapter):
+    """Its items as they are: an interval on a point stream reaches the engine (ingress
+    checks the shape), as from an adapter that does not check it."""
+
+    def read(self, start, end):
+        return self.items[start:end]
+
+
+@CASES
+@given(case=bad_input_cases())
+def test_dead_letters_over_the_shards_equal_one_shard(case):
+    s = CepStream.create("s", MemoryInputAdapterFactory(), case["items"], EventShape.POINT,
+                         AdvanceTimeSettings(AdvanceTimeGenerationSettings(case["every"]),
+                                             policy=AdvanceTimePolicy.DROP),
+                         application=Application(), on_bad_input="dead_letter")
+    query = s.group_by("k").apply(
+        lambda g: g.tumbling_window(timedelta(microseconds=10)).aggregate(n=agg.count()))
+    adapters = {"s": _Unchecked(case["items"], EventShape.POINT)}
+    batches = _batches(case["cuts"], len(case["items"]), "s")
+    _, one, _, _ = run_shards(query, adapters, batches, 1)
+    _, many, _, _ = run_shards(query, adapters, batches, case["shards"], case["seed"])
+    assert released(o for outs in many for o in outs) == released(one[0])
+    assert counts(many) == counts(one)
+
+    def dead(outs):  # the dead letters reported, with the payload each is reported with
+        rows = pd.concat([o.ingress[0] for o in outs], ignore_index=True)
+        rows = rows[(rows["status"] == "invalid") & (rows["weight"] > 0)]
+        return sorted(zip(rows["in_seq"], rows["payload"], rows["reason"], strict=True))
+
+    assert dead(o for outs in many for o in outs) == dead(one[0])

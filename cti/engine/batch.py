@@ -187,8 +187,11 @@ def routed(route: QueryRoute, group: int, rows: pa.Table, events_only: bool = Fa
     own = np.full(n, -1, np.int32)
     text_codes, dictionaries = np.full(n, -1, np.int32), []
     has_payload = payload.is_valid().to_numpy(zero_copy_only=False)
+    # Rows of no event (CTIs, the end of input, rows the adapter could not read, whose
+    # payload is the raw text) go to every shard whole; only an event has an owner.
+    shared = ~pc.is_in(kind, _EVENT_KINDS).to_numpy(zero_copy_only=False)
     for (g, i), field in route.fields.items():
-        mine = (stream == i) & (g == group) & has_payload
+        mine = (stream == i) & (g == group) & has_payload & ~shared
         if not mine.any():
             continue
         every = mine.all()  # (usually: a group of one stream with payloads)
@@ -209,7 +212,6 @@ def routed(route: QueryRoute, group: int, rows: pa.Table, events_only: bool = Fa
             dictionaries.append(texts.dictionary)
     dictionary = (pa.concat_arrays(dictionaries) if dictionaries
                   else pa.array([], pa.string()))
-    shared = ~pc.is_in(kind, _EVENT_KINDS).to_numpy(zero_copy_only=False)
     narrow = None  # of an event whose key a shard keeps the timeline of, the key
     keyed = route.keyed_substreams(group)
     for (g, i), over in route.substreams.items():

@@ -27,7 +27,7 @@ from cti.engine import timed
 from cti.engine.batch import owners
 from cti.engine.layout import in_rows_from_pandas, out_rows_to_pandas
 from cti.engine.route import QueryRoute
-from cti.events import INPUT_STATUSES, SHAPE_KINDS, EventShape
+from cti.events import EVENT_KINDS, INPUT_STATUSES, SHAPE_KINDS, EventShape
 from cti.ingress import ordered, vectorized
 from cti.ingress.machine import IngressMachine
 from cti.ingress.spec import StreamSpec
@@ -171,11 +171,14 @@ def _timed(ingress: IngressMachine, rows: pd.DataFrame, shard: int, route: Query
 def _counted(got: pd.DataFrame, shard: int, route: QueryRoute, group: int) -> pd.DataFrame:
     """The rows of a group's ingress output ``got`` that this shard reports for the metrics:
     an edge event's, or an event's of a substream stream spread by its key, its owner's (only
-    the owner, which has its payload, pairs or judges it; ``cti.engine.batch.routed``), every
-    other row shard 0's (every shard judges those alike, from their times)."""
-    by_owner = ((got["kind"].isin(SHAPE_KINDS[EventShape.EDGE])
-                 | got["stream"].isin(route.keyed_substreams(group)))
-                & got["status"].isin(INPUT_STATUSES)).to_numpy()
+    the owner, which has its payload, pairs or judges it; ``cti.engine.batch.routed``), and
+    so is a dead-lettered event's (reported with its payload); every other row shard 0's
+    (every shard judges those alike, from their times)."""
+    status = got["status"]
+    by_owner = (((got["kind"].isin(SHAPE_KINDS[EventShape.EDGE])
+                  | got["stream"].isin(route.keyed_substreams(group)))
+                 & status.isin(INPUT_STATUSES))
+                | ((status == "invalid") & got["kind"].isin(EVENT_KINDS))).to_numpy()
     if not by_owner.any():
         return got if shard == 0 else got.iloc[:0]
     mine = np.zeros(len(got), bool)

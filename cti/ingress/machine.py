@@ -391,8 +391,9 @@ class IngressMachine:
     def _validate(self, row: InRow) -> str | None:
         spec = self.specs[row.stream]
         if row.kind not in SHAPE_KINDS[spec.shape]:
-            return f"a {row.kind} event on a {spec.shape.value} stream (rule: events match the " \
-                   "stream's shape)"
+            article = "an" if row.kind[0] in "aeiou" else "a"
+            return f"{article} {row.kind} event on a {spec.shape.value} stream (rule: events " \
+                   "match the stream's shape)"
         if row.start is None:
             return "null start time (rule: no null timestamps)"
         if row.kind in ("interval", "edge_end"):
