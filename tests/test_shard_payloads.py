@@ -205,7 +205,7 @@ def test_substreams_over_the_shards_equal_one_shard(case):
     assert counts(many) == counts(one)
 
 
-def test_on_spark_edges_and_substreams_over_three_shards_equal_the_in_process_run(spark):
+def test_on_spark_edges_substreams_and_dead_letters_over_three_shards_equal_in_process(spark):
     fast = [PointEvent(t, {"k": KEYS[t % 5], "v": t}) for t in range(0, 120, 2)]
     edges = []
     for i, k in enumerate(KEYS):
@@ -216,16 +216,20 @@ def test_on_spark_edges_and_substreams_over_three_shards_equal_the_in_process_ru
     edges = [item for _, item in sorted(edges, key=lambda e: e[0])]
     arrivals = [Arriving(PointEvent(max(0, a + (a * 7) % 13 - 6), {"k": KEYS[a % 5], "v": 1}),
                          a) for a in range(0, 90, 3)]
+    bad = [InvalidInput("unreadable", f"ts=,k={KEYS[t % 5]}") if t % 9 == 4 else
+           PointEvent(t, {"k": KEYS[t % 5], "v": t}) for t in range(60)]
     for query in (_reference_join(fast, edges, 4, AdvanceTimePolicy.ADJUST),
                   _reference_join(fast, edges, timedelta(microseconds=7),
                                   AdvanceTimePolicy.DROP),
-                  _substreams(arrivals, AdvanceTimePolicy.ADJUST)):
+                  _substreams(arrivals, AdvanceTimePolicy.ADJUST),
+                  _dead_lettering(bad, 2)):
         runtime = SparkRuntime(spark, shards=3, batch_sizes=[20, 7])
         assert query.collect(runtime) == query.collect(LocalRuntime())
         for stream in query.inputs():  # the counts in Spark's progress: each event once
             want = stream.run(LocalRuntime())[stream.name].metrics
             for metric, name in (("accepted", "accepted"), ("adjusted", "adjusted"),
-                                 ("dropped", "dropped"), ("cti", "ctis")):
+                                 ("dropped", "dropped"), ("invalid", "invalid"),
+                                 ("cti", "ctis")):
                 assert sum(b.get(f"{stream.name}.{metric}") or 0
                            for b in runtime.progress) == want[name], (stream.name, metric)
 
@@ -281,6 +285,16 @@ def bad_input_cases(draw):
                 seed=draw(st.integers(0, 1000)))
 
 
+def _dead_lettering(items, every):
+    """A count per key of a point stream that dead-letters its bad rows."""
+    s = CepStream.create("s", MemoryInputAdapterFactory(), items, EventShape.POINT,
+                         AdvanceTimeSettings(AdvanceTimeGenerationSettings(every),
+                                             policy=AdvanceTimePolicy.DROP),
+                         application=Application(), on_bad_input="dead_letter")
+    return s.group_by("k").apply(
+        lambda g: g.tumbling_window(timedelta(microseconds=10)).aggregate(n=agg.count()))
+
+
 class _Unchecked(MemoryInputAdapter):
     """Its items as they are: an interval on a point stream reaches the engine (ingress
     checks the shape), as from an adapter that does not check it."""
@@ -292,12 +306,7 @@ class _Unchecked(MemoryInputAdapter):
 @CASES
 @given(case=bad_input_cases())
 def test_dead_letters_over_the_shards_equal_one_shard(case):
-    s = CepStream.create("s", MemoryInputAdapterFactory(), case["items"], EventShape.POINT,
-                         AdvanceTimeSettings(AdvanceTimeGenerationSettings(case["every"]),
-                                             policy=AdvanceTimePolicy.DROP),
-                         application=Application(), on_bad_input="dead_letter")
-    query = s.group_by("k").apply(
-        lambda g: g.tumbling_window(timedelta(microseconds=10)).aggregate(n=agg.count()))
+    query = _dead_lettering(case["items"], case["every"])
     adapters = {"s": _Unchecked(case["items"], EventShape.POINT)}
     batches = _batches(case["cuts"], len(case["items"]), "s")
     _, one, _, _ = run_shards(query, adapters, batches, 1)
