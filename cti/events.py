@@ -217,6 +217,15 @@ SHAPE_KINDS: dict[EventShape, frozenset[str]] = {
     EventShape.EDGE: frozenset({"edge_start", "edge_end"}),
 }
 EVENT_KINDS: frozenset[str] = frozenset().union(*SHAPE_KINDS.values())
+
+
+def wrong_shape(kind: str, shape: EventShape) -> str:
+    """The rule an event of ``kind`` breaks on a stream of ``shape`` (bad input)."""
+    def a(noun: str) -> str:
+        return f"{'an' if noun[0] in 'aeiou' else 'a'} {noun}"
+
+    return f"{a(kind)} event on {a(shape.value)} stream (rule: events match the stream's shape)"
+
 # What ingress made of an event (an input row's status: these, or ``invalid`` for bad input),
 # and why an event-ordering policy moved or dropped one.
 EVENT_STATUSES = ("accepted", "adjusted", "dropped")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import pickle
 
+import attrs
 import pandas as pd
 import pytest
 from hypothesis import HealthCheck, event, given, settings
@@ -47,7 +48,7 @@ def specs(draw):
         duration=None if count is not None else draw(st.integers(1, 8)),
         delay=draw(st.integers(-2, 6)),
         advance_to_infinity_on_shutdown=draw(st.booleans()),
-        policy=draw(st.sampled_from(list(AdvanceTimePolicy))))
+        policy=draw(st.sampled_from(list(AdvanceTimePolicy))), dead_letter=draw(st.booleans()))
 
 
 @st.composite
@@ -89,21 +90,25 @@ def test_vectorised_ingress_equals_the_row_machine(data):
     if len(batches) > 1 and batches[0]:
         batches[1] = batches[0][-1:] + batches[1]
     row_machine, mixed = IngressMachine([spec]), IngressMachine([spec])
-    want, got, used = [], [], 0
+    want, got, used, dead = [], [], 0, 0
     for batch in batches:
         try:
             want.append(out_rows_to_pandas(row_machine.process(in_rows_from_pandas(frame(batch)))))
-        except Exception as exc:  # bad input raises: the vectorised path must decline it
-            assert vectorized.process(spec, mixed.state["streams"][0], frame(batch)) is None, exc
+        except CtiError as exc:  # bad input raises: the vectorised path raises the same
+            with pytest.raises(type(exc)) as raised:
+                vectorized.process(spec, mixed.state["streams"][0], frame(batch))
+            assert str(raised.value) == str(exc)
             return
         fast = vectorized.process(spec, mixed.state["streams"][0], frame(batch))
         if fast is None:
             fast = out_rows_to_pandas(mixed.process(in_rows_from_pandas(frame(batch))))
         else:
             used += 1
+            dead += int((fast["status"] == "invalid").sum())
         got.append(fast)
         assert pickle.dumps(mixed.state) == pickle.dumps(row_machine.state)
     event(f"vectorised batches: {min(used, 2)}")
+    event(f"dead letters vectorised: {min(dead, 2)}")
     w, g = pd.concat(want, ignore_index=True), pd.concat(got, ignore_index=True)
     pd.testing.assert_frame_equal(g, w, check_dtype=False)
 
@@ -255,11 +260,12 @@ def same_step(rows_machine: IngressMachine, mixed: IngressMachine, batch: list) 
     table = frame([in_row_to_tuple(r) for r in batch])
     try:
         want = out_rows_to_pandas(rows_machine.process(batch))
-    except CtiError:
-        with pytest.raises(CtiError):
+    except CtiError as exc:  # the same error, raised by the vectorised path or declined
+        with pytest.raises(type(exc)) as raised:
             got = vectorized.process_group(mixed, table)
             if got is None:
                 mixed.process(in_rows_from_pandas(table))
+        assert str(raised.value) == str(exc)
         return None
     got = vectorized.process_group(mixed, table)
     used = got is not None
@@ -410,14 +416,21 @@ def _books(machine: IngressMachine) -> list[list]:
 
 @settings(max_examples=250, deadline=None, suppress_health_check=list(HealthCheck))
 @given(defs=stream_defs(second_stream=False, shapes=(EventShape.EDGE,), max_time_cti=True,
-                        stray_edge_ends=True), sizes=batch_sizes)
-def test_an_edge_stream_runs_vectorised_as_the_row_machine(defs, sizes):
+                        stray_edge_ends=True), sizes=batch_sizes, data=st.data())
+def test_an_edge_stream_runs_vectorised_as_the_row_machine(defs, sizes, data):
     """An edge stream that generates its CTIs: starts judged by the arrays, ends paired in
     arrival order with the earliest open start of their identity (dropped with it, dropped or
     moved behind the CTI, moved past an adjusted start); the same output and state, the
-    book's order included, batch after batch. An end that closes nothing goes to the row
-    machine."""
+    book's order included, batch after batch. Bad rows (an end that closes nothing, a row
+    the adapter could not read, a point on the edge stream) are dead-lettered, or the first
+    one raises the row machine's error."""
     specs, inputs = _group_inputs(defs)
+    specs = [attrs.evolve(specs[0], dead_letter=data.draw(st.booleans()))]
+    rows = inputs[0]
+    for at in data.draw(st.lists(st.integers(0, len(rows) - 2), max_size=2)
+                        if len(rows) > 1 else st.just([])):
+        rows[at] = rows[at]._replace(**data.draw(st.sampled_from([
+            {"kind": "point"}, {"kind": "invalid", "error": "unreadable"}])))
     rows_machine, mixed = IngressMachine(specs), IngressMachine(specs)
     size, pos, used = sizes[0], 0, 0
     while pos < len(inputs[0]):

@@ -203,7 +203,7 @@ def timed_step(machine: IngressMachine, pdf: pd.DataFrame, owner: int,
     kept = np.flatnonzero(~dropped)
     chunk = kept_chunk(spec.shape.value, e_start[kept], e_end[kept], before[kept],
                        adjust[kept], pdf["payload"].to_numpy(object)[ev][kept], ctis.tolist(),
-                       known_field(pdf.iloc[ev], slice(None), kept, field))
+                       known_field(pdf.iloc[ev], kept, field))
 
     # Output rows: the CTIs (shard 0's count), the own events' counts.
     events_upto = np.minimum(g_seq[emits] - first + 1, n_events)

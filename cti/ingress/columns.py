@@ -35,13 +35,15 @@ def judged(spec: StreamSpec, is_ev: np.ndarray | bool, start: np.ndarray, end: n
 
 def edges_paired(book: dict, spec: StreamSpec, starts: np.ndarray, ends: np.ndarray,
                  start: np.ndarray, end: np.ndarray, payload: np.ndarray, before: np.ndarray,
-                 verdict: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...] | None:
-    """The edges' output times (``NULL`` where dropped), reasons and (accepted, adjusted,
-    dropped) masks, the ends' included, pairing each end with the earliest open start of its
-    start time and payload (``cti.edges``) in arrival order as the row machine does; and the
-    book (``open_edges``) as the row machine leaves it, its order included: identities it holds
-    throughout keep their place, the others follow in the order they were last opened. None
-    (the book untouched) where an end has no open start: bad input, for the row machine.
+                 verdict: tuple[np.ndarray, ...], strays: bool = False
+                 ) -> tuple[np.ndarray, ...] | None:
+    """The edges' output times (``NULL`` where dropped), reasons, (accepted, adjusted,
+    dropped) masks, the ends' included, and the mask of ends that close nothing (bad input),
+    pairing each end with the earliest open start of its start time and payload
+    (``cti.edges``) in arrival order as the row machine does; and the book (``open_edges``) as
+    the row machine leaves it, its order included: identities it holds throughout keep their
+    place, the others follow in the order they were last opened. An end that closes nothing
+    changes nothing; without ``strays`` the first one gives None instead (the book untouched).
 
     ``starts``/``ends``: the rows to pair (the owner's edges); ``verdict``: ``judged`` on the
     starts. A start opens with the time it was emitted at (None if dropped); an end closes it:
@@ -54,11 +56,12 @@ def edges_paired(book: dict, spec: StreamSpec, starts: np.ndarray, ends: np.ndar
     out_end = np.where(dropped, NULL, end)
     reason = np.where(violates, "cti_violation", None).astype(object)
     rows = np.flatnonzero(starts | ends)
+    stray = np.zeros(len(starts), bool)
     if not ends.any():  # starts alone: opened in bulk, in order
         emitted = out_start[rows].tolist()
         open_edges(book, zip(start[rows].tolist(), payload[rows].tolist(), strict=True),
                    [None if t == NULL else t for t in emitted])
-        return out_start, out_end, reason, accepted, adjust, dropped
+        return out_start, out_end, reason, accepted, adjust, dropped, stray
     lines: dict[tuple, list] = {}  # identity -> its open values now (the book's, copied)
     moved: dict[tuple, int] = {}  # identity -> when it was last (re)opened, if it left its place
     drop_late = spec.policy is AdvanceTimePolicy.DROP
@@ -74,8 +77,12 @@ def edges_paired(book: dict, spec: StreamSpec, starts: np.ndarray, ends: np.ndar
                 moved[ident] = op
             line.append(None if a_out == NULL else a_out)
             continue
-        if not line:
-            return None  # no open start: bad input
+        if not line:  # no open start: bad input
+            if not strays:
+                return None
+            stray[j] = True
+            out_start[j] = out_end[j] = NULL
+            continue
         a = line.pop(0)
         if a is None:
             out_start[j] = out_end[j] = NULL
@@ -102,12 +109,15 @@ def edges_paired(book: dict, spec: StreamSpec, starts: np.ndarray, ends: np.ndar
     for ident in sorted((i for i in moved if lines[i]), key=moved.__getitem__):
         book[ident] = lines[ident]
     kept = reason == None  # noqa: E711 (per row)
-    return (out_start, out_end, reason, accepted | (ends & kept),
-            adjust | (ends & ~kept & (out_start != NULL)), dropped | (ends & (out_start == NULL)))
+    judged_ends = ends & ~stray
+    return (out_start, out_end, reason, accepted | (judged_ends & kept),
+            adjust | (judged_ends & ~kept & (out_start != NULL)),
+            dropped | (judged_ends & (out_start == NULL)), stray)
 
 
 def output_frame(cols: dict[str, Any], index: int) -> pd.DataFrame:
-    """Output rows of stream ``index`` in the Spark layout (no partition)."""
+    """Output rows of stream ``index`` in the Spark layout (``partition``: None unless
+    given)."""
     n = len(cols.get("seq", ()))
     times = ("seq", "in_seq", "start", "end", "orig_start", "orig_end", "cti")
     return pd.DataFrame({
@@ -115,5 +125,6 @@ def output_frame(cols: dict[str, Any], index: int) -> pd.DataFrame:
         **{c: np.asarray(cols.get(c, np.zeros(0)), np.int64 if c in times else object)
            for c in ("seq", "in_seq", "kind", "start", "end", "payload", "status",
                      "orig_start", "orig_end", "cti", "reason")},
-        "partition": np.full(n, None, object),
+        "partition": np.asarray(cols["partition"], object) if "partition" in cols
+        else np.full(n, None, object),
     }, copy=False)

@@ -129,7 +129,7 @@ def process(machine: IngressMachine, pdf: pd.DataFrame, fast: int) -> pd.DataFra
                               (violates, adjusted, dropped, accepted))
         if paired is None:
             return None
-        out_start, out_end, reason, accepted, adjusted, dropped = paired
+        out_start, out_end, reason, accepted, adjusted, dropped, _ = paired
         judge |= ends
     else:
         out_start = np.where(dropped, NULL, np.where(adjusted, before, s))

@@ -16,7 +16,7 @@ from typing import Any
 
 from cti.edges import close_edge, open_edge, reopen_edge
 from cti.errors import BadInputError, CtiViolationError
-from cti.events import EVENT_KINDS, INPUT_STATUSES, SHAPE_KINDS, EventShape
+from cti.events import EVENT_KINDS, INPUT_STATUSES, SHAPE_KINDS, EventShape, wrong_shape
 from cti.ingress import ordering
 from cti.ingress.spec import StreamSpec
 from cti.rows import CLOCK, EOS, INVALID, InRow, OutRow, payload_to_json
@@ -57,7 +57,7 @@ def _drop_passed(st: dict[str, Any]) -> None:
         queue.popleft()
 
 
-def _elsewhere(row: InRow) -> bool:
+def elsewhere(row: InRow) -> bool:
     """Whether the row is another query shard's event, routed here without its payload for its
     times (``cti.engine.batch.routed``): an error in it is its owner's to raise, naming it
     (every shard judges the events' times alike, so the owner meets it too)."""
@@ -71,6 +71,61 @@ def _describe(row: InRow) -> str:
     if row.end is not None:
         times += f", {format_time(row.end)}"
     return f"{row.kind}({times}) payload={row.payload}"
+
+
+# ---- the rules a row can break (SPEC 9), worded once for every path --------------------------
+
+UNREADABLE = "the adapter could not read this row"
+STRAY_END = ("edge end with no open edge start of the same start time and payload (rule: an "
+             "edge end closes an open start)")
+
+
+def out_of_sequence(spec: StreamSpec, seq: int, expected: int) -> BadInputError:
+    return BadInputError(f"stream {spec.name!r}: input row #{seq} arrived before row "
+                         f"#{expected} (rule: a stream's rows arrive in sequence)")
+
+
+def after_end(spec: StreamSpec, seq: int) -> BadInputError:
+    return BadInputError(f"stream {spec.name!r}: row #{seq} after the end of input")
+
+
+def arrival_back(arrival: int, previous: int) -> str:
+    return (f"arrival time {format_time(arrival)} is before the previous arrival "
+            f"{format_time(previous)} (rule: arrival time never goes back within a stream)")
+
+
+def bad_input(spec: StreamSpec, row: InRow, rule: str) -> BadInputError:
+    return BadInputError(f"stream {spec.name!r}, input #{row.seq} ({_describe(row)}): {rule}")
+
+
+def problem(spec: StreamSpec, row: InRow) -> str | None:
+    """The rule a row of a stream without an event-ordering policy breaks (None: none),
+    as processing meets it: unreadable or an error carried in (an arrival that went back), a
+    CTI without a time, an event that does not fit the stream (``validate``)."""
+    if row.kind == INVALID or row.error:
+        return row.error or UNREADABLE
+    if row.kind == "cti":
+        return "a CTI needs a time (rule: no null timestamps)" if row.start is None else None
+    return validate(spec, row)
+
+
+def validate(spec: StreamSpec, row: InRow) -> str | None:
+    """The rule an event row breaks, if any: the stream's shape, times present, a non-empty
+    lifetime, no sentinel time."""
+    if row.kind not in SHAPE_KINDS[spec.shape]:
+        return wrong_shape(row.kind, spec.shape)
+    if row.start is None:
+        return "null start time (rule: no null timestamps)"
+    if row.kind in ("interval", "edge_end"):
+        if row.end is None:
+            return "null end time (rule: no null timestamps)"
+        if row.end <= row.start:
+            return "end <= start (rule: a lifetime is non-empty)"
+    for t in (row.start, row.end):
+        if t is not None and t in (MIN_TIME, MAX_TIME):
+            return f"time {format_time(t)} is a sentinel (rule: events lie strictly " \
+                   "between MIN_TIME and MAX_TIME)"
+    return None
 
 
 class IngressMachine:
@@ -89,7 +144,7 @@ class IngressMachine:
         self._current_key: tuple = ()
         # Met bad input first in another shard's event: its owner raises, naming it whole, and
         # fails the micro-batch; this shard raises for no later row (the same error every run).
-        self._failing = False
+        self.failing = False
 
     # ---- public -----------------------------------------------------------------------------
 
@@ -123,12 +178,9 @@ class IngressMachine:
         if row.seq < st["next_in_seq"]:
             return  # already received: a replayed row
         if row.seq > st["next_in_seq"]:
-            raise BadInputError(
-                f"stream {spec.name!r}: input row #{row.seq} arrived before row "
-                f"#{st['next_in_seq']} (rule: a stream's rows arrive in sequence)"
-            )
+            raise out_of_sequence(spec, row.seq, st["next_in_seq"])
         if st["eos"]:
-            raise BadInputError(f"stream {spec.name!r}: row #{row.seq} after the end of input")
+            raise after_end(spec, row.seq)
         st["next_in_seq"] = row.seq + 1
         if row.kind == EOS:
             arrival = st["data_arrival"] = MAX_TIME
@@ -140,10 +192,7 @@ class IngressMachine:
             # merged at the tick, and only a row behind the stream's data is out of sequence.
             arrival = max(row.arrival, st["last_arrival"])
             if row.arrival < st["data_arrival"] and row.kind != INVALID:
-                row = row._replace(
-                    error=f"arrival time {format_time(row.arrival)} is before the previous "
-                          f"arrival {format_time(st['data_arrival'])} (rule: arrival time "
-                          "never goes back within a stream)")
+                row = row._replace(error=arrival_back(row.arrival, st["data_arrival"]))
             st["data_arrival"] = max(st["data_arrival"], row.arrival)
         else:
             sync = row.end if row.kind == "edge_end" else row.start
@@ -260,12 +309,10 @@ class IngressMachine:
     def _bad(self, row: InRow, rule: str) -> None:
         spec = self.specs[row.stream]
         if not spec.dead_letter:
-            if self._failing or _elsewhere(row):
-                self._failing = True
+            if self.failing or elsewhere(row):
+                self.failing = True
                 return
-            raise BadInputError(
-                f"stream {spec.name!r}, input #{row.seq} ({_describe(row)}): {rule}"
-            )
+            raise bad_input(spec, row, rule)
         self._emit(row.stream, row.seq, row.kind, None, None, row.payload,
                    "invalid", row.start, row.end, rule, row.partition)
 
@@ -310,27 +357,22 @@ class IngressMachine:
             if spec.generates and spec.advance_to_infinity_on_shutdown:
                 self._advance(i, MAX_TIME)
             return
-        if row.kind == INVALID or row.error:
-            self._bad(row, row.error or "the adapter could not read this row")
+        rule = problem(spec, row)
+        if rule:
+            self._bad(row, rule)
             return
         if row.kind == "cti":
-            if row.start is None:
-                self._bad(row, "a CTI needs a time (rule: no null timestamps)")
-            elif row.start <= st["cti"]:
+            if row.start <= st["cti"]:
                 self._emit(i, row.seq, "cti", None, None, None, "cti_regression", row.start,
                            reason=f"CTI {format_time(row.start)} does not move the stream's "
                            f"time {format_time(st['cti'])} forward; ignored")
             else:
                 self._advance(i, row.start)
             return
-        problem = self._validate(row)
-        if problem:
-            self._bad(row, problem)
-            return
         if row.kind in COUNTED:
             st["max_start"] = row.start if st["max_start"] is None else max(st["max_start"],
                                                                             row.start)
-        if _elsewhere(row) and row.kind in SHAPE_KINDS[EventShape.EDGE]:
+        if elsewhere(row) and row.kind in SHAPE_KINDS[EventShape.EDGE]:
             pass  # another shard's edge, routed here for its time: its owner pairs and judges it
         elif row.kind == "edge_end":
             self._edge_end(row)
@@ -357,12 +399,12 @@ class IngressMachine:
             self._bad(row, "an event-ordering stream takes no CTIs from its adapter (rule: "
                       "the policy produces the stream's CTIs)")
             return
-        problem = row.error or self._validate(row)
+        rule = row.error or validate(spec, row)
         tid = None
-        if problem is None and not (_elsewhere(row) and spec.ordering.over is not None):
-            tid, problem = ordering.timeline_id(spec.ordering, row)
-        if problem:
-            self._bad(row, problem)
+        if rule is None and not (elsewhere(row) and spec.ordering.over is not None):
+            tid, rule = ordering.timeline_id(spec.ordering, row)
+        if rule:
+            self._bad(row, rule)
             return
         ost["A"] = max(ost["A"], row.arrival)
         if tid is None:
@@ -388,25 +430,6 @@ class IngressMachine:
                 self._emit(i, -1, "metrics", None, None,
                            payload_to_json(ordering.snapshot(spec.ordering, ost)), "metrics")
 
-    def _validate(self, row: InRow) -> str | None:
-        spec = self.specs[row.stream]
-        if row.kind not in SHAPE_KINDS[spec.shape]:
-            article = "an" if row.kind[0] in "aeiou" else "a"
-            return f"{article} {row.kind} event on a {spec.shape.value} stream (rule: events " \
-                   "match the stream's shape)"
-        if row.start is None:
-            return "null start time (rule: no null timestamps)"
-        if row.kind in ("interval", "edge_end"):
-            if row.end is None:
-                return "null end time (rule: no null timestamps)"
-            if row.end <= row.start:
-                return "end <= start (rule: a lifetime is non-empty)"
-        for t in (row.start, row.end):
-            if t is not None and t in (MIN_TIME, MAX_TIME):
-                return f"time {format_time(t)} is a sentinel (rule: events lie strictly " \
-                       "between MIN_TIME and MAX_TIME)"
-        return None
-
     def _violation(self, row: InRow, c: int) -> bool:
         """True when the event should get the policy; raises for a stream with no policy."""
         spec = self.specs[row.stream]
@@ -419,8 +442,8 @@ class IngressMachine:
             self._emit(row.stream, row.seq, row.kind, None, None, row.payload,
                        "invalid", row.start, row.end, msg, row.partition)
             return False
-        if self._failing or _elsewhere(row):
-            self._failing = True
+        if self.failing or elsewhere(row):
+            self.failing = True
             return False
         raise CtiViolationError(msg)
 
@@ -457,8 +480,7 @@ class IngressMachine:
         edge_key = (s, row.payload)
         found, a = close_edge(st["open_edges"], edge_key)
         if not found:
-            self._bad(row, "edge end with no open edge start of the same start time and "
-                      "payload (rule: an edge end closes an open start)")
+            self._bad(row, STRAY_END)
             return
         if a is None:
             self._emit(i, row.seq, row.kind, None, None, row.payload, "dropped", s, e,

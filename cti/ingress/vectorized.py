@@ -3,12 +3,18 @@
 The row machine (``IngressMachine``) is the definition; this computes exactly its output rows
 and its new state, with numpy over the whole batch, for a group of one stream that generates
 its CTIs (count or duration), has a policy, imports nothing and has no event-ordering policy, on
-a batch of valid point, interval or edge rows, adapter CTIs and end of input. An edge stream's
+a batch of point, interval or edge rows, adapter CTIs and end of input. An edge stream's
 starts are judged by the arrays and its ends paired with them in one pass over the edges in
 arrival order (``columns.edges_paired``: a dict operation per edge, no event object).
-Anything else (bad rows, an edge end that closes nothing, arrival times that go back, a gap in
-the sequence) returns None, and the caller runs the row machine on the same state: both keep
-the same state, so they can take turns.
+
+Bad input (SPEC 9: a row the adapter could not read, an event that does not fit the stream, an
+arrival time that goes back, an edge end that closes nothing) is found by the arrays and
+worded by the row machine's own rules (``machine.problem``) on the few rows they flag: each
+such row is dead-lettered in its place (``on_bad_input="dead_letter"``), or the first raises
+the row machine's error; so do rows out of sequence or after the end of input. Where a clock
+tick is among the rows, or another shard's event broke a rule (its owner raises), this
+returns None and the caller runs the row machine on the same state: both keep the same state,
+so they can take turns.
 
 Rows and output are pandas frames in the Spark row layout (``cti.runtime.spark.schema``: a
 missing time is ``NULL_TIME``).
@@ -23,12 +29,22 @@ import numpy as np
 import pandas as pd
 
 from cti.engine.layout import in_rows_from_pandas, out_rows_to_pandas
-from cti.events import EventShape
+from cti.events import SHAPE_KINDS, EventShape
 from cti.ingress import importing
 from cti.ingress.columns import NULL, STATUS, edges_paired, judged, output_frame
-from cti.ingress.machine import IngressMachine
+from cti.ingress.machine import (
+    STRAY_END,
+    IngressMachine,
+    after_end,
+    arrival_back,
+    bad_input,
+    elsewhere,
+    out_of_sequence,
+    problem,
+)
 from cti.ingress.spec import StreamSpec, imported_by_all
 from cti.operators.frame import Chunk, filled, make, stack, text_codes
+from cti.rows import CLOCK, EOS, INVALID
 from cti.time import MAX_TIME, MIN_TIME, format_time
 
 _REASON = np.asarray([None, "cti_violation"], dtype=object)
@@ -114,6 +130,8 @@ def process_group(machine: IngressMachine, pdf: pd.DataFrame, owner: int | None 
     the stream's events, so its event rows weigh 0; every other row weighs 1.
     """
     specs = machine.specs
+    if machine.failing:  # (bad input met in another shard's event: the row machine goes on)
+        return None
     if eligible(specs, edges=True):
         done = _process(specs[0], machine.state["streams"][0], pdf, 0, owner)
         return None if done is None else done[0]
@@ -173,7 +191,7 @@ def shard_chunk(machine: IngressMachine, pdf: pd.DataFrame, owner: int,
     ``field``: the payload field that spreads the query; where ``pdf`` has its JSON text for
     every event the chunk keeps (``text``, see ``packing.routed``), the chunk carries its
     codes (``Chunk.fields``)."""
-    if not eligible(machine.specs):
+    if machine.failing or not eligible(machine.specs):
         return None
     done = _process(machine.specs[0], machine.state["streams"][0], pdf, 0, owner,
                     events_apart=True, field=field)
@@ -187,54 +205,46 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
     (the merge key of the row that made it), and (``events_apart``, with an ``owner``) the
     owner's chunk, whose event rows the output then leaves out; None where the row machine
     must run. ``owner``: see ``process_group``; ``field``: see ``shard_chunk``."""
-    if st["eos"] or st["pending"] or st["imported"] or \
+    if st["pending"] or st["imported"] or \
             st["data_arrival"] != st["last_arrival"]:  # a clock tick ahead of the data
         return None
-    seq = pdf["seq"].to_numpy(np.int64)
-    if len(seq) > 1 and not (seq[1:] > seq[:-1]).all():
-        pdf = pdf.sort_values("seq", kind="stable")
-        seq = pdf["seq"].to_numpy(np.int64)
-        if not (seq[1:] > seq[:-1]).all():  # a row twice
-            return None
-    # Rows seen before are replays; the rest must go on from the next row, without a gap (they
-    # increase strictly, so the first and the last say so).
-    take = slice(int(np.searchsorted(seq, st["next_in_seq"])), None)
-    seq = seq[take]
-    n = len(seq)
+    edges = spec.shape is EventShape.EDGE
+    ev_kind = "edge_start" if edges else EVENT_KIND[spec.shape]
+    got = in_sequence(spec, st, pdf, ev_kind)
+    if got is None:
+        return None
+    pdf, kind, rest = got
+    n = len(pdf)
     if n == 0:
         empty = output_frame({}, index)
         return ((empty if owner is None else empty.assign(weight=np.zeros(0, np.int64))), [],
                 Chunk.empty())
-    if seq[0] != st["next_in_seq"] or seq[-1] != st["next_in_seq"] + n - 1:
-        return None
-    kind = pdf["kind"].to_numpy(object)[take]
-    start = pdf["start"].to_numpy(np.int64)[take]
-    end = pdf["end"].to_numpy(np.int64)[take]
-    arrival = pdf["arrival"].to_numpy(np.int64)[take]
-    payload = pdf["payload"].to_numpy(object)[take]
-    errors = pdf["error"].to_numpy(object)[take]
-    edges = spec.shape is EventShape.EDGE
-    ev_kind = "edge_start" if edges else EVENT_KIND[spec.shape]
-    is_ev = kind == ev_kind  # (edges: the starts, which count for generation)
-    is_end = kind == "edge_end" if edges else np.zeros(n, bool)
-    rest = np.flatnonzero(~(is_ev | is_end))  # usually few: compare the other kinds there only
-    is_cti, is_eos = np.zeros(n, bool), np.zeros(n, bool)
-    is_cti[rest], is_eos[rest] = kind[rest] == "cti", kind[rest] == "eos"
-    if not (is_ev | is_end | is_cti | is_eos).all() or (errors != None).any():  # noqa: E711
-        return None
-    if is_eos.any() and (not is_eos[-1] or is_eos.sum() > 1):
-        return None
-    if ((start == NULL) & ~is_eos).any() or ((start == MAX_TIME) & (is_ev | is_end)).any():
-        return None
-    spans = is_end if edges else is_ev if ev_kind == "interval" else None
-    if spans is not None and ((end == NULL) | (end <= start) | (end == MAX_TIME))[spans].any():
-        return None
+    seq = pdf["seq"].to_numpy(np.int64)
+    start = pdf["start"].to_numpy(np.int64)
+    end = pdf["end"].to_numpy(np.int64)
+    arrival = pdf["arrival"].to_numpy(np.int64)
+    payload = pdf["payload"].to_numpy(object)
+    is_ev, is_end, is_cti, is_eos = (np.zeros(n, bool) for _ in range(4))
+    is_ev[:] = True
+    is_ev[rest] = False  # (the other kinds are few: compared there only)
+    is_end[rest], is_cti[rest] = kind[rest] == "edge_end", kind[rest] == "cti"
+    is_eos[-1] = kind[-1] == "eos"  # (``in_sequence``: none before the last row)
     # Arrival order: an explicit arrival may not go back; otherwise the sync time (SPEC 5).
     sync_arrival = np.where(arrival != NULL, arrival, np.where(
         is_eos, MAX_TIME, np.where(is_end, end, start)))
     run = np.maximum.accumulate(np.concatenate([[st["last_arrival"]], sync_arrival]))
-    if ((arrival != NULL) & (arrival < run[:-1])).any():
-        return None
+    rule = broken_rules(spec, pdf, kind, rest, run[:-1])
+    bad = rule != None  # noqa: E711 (per row)
+    if bad.any():
+        good = ~bad
+        is_ev, is_end, is_cti = is_ev & good, is_end & good, is_cti & good
+        if not spec.dead_letter:  # the first bad row raises, as processing meets it
+            first = int(np.argmax(bad))
+            row = in_rows_from_pandas(pdf.iloc[first:first + 1])[0]
+            if elsewhere(row):
+                return None  # (its owner raises; the row machine goes on here, as it must)
+            if not edges:  # (edges: an end that closes nothing may come first)
+                raise bad_input(spec, row, rule[first])
 
     # CTI generation (SPEC 4): counted events are all events, whatever the policy does.
     prev_max = MIN_TIME if st["max_start"] is None else st["max_start"]
@@ -262,12 +272,15 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
 
     if edges:  # only the owner of an edge (it has its payload) pairs and judges it
         owned = (is_ev | is_end) & (payload != None)  # noqa: E711 (per row)
-        paired = edges_paired(st["open_edges"], spec, is_ev & owned, is_end & owned, start,
-                              end, payload, before,
-                              judged(spec, is_ev & owned, start, end, before))
-        if paired is None:
-            return None
-        out_start, out_end, reason, accepted, adjust, dropped = paired
+        out_start, out_end, reason, accepted, adjust, dropped, stray = edges_paired(
+            st["open_edges"], spec, is_ev & owned, is_end & owned, start, end, payload,
+            before, judged(spec, is_ev & owned, start, end, before), strays=True)
+        if not spec.dead_letter and (stray | bad).any():
+            first = int(np.argmax(stray | bad))
+            raise bad_input(spec, in_rows_from_pandas(pdf.iloc[first:first + 1])[0],
+                            rule[first] if bad[first] else STRAY_END)
+        if stray.any():  # an end that closes nothing: a dead letter
+            rule[stray], bad, owned = STRAY_END, bad | stray, owned & ~stray
     else:
         violates, adjust, dropped, accepted = judged(spec, is_ev, start, end, before)
         out_start = np.where(dropped, NULL, np.where(adjust, before, start))
@@ -279,16 +292,18 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
     rows_cti = np.flatnonzero(emits_cti | regression)
     others = None
     if owner is not None and not edges:  # events of other shards: counted, not output
-        rows_ev = np.flatnonzero(is_ev & (pdf["own"].to_numpy(np.int32)[take] == owner))
+        rows_ev = np.flatnonzero(is_ev & (pdf["own"].to_numpy(np.int32) == owner))
         others = status_rows({"accepted": accepted, "adjusted": adjust, "dropped": dropped})
     chunk = Chunk.empty()
     if events_apart and owner is not None:  # the chunk from the arrays; no event rows
         kept = rows_ev[~dropped[rows_ev]]
         chunk = kept_chunk(ev_kind, start[kept], end[kept], before[kept], adjust[kept],
                            payload[kept], candidate[emits_cti].tolist(),
-                           known_field(pdf, take, kept, field))
+                           known_field(pdf, kept, field))
         rows_ev = rows_ev[:0]
-    order = np.argsort(np.concatenate([rows_ev * 2, rows_cti * 2 + 1]), kind="stable")
+    rows_bad = np.flatnonzero(bad)
+    order = np.argsort(np.concatenate([rows_ev * 2, rows_bad * 2, rows_cti * 2 + 1]),
+                       kind="stable")
 
     extra = 0 if others is None else len(others["weight"])
     if extra:  # the summary rows go last
@@ -296,7 +311,9 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
 
     def pick(ev_values: np.ndarray, cti_values: np.ndarray, column: str) -> np.ndarray:
         tail = [others[column]] if extra else []
-        return np.concatenate([ev_values, cti_values, *tail])[order]
+        return np.concatenate([ev_values, dead[column], cti_values, *tail])[order]
+
+    dead = dead_letters(pdf, rows_bad, rule, before)
 
     null_cti = np.full(len(rows_cti), NULL, np.int64)
     point = ev_kind == "point"
@@ -318,10 +335,11 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
     cti_keys = [((int(run[r + 1]), index, int(seq[r])), int(candidate[r])) for r in emitted]
     # Row numbers as in the whole output: each input row's event row, then its CTI row.
     cti_row = emits_cti | regression
-    upto = np.cumsum((owned if edges else is_ev).astype(np.int64) + cti_row)
+    upto = np.cumsum((owned if edges else is_ev).astype(np.int64) + bad + cti_row)
     m = int(upto[-1])
     ev_seq = st["out_seq"] + upto[rows_ev] - 1 - cti_row[rows_ev]
     cti_seq = st["out_seq"] + upto[rows_cti] - 1
+    dead["seq"] = st["out_seq"] + upto[rows_bad] - 1
     out = output_frame({
         "seq": pick(ev_seq, cti_seq, "seq"),
         "in_seq": pick(seq[rows_ev], in_cti, "in_seq"),
@@ -336,6 +354,8 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
                          null_cti, "orig_end"),
         "cti": pick(cti_ev, cti_cti, "cti"),
         "reason": pick(reason[rows_ev], reasons_cti, "reason"),
+        "partition": pick(np.full(len(rows_ev), None, object),
+                          np.full(len(rows_cti), None, object), "partition"),
     }, index)
     if owner is not None:  # (an edge's row is reported by its owner: it weighs 1)
         out["weight"] = pick(np.full(len(rows_ev), int(edges), np.int64),
@@ -346,6 +366,7 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
     metrics["accepted"] += int(accepted.sum())
     metrics["adjusted"] += int(adjust.sum())
     metrics["dropped"] += int(dropped.sum())
+    metrics["invalid"] += len(rows_bad)
     metrics["ctis"] += int(emits_cti.sum())
     metrics["cti_regressions"] += int(regression.sum())
     st["cti"] = int(after[-1])
@@ -361,6 +382,87 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
     return out, cti_keys, chunk
 
 
+def in_sequence(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, common: str
+                ) -> tuple[pd.DataFrame, np.ndarray, np.ndarray] | None:
+    """The batch's new rows in sequence (rows seen before and a row given twice are replays:
+    skipped), their kinds, and where the kind is not ``common`` (the few other rows); raises
+    as the row machine does for a row out of sequence or after the end of input; None where a
+    clock tick is among them (the row machine takes those)."""
+    seq = pdf["seq"].to_numpy(np.int64)
+    if len(seq) > 1 and not (seq[1:] > seq[:-1]).all():
+        pdf = pdf.sort_values("seq", kind="stable")
+        seq = pdf["seq"].to_numpy(np.int64)
+        first = np.concatenate([[True], seq[1:] != seq[:-1]])
+        if not first.all():
+            pdf, seq = pdf[first], seq[first]
+    expected = st["next_in_seq"]
+    at = int(np.searchsorted(seq, expected))
+    if at:
+        pdf, seq = pdf.iloc[at:], seq[at:]
+    kind = pdf["kind"].to_numpy(object)
+    rest = np.flatnonzero(kind != common)
+    n = len(seq)
+    if not n or (not len(rest) and seq[-1] == expected + n - 1 and not st["eos"]):
+        return pdf, kind, rest  # (the usual batch)
+    if (kind[rest] == CLOCK).any():
+        return None
+    gap = np.flatnonzero(seq != expected + np.arange(n))
+    ends = rest[kind[rest] == EOS]
+    after = 0 if st["eos"] else int(ends[0]) + 1 if len(ends) else n
+    if len(gap) and gap[0] <= after:
+        raise out_of_sequence(spec, int(seq[gap[0]]), expected + int(gap[0]))
+    if after < n:
+        raise after_end(spec, int(seq[after]))
+    return pdf, kind, rest
+
+
+def broken_rules(spec: StreamSpec, pdf: pd.DataFrame, kind: np.ndarray, rest: np.ndarray,
+                 data_arrival: np.ndarray) -> np.ndarray:
+    """The rule each row breaks as the row machine words it (``machine.problem``; None: a good
+    row), ``data_arrival`` the stream's arrival before each: the checks run on the arrays, and
+    the wording on the few rows they flag."""
+    n = len(kind)
+    start = pdf["start"].to_numpy(np.int64)
+    end = pdf["end"].to_numpy(np.int64)
+    arrival = pdf["arrival"].to_numpy(np.int64)
+    back = (arrival != NULL) & (arrival < data_arrival)
+    suspect = back | (start == NULL) | (start == MAX_TIME) | (end == MAX_TIME) \
+        | (pdf["error"].to_numpy(object) != None)  # noqa: E711 (per row)
+    spans = np.zeros(n, bool)
+    if spec.shape is EventShape.INTERVAL:
+        spans[:] = True
+        spans[rest] = False
+    spans[rest] = kind[rest] == "edge_end"
+    suspect |= spans & ((end == NULL) | (end <= start))
+    suspect[rest[~np.isin(kind[rest], [*SHAPE_KINDS[spec.shape], "cti"])]] = True
+    suspect[rest[kind[rest] == EOS]] = False
+    rule = np.full(n, None, object)
+    at = np.flatnonzero(suspect)
+    for r, row in zip(at.tolist(), in_rows_from_pandas(pdf.iloc[at]), strict=True):
+        if back[r] and row.kind != INVALID:
+            row = row._replace(error=arrival_back(row.arrival, int(data_arrival[r])))
+        rule[r] = problem(spec, row)
+    return rule
+
+
+def dead_letters(pdf: pd.DataFrame, rows: np.ndarray, rule: np.ndarray, before: np.ndarray
+                 ) -> dict[str, np.ndarray]:
+    """The output columns of the dead-lettered ``rows`` (``IngressMachine._bad``): status
+    ``invalid``, no times of their own, their input times as the original ones, the rule they
+    break as the reason, the CTI in force (without ``seq``: the caller numbers them)."""
+    def at(column: str, dtype: Any) -> np.ndarray:
+        return pdf[column].to_numpy(dtype)[rows]
+
+    null = np.full(len(rows), NULL, np.int64)
+    return {"in_seq": at("seq", np.int64), "kind": at("kind", object), "start": null,
+            "end": null, "payload": at("payload", object),
+            "status": np.full(len(rows), "invalid", object), "orig_start": at("start", np.int64),
+            "orig_end": at("end", np.int64),
+            "cti": np.where(before[rows] == MIN_TIME, NULL, before[rows]),
+            "reason": rule[rows], "partition": at("partition", object),
+            "weight": np.ones(len(rows), np.int64)}
+
+
 def kept_chunk(ev_kind: str, start: np.ndarray, end: np.ndarray, before: np.ndarray,
                adjust: np.ndarray, payload: np.ndarray, ctis: list[int],
                fields: dict[str, Any]) -> Chunk:
@@ -373,14 +475,14 @@ def kept_chunk(ev_kind: str, start: np.ndarray, end: np.ndarray, before: np.ndar
                       else payload, filled(len(start), "")), ctis, fields)
 
 
-def known_field(pdf: pd.DataFrame, take: Any, kept: np.ndarray, field: str | None
-                 ) -> dict[str, tuple[np.ndarray, list[Any], list[str]]]:
+def known_field(pdf: pd.DataFrame, kept: np.ndarray, field: str | None
+                ) -> dict[str, tuple[np.ndarray, list[Any], list[str]]]:
     """``{field: text_codes}`` of the ``kept`` rows from the ``text`` column, if it has a
     text for each of them; else nothing."""
     text = pdf["text"] if field is not None and "text" in pdf else None
     if text is None or not isinstance(text.dtype, pd.CategoricalDtype) or not len(kept):
         return {}
-    codes = text.cat.codes.to_numpy()[take][kept]
+    codes = text.cat.codes.to_numpy()[kept]
     if (codes < 0).any():
         return {}
     return {field: text_codes(codes, text.cat.categories.tolist())}
@@ -399,5 +501,6 @@ def status_rows(masks: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         "orig_start": null, "orig_end": null, "cti": null,
         "reason": np.asarray([None if k == "accepted" else "cti_violation" for k in status],
                              object),
+        "partition": np.full(n, None, object),
         "weight": np.asarray([int(masks[k].sum()) for k in status], np.int64),
     }

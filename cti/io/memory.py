@@ -6,7 +6,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from cti.adapters import AdapterItem, Arriving, InvalidInput
-from cti.events import SHAPE_KINDS, Cti, EventShape, StreamItem, kind_of
+from cti.events import SHAPE_KINDS, Cti, EventShape, StreamItem, kind_of, wrong_shape
 from cti.settings import AdapterAdvanceTimeSettings
 
 
@@ -30,8 +30,7 @@ class MemoryInputAdapter:
                 continue
             kind = kind_of(inner)
             if kind != "cti" and kind not in SHAPE_KINDS[self.shape]:
-                yield InvalidInput(f"{kind} event on a {self.shape.value} stream (rule: events "
-                                   "match the stream's shape)", repr(item))
+                yield InvalidInput(wrong_shape(kind, self.shape), repr(item))
             else:
                 yield item
 

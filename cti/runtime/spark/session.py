@@ -38,7 +38,9 @@ def site_spark_home() -> Path | None:
         return None
     tag = hashlib.sha256(str(real).encode()).hexdigest()[:12]
     home = Path(tempfile.gettempdir()) / f"cti-spark-home-{os.getuid()}-{tag}"
-    entries = [e for e in real.iterdir() if e.name != "python" and e.name != "__pycache__"]
+    # (``work``: the scratch directory a local-cluster's workers make in their home, not a
+    # part of the installed PySpark)
+    entries = [e for e in real.iterdir() if e.name not in ("python", "__pycache__", "work")]
     if all((home / e.name).exists() for e in entries):
         return home
     try:
