@@ -69,7 +69,8 @@ class InputAdapter(Protocol):
     generates a CTI every N events, and the source's generation points
     (``cti.engine.timed``), instead of every row's times.
 
-    A columnar adapter has ``read_frame(start, end)`` (see ``cti.io.parquet``). If it also sets
+    A columnar adapter has ``read_frame(start, end)`` (see ``cti.io.parquet``): the rows as an
+    Arrow table in cti's row form, or None where it reads these rows by ``read``. If it also sets
     ``projects_fields = True``, its ``read_frame`` takes ``fields=``: the payload fields a run
     needs (``cti.operators.projection``; a query whose output payloads are computed, such as
     a window's aggregates, needs only the fields it reads), and may leave the others out of

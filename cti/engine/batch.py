@@ -65,12 +65,12 @@ def piece(adapter: Any, index: int, start: int, end: int, eos: bool,
     clock and end-of-input rows are no events: ``routed`` sends them to every shard.
     ``fields``: the payload fields the run needs (None: all), for an adapter that can leave
     the others out (``projects_fields``)."""
-    columnar = hasattr(adapter, "read_frame")
     projected = {"fields": fields} if fields is not None and getattr(
         adapter, "projects_fields", False) else {}
-    tables = [_in_table(adapter.read_frame(start, end, **projected), index, start)] \
-        if columnar else []
-    rows = [] if columnar or adapter is None else read_rows(index, adapter, start, end)
+    frame = adapter.read_frame(start, end, **projected) \
+        if hasattr(adapter, "read_frame") else None  # (None: the rows come from ``read``)
+    tables = [] if frame is None else [_in_table(frame, index, start)]
+    rows = [] if frame is not None or adapter is None else read_rows(index, adapter, start, end)
     if eos:
         rows.append(eos_row(index, end))
     if tick is not None:

@@ -53,9 +53,10 @@ from cti.adapters import AdapterItem, Arriving, InvalidInput
 from cti.errors import InvalidEventError, InvalidSettingsError
 from cti.events import Cti, EdgeEvent, EdgeType, EventShape, IntervalEvent, PointEvent, StreamItem
 from cti.io.checks import check_columns, check_readable_directory, check_readable_file
+from cti.rows import adapter_item_to_row, payload_to_json
 from cti.schema import check_field
 from cti.settings import AdapterAdvanceTimeSettings
-from cti.time import to_ticks, to_time_zone
+from cti.time import MIN_TIME, to_ticks, to_time_zone
 
 TIME_FORMATS = (None, "ticks", "iso")
 _NAIVE_HINT = ("write it with an offset (such as +02:00 or Z), or declare "
@@ -446,6 +447,35 @@ def _csv_table(path: str, delimiter: str) -> Any:
         return None
 
 
+def column_payloads(table: Any) -> list[str] | None:
+    """Each row's payload text (``payload_to_json`` of its fields: the table's columns) built
+    by Arrow column by column, where it writes every value exactly (``json_text``); else
+    None."""
+    from cti.json_text import column_texts, objects
+
+    fields = {n: column_texts(table.column(n)) for n in table.column_names}
+    return objects(fields, table.num_rows) if all(
+        t is not None for t in fields.values()) else None
+
+
+_FRAME_KINDS = {EventShape.POINT: "point", EventShape.INTERVAL: "interval"}
+NULL_TIME = MIN_TIME  # a missing time in cti's row form
+
+
+def _plain_ticks(column: Any) -> tuple[Any, Any]:
+    """A string column's values as int ticks where each is plain: ASCII digits (maybe signed,
+    maybe between spaces or tabs), at most 18 of them (so strictly between the sentinels);
+    and which rows are. The others read 0: ``parse_time`` gives their time or their error."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    plain = pc.match_substring_regex(column, r"^[ \t]*[+-]?[0-9]{1,18}[ \t]*$")
+    digits = pc.replace_substring_regex(pc.utf8_trim(column, " \t"), r"^\+", "")
+    ticks = pc.cast(pc.if_else(plain, digits, "0"), "int64").to_numpy()
+    mask = plain.to_numpy(zero_copy_only=False)
+    return np.where(mask, ticks, 0), mask
+
+
 @attrs.frozen
 class _File:
     path: str
@@ -597,7 +627,10 @@ class FileInputAdapter:
     def _files(self) -> list[_File]:
         """The files of the input with their data-row counts, in offset order."""
         if not os.path.isdir(self.config.path):
-            return [_File(self.config.path, None, len(self._records()))]
+            table = csv_table(self.config.path, self.config.delimiter) \
+                if self.format == "csv" else None  # (Arrow counts them where it reads them)
+            return [_File(self.config.path, None,
+                          len(self._records()) if table is None else table.num_rows)]
         return _directory(self.config.path, self.config.pattern, self.format,
                           self.config.delimiter)
 
@@ -619,6 +652,54 @@ class FileInputAdapter:
 
     def is_complete(self) -> bool:
         return not self.config.live
+
+    def read_frame(self, start: int, end: int) -> Any:
+        """``read``'s rows [start, end) in cti's row form, as an Arrow table
+        (``InputAdapter.read_frame``), for a CSV file of points or intervals whose times are
+        int ticks (no CTI or arrival column): Arrow reads the file (``csv_table``) and the
+        times and payloads are built column by column; a row whose time is not plain ticks in
+        range, or whose lifetime is empty, is built by ``to_item`` from its record, so it
+        reads (or is bad input) exactly as ``read`` has it. None (``read`` gives the rows)
+        for any other input."""
+        cfg = self.config
+        if self.format != "csv" or self.shape not in _FRAME_KINDS or os.path.isdir(cfg.path) \
+                or cfg.cti_column is not None or cfg.arrival_column is not None \
+                or cfg.time_format == "iso":
+            return None
+        table = csv_table(cfg.path, cfg.delimiter)
+        times = [cfg.start_column] + ([cfg.end_column] if self.shape is EventShape.INTERVAL
+                                      else [])
+        payload = [c for c in table.column_names if c not in self._reserved] \
+            if table is not None and cfg.payload_columns is None else cfg.payload_columns
+        if table is None or not set(times) | set(payload) <= set(table.column_names):
+            return None
+        import numpy as np
+        import pyarrow as pa
+
+        table = table.slice(start, max(0, end - start))
+        n = table.num_rows
+        t0, plain = _plain_ticks(table.column(times[0]))
+        t1 = np.full(n, NULL_TIME, np.int64)
+        if len(times) > 1:
+            t1, plain_end = _plain_ticks(table.column(times[1]))
+            plain &= plain_end & (t1 > t0)
+        texts = column_payloads(table.select(payload))
+        payloads = np.asarray(texts if texts is not None else [
+            payload_to_json(r) for r in table.select(payload).to_pylist()], object)
+        kind = np.full(n, _FRAME_KINDS[self.shape], object)
+        error = np.full(n, None, object)
+        if not plain.all():  # built as ``read`` builds them, from their records
+            records = self._records()
+            for i in np.flatnonzero(~plain).tolist():
+                row = adapter_item_to_row(0, 0, self.to_item(records[start + i]))
+                kind[i], payloads[i], error[i] = row.kind, row.payload, row.error
+                t0[i] = NULL_TIME if row.start is None else row.start
+                t1[i] = NULL_TIME if row.end is None else row.end
+        return pa.table({
+            "kind": pa.array(kind, pa.string()), "start": t0, "end": t1,
+            "payload": pa.array(payloads, pa.string()),
+            "arrival": np.full(n, NULL_TIME, np.int64), "partition": pa.nulls(n, pa.string()),
+            "error": pa.array(error, pa.string())})
 
     def to_item(self, record: _Record, path: str | None = None,
                 arrival: int | None = None) -> AdapterItem:

@@ -35,8 +35,7 @@ import pyarrow as pa
 from cti.adapters import AdapterItem, Arriving, InvalidInput
 from cti.errors import InvalidSettingsError
 from cti.events import EdgeEvent, EventShape
-from cti.io.files import _scan, csv_table
-from cti.json_text import column_texts, objects
+from cti.io.files import _scan, column_payloads, csv_table
 from cti.rows import INVALID, payload_to_json
 from cti.time import MAX_TIME, MIN_TIME, TimeLike, to_ticks
 
@@ -137,7 +136,7 @@ class ReferenceDataInputAdapter:
         table = self._table()
         if table is not None:
             table = table.slice(start, max(0, end - start))
-            payloads = _column_payloads(table)
+            payloads = column_payloads(table)
             return _frame(t, payloads if payloads is not None else [
                 payload_to_json(r) for r in table.to_pylist()], None)
         entries = list(self._entries(start, end))
@@ -176,14 +175,6 @@ class ReferenceDataInputAdapterFactory:
         return ReferenceDataInputAdapter(config)
 
 
-def _column_payloads(table: pa.Table) -> list[str] | None:
-    """Each row's payload text (``payload_to_json`` of its fields) built by Arrow column by
-    column, where it writes every value exactly (``json_text``); else None."""
-    fields = {n: column_texts(table.column(n)) for n in table.column_names}
-    return objects(fields, table.num_rows) if all(
-        t is not None for t in fields.values()) else None
-
-
 def _payloads(entries: list[tuple]) -> list[str]:
     """Each entry's payload text (``payload_to_json`` of its fields), or a bad entry's raw
     text: by Arrow column by column where the rows share their fields and Arrow writes the
@@ -195,6 +186,6 @@ def _payloads(entries: list[tuple]) -> list[str]:
             table = pa.table({name: [r[name] for r in rows] for name in rows[0]})
         except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
             table = None
-    built = None if table is None else _column_payloads(table)
+    built = None if table is None else column_payloads(table)
     texts = iter(built) if built is not None else (payload_to_json(r) for r in rows)
     return [next(texts) if f is not None else raw for f, _, raw in entries]

@@ -186,7 +186,8 @@ class CtiAdapterStreamReader(DataSourceStreamReader):
             yield from packed(routes, group, rows, start, events_only and tick is None)
             return
         if hasattr(adapter, "read_frame"):  # a columnar adapter: Arrow batches, no row loop
-            yield from with_group(piece(adapter, index, start, end, eos), group).to_batches()
+            yield from with_group(piece(adapter, index, start, end, eos, tick),
+                                  group).to_batches()
             return
         if adapter is not None:
             for row in read_rows(index, adapter, start, end):
