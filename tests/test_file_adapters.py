@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -567,6 +568,10 @@ def test_a_csv_file_read_by_columns_gives_reads_rows(tmp_path_factory, rows, sha
     frame = adapter.read_frame(a, b)
     assert adapter.latest_offset() == len(rows)
     if not rows:  # (Arrow reads no table from a header alone: ``read`` gives the none)
+        return
+    plain = sum(bool(re.fullmatch(r"[ \t]*[+-]?[0-9]{1,18}[ \t]*", t)) for t, _, _ in rows[a:b])
+    if plain * 2 < b - a:  # mostly another form of time: row by row
+        assert frame is None
         return
     assert frame is not None
     want = [adapter_item_to_row(0, 0, item) for item in adapter.read(a, b)]

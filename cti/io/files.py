@@ -660,7 +660,7 @@ class FileInputAdapter:
         times and payloads are built column by column; a row whose time is not plain ticks in
         range, or whose lifetime is empty, is built by ``to_item`` from its record, so it
         reads (or is bad input) exactly as ``read`` has it. None (``read`` gives the rows)
-        for any other input."""
+        for any other input, or where most rows' times are not plain ticks."""
         cfg = self.config
         if self.format != "csv" or self.shape not in _FRAME_KINDS or os.path.isdir(cfg.path) \
                 or cfg.cti_column is not None or cfg.arrival_column is not None \
@@ -679,6 +679,8 @@ class FileInputAdapter:
         table = table.slice(start, max(0, end - start))
         n = table.num_rows
         t0, plain = _plain_ticks(table.column(times[0]))
+        if n and plain.sum() * 2 < n:
+            return None  # (times mostly in another form, such as ISO-8601: row by row)
         t1 = np.full(n, NULL_TIME, np.int64)
         if len(times) > 1:
             t1, plain_end = _plain_ticks(table.column(times[1]))
