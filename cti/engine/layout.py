@@ -84,6 +84,21 @@ def out_row_from_values(values: Iterable[object]) -> OutRow:
 
 
 def out_rows_from_pandas(pdf: pd.DataFrame) -> list[OutRow]:
-    """Output rows of a batch (``OUT_COLUMNS``, maybe more) as ``OutRow`` tuples."""
-    cols = [pdf[name].tolist() for name, _ in OUT_COLUMNS]
-    return [out_row_from_values(v) for v in zip(*cols, strict=True)]
+    """Output rows of a batch (``OUT_COLUMNS``, maybe more) as ``OutRow`` tuples, as
+    ``out_row_from_values`` makes each: column by column (a missing time or text is None)."""
+    import numpy as np
+    import pandas as pd
+
+    cols = []
+    for i, (name, typ) in enumerate(OUT_COLUMNS):
+        if i in _OUT_TIMES:
+            ticks = pdf[name].to_numpy(np.int64)
+            values = ticks.astype(object)
+            values[ticks == NULL_TIME] = None
+        elif typ == "string":
+            values = pdf[name].to_numpy(object, copy=True)
+            values[pd.isna(values)] = None
+        else:
+            values = pdf[name].to_numpy()
+        cols.append(values.tolist())
+    return list(map(OutRow._make, zip(*cols, strict=True)))
