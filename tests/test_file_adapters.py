@@ -547,19 +547,24 @@ _TIME = st.sampled_from(["0", "7", "12", "+5", "-3", " 8 ", "\t9", "30", "31",
                 max_size=12),
        st.sampled_from([EventShape.POINT, EventShape.INTERVAL]),
        st.sampled_from([None, "ticks"]), st.sampled_from([None, ("k",)]),
-       st.integers(0, 12), st.integers(0, 12))
+       st.integers(0, 12), st.integers(0, 12),
+       st.lists(st.sampled_from(["\n", "\n", "\r\n", "\n\n", "\r\n\n"]), min_size=13,
+                max_size=13), st.booleans())
 def test_a_csv_file_read_by_columns_gives_reads_rows(tmp_path_factory, rows, shape, fmt,
-                                                     payload_columns, a, b):
+                                                     payload_columns, a, b, breaks, bom):
     """``read_frame`` (Arrow's table, times and payloads by column; a row whose times are
-    not plain ticks built from its record) gives exactly the rows ``read`` gives: events,
-    bad rows with their rule and raw text, for any slice."""
+    not plain ticks built from its line) gives exactly the rows ``read`` gives: events, bad
+    rows with their rule, line number and raw text (blank lines, CRLF and a byte order mark
+    among the lines), for any slice."""
     import numpy as np
 
     from cti.rows import adapter_item_to_row
 
     path = tmp_path_factory.mktemp("csv") / "f.csv"
-    path.write_text("t,e,k,n\n" + "".join(f"{t},{e},{k},{i}\n"
-                                          for i, (t, e, k) in enumerate(rows)))
+    path.write_bytes(b"\xef\xbb\xbf" * bom + ("t,e,k,n" + breaks[-1] + "".join(
+        f"{t},{e},{k},{i}{nl}"
+        for i, ((t, e, k), nl) in enumerate(zip(rows, breaks[:len(rows)], strict=True)))
+    ).encode())
     config = FileInputConfig(str(path), start_column="t", time_format=fmt,
                              end_column="e" if shape is EventShape.INTERVAL else None,
                              payload_columns=payload_columns)

@@ -458,6 +458,31 @@ def column_payloads(table: Any) -> list[str] | None:
         t is not None for t in fields.values()) else None
 
 
+def _data_lines(path: str) -> Any:
+    """For a file ``csv_table`` reads: a function of a data row's index giving its line number
+    and text (as its record has them, ``_scan_csv``), found from the positions of the line
+    breaks: in such a file a data row is a non-empty line after the header (no quote, no lone
+    carriage return; a line of whitespace would be a row of too few fields)."""
+    import numpy as np
+
+    def make() -> Any:
+        with open(path, "rb") as f:
+            data = _without_bom(f.read())
+        breaks = np.flatnonzero(np.frombuffer(data, np.uint8) == ord("\n"))
+        starts = np.concatenate([[0], breaks + 1])
+        ends = np.concatenate([breaks, [len(data)]])
+        ends = ends - (ends > starts) * (np.frombuffer(data, np.uint8)[
+            np.maximum(ends - 1, 0)] == ord("\r")) if len(data) else ends
+        rows = np.flatnonzero(ends > starts)[1:]  # (the first non-empty line: the header)
+
+        def line(i: int) -> tuple[int, str]:
+            at = int(rows[i])
+            return at + 1, data[starts[at]:ends[at]].decode("utf-8")[:_RAW_LIMIT]
+        return line
+
+    return _cached((*_identity(path), "csv-lines"), make)
+
+
 _FRAME_KINDS = {EventShape.POINT: "point", EventShape.INTERVAL: "interval"}
 NULL_TIME = MIN_TIME  # a missing time in cti's row form
 
@@ -691,9 +716,10 @@ class FileInputAdapter:
         kind = np.full(n, _FRAME_KINDS[self.shape], object)
         error = np.full(n, None, object)
         if not plain.all():  # built as ``read`` builds them, from their records
-            records = self._records()
+            lines = _data_lines(cfg.path)
             for i in np.flatnonzero(~plain).tolist():
-                row = adapter_item_to_row(0, 0, self.to_item(records[start + i]))
+                record = _Record(*lines(start + i), table.slice(i, 1).to_pylist()[0])
+                row = adapter_item_to_row(0, 0, self.to_item(record))
                 kind[i], payloads[i], error[i] = row.kind, row.payload, row.error
                 t0[i] = NULL_TIME if row.start is None else row.start
                 t1[i] = NULL_TIME if row.end is None else row.end
