@@ -224,8 +224,7 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
     end = pdf["end"].to_numpy(np.int64)
     arrival = pdf["arrival"].to_numpy(np.int64)
     payload = pdf["payload"].to_numpy(object)
-    is_ev, is_end, is_cti, is_eos = (np.zeros(n, bool) for _ in range(4))
-    is_ev[:] = True
+    is_ev, is_end, is_cti, is_eos = np.ones(n, bool), *(np.zeros(n, bool) for _ in range(3))
     is_ev[rest] = False  # (the other kinds are few: compared there only)
     is_end[rest], is_cti[rest] = kind[rest] == "edge_end", kind[rest] == "cti"
     is_eos[-1] = kind[-1] == "eos"  # (``in_sequence``: none before the last row)
@@ -428,10 +427,8 @@ def broken_rules(spec: StreamSpec, pdf: pd.DataFrame, kind: np.ndarray, rest: np
     back = (arrival != NULL) & (arrival < data_arrival)
     suspect = back | (start == NULL) | (start == MAX_TIME) | (end == MAX_TIME) \
         | (pdf["error"].to_numpy(object) != None)  # noqa: E711 (per row)
-    spans = np.zeros(n, bool)
-    if spec.shape is EventShape.INTERVAL:
-        spans[:] = True
-        spans[rest] = False
+    # The rows that need an end after their start: an interval stream's events, edge ends.
+    spans = np.full(n, spec.shape is EventShape.INTERVAL)
     spans[rest] = kind[rest] == "edge_end"
     suspect |= spans & ((end == NULL) | (end <= start))
     suspect[rest[~np.isin(kind[rest], [*SHAPE_KINDS[spec.shape], "cti"])]] = True

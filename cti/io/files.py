@@ -447,15 +447,16 @@ def _csv_table(path: str, delimiter: str) -> Any:
         return None
 
 
-def column_payloads(table: Any) -> list[str] | None:
+def column_payloads(table: Any) -> list[str]:
     """Each row's payload text (``payload_to_json`` of its fields: the table's columns) built
-    by Arrow column by column, where it writes every value exactly (``json_text``); else
-    None."""
+    by Arrow column by column, where it writes every value exactly (``json_text``); else row
+    by row."""
     from cti.json_text import column_texts, objects
 
     fields = {n: column_texts(table.column(n)) for n in table.column_names}
-    return objects(fields, table.num_rows) if all(
-        t is not None for t in fields.values()) else None
+    if all(t is not None for t in fields.values()):
+        return objects(fields, table.num_rows)
+    return [payload_to_json(r) for r in table.to_pylist()]
 
 
 def _data_lines(path: str) -> Any:
@@ -710,9 +711,7 @@ class FileInputAdapter:
         if len(times) > 1:
             t1, plain_end = _plain_ticks(table.column(times[1]))
             plain &= plain_end & (t1 > t0)
-        texts = column_payloads(table.select(payload))
-        payloads = np.asarray(texts if texts is not None else [
-            payload_to_json(r) for r in table.select(payload).to_pylist()], object)
+        payloads = np.asarray(column_payloads(table.select(payload)), object)
         kind = np.full(n, _FRAME_KINDS[self.shape], object)
         error = np.full(n, None, object)
         if not plain.all():  # built as ``read`` builds them, from their records

@@ -135,10 +135,7 @@ class ReferenceDataInputAdapter:
         t = self.config.load_time
         table = self._table()
         if table is not None:
-            table = table.slice(start, max(0, end - start))
-            payloads = column_payloads(table)
-            return _frame(t, payloads if payloads is not None else [
-                payload_to_json(r) for r in table.to_pylist()], None)
+            return _frame(t, column_payloads(table.slice(start, max(0, end - start))), None)
         entries = list(self._entries(start, end))
         return _frame(t, _payloads(entries), [e for _, e, _ in entries])
 
@@ -186,6 +183,6 @@ def _payloads(entries: list[tuple]) -> list[str]:
             table = pa.table({name: [r[name] for r in rows] for name in rows[0]})
         except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
             table = None
-    built = None if table is None else column_payloads(table)
-    texts = iter(built) if built is not None else (payload_to_json(r) for r in rows)
+    texts = iter(column_payloads(table)) if table is not None else (
+        payload_to_json(r) for r in rows)
     return [next(texts) if f is not None else raw for f, _, raw in entries]
