@@ -122,6 +122,7 @@ class DeltaOutputAdapter:
                     table if table is not None else self.config.path, rows, mode="append",
                     schema_mode="merge",  # (also where another partition created it meanwhile)
                     commit_properties=CommitProperties(
+                        max_commit_retries=0,  # (a lost race is retried here, not by deltalake)
                         app_transactions=[Transaction(app, batch_id)],
                         custom_metadata={"cti.app": self.config.app_id,
                                          "cti.batch": str(batch_id)}))
