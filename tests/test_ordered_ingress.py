@@ -1,7 +1,7 @@
 """The vectorised event-ordering ingress (``cti.ingress.ordered``) equals the row machine (the
 definition, SPEC 7): the same output rows and the same state, on random streams cut into
 random micro-batches (with partitions, combined or each alone, and substreams); where it
-declines (bad rows, an arrival going back) the row machine takes the batch on the same state,
+declines (a clock tick, rows out of sequence) the row machine takes the batch on the same state,
 so the two take turns."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from cti.ingress.machine import IngressMachine
 from cti.ingress.spec import StreamSpec
 from cti.runtime.spark.schema import IN_SCHEMA, in_rows_from_pandas, out_rows_to_pandas
 from cti.settings import AdvanceTimePolicy, EventOrderingPolicy
-from cti.time import MIN_TIME, ticks
+from cti.time import MAX_TIME, MIN_TIME, ticks
 
 NULL = MIN_TIME
 
@@ -63,6 +63,16 @@ def rows(draw, spec):
         what = draw(st.integers(0, 19))
         if noisy and what == 0:
             out.append((0, seq, arr, "invalid", NULL, NULL, "{}", "unreadable", part))
+        elif noisy and what == 1:  # a row that breaks a rule of an event-ordering stream
+            out.append(draw(st.sampled_from([
+                (0, seq, arr, "cti", t, NULL, None, None, part),
+                (0, seq, NULL, "cti", t, NULL, None, None, part),
+                (0, seq, NULL, kind, t, end, '{"k":"a"}', None, part),  # no arrival time
+                (0, seq, arr, kind, MAX_TIME, NULL if kind == "point" else MAX_TIME,
+                 '{"k":"a"}', None, part),  # a sentinel time
+                (0, seq, arr, kind, t, t if kind == "interval" else NULL, '{"k":"a"}', None,
+                 part),  # an empty lifetime (a point: good)
+                (0, seq, arr, kind, t, end, '{"n":1}', None, part)])))  # no key (with over=)
         elif light and what < 6:
             out.append((0, seq, arr, kind, t, end, None, None, part))
         else:
@@ -102,18 +112,28 @@ def canonical(value):
     return value
 
 
-def _same_step(row_machine: IngressMachine, mixed: IngressMachine, batch: list) -> bool | None:
+def _same_step(row_machine: IngressMachine, mixed: IngressMachine, batch: list,
+               note=lambda _: None) -> bool | None:
     """Process ``batch`` in the row machine and through the vectorised path (``mixed``; the
     row machine where it declines) and check they give the same output (by stream and
-    sequence) and state; None where the row machine raises (the vectorised path must have
-    declined), else whether the vectorised path took the batch."""
+    sequence) and state; None where the row machine raises (the vectorised path raises the
+    same error, or declines), else whether the vectorised path took the batch. ``note``:
+    ``hypothesis.event`` in a property test."""
     try:
         want = out_rows_to_pandas(row_machine.process(in_rows_from_pandas(frame(batch))))
-    except CtiError as exc:  # bad input raises: the vectorised path must decline it
-        assert ordered.process_group(mixed, frame(batch)) is None, exc
+    except CtiError as exc:  # bad input raises: the vectorised path raises the same
+        try:
+            got = ordered.process_group(mixed, frame(batch))
+        except CtiError as raised:
+            assert (type(raised), str(raised)) == (type(exc), str(exc))
+            note("raised, vectorised")
+        else:
+            assert got is None, exc
         return None
     got = ordered.process_group(mixed, frame(batch))
     used = got is not None
+    if used and (got["status"] == "invalid").any():
+        note("dead letters, vectorised")
     if got is None:
         got = out_rows_to_pandas(mixed.process(in_rows_from_pandas(frame(batch))))
     order = ["stream", "seq"]
@@ -137,7 +157,7 @@ def test_vectorised_event_ordering_equals_the_row_machine(data):
     row_machine, mixed = IngressMachine([spec]), IngressMachine([spec])
     used = 0
     for batch in batches:
-        step = _same_step(row_machine, mixed, batch)
+        step = _same_step(row_machine, mixed, batch, event)
         if step is None:
             return
         used += step
@@ -155,9 +175,9 @@ def test_the_common_case_takes_the_vectorised_path():
         assert ordered.process_group(machine, frame(batch)) is not None
 
 
-def test_an_arrival_going_back_across_micro_batches_goes_to_the_row_machine():
+def test_an_arrival_going_back_across_micro_batches_is_dead_lettered():
     """Within a partition, an arrival before the last one of an earlier micro-batch is bad
-    input: the vectorised path declines it (the row machine dead-letters it)."""
+    input: dead-lettered by the vectorised path, as by the row machine."""
     spec = StreamSpec.from_settings("s", EventShape.POINT, None, dead_letter=True,
                                     ordering=EventOrderingPolicy(late_arrival_tolerance=ticks(5)))
     machine = IngressMachine([spec])
@@ -168,7 +188,13 @@ def test_an_arrival_going_back_across_micro_batches_goes_to_the_row_machine():
     on_time = [(0, 2, 11, "point", 11, NULL, "{}", None, "p0")]  # p0's clock was at 10
     assert ordered.process_group(later, frame(on_time)) is not None
     back = [(0, 2, 11, "point", 11, NULL, "{}", None, "p1")]  # p1's was at 12
-    assert ordered.process_group(machine, frame(back)) is None
+    rows_machine = IngressMachine([spec], pickle.loads(pickle.dumps(machine.state)))
+    assert _same_step(rows_machine, machine, back)
+    assert rows_machine.metrics()[0]["invalid"] == 1
+    # A bad row with a good arrival time still moves its partition's clock.
+    cti = [(0, 3, 20, "cti", 20, NULL, None, None, "p2")]
+    assert _same_step(rows_machine, machine, cti)
+    assert machine.state["streams"][0]["partition_arrival"]["p2"] == 20
 
 
 def test_a_declared_partition_whose_first_event_is_dropped_is_forgotten_at_once():
@@ -212,7 +238,7 @@ def test_a_stream_importing_the_ordered_streams_ctis_takes_them_in_place(data):
     for size in cuts * 10:
         batch = fast[a:a + size * 3] + reference[b:b + size]
         a, b = a + size * 3, b + size
-        step = _same_step(row_machine, mixed, batch)
+        step = _same_step(row_machine, mixed, batch, event)
         if step is None:
             return
         used += step

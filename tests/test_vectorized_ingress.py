@@ -41,11 +41,16 @@ NULL = MIN_TIME
 
 @st.composite
 def specs(draw):
+    """A stream that generates its CTIs (by count or span) or not (its adapter's CTIs only),
+    with a policy or, without settings, none (a violation of its adapter's CTI is an error)."""
     shape = draw(st.sampled_from([EventShape.POINT, EventShape.INTERVAL]))
-    count = draw(st.one_of(st.none(), st.integers(1, 4)))
+    generation = draw(st.sampled_from(["count", "span", "adapter", "no settings"]))
+    if generation == "no settings":
+        return StreamSpec("s", shape, dead_letter=draw(st.booleans()))
+    count = draw(st.integers(1, 4)) if generation == "count" else None
     return StreamSpec(
         "s", shape, event_count=count,
-        duration=None if count is not None else draw(st.integers(1, 8)),
+        duration=draw(st.integers(1, 8)) if generation == "span" else None,
         delay=draw(st.integers(-2, 6)),
         advance_to_infinity_on_shutdown=draw(st.booleans()),
         policy=draw(st.sampled_from(list(AdvanceTimePolicy))), dead_letter=draw(st.booleans()))
@@ -98,6 +103,7 @@ def test_vectorised_ingress_equals_the_row_machine(data):
             with pytest.raises(type(exc)) as raised:
                 vectorized.process(spec, mixed.state["streams"][0], frame(batch))
             assert str(raised.value) == str(exc)
+            event(f"raised: {type(exc).__name__}")
             return
         fast = vectorized.process(spec, mixed.state["streams"][0], frame(batch))
         if fast is None:
@@ -105,9 +111,13 @@ def test_vectorised_ingress_equals_the_row_machine(data):
         else:
             used += 1
             dead += int((fast["status"] == "invalid").sum())
+            if fast["reason"].str.contains("declares no AdvanceTimePolicy").any():
+                event("a violation of the adapter's CTI dead-lettered, vectorised")
         got.append(fast)
         assert pickle.dumps(mixed.state) == pickle.dumps(row_machine.state)
     event(f"vectorised batches: {min(used, 2)}")
+    event(f"{'generated' if spec.generates else 'adapter'} CTIs, "
+          f"{'a' if spec.policy else 'no'} policy")
     event(f"dead letters vectorised: {min(dead, 2)}")
     w, g = pd.concat(want, ignore_index=True), pd.concat(got, ignore_index=True)
     pd.testing.assert_frame_equal(g, w, check_dtype=False)
@@ -126,19 +136,34 @@ def test_the_common_case_takes_the_vectorised_path():
     assert list(out["start"])[2] == 4 and list(out["start"])[-1] == MAX_TIME
 
 
+@pytest.mark.parametrize("bad_first", [True, False])
+def test_a_stream_without_settings_raises_for_what_comes_first(bad_first):
+    """A stream with no advance-time settings, vectorised: an event behind its adapter's CTI
+    raises ``CtiViolationError``, an unreadable row ``BadInputError``; whichever comes first,
+    as the row machine has it."""
+    spec = StreamSpec("s", EventShape.POINT)
+    bad = (0, 0, NULL, "invalid", NULL, NULL, "x,y", "unreadable", None)
+    late = (0, 0, NULL, "point", 3, NULL, '{"n":1}', None, None)
+    batch = [(0, 0, NULL, "cti", 10, NULL, None, None, None), *([bad, late] if bad_first
+                                                                else [late, bad])]
+    batch = [row[:1] + (k,) + row[2:] for k, row in enumerate(batch)]
+    with pytest.raises(CtiError) as want:
+        IngressMachine([spec]).process(in_rows_from_pandas(frame(batch)))
+    with pytest.raises(type(want.value), match="unreadable" if bad_first else "violates CTI"):
+        vectorized.process(spec, IngressMachine([spec]).state["streams"][0], frame(batch))
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
-@given(defs=stream_defs(second_stream=True, stray_edge_ends=True), sizes=batch_sizes)
+@given(defs=stream_defs(second_stream=None, stray_edge_ends=True, no_settings=None),
+       sizes=batch_sizes)
 def test_group_path_equals_the_row_machine(defs, sizes):
-    """A fast stream and a stream importing its CTIs: the fast one vectorised, its CTIs handed
+    """A stream alone, or a fast stream and a stream importing its CTIs: the fast one
+    vectorised (its CTIs generated, or only its adapter's without settings), its CTIs handed
     to the row machine at their place in arrival order; the same output and state as the row
     machine alone, batch after batch."""
-    group = bind(defs)[0].ingress_group()
-    specs = group.specs()
-    inputs = []
-    for i, s in enumerate(group.streams):
-        adapter = s.factory.create(s.config, s.shape)
-        n = adapter.latest_offset()
-        inputs.append(read_rows(i, adapter, 0, n) + [eos_row(i, n)])
+    specs, inputs = _group_inputs(defs)
+    event(f"{len(specs)} streams, the first {specs[0].shape.value} with"
+          f"{'out' if specs[0].policy is None else ''} settings")
     rows_machine, mixed = IngressMachine(specs), IngressMachine(specs)
     pos, k, used = [0] * len(inputs), 0, 0
     while any(p < len(rows) for p, rows in zip(pos, inputs, strict=True)):
@@ -195,24 +220,55 @@ def reference_groups(draw):
         items.append(Arriving(event_, t) if timed else event_)
     slow = StreamDef("b", shape, tuple(items), AdvanceTimeSettings(
         import_settings=AdvanceTimeImportSettings("a"),
-        policy=draw(st.sampled_from(POLICIES))))
+        policy=draw(st.sampled_from(POLICIES))), draw(st.sampled_from(["dead_letter", "raise"])))
     return [fast, slow]
 
 
+NOISE = ["unreadable", "sentinel", "empty", "back", "shape"]
+
+
+def noisy(rows: list, noise: list[tuple[int, str]]) -> list:
+    """The input ``rows`` (ended) with bad rows: at each (position, what) of ``noise``, the
+    row made unreadable, a sentinel start, an empty lifetime, an arrival gone back, or an
+    event of another shape."""
+    rows, done = list(rows), set()
+    for at, what in noise:
+        k = at % max(len(rows) - 1, 1)
+        if k >= len(rows) - 1 or k in done:
+            continue  # (the end of input stays; one problem a row)
+        done.add(k)
+        row = rows[k]
+        rows[k] = {
+            "unreadable": lambda r: r._replace(kind="invalid", start=None, end=None,
+                                               error="unreadable"),
+            "sentinel": lambda r: r._replace(start=MAX_TIME),
+            "empty": lambda r: r._replace(end=r.start) if r.end is not None else r,
+            "back": lambda r: r._replace(arrival=r.arrival - 100) if r.arrival else r,
+            "shape": lambda r: r._replace(kind="interval" if r.kind == "point" else "point",
+                                          end=None if r.kind != "point" else r.start + 1),
+        }[what](row)
+    return rows
+
+
 @settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
-@given(defs=reference_groups(), sizes=batch_sizes)
-def test_a_slow_stream_that_only_imports_runs_vectorised_as_the_row_machine(defs, sizes):
+@given(defs=reference_groups(), sizes=batch_sizes,
+       noise=st.lists(st.tuples(st.integers(0, 30), st.sampled_from(NOISE)), max_size=3))
+def test_a_slow_stream_that_only_imports_runs_vectorised_as_the_row_machine(defs, sizes,
+                                                                            noise):
     """The slow stream's rows and imported CTIs merged by arrival without the row machine
     (``cti.ingress.importing``): the same output and state, batch after batch, rows held back
-    until the fast stream passes them included."""
+    until the fast stream passes them included; bad rows dead-lettered in their place (the
+    row machine raises where the stream raises)."""
     specs, inputs = _group_inputs(defs)
+    inputs[1] = noisy(inputs[1], noise)
     rows_machine, mixed = IngressMachine(specs), IngressMachine(specs)
-    taken = []
+    taken, dead = [], []
     original = importing.process
 
     def spy(*args):
         got = original(*args)
         taken.append(got is not None)
+        dead.append(got is not None and bool((got["status"] == "invalid").any()))
         return got
 
     pos, k = [0, 0], 0
@@ -226,6 +282,8 @@ def test_a_slow_stream_that_only_imports_runs_vectorised_as_the_row_machine(defs
             if same_step(rows_machine, mixed, batch) is None:
                 return
     event(f"slow stream batches vectorised: {min(sum(taken), 3)}")
+    if any(dead):
+        event("dead letters, vectorised")
 
 
 def test_reference_data_before_the_fast_stream_takes_the_vectorised_path():

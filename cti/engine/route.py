@@ -109,7 +109,7 @@ def timed_streams(specs: Sequence[StreamSpec]) -> dict[int, tuple[int | None, st
     one every other stream imports its CTIs from (a fast stream and its slow reference
     streams)."""
     for i, spec in enumerate(specs):
-        if eligible([spec]) and not spec.dead_letter and spec.arrival_clock == "data" and \
-                imported_by_all(specs, i):
+        if eligible([spec]) and spec.generates and not spec.dead_letter and \
+                spec.arrival_clock == "data" and imported_by_all(specs, i):
             return {i: (spec.event_count, spec.shape.value)}
     return {}

@@ -8,9 +8,12 @@ has received a row later than it. So what is processed in a batch is every queue
 imported CTI below the first that must wait, in key order, and each event is judged against
 the last CTI imported before it: a search, not a step per row. This module computes exactly
 the row machine's output rows and new state for that, and returns None (the row machine
-runs) for anything else: a CTI or a bad row from the adapter, an edge end that closes
-nothing, a stream that generates CTIs of its own or is imported from, a violation without a
-policy. Edge ends are paired with their starts as ``columns.edges_paired`` does.
+runs) for anything else: a CTI from the adapter, an edge end that closes nothing, a stream
+that generates CTIs of its own or is imported from, a violation without a policy, a bad row in
+a stream that raises for it (the row machine raises the group's first in arrival order). A
+bad row of a stream that dead-letters it (SPEC 9) is dead-lettered in its place, worded by
+the row machine's rules (``machine.problem``). Edge ends are paired with their starts as
+``columns.edges_paired`` does.
 """
 
 from __future__ import annotations
@@ -24,7 +27,9 @@ import pandas as pd
 from cti.engine.layout import IN_COLUMNS, in_row_to_tuple, in_rows_from_pandas
 from cti.events import EventShape
 from cti.ingress.columns import NULL, STATUS, edges_paired, judged, output_frame
-from cti.ingress.machine import IngressMachine
+from cti.ingress.machine import IngressMachine, arrival_back, problem
+from cti.ingress.spec import StreamSpec
+from cti.rows import EOS, INVALID, InRow
 from cti.time import MAX_TIME, MIN_TIME
 
 _STARTS = {EventShape.POINT: "point", EventShape.INTERVAL: "interval",
@@ -62,29 +67,28 @@ def process(machine: IngressMachine, pdf: pd.DataFrame, fast: int) -> pd.DataFra
     end = queued["end"].to_numpy(np.int64)
     arrival = queued["arrival"].to_numpy(np.int64)[len(held):]
     payload = queued["payload"].to_numpy(object)
-    is_eos = kind == "eos"
+    is_eos = kind == EOS
     event_kind = _STARTS[spec.shape]
     is_end = kind == "edge_end" if event_kind == "edge_start" else np.zeros(len(kind), bool)
-    if ((kind != event_kind) & ~is_end & ~is_eos).any() or (queued["error"].to_numpy(object)
-                                                            != None).any() \
-            or (is_eos.any() and not is_eos[-1]):  # noqa: E711 (per row)
-        return None
-    ev = ~is_eos & ~is_end  # (the starts: they count, edge ends do not)
-    if ((start == NULL) | (start == MAX_TIME))[~is_eos].any():
-        return None
-    spans = is_end if event_kind == "edge_start" else ev if event_kind == "interval" else None
-    if spans is not None and ((end == NULL) | (end <= start) | (end == MAX_TIME))[spans].any():
-        return None
+    other = (kind != event_kind) & ~is_end & ~is_eos
+    if (kind[other] == "cti").any() or (is_eos.any() and not is_eos[-1]):
+        return None  # (an adapter's CTI: the row machine)
 
     # Receiving (``IngressMachine._receive``): each new row's merge arrival; an explicit
-    # arrival may not go back behind the stream's data.
+    # arrival that goes back behind the stream's data is bad input (unless unreadable anyway).
     explicit = arrival != NULL
     new_eos = is_eos[len(held):]
     own = np.where(explicit, arrival, np.where(new_eos, MAX_TIME, np.where(
         is_end[len(held):], end[len(held):], start[len(held):])))
     data = np.maximum.accumulate(np.concatenate([[st["data_arrival"]], own]))
-    if (explicit & (arrival < data[:-1])).any():
-        return None
+    back = np.zeros(len(seq), bool)
+    back[len(held):] = explicit & (arrival < data[:-1]) & (kind[len(held):] != INVALID)
+    rule, received = _broken_rules(spec, queued, kind, other, back, held, data)
+    bad = rule != None  # noqa: E711 (per row)
+    if bad.any() and not spec.dead_letter:
+        return None  # (the row machine raises, for the first in the whole group's order)
+    ev = ~is_eos & ~is_end & ~bad  # (the starts: they count, edge ends do not)
+    is_end &= ~bad
     merge = np.concatenate([np.asarray([key[0] for key, _ in held], np.int64),
                             np.maximum.accumulate(np.concatenate([[st["last_arrival"]],
                                                                   own]))[1:]])
@@ -121,6 +125,7 @@ def process(machine: IngressMachine, pdf: pd.DataFrame, fast: int) -> pd.DataFra
     elsewhere = (p == None) & (event_kind == "edge_start")  # noqa: E711 (another shard's edge)
     judge = is_ev & ~elsewhere
     ends &= ~elsewhere
+    dead = bad[done]
     violates, adjusted, dropped, accepted = judged(spec, judge, s, e, before)
     if spec.policy is None and (violates.any() or (ends & (e < before)).any()):
         return None
@@ -137,7 +142,8 @@ def process(machine: IngressMachine, pdf: pd.DataFrame, fast: int) -> pd.DataFra
         reason = np.where(violates, "cti_violation", None)
 
     # Output rows in processing order: the imported CTIs at their places among the rows.
-    emits = np.flatnonzero(judge)
+    emits = np.flatnonzero(judge | dead)
+    gone = dead[emits]  # (dead letters: no times of their own, the rule they break)
     order = np.argsort(np.concatenate([emits * 2 + 1, at * 2]), kind="stable")
     m = len(emits) + len(imports)
     k = len(imports)
@@ -150,15 +156,16 @@ def process(machine: IngressMachine, pdf: pd.DataFrame, fast: int) -> pd.DataFra
         "seq": st["out_seq"] + np.arange(m, dtype=np.int64),
         "in_seq": pick(seq[done][emits], np.full(k, -1)),
         "kind": pick(kind[done][emits], np.full(k, "cti", object)),
-        "start": pick(out_start[emits], ctis),
-        "end": pick(out_end[emits], np.full(k, NULL)),
+        "start": pick(np.where(gone, NULL, out_start[emits]), ctis),
+        "end": pick(np.where(gone, NULL, out_end[emits]), np.full(k, NULL)),
         "payload": pick(p[emits], np.full(k, None, object)),
-        "status": pick(STATUS[np.where(accepted[emits], 0, np.where(adjusted[emits], 1, 2))],
-                       np.full(k, "cti", object)),
+        "status": pick(np.where(gone, "invalid", STATUS[np.where(
+            accepted[emits], 0, np.where(adjusted[emits], 1, 2))]), np.full(k, "cti", object)),
         "orig_start": pick(s[emits], np.full(k, NULL)),
-        "orig_end": pick(no_end, np.full(k, NULL)),
+        "orig_end": pick(np.where(gone, e[emits], no_end), np.full(k, NULL)),
         "cti": pick(np.where(before[emits] == MIN_TIME, NULL, before[emits]), ctis),
-        "reason": pick(reason[emits].astype(object), np.full(k, None, object)),
+        "reason": pick(np.where(gone, rule[done][emits], reason[emits]).astype(object),
+                       np.full(k, None, object)),
     }, j)
 
     # The row machine's state after the same rows (the edge book's: ``edges_paired``).
@@ -170,6 +177,7 @@ def process(machine: IngressMachine, pdf: pd.DataFrame, fast: int) -> pd.DataFra
     metrics["adjusted"] += int(adjusted.sum())
     metrics["dropped"] += int(dropped.sum())
     metrics["ctis"] += k
+    metrics["invalid"] += int(dead.sum())
     if k:
         st["cti"] = int(ctis[-1])
     for _ in range(k):
@@ -184,9 +192,35 @@ def process(machine: IngressMachine, pdf: pd.DataFrame, fast: int) -> pd.DataFra
     # The rows that wait, as the row machine holds them (those held before, as they were).
     waiting_rows = held[ready:] + list(zip(
         [(int(merge[r]), j, int(seq[r])) for r in range(max(ready, len(held)), total)],
-        in_rows_from_pandas(pdf.iloc[max(ready - len(held), 0):]), strict=True))
+        received[max(ready - len(held), 0):], strict=True))
     st["pending"] = deque(waiting_rows)
     return out
+
+
+def _broken_rules(spec: StreamSpec, queued: pd.DataFrame, kind: np.ndarray, other: np.ndarray,
+                  back: np.ndarray, held: list[tuple[tuple, InRow]], data: np.ndarray
+                  ) -> tuple[np.ndarray, list[InRow]]:
+    """The rule each queued row (the ``held`` ones first) breaks as the row machine words it
+    (``machine.problem``; None: a good row): the checks on the arrays, the wording on the
+    few rows they flag (a new row whose arrival goes ``back`` carries its problem from
+    receiving, as ``IngressMachine._receive`` has it; ``data``: the stream's data arrival
+    before each new row); and the new rows as the row machine receives them."""
+    start, end = queued["start"].to_numpy(np.int64), queued["end"].to_numpy(np.int64)
+    event_kind = _STARTS[spec.shape]
+    spans = (kind == "edge_end") | ((kind == event_kind) & (event_kind == "interval"))
+    suspect = other | (queued["error"].to_numpy(object) != None) | back | (  # noqa: E711
+        ((start == NULL) | (start == MAX_TIME) | (end == MAX_TIME)) & (kind != EOS)) | (
+        spans & ((end == NULL) | (end <= start)))
+    rule = np.full(len(kind), None, object)
+    h = len(held)
+    received = in_rows_from_pandas(queued.iloc[h:])
+    for r in np.flatnonzero(suspect).tolist():
+        row = received[r - h] if r >= h else held[r][1]
+        if back[r]:
+            row = received[r - h] = row._replace(error=arrival_back(row.arrival,
+                                                                    int(data[r - h])))
+        rule[r] = problem(spec, row)
+    return rule, received
 
 
 def _count_below(merge: np.ndarray, stream: int, seq: np.ndarray, key: tuple | None) -> int:

@@ -94,6 +94,30 @@ def arrival_back(arrival: int, previous: int) -> str:
             f"{format_time(previous)} (rule: arrival time never goes back within a stream)")
 
 
+def unpoliced(spec: StreamSpec, row: InRow, c: int) -> str:
+    """What an event of a stream without an ``AdvanceTimePolicy`` that violates the CTI ``c``
+    (its adapter's) is told: an error (SPEC 3), raised or dead-lettered."""
+    return (f"stream {spec.name!r}, input #{row.seq} ({_describe(row)}) violates CTI "
+            f"{format_time(c)} enqueued by its adapter, and the stream declares no "
+            "AdvanceTimePolicy (rule: sync time >= the latest CTI)")
+
+
+ORDERED_CTI = ("an event-ordering stream takes no CTIs from its adapter (rule: the policy "
+               "produces the stream's CTIs)")
+
+
+def ordering_arrival_problem(row: InRow, last: int | None) -> str | None:
+    """The rule a row of an event-ordering stream breaks by its arrival time (None: none),
+    ``last`` its partition's last arrival: it needs one, and it never goes back."""
+    if row.arrival is None:
+        return "no arrival time (rule: an event-ordering policy needs each event's arrival time)"
+    if last is not None and row.arrival < last:
+        return (f"arrival time {format_time(row.arrival)} is before the previous arrival "
+                f"{format_time(last)} in partition {row.partition!r} (rule: arrival time never "
+                "goes back within a partition)")
+    return None
+
+
 def bad_input(spec: StreamSpec, row: InRow, rule: str) -> BadInputError:
     return BadInputError(f"stream {spec.name!r}, input #{row.seq} ({_describe(row)}): {rule}")
 
@@ -228,16 +252,10 @@ class IngressMachine:
         """The merge arrival of a row of an event-ordering stream: arrival never goes back
         within a partition; across partitions the merge takes the running maximum. A row that
         breaks the rule carries the problem in ``error``, reported when it is processed."""
-        if row.arrival is None:
-            return st["last_arrival"], row._replace(
-                error="no arrival time (rule: an event-ordering policy needs each event's "
-                      "arrival time)")
         last = st["partition_arrival"].get(row.partition)
-        if last is not None and row.arrival < last:
-            return st["last_arrival"], row._replace(
-                error=f"arrival time {format_time(row.arrival)} is before the previous arrival "
-                      f"{format_time(last)} in partition {row.partition!r} (rule: arrival "
-                      "time never goes back within a partition)")
+        error = ordering_arrival_problem(row, last)
+        if error:
+            return st["last_arrival"], row._replace(error=error)
         st["partition_arrival"][row.partition] = row.arrival
         return max(st["last_arrival"], row.arrival), row
 
@@ -396,8 +414,7 @@ class IngressMachine:
         st = self.state["streams"][i]
         ost = st["ordering"]
         if row.kind == "cti":
-            self._bad(row, "an event-ordering stream takes no CTIs from its adapter (rule: "
-                      "the policy produces the stream's CTIs)")
+            self._bad(row, ORDERED_CTI)
             return
         rule = row.error or validate(spec, row)
         tid = None
@@ -435,9 +452,7 @@ class IngressMachine:
         spec = self.specs[row.stream]
         if spec.policy is not None:
             return True
-        msg = (f"stream {spec.name!r}, input #{row.seq} ({_describe(row)}) violates CTI "
-               f"{format_time(c)} enqueued by its adapter, and the stream declares no "
-               "AdvanceTimePolicy (rule: sync time >= the latest CTI)")
+        msg = unpoliced(spec, row, c)
         if spec.dead_letter:
             self._emit(row.stream, row.seq, row.kind, None, None, row.payload,
                        "invalid", row.start, row.end, msg, row.partition)

@@ -4,10 +4,14 @@ The row machine (``IngressMachine`` with ``cti.ingress.ordering``) is the defini
 computes exactly its output rows and its new state with numpy over a whole micro-batch, for a
 group of one stream with an event-ordering policy (its timelines the stream's partitions,
 combined by their minimum watermark or each alone, or its substreams, maybe purged), on a
-batch of valid events with arrival times and maybe the end of input. Anything else (bad rows,
-clock ticks, an arrival that goes back, a gap, more than 64 partitions combined) returns
-None, and the caller runs the row machine on the same state: both keep the same state, so they
-can take turns.
+batch of events with arrival times and maybe the end of input. Bad rows (SPEC 9: unreadable, a
+CTI from the adapter, no arrival time or one that goes back within its partition, a time that
+breaks a rule, a payload without the substream key) are found by the arrays and worded by the
+row machine's rules on those rows: dead letters in their place (the clocks move as the row
+machine moves them), or the first raises. Clock ticks, rows out of sequence, another shard's
+bad event in a stream that raises, and more than 64 partitions combined return None, and the
+caller runs the row machine on the same state: both keep the same state, so they can take
+turns.
 
 Why it can be computed without a step per event: an event is judged against its timeline's
 watermark ``max(max - O, A - L, floor)`` before it, where ``max`` is the largest timestamp the
@@ -33,12 +37,21 @@ import pandas as pd
 import pyarrow as pa
 from sortedcontainers import SortedList
 
+from cti.engine.layout import in_rows_from_pandas
 from cti.ingress import ordering
-from cti.ingress.machine import IngressMachine
+from cti.ingress.machine import (
+    ORDERED_CTI,
+    IngressMachine,
+    bad_input,
+    elsewhere,
+    ordering_arrival_problem,
+    problem,
+    validate,
+)
 from cti.ingress.spec import StreamSpec, imported_by_all
 from cti.ingress.vectorized import EVENT_KIND, NULL, STATUS, output_frame, with_importers
 from cti.operators.frame import exact_field, stack
-from cti.rows import payload_to_json
+from cti.rows import CLOCK, EOS, INVALID, InRow, payload_to_json
 from cti.settings import AdvanceTimePolicy
 from cti.time import MAX_TIME, MIN_TIME
 
@@ -108,14 +121,14 @@ def process_group(machine: IngressMachine, pdf: pd.DataFrame) -> pd.DataFrame | 
     with its CTIs handed over at their place in arrival order, as
     ``vectorized.process_group`` does for a stream that generates its CTIs."""
     i = ordered_stream(machine.specs)
-    if i is None:
+    if i is None or machine.failing:  # (failing: see ``IngressMachine._bad``)
         return None
     if len(machine.specs) == 1:
         done = process(machine.specs[0], machine.state["streams"][0], pdf)
         return None if done is None else done[0]
     # (the row machine gives the policy's snapshot, after the other streams' rows)
     done = with_importers(machine, pdf, i, lambda rows: process(
-        machine.specs[i], machine.state["streams"][i], rows, i, snapshot=False))
+        machine.specs[i], machine.state["streams"][i], rows, i, snapshot=False, raises=False))
     return None if done is None else stack(list(done))
 
 
@@ -154,65 +167,77 @@ def _group_cummax(values: np.ndarray, codes: np.ndarray, exclusive: bool = False
 
 
 def _timelines(policy: Any, payload: np.ndarray, light: np.ndarray, partition: np.ndarray
-               ) -> np.ndarray | None:
+               ) -> tuple[np.ndarray, np.ndarray]:
     """Each event's timeline id as the row machine names it (``ordering.timeline_id``): its
     partition (``""`` for none), or its ``over`` value's JSON; None for a light row (another
-    shard's substream); None overall where a payload lacks the key (bad input: the row
-    machine)."""
+    shard's substream) and for a payload without the key (bad input), and the mask of those
+    without it."""
     n = len(payload)
+    missing = np.zeros(n, bool)
     if policy.over is None:
-        return np.where(partition == None, "", partition).astype(object)  # noqa: E711
+        return np.where(partition == None, "", partition).astype(object), missing  # noqa: E711
     out = np.full(n, None, object)
     full = ~light
     if not full.any():
-        return out
+        return out, missing
     texts = pa.array(list(payload[full]), pa.string())
     values = exact_field(texts, policy.over)
     if values is not None and not values.null_count:
         encoded = values.dictionary_encode()
         names = np.asarray([json.dumps(v) for v in encoded.dictionary.to_pylist()], object)
         out[full] = names[encoded.indices.to_numpy(zero_copy_only=False)]
-        return out
-    ids = []
-    for text in payload[full]:
+        return out, missing
+    for r, text in zip(np.flatnonzero(full).tolist(), payload[full], strict=True):
         p = json.loads(text)
-        if not isinstance(p, dict) or policy.over not in p:
-            return None
-        ids.append(json.dumps(p[policy.over], sort_keys=True))
-    out[full] = np.asarray(ids, object) if ids else out[full]
-    return out
+        if isinstance(p, dict) and policy.over in p:
+            out[r] = json.dumps(p[policy.over], sort_keys=True)
+        else:
+            missing[r] = True
+    return out, missing
 
 
-def _partition_arrivals(partition: np.ndarray, arrival: np.ndarray,
-                        carried: dict[str | None, int]) -> dict[str | None, int] | None:
-    """Each partition's last arrival in the batch (in order of first appearance), or None
-    where an arrival goes back within its partition (from ``carried``, the last before)."""
+def _partition_arrivals(partition: np.ndarray, arrival: np.ndarray
+                        ) -> dict[str | None, int]:
+    """Each partition's last arrival (in order of first appearance; arrivals in order)."""
     if not len(partition):
         return {}
     codes, uniques = pd.factorize(pd.Series(partition, dtype=object), sort=False,
                                   use_na_sentinel=False)
-    order = np.argsort(codes, kind="stable")
-    g, a = codes[order], arrival[order]
-    same = g[1:] == g[:-1]
-    if (a[1:][same] < a[:-1][same]).any():
-        return None
-    firsts = np.searchsorted(g, np.arange(len(uniques)))
-    lasts = np.searchsorted(g, np.arange(len(uniques)), side="right") - 1
-    out = {}
-    for p, first, last in zip(uniques, a[firsts], a[lasts], strict=True):
-        p = None if pd.isna(p) else p
-        if carried.get(p) is not None and first < carried[p]:
-            return None
-        out[p] = int(last)
-    return out
+    lasts = np.zeros(len(uniques), np.int64)
+    lasts[codes] = arrival  # (the last write of each code wins)
+    return {None if pd.isna(p) else p: int(a) for p, a in zip(uniques, lasts, strict=True)}
+
+
+def _arrival_back(partition: np.ndarray, arrival: np.ndarray, recording: np.ndarray,
+                  carried: dict[str | None, int]) -> tuple[np.ndarray, np.ndarray]:
+    """Which of the ``recording`` rows (events with an arrival time) arrive before the last
+    arrival of their partition (``carried``: the last before the batch): bad input, left out
+    of the partition's clock, so a later row is checked against the running maximum; and
+    that last arrival before each row (``MIN_TIME``: none)."""
+    back = np.zeros(len(arrival), bool)
+    last = np.full(len(arrival), MIN_TIME, np.int64)
+    rows = np.flatnonzero(recording)
+    if not len(rows):
+        return back, last
+    codes, uniques = pd.factorize(pd.Series(partition[rows], dtype=object), sort=False,
+                                  use_na_sentinel=False)
+    seed = np.asarray([carried.get(None if pd.isna(p) else p, MIN_TIME) for p in uniques],
+                      np.int64)
+    prior = np.maximum(seed[codes], _group_cummax(arrival[rows], codes, exclusive=True))
+    back[rows], last[rows] = arrival[rows] < prior, prior
+    return back, last
 
 
 @attrs.define
 class _Batch:
     """A micro-batch's rows of the stream that the vectorised path can take, in ``seq`` order
-    (replays left out): ``n`` rows, the ``m`` events and maybe the end of input (``eos``);
-    the events' columns, each partition's last arrival (``parts``), the events of another
-    shard's substream (``light``: no payload) and each event's timeline id (``tids``)."""
+    (replays left out): ``n`` rows of it processed as events, the ``m`` good events and maybe
+    the end of input (``eos``); the events' columns, the events of another shard's substream
+    (``light``: no payload) and each event's timeline id (``tids``). The batch's bad rows
+    (``dead``: the columns of their dead letters, ``at``: their places among the ``total``
+    rows; ``at`` of the good rows: ``pos``) still count in the stream's clocks: each good
+    event's merge arrival (``merge``), the merge arrival and data arrival after the batch,
+    each partition's last arrival (``parts``)."""
 
     seq: np.ndarray
     kind: np.ndarray
@@ -227,13 +252,22 @@ class _Batch:
     parts: dict[str | None, int]
     light: np.ndarray
     tids: np.ndarray
+    total: int
+    last_seq: int
+    pos: np.ndarray
+    merge: np.ndarray
+    merge_last: int
+    data_arrival: int
+    dead: dict[str, np.ndarray]
 
 
-def _batch(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame) -> _Batch | None:
+def _batch(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, raises: bool
+           ) -> _Batch | None:
     """The batch as ``_Batch``, or None where the row machine must take it: rows out of
-    sequence or twice, other kinds than the stream's events and a last end of input, errors,
-    missing or sentinel times, an arrival that goes back within its partition, a payload
-    without the substream key."""
+    sequence or twice, a clock tick, an end of input before the last row; with ``raises``
+    (a stream that raises for bad input, alone in its group), raises the first bad row's
+    error as the row machine does, or gives None where it is another shard's event (its
+    owner raises), or where the stream does not raise alone."""
     policy, keyed = spec.ordering, spec.ordering.over is not None
     pdf = pdf.sort_values("seq", kind="stable") if len(pdf) > 1 else pdf
     seq = pdf["seq"].to_numpy(np.int64)
@@ -241,42 +275,82 @@ def _batch(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame) -> _Batch | 
         return None
     take = slice(int(np.searchsorted(seq, st["next_in_seq"])), None)  # replays skipped
     seq = seq[take]
-    n = len(seq)
-    if n and (seq[0] != st["next_in_seq"] or seq[-1] != st["next_in_seq"] + n - 1):
+    total = len(seq)
+    if total and (seq[0] != st["next_in_seq"] or seq[-1] != st["next_in_seq"] + total - 1):
         return None
     kind = pdf["kind"].to_numpy(object)[take]
-    ev_kind = EVENT_KIND[spec.shape]
-    is_eos = kind == "eos"
-    eos = bool(n and is_eos[-1])
-    if not ((kind == ev_kind) | is_eos).all() or is_eos[:n - 1].any():
+    is_eos = kind == EOS
+    eos = bool(total and is_eos[-1])
+    if is_eos[:total - 1].any() or (kind == CLOCK).any():
         return None
-    m = n - int(eos)  # the events
-    start = pdf["start"].to_numpy(np.int64)[take][:m]
-    end = pdf["end"].to_numpy(np.int64)[take][:m]
-    arrival = pdf["arrival"].to_numpy(np.int64)[take][:m]
-    payload = pdf["payload"].to_numpy(object)[take][:m]
-    partition = pdf["partition"].to_numpy(object)[take][:m]
-    if pdf["error"].iloc[take].notna().any():
-        return None
-    sentinel = (start == MIN_TIME) | (start == MAX_TIME) | (arrival == NULL)
-    if ev_kind == "interval":
-        sentinel |= (end == MIN_TIME) | (end == MAX_TIME) | (end <= start)
-    if sentinel.any():
-        return None
+    rows = total - int(eos)
+
+    def column(name: str, dtype: Any) -> np.ndarray:
+        return pdf[name].to_numpy(dtype)[take][:rows]
+
+    kind = kind[:rows]
+    start, end = column("start", np.int64), column("end", np.int64)
+    arrival, payload = column("arrival", np.int64), column("payload", object)
+    partition, error = column("partition", object), column("error", object)
     partition = np.where(pd.isna(partition), None, partition)
-    parts = _partition_arrivals(partition, arrival, st["partition_arrival"])
-    if parts is None:  # an arrival that goes back within its partition (bad input)
-        return None
-    light = (pd.isna(payload) if keyed else np.zeros(m, bool)).astype(bool)
-    tids = _timelines(policy, payload, light, partition)
-    if tids is None:
-        return None
-    return _Batch(seq, kind, n, m, eos, start, end, arrival, payload, partition, parts, light,
-                  tids)
+    # The clocks (``IngressMachine._receive``): an unreadable row takes no part in the
+    # partitions' clocks; any other row with an arrival that does not go back does.
+    invalid, timed = kind == INVALID, arrival != NULL
+    back, last = _arrival_back(partition, arrival, ~invalid & timed, st["partition_arrival"])
+    recorded = ~invalid & timed & ~back
+    merge = np.maximum.accumulate(_ints([st["last_arrival"]], np.where(
+        (invalid & timed) | recorded, arrival, MIN_TIME)))[1:]
+    data_arrival = max(st["data_arrival"], int(arrival[invalid & timed].max(initial=MIN_TIME)))
+    parts = _partition_arrivals(partition[recorded], arrival[recorded])
+
+    # Bad rows, found by the arrays and worded by the row machine's rules on those flagged.
+    ev_kind = EVENT_KIND[spec.shape]
+    suspect = (kind != ev_kind) | pd.notna(error) | ~timed | back | (start == MIN_TIME) | (
+        start == MAX_TIME) | (end == MAX_TIME)
+    if ev_kind == "interval":
+        suspect |= (end == MIN_TIME) | (end <= start)
+    rule = np.full(rows, None, object)
+    at = np.flatnonzero(suspect)
+    for r, row in zip(at.tolist(), in_rows_from_pandas(pdf.iloc[take].iloc[at]), strict=True):
+        rule[r] = _rule(spec, row, None if last[r] == MIN_TIME else int(last[r]))
+    light = np.asarray(pd.isna(payload) if keyed else np.zeros(rows, bool), bool)
+    tids, missing = _timelines(policy, payload, light | (rule != None), partition)  # noqa: E711
+    for r in np.flatnonzero(missing & (rule == None)).tolist():  # noqa: E711 (per row)
+        row = in_rows_from_pandas(pdf.iloc[take].iloc[r:r + 1])[0]
+        rule[r] = ordering.timeline_id(policy, row)[1]
+    bad = rule != None  # noqa: E711 (per row)
+    if bad.any() and not spec.dead_letter:
+        first = int(np.argmax(bad))
+        row = in_rows_from_pandas(pdf.iloc[take].iloc[first:first + 1])[0]
+        if not raises or elsewhere(row):
+            return None
+        raise bad_input(spec, row, rule[first])
+    good = np.flatnonzero(~bad)
+    at = np.flatnonzero(bad)
+    dead = {"at": at, "in_seq": seq[at], "kind": kind[at], "payload": payload[at],
+            "orig_start": start[at], "orig_end": end[at], "reason": rule[at],
+            "partition": partition[at]}
+    m = len(good)
+    return _Batch(_ints(seq[good], seq[-1:] if eos else []), kind[good], m + int(eos), m, eos,
+                  start[good], end[good], arrival[good], payload[good], partition[good], parts,
+                  light[good], tids[good], total, int(seq[-1]) if total else -1, good,
+                  merge[good], int(merge[-1]) if rows else st["last_arrival"], data_arrival,
+                  dead)
+
+
+def _rule(spec: StreamSpec, row: InRow, last: int | None) -> str | None:
+    """The rule a row of an event-ordering stream breaks, as the row machine has it
+    (``IngressMachine._ordered_row``), ``last`` its partition's last arrival before it."""
+    if row.kind == INVALID:
+        return problem(spec, row)
+    if row.kind == "cti":
+        return ORDERED_CTI
+    return ordering_arrival_problem(row, last) or row.error or validate(spec, row)
 
 
 def process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int = 0,
-            snapshot: bool = True) -> tuple[pd.DataFrame, list[tuple[tuple, int]]] | None:
+            snapshot: bool = True, raises: bool = True
+            ) -> tuple[pd.DataFrame, list[tuple[tuple, int]]] | None:
     """Stream ``index``'s output rows for a batch of its input rows (with the policy's metrics
     snapshot last, unless not ``snapshot``) and each CTI it emitted with its place in arrival
     order (the merge key of the row that made it), updating ``st`` as the row machine does;
@@ -286,7 +360,7 @@ def process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int 
             not st["cti"] == ost["cti"] == ost["rule_cti"]:
         return None
     indep = ordering.independent(policy)
-    batch = _batch(spec, st, pdf)
+    batch = _batch(spec, st, pdf, raises)
     if batch is None:
         return None
     seq, kind, n, m, eos = batch.seq, batch.kind, batch.n, batch.m, batch.eos
@@ -462,6 +536,21 @@ def process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int 
     item_cti = in_force[item_row]
     item_cti[nd + nr:nd + nr + nc] = cti_values
     cols["cti"] = item_cti
+    # The bad rows' dead letters, each in its place among the good rows' items.
+    dead = batch.dead
+    nb = len(dead["at"])
+    if nb:
+        place = _ints(batch.pos, [batch.total - 1] if eos else [], [batch.total])
+        item_row = _ints(place[item_row], dead["at"])
+        item_phase = _ints(item_phase, np.full(nb, DROP))
+        item_ts, item_seq = _ints(item_ts, np.zeros(nb)), _ints(item_seq, dead["in_seq"])
+        order = np.lexsort((item_seq, item_ts, item_phase, item_row))
+        in_force_dead = _ints(before, [rule[-1] if m else rule0])[
+            np.searchsorted(batch.pos, dead["at"])]
+        null_b = np.full(nb, NULL, np.int64)
+        cols = {k: np.concatenate([v, dead[k] if k in dead else {
+            "start": null_b, "end": null_b, "status": np.full(nb, "invalid", object),
+            "cti": in_force_dead}[k]]).astype(v.dtype) for k, v in cols.items()}
 
     # The state after the same rows.
     metrics = st["metrics"]
@@ -470,9 +559,10 @@ def process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int 
     metrics["adjusted"] += int((statuses == "adjusted").sum())
     metrics["dropped"] += nd
     metrics["ctis"] += nc
+    metrics["invalid"] += nb
     if m:
         ost["A"] = int(A[-1])
-        st["partition_arrival"].update(batch.parts)
+    st["partition_arrival"].update(batch.parts)
     in_last, alive, last_start, purges = _lives(
         policy.purge_idle_timelines and indep, fc, full, m, known, seed, first_row, after_max,
         a_term, dropped)
@@ -519,16 +609,15 @@ def process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int 
     ost["rule_cti"] = int(rule[-1]) if m else rule0
     ost["cti"] = final_cti
     st["cti"] = final_cti
-    merge = np.maximum.accumulate(_ints([st["last_arrival"]], arrival))[1:]
-    if n:
-        st["last_arrival"] = MAX_TIME if eos else int(merge[-1]) if m else st["last_arrival"]
-        st["last_key"] = (st["last_arrival"], index, int(seq[-1]))
-        st["next_in_seq"] += n
-    if eos:
-        st["data_arrival"] = MAX_TIME
-        st["eos"] = True
+    merge = batch.merge
+    if batch.total:
+        st["last_arrival"] = MAX_TIME if eos else batch.merge_last
+        st["last_key"] = (st["last_arrival"], index, batch.last_seq)
+        st["next_in_seq"] += batch.total
+    st["data_arrival"] = MAX_TIME if eos else batch.data_arrival
+    st["eos"] = st["eos"] or eos
     if snapshot:
-        cols["payload"][-1] = payload_to_json(ordering.snapshot(policy, ost))
+        cols["payload"][nd + nr + nc] = payload_to_json(ordering.snapshot(policy, ost))
     else:  # (the snapshot is the last item)
         order = order[:-1]
     count = len(order)
