@@ -1,8 +1,8 @@
 """The vectorised event-ordering ingress (``cti.ingress.ordered``) equals the row machine (the
 definition, SPEC 7): the same output rows and the same state, on random streams cut into
 random micro-batches (with partitions, combined or each alone, and substreams); where it
-declines (a clock tick, rows out of sequence) the row machine takes the batch on the same state,
-so the two take turns."""
+declines (a clock tick) the row machine takes the batch on the same state, so the two take
+turns."""
 
 from __future__ import annotations
 

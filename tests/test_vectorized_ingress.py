@@ -22,7 +22,7 @@ from cti.events import EdgeEvent, EventShape, IntervalEvent, PointEvent
 from cti.ingress import importing, vectorized
 from cti.ingress.machine import IngressMachine
 from cti.ingress.spec import StreamSpec
-from cti.rows import eos_row
+from cti.rows import clock_row, eos_row
 from cti.runtime.spark.schema import (
     IN_SCHEMA,
     in_row_to_tuple,
@@ -224,20 +224,24 @@ def reference_groups(draw):
     return [fast, slow]
 
 
-NOISE = ["unreadable", "sentinel", "empty", "back", "shape"]
+NOISE = ["unreadable", "sentinel", "empty", "back", "shape", "tick"]
 
 
 def noisy(rows: list, noise: list[tuple[int, str]]) -> list:
     """The input ``rows`` (ended) with bad rows: at each (position, what) of ``noise``, the
     row made unreadable, a sentinel start, an empty lifetime, an arrival gone back, or an
-    event of another shape."""
+    event of another shape; or a wall-clock tick before it (not bad input)."""
     rows, done = list(rows), set()
+    ticks = []
     for at, what in noise:
         k = at % max(len(rows) - 1, 1)
         if k >= len(rows) - 1 or k in done:
             continue  # (the end of input stays; one problem a row)
         done.add(k)
         row = rows[k]
+        if what == "tick":
+            ticks.append((k, clock_row(row.stream, row.seq, (row.arrival or 0) + 1)))
+            continue
         rows[k] = {
             "unreadable": lambda r: r._replace(kind="invalid", start=None, end=None,
                                                error="unreadable"),
@@ -247,6 +251,8 @@ def noisy(rows: list, noise: list[tuple[int, str]]) -> list:
             "shape": lambda r: r._replace(kind="interval" if r.kind == "point" else "point",
                                           end=None if r.kind != "point" else r.start + 1),
         }[what](row)
+    for k, tick in sorted(ticks, key=lambda t: -t[0]):
+        rows.insert(k, tick)
     return rows
 
 

@@ -1,7 +1,7 @@
 """Ingress output rows as arrays, shared by the vectorised paths (``vectorized``, ``ordered``,
 ``importing``, ``cti.engine.timed``): the layout's missing time, the event statuses by code,
-the policy on events against the CTI in force (SPEC 3), edge ends paired with their starts,
-and the frame of output rows."""
+a stream's rows in sequence, the policy on events against the CTI in force (SPEC 3), edge
+ends paired with their starts, and the frame of output rows."""
 
 from __future__ import annotations
 
@@ -12,7 +12,9 @@ import pandas as pd
 
 from cti.edges import open_edges
 from cti.events import EVENT_STATUSES, EventShape
+from cti.ingress.machine import after_end, out_of_sequence
 from cti.ingress.spec import StreamSpec
+from cti.rows import CLOCK, EOS
 from cti.settings import AdvanceTimePolicy
 from cti.time import MAX_TIME, MIN_TIME, add
 
@@ -128,3 +130,40 @@ def output_frame(cols: dict[str, Any], index: int) -> pd.DataFrame:
         "partition": np.asarray(cols["partition"], object) if "partition" in cols
         else np.full(n, None, object),
     }, copy=False)
+
+
+def in_sequence(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, common: str,
+                raises: bool = True) -> tuple[pd.DataFrame, np.ndarray, np.ndarray] | None:
+    """A stream's new rows of the batch in sequence (rows seen before and a row given twice
+    are replays: skipped), their kinds, and where the kind is not ``common`` (the few other
+    rows); raises as the row machine does for a row out of sequence or after the end of input
+    (without ``raises``: None, and the row machine raises, in the group's order); None where a
+    clock tick is among them (the row machine takes those)."""
+    seq = pdf["seq"].to_numpy(np.int64)
+    if len(seq) > 1 and not (seq[1:] > seq[:-1]).all():
+        pdf = pdf.sort_values("seq", kind="stable")
+        seq = pdf["seq"].to_numpy(np.int64)
+        first = np.concatenate([[True], seq[1:] != seq[:-1]])
+        if not first.all():
+            pdf, seq = pdf[first], seq[first]
+    expected = st["next_in_seq"]
+    at = int(np.searchsorted(seq, expected))
+    if at:
+        pdf, seq = pdf.iloc[at:], seq[at:]
+    kind = pdf["kind"].to_numpy(object)
+    rest = np.flatnonzero(kind != common)
+    n = len(seq)
+    if not n or (not len(rest) and seq[-1] == expected + n - 1 and not st["eos"]):
+        return pdf, kind, rest  # (the usual batch)
+    if (kind[rest] == CLOCK).any():
+        return None
+    gap = np.flatnonzero(seq != expected + np.arange(n))
+    ends = rest[kind[rest] == EOS]
+    after = 0 if st["eos"] else int(ends[0]) + 1 if len(ends) else n
+    if (len(gap) and gap[0] <= after or after < n) and not raises:
+        return None
+    if len(gap) and gap[0] <= after:
+        raise out_of_sequence(spec, int(seq[gap[0]]), expected + int(gap[0]))
+    if after < n:
+        raise after_end(spec, int(seq[after]))
+    return pdf, kind, rest

@@ -26,10 +26,17 @@ import pandas as pd
 
 from cti.engine.layout import IN_COLUMNS, in_row_to_tuple, in_rows_from_pandas
 from cti.events import EventShape
-from cti.ingress.columns import NULL, STATUS, edges_paired, judged, output_frame
+from cti.ingress.columns import (
+    NULL,
+    STATUS,
+    edges_paired,
+    in_sequence,
+    judged,
+    output_frame,
+)
 from cti.ingress.machine import IngressMachine, arrival_back, problem
 from cti.ingress.spec import StreamSpec
-from cti.rows import EOS, INVALID, InRow
+from cti.rows import CLOCK, EOS, INVALID, InRow
 from cti.time import MAX_TIME, MIN_TIME
 
 _STARTS = {EventShape.POINT: "point", EventShape.INTERVAL: "interval",
@@ -49,15 +56,15 @@ def process(machine: IngressMachine, pdf: pd.DataFrame, fast: int) -> pd.DataFra
             or machine.importers[j] or fst["pending"] or fst["imported"]
             or specs[fast].import_from is not None):
         return None
-    pdf = pdf.sort_values("seq", kind="stable") if len(pdf) > 1 else pdf
-    take = pdf["seq"].to_numpy(np.int64) >= st["next_in_seq"]  # the rest are replays
-    pdf = pdf[take]
-    n = len(pdf)
-    if n and (int(pdf["seq"].iloc[0]) != st["next_in_seq"] or st["eos"] or
-              int(pdf["seq"].iloc[-1]) != st["next_in_seq"] + n - 1):
+    got = in_sequence(spec, st, pdf, _STARTS[spec.shape], raises=False)
+    if got is None:
         return None
+    pdf = got[0]
+    n = len(pdf)
     # The rows held from earlier batches (received already: their keys are known) first.
     held = list(st["pending"])
+    if any(row.kind == CLOCK for _, row in held):
+        return None
     queued = pd.concat([pd.DataFrame([in_row_to_tuple(row) for _, row in held],
                                      columns=[c for c, _ in IN_COLUMNS]), pdf],
                        ignore_index=True) if held else pdf

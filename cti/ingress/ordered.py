@@ -8,10 +8,10 @@ batch of events with arrival times and maybe the end of input. Bad rows (SPEC 9:
 CTI from the adapter, no arrival time or one that goes back within its partition, a time that
 breaks a rule, a payload without the substream key) are found by the arrays and worded by the
 row machine's rules on those rows: dead letters in their place (the clocks move as the row
-machine moves them), or the first raises. Clock ticks, rows out of sequence, another shard's
-bad event in a stream that raises, and more than 64 partitions combined return None, and the
-caller runs the row machine on the same state: both keep the same state, so they can take
-turns.
+machine moves them), or the first raises, as rows out of sequence do. Clock ticks, another
+shard's bad event in a stream that raises, and more than 64 partitions combined return None,
+and the caller runs the row machine on the same state: both keep the same state, so they can
+take turns.
 
 Why it can be computed without a step per event: an event is judged against its timeline's
 watermark ``max(max - O, A - L, floor)`` before it, where ``max`` is the largest timestamp the
@@ -39,6 +39,7 @@ from sortedcontainers import SortedList
 
 from cti.engine.layout import in_rows_from_pandas
 from cti.ingress import ordering
+from cti.ingress.columns import in_sequence
 from cti.ingress.machine import (
     ORDERED_CTI,
     IngressMachine,
@@ -51,7 +52,7 @@ from cti.ingress.machine import (
 from cti.ingress.spec import StreamSpec, imported_by_all
 from cti.ingress.vectorized import EVENT_KIND, NULL, STATUS, output_frame, with_importers
 from cti.operators.frame import exact_field, stack
-from cti.rows import CLOCK, EOS, INVALID, InRow, payload_to_json
+from cti.rows import EOS, INVALID, InRow, payload_to_json
 from cti.settings import AdvanceTimePolicy
 from cti.time import MAX_TIME, MIN_TIME
 
@@ -263,30 +264,23 @@ class _Batch:
 
 def _batch(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, raises: bool
            ) -> _Batch | None:
-    """The batch as ``_Batch``, or None where the row machine must take it: rows out of
-    sequence or twice, a clock tick, an end of input before the last row; with ``raises``
-    (a stream that raises for bad input, alone in its group), raises the first bad row's
-    error as the row machine does, or gives None where it is another shard's event (its
-    owner raises), or where the stream does not raise alone."""
+    """The batch as ``_Batch``, or None where the row machine must take it: a clock tick;
+    with ``raises`` (a stream that raises for bad input, alone in its group), raises for rows
+    out of sequence or after the end of input, and for the first bad row, as the row machine
+    does, or gives None where that is another shard's event (its owner raises); without, None
+    where the stream would raise."""
     policy, keyed = spec.ordering, spec.ordering.over is not None
-    pdf = pdf.sort_values("seq", kind="stable") if len(pdf) > 1 else pdf
+    got = in_sequence(spec, st, pdf, EVENT_KIND[spec.shape], raises)
+    if got is None:
+        return None
+    pdf, kind = got[0], got[1]
     seq = pdf["seq"].to_numpy(np.int64)
-    if len(seq) > 1 and not (seq[1:] > seq[:-1]).all():
-        return None
-    take = slice(int(np.searchsorted(seq, st["next_in_seq"])), None)  # replays skipped
-    seq = seq[take]
     total = len(seq)
-    if total and (seq[0] != st["next_in_seq"] or seq[-1] != st["next_in_seq"] + total - 1):
-        return None
-    kind = pdf["kind"].to_numpy(object)[take]
-    is_eos = kind == EOS
-    eos = bool(total and is_eos[-1])
-    if is_eos[:total - 1].any() or (kind == CLOCK).any():
-        return None
+    eos = bool(total and kind[-1] == EOS)  # (``in_sequence``: none before the last row)
     rows = total - int(eos)
 
     def column(name: str, dtype: Any) -> np.ndarray:
-        return pdf[name].to_numpy(dtype)[take][:rows]
+        return pdf[name].to_numpy(dtype)[:rows]
 
     kind = kind[:rows]
     start, end = column("start", np.int64), column("end", np.int64)
@@ -311,17 +305,17 @@ def _batch(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, raises: bool
         suspect |= (end == MIN_TIME) | (end <= start)
     rule = np.full(rows, None, object)
     at = np.flatnonzero(suspect)
-    for r, row in zip(at.tolist(), in_rows_from_pandas(pdf.iloc[take].iloc[at]), strict=True):
+    for r, row in zip(at.tolist(), in_rows_from_pandas(pdf.iloc[at]), strict=True):
         rule[r] = _rule(spec, row, None if last[r] == MIN_TIME else int(last[r]))
     light = np.asarray(pd.isna(payload) if keyed else np.zeros(rows, bool), bool)
     tids, missing = _timelines(policy, payload, light | (rule != None), partition)  # noqa: E711
     for r in np.flatnonzero(missing & (rule == None)).tolist():  # noqa: E711 (per row)
-        row = in_rows_from_pandas(pdf.iloc[take].iloc[r:r + 1])[0]
+        row = in_rows_from_pandas(pdf.iloc[r:r + 1])[0]
         rule[r] = ordering.timeline_id(policy, row)[1]
     bad = rule != None  # noqa: E711 (per row)
     if bad.any() and not spec.dead_letter:
         first = int(np.argmax(bad))
-        row = in_rows_from_pandas(pdf.iloc[take].iloc[first:first + 1])[0]
+        row = in_rows_from_pandas(pdf.iloc[first:first + 1])[0]
         if not raises or elsewhere(row):
             return None
         raise bad_input(spec, row, rule[first])

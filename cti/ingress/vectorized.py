@@ -35,21 +35,26 @@ from cti.engine.layout import in_rows_from_pandas, out_rows_to_pandas
 from cti.errors import CtiViolationError
 from cti.events import SHAPE_KINDS, EventShape
 from cti.ingress import importing
-from cti.ingress.columns import NULL, STATUS, edges_paired, judged, output_frame
+from cti.ingress.columns import (
+    NULL,
+    STATUS,
+    edges_paired,
+    in_sequence,
+    judged,
+    output_frame,
+)
 from cti.ingress.machine import (
     STRAY_END,
     IngressMachine,
-    after_end,
     arrival_back,
     bad_input,
     elsewhere,
-    out_of_sequence,
     problem,
     unpoliced,
 )
 from cti.ingress.spec import StreamSpec, imported_by_all
 from cti.operators.frame import Chunk, filled, make, stack, text_codes
-from cti.rows import CLOCK, EOS, INVALID
+from cti.rows import EOS, INVALID
 from cti.time import MAX_TIME, MIN_TIME, format_time
 
 _REASON = np.asarray([None, "cti_violation"], dtype=object)
@@ -395,40 +400,6 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
     st["last_key"] = (int(run[-1]), index, int(seq[-1]))
     st["eos"] = bool(is_eos.any())
     return out, cti_keys, chunk
-
-
-def in_sequence(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, common: str
-                ) -> tuple[pd.DataFrame, np.ndarray, np.ndarray] | None:
-    """The batch's new rows in sequence (rows seen before and a row given twice are replays:
-    skipped), their kinds, and where the kind is not ``common`` (the few other rows); raises
-    as the row machine does for a row out of sequence or after the end of input; None where a
-    clock tick is among them (the row machine takes those)."""
-    seq = pdf["seq"].to_numpy(np.int64)
-    if len(seq) > 1 and not (seq[1:] > seq[:-1]).all():
-        pdf = pdf.sort_values("seq", kind="stable")
-        seq = pdf["seq"].to_numpy(np.int64)
-        first = np.concatenate([[True], seq[1:] != seq[:-1]])
-        if not first.all():
-            pdf, seq = pdf[first], seq[first]
-    expected = st["next_in_seq"]
-    at = int(np.searchsorted(seq, expected))
-    if at:
-        pdf, seq = pdf.iloc[at:], seq[at:]
-    kind = pdf["kind"].to_numpy(object)
-    rest = np.flatnonzero(kind != common)
-    n = len(seq)
-    if not n or (not len(rest) and seq[-1] == expected + n - 1 and not st["eos"]):
-        return pdf, kind, rest  # (the usual batch)
-    if (kind[rest] == CLOCK).any():
-        return None
-    gap = np.flatnonzero(seq != expected + np.arange(n))
-    ends = rest[kind[rest] == EOS]
-    after = 0 if st["eos"] else int(ends[0]) + 1 if len(ends) else n
-    if len(gap) and gap[0] <= after:
-        raise out_of_sequence(spec, int(seq[gap[0]]), expected + int(gap[0]))
-    if after < n:
-        raise after_end(spec, int(seq[after]))
-    return pdf, kind, rest
 
 
 def unpoliced_first(spec: StreamSpec, pdf: pd.DataFrame, rule: np.ndarray, bad: np.ndarray,
