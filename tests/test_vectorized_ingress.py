@@ -19,7 +19,7 @@ from cti.adapters import Arriving
 from cti.engine.batch import read_rows
 from cti.errors import CtiError
 from cti.events import EdgeEvent, EventShape, IntervalEvent, PointEvent
-from cti.ingress import importing, vectorized
+from cti.ingress import columns, importing, vectorized
 from cti.ingress.machine import IngressMachine
 from cti.ingress.spec import StreamSpec
 from cti.rows import clock_row, eos_row
@@ -164,6 +164,49 @@ def test_group_path_equals_the_row_machine(defs, sizes):
     specs, inputs = _group_inputs(defs)
     event(f"{len(specs)} streams, the first {specs[0].shape.value} with"
           f"{'out' if specs[0].policy is None else ''} settings")
+    taken = []
+    original = importing.process
+
+    def spy(*args):
+        got = original(*args)
+        taken.append(got is not None)
+        return got
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(importing, "process", spy)
+        _group_steps(specs, inputs, sizes)
+    if len(specs) > 1 and any(taken):
+        event("the importing stream vectorised" + (
+            ", its own CTIs generated" if specs[1].generates else ""))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(defs=stream_defs(second_stream=True, adapter_ctis=None, no_settings=None),
+       sizes=batch_sizes)
+def test_an_importing_stream_with_ctis_of_its_own_equals_the_row_machine(defs, sizes):
+    """A stream that imports a fast stream's CTIs and generates its own, or gets CTIs from
+    its adapter: each, imported or its own, moves its time in processing order, as the row
+    machine has them (``importing.process``)."""
+    specs, inputs = _group_inputs(defs)
+    took = []
+    original = importing.process
+
+    def spy(*args):
+        got = original(*args)
+        took.append(got is not None and bool((got["stream"] == 1).any()))
+        return got
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(importing, "process", spy)
+        _group_steps(specs, inputs, sizes)
+    own = ("generated" if specs[1].generates else "") + (
+        " adapter" if any(r.kind == "cti" for r in inputs[1]) else "")
+    event(f"importing batches vectorised: {min(sum(took), 2)}; own CTIs: {own or 'none'}")
+
+
+def _group_steps(specs, inputs, sizes) -> None:
+    """The group's inputs in batches of ``sizes`` rows per stream, by the row machine and the
+    vectorised group path side by side (``same_step``)."""
     rows_machine, mixed = IngressMachine(specs), IngressMachine(specs)
     pos, k, used = [0] * len(inputs), 0, 0
     while any(p < len(rows) for p, rows in zip(pos, inputs, strict=True)):
@@ -469,7 +512,7 @@ def test_span_points_are_the_generators_of_the_rule(starts, span, gen_ref, befor
     for s in starts:
         want.append(ref is None or s - ref >= span)
         ref = s if want[-1] else ref
-    got, new_ref = vectorized.span_points(np.asarray(starts, np.int64), before, gen_ref, span)
+    got, new_ref = columns.span_points(np.asarray(starts, np.int64), before, gen_ref, span)
     assert got.tolist() == want and new_ref == ref
 
 

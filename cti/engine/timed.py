@@ -23,7 +23,7 @@ shard whole, as without this (the ordinary route, ``cti.engine.batch.routed``).
 
 A stream that generates a CTI by time span (``AdvanceTimeGenerationSettings(span, delay)``)
 has its CTIs at the events that start at least a span past the last one that generated: such
-an event starts above every earlier one (``vectorized.span_points``). Which of those generate
+an event starts above every earlier one (``columns.span_points``). Which of those generate
 depends on every earlier piece, so the source sends a ``gen`` row for each of the piece's
 records (an event above every earlier start of the piece), and each shard, with the earlier
 pieces' largest start and the last generator's start carried in, picks the generators:
@@ -39,16 +39,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cti.errors import BadInputError
+from cti.ingress.columns import judged, output_frame, saturating_sub, span_points
 from cti.ingress.machine import IngressMachine
-from cti.ingress.vectorized import (
-    judged,
-    kept_chunk,
-    known_field,
-    output_frame,
-    saturating_sub,
-    span_points,
-    status_rows,
-)
+from cti.ingress.vectorized import kept_chunk, known_field, status_rows
 from cti.operators.frame import Chunk, filled, stack
 from cti.time import MAX_TIME, MIN_TIME
 
@@ -62,7 +55,7 @@ def generation_points(rows: pa.Table, count: int | None, kind: str, schema: pa.S
     ``seq``, maybe ending with end of input), for a stream that generates a CTI every ``count``
     events of kind ``kind``, or (``count`` None) by time span: then a ``gen`` row per event
     that starts above every earlier one of the piece (only such an event can generate: see
-    ``vectorized.span_points``). None where the piece is not all valid events without arrival
+    ``columns.span_points``). None where the piece is not all valid events without arrival
     times (then every shard gets it whole)."""
     n = rows.num_rows
     if n == 0:

@@ -167,3 +167,71 @@ def in_sequence(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, common:
     if after < n:
         raise after_end(spec, int(seq[after]))
     return pdf, kind, rest
+
+
+def saturating_sub(values: np.ndarray, delay: int) -> np.ndarray:
+    """``cti.time.add(v, -delay)`` of each value (none a sentinel): saturating at the
+    sentinels, without overflowing int64."""
+    return np.clip(values, max(MIN_TIME, MIN_TIME + delay), min(MAX_TIME, MAX_TIME + delay)) \
+        - delay
+
+
+def span_points(starts: np.ndarray, prev_max: int, gen_ref: int | None, span: int
+                ) -> tuple[np.ndarray, int | None]:
+    """Which of these counted events (their starts, in arrival order) generate a CTI by time
+    span (SPEC 4: the first counted event, then each whose start is at least ``span`` past the
+    start of the event that generated the previous CTI, ``gen_ref``), and the new ``gen_ref``.
+    ``prev_max``: the largest start before them. Such an event's start is above every earlier
+    start (the events since the last one all started less than ``span`` after it, and it was
+    above all before it), so the first event at or past ``gen_ref + span`` is the first such
+    record: one search per generated CTI where they are few beside the records, else a step
+    per record, never a step per event."""
+    out = np.zeros(len(starts), bool)
+    if not len(starts):
+        return out, gen_ref
+    earlier = np.maximum.accumulate(np.concatenate([[prev_max], starts[:-1]]))
+    records = np.flatnonzero(starts > earlier)  # strictly increasing starts
+    at = starts[records]
+    i = 0 if gen_ref is None else _first_at(at, gen_ref + span)
+    if i < len(at) and (len(at) - i < 2 or np.diff(at[i:]).min() >= span):
+        out[records[i:]] = True  # every record from there on is a span past the one before
+        return out, int(at[-1])
+    if i < len(at) and (int(at[-1]) - int(at[i])) // span * 8 < len(at) - i:
+        while i < len(at):  # few generators among many records: a search for each
+            out[records[i]] = True
+            gen_ref = int(at[i])
+            i = _first_at(at, gen_ref + span)
+        return out, gen_ref
+    for j, t in zip(records[i:].tolist(), at[i:].tolist(), strict=True):  # a step per record
+        if gen_ref is None or t - gen_ref >= span:
+            out[j] = True
+            gen_ref = t
+    return out, gen_ref
+
+
+def _first_at(ordered: np.ndarray, t: int) -> int:
+    """The index of the first value at or above ``t`` (a Python int, maybe past int64)."""
+    return len(ordered) if t > MAX_TIME else int(np.searchsorted(ordered, t, side="left"))
+
+
+def generated(spec: StreamSpec, st: dict[str, Any], is_ev: np.ndarray, start: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray, int, int | None]:
+    """CTI generation (SPEC 4) over rows in processing order, ``is_ev`` the events it counts
+    (all events, whatever the policy does): the CTI each row's event generates (``MIN_TIME``:
+    none), the largest start up to each row, and the stream's new ``count`` and ``gen_ref``
+    (``st``: its state before)."""
+    prev_max = MIN_TIME if st["max_start"] is None else st["max_start"]
+    max_start = np.maximum(np.maximum.accumulate(np.where(is_ev, start, MIN_TIME)), prev_max)
+    generating = np.zeros(len(start), bool)
+    ev_idx = np.flatnonzero(is_ev)
+    count, gen_ref = st["count"], st["gen_ref"]
+    if spec.event_count is not None:
+        # The events whose ordinal (count + 1, count + 2, ...) is a multiple of the count.
+        generating[ev_idx[(-count - 1) % spec.event_count::spec.event_count]] = True
+        count = int((count + len(ev_idx)) % spec.event_count)
+    elif spec.duration is not None:
+        triggers, gen_ref = span_points(start[ev_idx], prev_max, gen_ref, spec.duration)
+        generating[ev_idx[triggers]] = True
+    candidate = np.full(len(start), MIN_TIME, np.int64)
+    candidate[generating] = saturating_sub(max_start[generating], spec.delay)
+    return candidate, max_start, count, gen_ref

@@ -1,5 +1,5 @@
-"""A stream whose CTIs are all imported (SPEC 5), vectorised: the slow reference stream of a
-group whose fast stream runs vectorised (``vectorized.with_importers``).
+"""A stream that imports its CTIs (SPEC 5), vectorised: the slow reference stream of a group
+whose fast stream runs vectorised (``vectorized.with_importers``).
 
 The row machine merges the slow stream's rows with the CTIs it imports in arrival order (the
 merge key: arrival, stream, sequence). A row waits until the fast stream has received a row
@@ -7,13 +7,15 @@ later than it (its CTI in force is then known); an imported CTI waits until the 
 has received a row later than it. So what is processed in a batch is every queued row and
 imported CTI below the first that must wait, in key order, and each event is judged against
 the last CTI imported before it: a search, not a step per row. This module computes exactly
-the row machine's output rows and new state for that, and returns None (the row machine
-runs) for anything else: a CTI from the adapter, an edge end that closes nothing, a stream
-that generates CTIs of its own or is imported from, a violation without a policy, a bad row in
-a stream that raises for it (the row machine raises the group's first in arrival order). A
-bad row of a stream that dead-letters it (SPEC 9) is dead-lettered in its place, worded by
-the row machine's rules (``machine.problem``). Edge ends are paired with their starts as
-``columns.edges_paired`` does.
+the row machine's output rows and new state for that. The stream may also have CTIs of its
+own, generated (SPEC 4) or from its adapter: in processing order, each CTI, imported or its
+own, moves the stream's time where it is later (a running maximum). A bad row of a stream that
+dead-letters it (SPEC 9) is dead-lettered in its place, worded by the row machine's rules
+(``machine.problem``). Edge ends are paired with their starts as ``columns.edges_paired``
+does. It returns None (the row machine runs) for anything else: a clock tick, an edge end
+that closes nothing, a stream imported from, a violation without a policy, a bad row in a
+stream that raises for it (the row machine raises the group's first in arrival order), an
+imported CTI that must wait but that the stream's own CTIs passed (the row machine drops it).
 """
 
 from __future__ import annotations
@@ -30,11 +32,12 @@ from cti.ingress.columns import (
     NULL,
     STATUS,
     edges_paired,
+    generated,
     in_sequence,
     judged,
     output_frame,
 )
-from cti.ingress.machine import IngressMachine, arrival_back, problem
+from cti.ingress.machine import IngressMachine, arrival_back, cti_regression, problem
 from cti.ingress.spec import StreamSpec
 from cti.rows import CLOCK, EOS, INVALID, InRow
 from cti.time import MAX_TIME, MIN_TIME
@@ -52,7 +55,7 @@ def process(machine: IngressMachine, pdf: pd.DataFrame, fast: int) -> pd.DataFra
         return None
     j = 1 - fast
     spec, st, fst = specs[j], streams[j], streams[fast]
-    if (spec.import_from != fast or spec.generates or spec.ordering is not None
+    if (spec.import_from != fast or spec.ordering is not None
             or machine.importers[j] or fst["pending"] or fst["imported"]
             or specs[fast].import_from is not None):
         return None
@@ -77,9 +80,7 @@ def process(machine: IngressMachine, pdf: pd.DataFrame, fast: int) -> pd.DataFra
     is_eos = kind == EOS
     event_kind = _STARTS[spec.shape]
     is_end = kind == "edge_end" if event_kind == "edge_start" else np.zeros(len(kind), bool)
-    other = (kind != event_kind) & ~is_end & ~is_eos
-    if (kind[other] == "cti").any() or (is_eos.any() and not is_eos[-1]):
-        return None  # (an adapter's CTI: the row machine)
+    other = (kind != event_kind) & ~is_end & ~is_eos  # (adapter CTIs, bad rows: checked)
 
     # Receiving (``IngressMachine._receive``): each new row's merge arrival; an explicit
     # arrival that goes back behind the stream's data is bad input (unless unreadable anyway).
@@ -94,8 +95,9 @@ def process(machine: IngressMachine, pdf: pd.DataFrame, fast: int) -> pd.DataFra
     bad = rule != None  # noqa: E711 (per row)
     if bad.any() and not spec.dead_letter:
         return None  # (the row machine raises, for the first in the whole group's order)
-    ev = ~is_eos & ~is_end & ~bad  # (the starts: they count, edge ends do not)
+    ev = (kind == event_kind) & ~bad  # (the starts: they count, edge ends do not)
     is_end &= ~bad
+    is_cti = (kind == "cti") & ~bad
     merge = np.concatenate([np.asarray([key[0] for key, _ in held], np.int64),
                             np.maximum.accumulate(np.concatenate([[st["last_arrival"]],
                                                                   own]))[1:]])
@@ -120,15 +122,35 @@ def process(machine: IngressMachine, pdf: pd.DataFrame, fast: int) -> pd.DataFra
         ready = _count_below(merge, j, seq, queue[waiting][0])
     imports = queue[:waiting]
 
-    # Each processed row after the imported CTIs before it; its CTI in force is the last.
+    # The CTIs in processing order: each imported CTI before the row it precedes (``at``:
+    # how many rows come before it), then each row's own: its adapter's, or the one its event
+    # generates after it (SPEC 4), or infinity at the end of input; each moves the stream's
+    # time if it is later, and an adapter's that does not is a regression.
+    k = len(imports)
     ctis = np.asarray([t for _, t in imports], np.int64)
     at = np.asarray([_count_below(merge[:ready], j, seq[:ready], key) for key, _ in imports],
                     np.int64)
-    before = np.concatenate([[st["cti"]], ctis])[
-        np.searchsorted(at, np.arange(ready), side="right")]
     done = slice(0, ready)
     s, e, p, ends = start[done], end[done], payload[done], is_end[done]
-    is_ev = ev[done]
+    is_ev, own_cti = ev[done], is_cti[done]
+    own, max_start, count, gen_ref = generated(spec, st, is_ev, s)
+    own[own_cti] = s[own_cti]
+    if ready and is_eos[ready - 1] and spec.generates and spec.advance_to_infinity_on_shutdown:
+        own[-1] = MAX_TIME
+    row_at = np.arange(ready) + np.searchsorted(at, np.arange(ready), side="right")
+    imp_at = at + np.arange(k)
+    candidate = np.full(ready + k, MIN_TIME, np.int64)
+    candidate[row_at], candidate[imp_at] = own, ctis
+    run = np.maximum.accumulate(np.concatenate([[st["cti"]], candidate]))
+    moves = candidate > run[:-1]
+    final = int(run[-1])
+    if waiting < len(queue) and queue[waiting][1] <= final:
+        return None  # (the row machine drops a waiting import the stream's own CTI passed)
+    before = run[:-1][row_at]
+    regression = own_cti & ~moves[row_at]
+    own_moves = moves[row_at] & (own != MIN_TIME)
+    imp_moves = moves[imp_at]
+
     elsewhere = (p == None) & (event_kind == "edge_start")  # noqa: E711 (another shard's edge)
     judge = is_ev & ~elsewhere
     ends &= ~elsewhere
@@ -148,45 +170,57 @@ def process(machine: IngressMachine, pdf: pd.DataFrame, fast: int) -> pd.DataFra
         out_end = np.where(dropped | (event_kind != "interval"), NULL, e)
         reason = np.where(violates, "cti_violation", None)
 
-    # Output rows in processing order: the imported CTIs at their places among the rows.
-    emits = np.flatnonzero(judge | dead)
+    # Output rows in processing order: each row's own (event, dead letter or regression),
+    # then the CTI it made; the imported CTIs that move the stream's time in their places.
+    emits = np.flatnonzero(judge | dead | regression)
     gone = dead[emits]  # (dead letters: no times of their own, the rule they break)
-    order = np.argsort(np.concatenate([emits * 2 + 1, at * 2]), kind="stable")
-    m = len(emits) + len(imports)
-    k = len(imports)
+    back = regression[emits]  # (an adapter's CTI that does not move the time: ignored)
+    made = np.flatnonzero(own_moves)
+    took = np.flatnonzero(imp_moves)
+    new_ctis = np.concatenate([own[made], ctis[took]])
+    c = len(new_ctis)
+    order = np.argsort(np.concatenate([row_at[emits] * 2, row_at[made] * 2 + 1,
+                                       imp_at[took] * 2]), kind="stable")
+    m = len(emits) + c
     no_end = np.full(len(emits), NULL, np.int64) if event_kind == "point" else e[emits]
+    before_ev = before[emits]
+    cti_seq = np.full(c, -1, np.int64)
 
     def pick(rows_values: Any, cti_values: Any) -> np.ndarray:
         return np.concatenate([np.asarray(rows_values), np.asarray(cti_values)])[order]
 
     out = output_frame({
         "seq": st["out_seq"] + np.arange(m, dtype=np.int64),
-        "in_seq": pick(seq[done][emits], np.full(k, -1)),
-        "kind": pick(kind[done][emits], np.full(k, "cti", object)),
-        "start": pick(np.where(gone, NULL, out_start[emits]), ctis),
-        "end": pick(np.where(gone, NULL, out_end[emits]), np.full(k, NULL)),
-        "payload": pick(p[emits], np.full(k, None, object)),
-        "status": pick(np.where(gone, "invalid", STATUS[np.where(
-            accepted[emits], 0, np.where(adjusted[emits], 1, 2))]), np.full(k, "cti", object)),
-        "orig_start": pick(s[emits], np.full(k, NULL)),
-        "orig_end": pick(np.where(gone, e[emits], no_end), np.full(k, NULL)),
-        "cti": pick(np.where(before[emits] == MIN_TIME, NULL, before[emits]), ctis),
-        "reason": pick(np.where(gone, rule[done][emits], reason[emits]).astype(object),
-                       np.full(k, None, object)),
+        "in_seq": pick(seq[done][emits], cti_seq),
+        "kind": pick(kind[done][emits], np.full(c, "cti", object)),
+        "start": pick(np.where(gone | back, NULL, out_start[emits]), new_ctis),
+        "end": pick(np.where(gone | back, NULL, out_end[emits]), np.full(c, NULL)),
+        "payload": pick(p[emits], np.full(c, None, object)),
+        "status": pick(np.where(gone, "invalid", np.where(back, "cti_regression", STATUS[
+            np.where(accepted[emits], 0, np.where(adjusted[emits], 1, 2))])),
+            np.full(c, "cti", object)),
+        "orig_start": pick(s[emits], np.full(c, NULL)),
+        "orig_end": pick(np.where(gone, e[emits], np.where(back, NULL, no_end)),
+                         np.full(c, NULL)),
+        "cti": pick(np.where(before_ev == MIN_TIME, NULL, before_ev), new_ctis),
+        "reason": pick(np.where(gone, rule[done][emits], np.where(back, np.asarray(
+            [cti_regression(int(t), int(b)) if r else None for t, b, r in zip(
+                s[emits], before_ev, back, strict=True)], object), reason[emits])).astype(
+            object), np.full(c, None, object)),
     }, j)
 
     # The row machine's state after the same rows (the edge book's: ``edges_paired``).
     if is_ev.any():
-        top = int(s[is_ev].max())
-        st["max_start"] = top if st["max_start"] is None else max(st["max_start"], top)
+        st["max_start"] = int(max_start[-1])
+    st["count"], st["gen_ref"] = count, gen_ref
     metrics = st["metrics"]
     metrics["accepted"] += int(accepted.sum())
     metrics["adjusted"] += int(adjusted.sum())
     metrics["dropped"] += int(dropped.sum())
-    metrics["ctis"] += k
+    metrics["ctis"] += c
+    metrics["cti_regressions"] += int(regression.sum())
     metrics["invalid"] += int(dead.sum())
-    if k:
-        st["cti"] = int(ctis[-1])
+    st["cti"] = final
     for _ in range(k):
         st["imported"].popleft()
     st["out_seq"] += m

@@ -118,6 +118,11 @@ def ordering_arrival_problem(row: InRow, last: int | None) -> str | None:
     return None
 
 
+def cti_regression(t: int, c: int) -> str:
+    """Why an adapter's CTI at ``t`` is ignored, the stream's time being ``c``."""
+    return f"CTI {format_time(t)} does not move the stream's time {format_time(c)} forward; ignored"
+
+
 def bad_input(spec: StreamSpec, row: InRow, rule: str) -> BadInputError:
     return BadInputError(f"stream {spec.name!r}, input #{row.seq} ({_describe(row)}): {rule}")
 
@@ -382,8 +387,7 @@ class IngressMachine:
         if row.kind == "cti":
             if row.start <= st["cti"]:
                 self._emit(i, row.seq, "cti", None, None, None, "cti_regression", row.start,
-                           reason=f"CTI {format_time(row.start)} does not move the stream's "
-                           f"time {format_time(st['cti'])} forward; ignored")
+                           reason=cti_regression(row.start, st["cti"]))
             else:
                 self._advance(i, row.start)
             return

@@ -39,6 +39,7 @@ from cti.ingress.columns import (
     NULL,
     STATUS,
     edges_paired,
+    generated,
     in_sequence,
     judged,
     output_frame,
@@ -48,6 +49,7 @@ from cti.ingress.machine import (
     IngressMachine,
     arrival_back,
     bad_input,
+    cti_regression,
     elsewhere,
     problem,
     unpoliced,
@@ -55,7 +57,7 @@ from cti.ingress.machine import (
 from cti.ingress.spec import StreamSpec, imported_by_all
 from cti.operators.frame import Chunk, filled, make, stack, text_codes
 from cti.rows import EOS, INVALID
-from cti.time import MAX_TIME, MIN_TIME, format_time
+from cti.time import MAX_TIME, MIN_TIME
 
 _REASON = np.asarray([None, "cti_violation"], dtype=object)
 _CTI_STATUS = np.asarray(["cti", "cti_regression"], dtype=object)
@@ -72,51 +74,6 @@ def eligible(specs: list[StreamSpec], edges: bool = False) -> bool:
     s = specs[0]
     return (s.ordering is None and s.import_from is None
             and (s.shape in EVENT_KIND or (edges and s.shape is EventShape.EDGE)))
-
-
-def saturating_sub(values: np.ndarray, delay: int) -> np.ndarray:
-    """``cti.time.add(v, -delay)`` of each value (none a sentinel): saturating at the
-    sentinels, without overflowing int64."""
-    return np.clip(values, max(MIN_TIME, MIN_TIME + delay), min(MAX_TIME, MAX_TIME + delay)) \
-        - delay
-
-
-def span_points(starts: np.ndarray, prev_max: int, gen_ref: int | None, span: int
-                ) -> tuple[np.ndarray, int | None]:
-    """Which of these counted events (their starts, in arrival order) generate a CTI by time
-    span (SPEC 4: the first counted event, then each whose start is at least ``span`` past the
-    start of the event that generated the previous CTI, ``gen_ref``), and the new ``gen_ref``.
-    ``prev_max``: the largest start before them. Such an event's start is above every earlier
-    start (the events since the last one all started less than ``span`` after it, and it was
-    above all before it), so the first event at or past ``gen_ref + span`` is the first such
-    record: one search per generated CTI where they are few beside the records, else a step
-    per record, never a step per event."""
-    out = np.zeros(len(starts), bool)
-    if not len(starts):
-        return out, gen_ref
-    earlier = np.maximum.accumulate(np.concatenate([[prev_max], starts[:-1]]))
-    records = np.flatnonzero(starts > earlier)  # strictly increasing starts
-    at = starts[records]
-    i = 0 if gen_ref is None else _first_at(at, gen_ref + span)
-    if i < len(at) and (len(at) - i < 2 or np.diff(at[i:]).min() >= span):
-        out[records[i:]] = True  # every record from there on is a span past the one before
-        return out, int(at[-1])
-    if i < len(at) and (int(at[-1]) - int(at[i])) // span * 8 < len(at) - i:
-        while i < len(at):  # few generators among many records: a search for each
-            out[records[i]] = True
-            gen_ref = int(at[i])
-            i = _first_at(at, gen_ref + span)
-        return out, gen_ref
-    for j, t in zip(records[i:].tolist(), at[i:].tolist(), strict=True):  # a step per record
-        if gen_ref is None or t - gen_ref >= span:
-            out[j] = True
-            gen_ref = t
-    return out, gen_ref
-
-
-def _first_at(ordered: np.ndarray, t: int) -> int:
-    """The index of the first value at or above ``t`` (a Python int, maybe past int64)."""
-    return len(ordered) if t > MAX_TIME else int(np.searchsorted(ordered, t, side="left"))
 
 
 def process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame) -> pd.DataFrame | None:
@@ -253,24 +210,8 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
             if elsewhere(row):
                 return None  # (its owner raises; the row machine goes on here, as it must)
 
-    # CTI generation (SPEC 4): counted events are all events, whatever the policy does.
-    prev_max = MIN_TIME if st["max_start"] is None else st["max_start"]
-    max_start = np.maximum.accumulate(np.where(is_ev, start, MIN_TIME))
-    max_start = np.maximum(max_start, prev_max)
-    generating = np.zeros(n, bool)
     ev_idx = np.flatnonzero(is_ev)
-    count, gen_ref = st["count"], st["gen_ref"]
-    if not spec.generates:
-        pass
-    elif spec.event_count is not None:
-        # The events whose ordinal (count + 1, count + 2, ...) is a multiple of the count.
-        generating[ev_idx[(-count - 1) % spec.event_count::spec.event_count]] = True
-        count = int((count + len(ev_idx)) % spec.event_count)
-    else:
-        triggers, gen_ref = span_points(start[ev_idx], prev_max, gen_ref, spec.duration)
-        generating[ev_idx[triggers]] = True
-    candidate = np.full(n, MIN_TIME, np.int64)
-    candidate[generating] = saturating_sub(max_start[generating], spec.delay)
+    candidate, max_start, count, gen_ref = generated(spec, st, is_ev, start)
     candidate[is_cti] = start[is_cti]
     if is_eos.any() and spec.generates and spec.advance_to_infinity_on_shutdown:
         candidate[-1] = MAX_TIME
@@ -345,8 +286,7 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
     cti_start = np.where(regression_cti, NULL, candidate[rows_cti])
     in_cti = np.where(regression_cti, seq[rows_cti], -1)
     reasons_cti = np.asarray([
-        f"CTI {format_time(int(v))} does not move the stream's time {format_time(int(c))} "
-        "forward; ignored" if r else None
+        cti_regression(int(v), int(c)) if r else None
         for v, c, r in zip(start[rows_cti], before[rows_cti], regression[rows_cti],
                            strict=True)], dtype=object)
     cti_ev = np.where(before[rows_ev] == MIN_TIME, NULL, before[rows_ev])
