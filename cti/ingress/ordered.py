@@ -199,13 +199,14 @@ def _timelines(policy: Any, payload: np.ndarray, light: np.ndarray, partition: n
 
 def _partition_arrivals(partition: np.ndarray, arrival: np.ndarray
                         ) -> dict[str | None, int]:
-    """Each partition's last arrival (in order of first appearance; arrivals in order)."""
+    """Each partition's last arrival, its largest (in order of first appearance; arrivals
+    in order within a partition)."""
     if not len(partition):
         return {}
     codes, uniques = pd.factorize(pd.Series(partition, dtype=object), sort=False,
                                   use_na_sentinel=False)
-    lasts = np.zeros(len(uniques), np.int64)
-    lasts[codes] = arrival  # (the last write of each code wins)
+    lasts = np.full(len(uniques), MIN_TIME, np.int64)
+    np.maximum.at(lasts, codes, arrival)
     return {None if pd.isna(p) else p: int(a) for p, a in zip(uniques, lasts, strict=True)}
 
 
