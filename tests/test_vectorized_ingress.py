@@ -235,20 +235,26 @@ def _group_inputs(defs) -> tuple[list, list[list]]:
 
 @st.composite
 def reference_groups(draw):
-    """A fast stream that generates its CTIs and a slow one that only imports them, as
-    reference data: points, intervals or edges (some sharing a start and payload; ends of
+    """A fast stream that generates its CTIs and one or two slow ones that only import them,
+    as reference data: points, intervals or edges (some sharing a start and payload; ends of
     edges that started before, now and then one that closes nothing), DROP or ADJUST, with
     arrival times or without (arriving at their sync times)."""
     fast = draw(stream_defs(second_stream=False, shapes=(EventShape.POINT,
                                                           EventShape.INTERVAL),
                             adapter_ctis=False, with_arrival=True))[0]
+    return [fast, *(draw(slow_stream(name)) for name in "bc"[:draw(st.integers(1, 2))])]
+
+
+@st.composite
+def slow_stream(draw, name):
+    """A slow stream ``name`` that imports stream a's CTIs (see ``reference_groups``)."""
     shape = draw(st.sampled_from(SHAPES))
     n = draw(st.integers(0, 12))
     items, opened = [], []
     timed = draw(st.booleans())  # else each row arrives at its sync time
     for k, t in enumerate(draw(arrivals(n, max_step=6))):
         start = draw(st.integers(0, 40))
-        payload = {"id": f"b{draw(st.integers(0, k))}"}
+        payload = {"id": f"{name}{draw(st.integers(0, k))}"}
         if shape is EventShape.EDGE and opened and draw(st.integers(0, 2)) == 0:
             # A reference row replaced: an end of an edge that started before, or now and
             # then one that closes nothing (bad input, for the row machine).
@@ -261,10 +267,9 @@ def reference_groups(draw):
                       if shape is EventShape.INTERVAL else EdgeEvent.start_edge(start, payload))
             opened.append((start, payload))
         items.append(Arriving(event_, t) if timed else event_)
-    slow = StreamDef("b", shape, tuple(items), AdvanceTimeSettings(
+    return StreamDef(name, shape, tuple(items), AdvanceTimeSettings(
         import_settings=AdvanceTimeImportSettings("a"),
         policy=draw(st.sampled_from(POLICIES))), draw(st.sampled_from(["dead_letter", "raise"])))
-    return [fast, slow]
 
 
 NOISE = ["unreadable", "sentinel", "empty", "back", "shape", "tick"]
@@ -304,13 +309,12 @@ def noisy(rows: list, noise: list[tuple[int, str]]) -> list:
        noise=st.lists(st.tuples(st.integers(0, 30), st.sampled_from(NOISE)), max_size=3))
 def test_a_slow_stream_that_only_imports_runs_vectorised_as_the_row_machine(defs, sizes,
                                                                             noise):
-    """The slow stream's rows and imported CTIs merged by arrival without the row machine
-    (``cti.ingress.importing``): the same output and state, batch after batch, rows held back
-    until the fast stream passes them included; bad rows dead-lettered in their place (the
-    row machine raises where the stream raises)."""
+    """Each slow stream's rows and imported CTIs merged by arrival without the row machine
+    (``cti.ingress.importing``), one or two slow streams: the same output and state, batch
+    after batch, rows held back until the fast stream passes them included; bad rows
+    dead-lettered in their place (the row machine raises where the stream raises)."""
     specs, inputs = _group_inputs(defs)
-    inputs[1] = noisy(inputs[1], noise)
-    rows_machine, mixed = IngressMachine(specs), IngressMachine(specs)
+    inputs[1:] = [noisy(rows, noise) for rows in inputs[1:]]
     taken, dead = [], []
     original = importing.process
 
@@ -320,32 +324,26 @@ def test_a_slow_stream_that_only_imports_runs_vectorised_as_the_row_machine(defs
         dead.append(got is not None and bool((got["status"] == "invalid").any()))
         return got
 
-    pos, k = [0, 0], 0
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(importing, "process", spy)
-        while any(p < len(rows) for p, rows in zip(pos, inputs, strict=True)):
-            size = sizes[k % len(sizes)]
-            batch = [r for i, rows in enumerate(inputs) for r in rows[pos[i]:pos[i] + size]]
-            pos = [p + size for p in pos]
-            k += 1
-            if same_step(rows_machine, mixed, batch) is None:
-                return
-    event(f"slow stream batches vectorised: {min(sum(taken), 3)}")
+        _group_steps(specs, inputs, sizes)
+    event(f"{len(specs) - 1} slow streams; batches vectorised: {min(sum(taken), 3)}")
     if any(dead):
         event("dead letters, vectorised")
 
 
-def test_reference_data_before_the_fast_stream_takes_the_vectorised_path():
-    """Reference rows loaded before the first fast event, in one batch with it: no row
-    machine step, and the same result."""
+@pytest.mark.parametrize("tables", [1, 2])
+def test_reference_data_before_the_fast_stream_takes_the_vectorised_path(tables):
+    """Reference rows (of one or two reference streams) loaded before the first fast event,
+    in one batch with it: no row machine step, and the same result."""
     fast = StreamDef("a", EventShape.POINT, tuple(
         Arriving(PointEvent(t, {"k": t % 3}), t) for t in range(10, 30)),
         AdvanceTimeSettings.increasing_start_time())
-    slow = StreamDef("b", EventShape.EDGE, tuple(
+    slow = [StreamDef(name, EventShape.EDGE, tuple(
         Arriving(EdgeEvent.start_edge(5, {"k": k}), 5) for k in range(3)),
         AdvanceTimeSettings(import_settings=AdvanceTimeImportSettings("a"),
-                            policy=AdvanceTimePolicy.ADJUST))
-    specs, inputs = _group_inputs([fast, slow])
+                            policy=AdvanceTimePolicy.ADJUST)) for name in "bc"[:tables]]
+    specs, inputs = _group_inputs([fast, *slow])
     rows_machine, mixed = IngressMachine(specs), IngressMachine(specs)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(IngressMachine, "_process_row", lambda *a: pytest.fail("row machine"))
@@ -357,7 +355,8 @@ def test_reference_data_before_the_fast_stream_takes_the_vectorised_path():
                                   want.sort_values(order).reset_index(drop=True),
                                   check_dtype=False)
     assert mixed.state == rows_machine.state
-    assert (got["stream"] == 1).sum() > 3  # the edges and the CTIs imported
+    for j in range(1, tables + 1):
+        assert (got["stream"] == j).sum() > 3  # the edges and the CTIs imported
 
 
 def same_step(rows_machine: IngressMachine, mixed: IngressMachine, batch: list) -> bool | None:

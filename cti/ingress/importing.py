@@ -1,5 +1,6 @@
-"""A stream that imports its CTIs (SPEC 5), vectorised: the slow reference stream of a group
-whose fast stream runs vectorised (``vectorized.with_importers``).
+"""A stream that imports its CTIs (SPEC 5), vectorised: a slow reference stream of a group
+whose fast stream runs vectorised (``vectorized.with_importers``), each such stream on its own
+(it waits for the fast stream alone).
 
 The row machine merges the slow stream's rows with the CTIs it imports in arrival order (the
 merge key: arrival, stream, sequence). A row waits until the fast stream has received a row
@@ -46,14 +47,12 @@ _STARTS = {EventShape.POINT: "point", EventShape.INTERVAL: "interval",
            EventShape.EDGE: "edge_start"}
 
 
-def process(machine: IngressMachine, pdf: pd.DataFrame, fast: int) -> pd.DataFrame | None:
-    """The output rows of the group's other stream for its input rows ``pdf`` (the fast
-    stream ``fast`` processed and its CTIs queued already), or None where the row machine
-    must take them."""
+def process(machine: IngressMachine, pdf: pd.DataFrame, fast: int, j: int
+            ) -> pd.DataFrame | None:
+    """The output rows of stream ``j``, which imports the CTIs of the group's fast stream
+    ``fast``, for its input rows ``pdf`` (the fast stream processed and its CTIs queued
+    already), or None where the row machine must take them."""
     specs, streams = machine.specs, machine.state["streams"]
-    if len(specs) != 2:
-        return None
-    j = 1 - fast
     spec, st, fst = specs[j], streams[j], streams[fast]
     if (spec.import_from != fast or spec.ordering is not None
             or machine.importers[j] or fst["pending"] or fst["imported"]

@@ -140,12 +140,20 @@ def with_importers(machine: IngressMachine, pdf: pd.DataFrame, i: int,
 
 def importers_step(machine: IngressMachine, rows: pd.DataFrame, i: int) -> pd.DataFrame:
     """The output rows of the streams that import stream ``i``'s CTIs (queued already) for
-    their input ``rows``: vectorised where ``importing`` can, else by the row machine."""
-    rest = importing.process(machine, rows, i)
-    if rest is None:
-        return out_rows_to_pandas(machine.process(in_rows_from_pandas(rows)))
-    # (what the row machine adds after its merge: an event-ordering stream's metrics)
-    return stack([rest, out_rows_to_pandas(machine.process([]))])
+    their input ``rows``: each vectorised where ``importing`` can, the others' rows by the row
+    machine (a slow stream waits for stream ``i`` alone, never for another slow stream, so
+    each can go its own way)."""
+    stream = rows["stream"].to_numpy()
+    done, taken = [], np.zeros(len(rows), bool)
+    for j in machine.importers[i]:
+        mine = stream == j
+        got = importing.process(machine, rows[mine], i, j)
+        if got is not None:
+            done.append(got)
+            taken |= mine
+    left = in_rows_from_pandas(rows[~taken]) if not taken.all() else []
+    # (after its merge, the row machine adds an event-ordering stream's metrics)
+    return stack([*done, out_rows_to_pandas(machine.process(left))])
 
 
 def shard_chunk(machine: IngressMachine, pdf: pd.DataFrame, owner: int,
