@@ -35,6 +35,17 @@ def judged(spec: StreamSpec, is_ev: np.ndarray | bool, start: np.ndarray, end: n
     return violates, adjust, violates & ~adjust, is_ev & ~violates
 
 
+def policed(verdict: tuple[np.ndarray, ...], start: np.ndarray, end: np.ndarray,
+            before: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The events' output times after the policy's ``verdict`` (``judged``): ``NULL`` where
+    dropped, an adjusted start moved to the CTI in force ``before`` it; and the reason
+    (``cti_violation`` where an event violated the CTI, else None)."""
+    violates, adjust, dropped, _ = verdict
+    return (np.where(dropped, NULL, np.where(adjust, before, start)),
+            np.where(dropped, NULL, end),
+            np.where(violates, "cti_violation", None).astype(object))
+
+
 def edges_paired(book: dict, spec: StreamSpec, starts: np.ndarray, ends: np.ndarray,
                  start: np.ndarray, end: np.ndarray, payload: np.ndarray, before: np.ndarray,
                  verdict: tuple[np.ndarray, ...], strays: bool = False
@@ -54,9 +65,7 @@ def edges_paired(book: dict, spec: StreamSpec, starts: np.ndarray, ends: np.ndar
     CTI; an end at or before its emitted start moves to one tick after it
     (``IngressMachine._edge_end``)."""
     violates, adjust, dropped, accepted = verdict
-    out_start = np.where(dropped, NULL, np.where(adjust, before, start))
-    out_end = np.where(dropped, NULL, end)
-    reason = np.where(violates, "cti_violation", None).astype(object)
+    out_start, out_end, reason = policed(verdict, start, end, before)
     rows = np.flatnonzero(starts | ends)
     stray = np.zeros(len(starts), bool)
     if not ends.any():  # starts alone: opened in bulk, in order

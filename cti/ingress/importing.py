@@ -37,6 +37,7 @@ from cti.ingress.columns import (
     in_sequence,
     judged,
     output_frame,
+    policed,
 )
 from cti.ingress.machine import IngressMachine, arrival_back, cti_regression, problem
 from cti.ingress.spec import StreamSpec
@@ -165,9 +166,10 @@ def process(machine: IngressMachine, pdf: pd.DataFrame, fast: int, j: int
         out_start, out_end, reason, accepted, adjusted, dropped, _ = paired
         judge |= ends
     else:
-        out_start = np.where(dropped, NULL, np.where(adjusted, before, s))
-        out_end = np.where(dropped | (event_kind != "interval"), NULL, e)
-        reason = np.where(violates, "cti_violation", None)
+        out_start, out_end, reason = policed((violates, adjusted, dropped, accepted), s, e,
+                                             before)
+        if event_kind != "interval":
+            out_end[:] = NULL
 
     # Output rows in processing order: each row's own (event, dead letter or regression),
     # then the CTI it made; the imported CTIs that move the stream's time in their places.

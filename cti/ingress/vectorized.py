@@ -43,6 +43,7 @@ from cti.ingress.columns import (
     in_sequence,
     judged,
     output_frame,
+    policed,
 )
 from cti.ingress.machine import (
     STRAY_END,
@@ -59,7 +60,6 @@ from cti.operators.frame import Chunk, filled, make, stack, text_codes
 from cti.rows import EOS, INVALID
 from cti.time import MAX_TIME, MIN_TIME
 
-_REASON = np.asarray([None, "cti_violation"], dtype=object)
 _CTI_STATUS = np.asarray(["cti", "cti_regression"], dtype=object)
 EVENT_KIND = {EventShape.POINT: "point", EventShape.INTERVAL: "interval"}  # (vectorised shapes)
 
@@ -251,10 +251,9 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
         if stray.any():  # an end that closes nothing: a dead letter
             rule[stray], bad, owned = STRAY_END, bad | stray, owned & ~stray
     else:
-        violates, adjust, dropped, accepted = judged(spec, is_ev, start, end, before)
-        out_start = np.where(dropped, NULL, np.where(adjust, before, start))
-        out_end = np.where(dropped, NULL, end)
-        reason = _REASON[violates.astype(np.int8)]
+        verdict = judged(spec, is_ev, start, end, before)
+        _, adjust, dropped, accepted = verdict
+        out_start, out_end, reason = policed(verdict, start, end, before)
 
     # Output rows: each input row's event row, then the CTI it generated (or its regression).
     rows_ev = np.flatnonzero(owned if edges else is_ev)
