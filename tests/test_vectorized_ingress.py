@@ -181,19 +181,21 @@ def test_group_path_equals_the_row_machine(defs, sizes):
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
-@given(defs=stream_defs(second_stream=True, adapter_ctis=None, no_settings=None),
+@given(defs=st.one_of(*(stream_defs(chain=n, adapter_ctis=None, no_settings=None,
+                                     max_size=16 // n) for n in (2, 3, 4))),
        sizes=batch_sizes)
 def test_an_importing_stream_with_ctis_of_its_own_equals_the_row_machine(defs, sizes):
-    """A stream that imports a fast stream's CTIs and generates its own, or gets CTIs from
-    its adapter: each, imported or its own, moves its time in processing order, as the row
-    machine has them (``importing.process``)."""
+    """A stream that imports another's CTIs and generates its own, or gets CTIs from its
+    adapter, alone or along a chain a -> b -> c (-> d): each CTI, imported or its own, moves
+    its time in processing order, as the row machine has them (``importing.process``), and
+    goes down the chain in its place in arrival order."""
     specs, inputs = _group_inputs(defs)
     took = []
     original = importing.process
 
-    def spy(*args):
-        got = original(*args)
-        took.append(got is not None and bool((got["stream"] == 1).any()))
+    def spy(machine, rows, exporter, j):
+        got = original(machine, rows, exporter, j)
+        took.append(got is not None and bool(len(got[1])) and exporter == 1)
         return got
 
     with pytest.MonkeyPatch.context() as patch:
@@ -201,7 +203,9 @@ def test_an_importing_stream_with_ctis_of_its_own_equals_the_row_machine(defs, s
         _group_steps(specs, inputs, sizes)
     own = ("generated" if specs[1].generates else "") + (
         " adapter" if any(r.kind == "cti" for r in inputs[1]) else "")
-    event(f"importing batches vectorised: {min(sum(took), 2)}; own CTIs: {own or 'none'}")
+    event(f"{len(specs)} streams; b's own CTIs: {own or 'none'}")
+    if any(took):
+        event("CTIs passed down the chain from a vectorised stream")
 
 
 def _group_steps(specs, inputs, sizes) -> None:
@@ -235,19 +239,23 @@ def _group_inputs(defs) -> tuple[list, list[list]]:
 
 @st.composite
 def reference_groups(draw):
-    """A fast stream that generates its CTIs and one or two slow ones that only import them,
-    as reference data: points, intervals or edges (some sharing a start and payload; ends of
-    edges that started before, now and then one that closes nothing), DROP or ADJUST, with
-    arrival times or without (arriving at their sync times)."""
+    """A fast stream ``a`` that generates its CTIs and one to three slow ones that only import
+    CTIs, as reference data: each from ``a`` or from a slow stream before it (a chain: a -> b
+    -> c); points, intervals or edges (some sharing a start and payload; ends of edges that
+    started before, now and then one that closes nothing), DROP or ADJUST, with arrival times
+    or without (arriving at their sync times)."""
     fast = draw(stream_defs(second_stream=False, shapes=(EventShape.POINT,
                                                           EventShape.INTERVAL),
                             adapter_ctis=False, with_arrival=True))[0]
-    return [fast, *(draw(slow_stream(name)) for name in "bc"[:draw(st.integers(1, 2))])]
+    names = "abcd"[:draw(st.integers(2, 4))]
+    return [fast, *(draw(slow_stream(name, draw(st.sampled_from(names[:k + 1]))))
+                    for k, name in enumerate(names[1:]))]
 
 
 @st.composite
-def slow_stream(draw, name):
-    """A slow stream ``name`` that imports stream a's CTIs (see ``reference_groups``)."""
+def slow_stream(draw, name, exporter="a"):
+    """A slow stream ``name`` that imports stream ``exporter``'s CTIs (see
+    ``reference_groups``)."""
     shape = draw(st.sampled_from(SHAPES))
     n = draw(st.integers(0, 12))
     items, opened = [], []
@@ -268,7 +276,7 @@ def slow_stream(draw, name):
             opened.append((start, payload))
         items.append(Arriving(event_, t) if timed else event_)
     return StreamDef(name, shape, tuple(items), AdvanceTimeSettings(
-        import_settings=AdvanceTimeImportSettings("a"),
+        import_settings=AdvanceTimeImportSettings(exporter),
         policy=draw(st.sampled_from(POLICIES))), draw(st.sampled_from(["dead_letter", "raise"])))
 
 
@@ -310,24 +318,30 @@ def noisy(rows: list, noise: list[tuple[int, str]]) -> list:
 def test_a_slow_stream_that_only_imports_runs_vectorised_as_the_row_machine(defs, sizes,
                                                                             noise):
     """Each slow stream's rows and imported CTIs merged by arrival without the row machine
-    (``cti.ingress.importing``), one or two slow streams: the same output and state, batch
-    after batch, rows held back until the fast stream passes them included; bad rows
-    dead-lettered in their place (the row machine raises where the stream raises)."""
+    (``cti.ingress.importing``), one to three slow streams, some down a chain: the same
+    output and state, batch after batch, rows held back until the streams up their chain
+    pass them included; bad rows dead-lettered in their place (the row machine raises where
+    the stream raises)."""
     specs, inputs = _group_inputs(defs)
     inputs[1:] = [noisy(rows, noise) for rows in inputs[1:]]
-    taken, dead = [], []
+    taken, dead, down = [], [], []
     original = importing.process
 
-    def spy(*args):
-        got = original(*args)
+    def spy(machine, rows, exporter, j):
+        got = original(machine, rows, exporter, j)
         taken.append(got is not None)
-        dead.append(got is not None and bool((got["status"] == "invalid").any()))
+        down.append(got is not None and exporter != 0 and bool(len(got[0])))
+        dead.append(got is not None and bool((got[0]["status"] == "invalid").any()))
         return got
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(importing, "process", spy)
         _group_steps(specs, inputs, sizes)
-    event(f"{len(specs) - 1} slow streams; batches vectorised: {min(sum(taken), 3)}")
+    chain = max(_depth(specs, j) for j in range(len(specs)))
+    event(f"{len(specs) - 1} slow streams, chain of {chain + 1}; batches vectorised: "
+          f"{min(sum(taken), 3)}")
+    if any(down):
+        event("a stream down a chain vectorised")
     if any(dead):
         event("dead letters, vectorised")
 
@@ -357,6 +371,11 @@ def test_reference_data_before_the_fast_stream_takes_the_vectorised_path(tables)
     assert mixed.state == rows_machine.state
     for j in range(1, tables + 1):
         assert (got["stream"] == j).sum() > 3  # the edges and the CTIs imported
+
+
+def _depth(specs: list[StreamSpec], j: int) -> int:
+    """How many imports stream ``j`` is from the stream that imports nothing."""
+    return 0 if specs[j].import_from is None else 1 + _depth(specs, specs[j].import_from)
 
 
 def same_step(rows_machine: IngressMachine, mixed: IngressMachine, batch: list) -> bool | None:

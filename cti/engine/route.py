@@ -9,7 +9,7 @@ from typing import Any
 import attrs
 
 from cti.events import EventShape
-from cti.ingress.spec import StreamSpec, imported_by_all
+from cti.ingress.spec import StreamSpec, rooted_at
 from cti.ingress.vectorized import eligible
 from cti.operators import plan
 from cti.operators.projection import union
@@ -106,10 +106,10 @@ def timed_streams(specs: Sequence[StreamSpec]) -> dict[int, tuple[int | None, st
     shards can take its time from the source's generation points (``cti.engine.timed``): a
     stream that generates a CTI every N events or every time span, vectorised, stops at bad
     input (a dead-lettered row would shift the count), and is the group's only stream or the
-    one every other stream imports its CTIs from (a fast stream and its slow reference
-    streams)."""
+    one every other stream imports its CTIs from, directly or down a chain (a fast stream and
+    its slow reference streams)."""
     for i, spec in enumerate(specs):
         if eligible([spec]) and spec.generates and not spec.dead_letter and \
-                spec.arrival_clock == "data" and imported_by_all(specs, i):
+                spec.arrival_clock == "data" and rooted_at(specs, i):
             return {i: (spec.event_count, spec.shape.value)}
     return {}

@@ -1,22 +1,24 @@
 """A stream that imports its CTIs (SPEC 5), vectorised: a slow reference stream of a group
-whose fast stream runs vectorised (``vectorized.with_importers``), each such stream on its own
-(it waits for the fast stream alone).
+whose fast stream runs vectorised (``vectorized.with_importers``), or a stream that imports
+from such a stream, down a chain (a -> b -> c); each on its own (it waits only for the
+streams up its chain).
 
-The row machine merges the slow stream's rows with the CTIs it imports in arrival order (the
-merge key: arrival, stream, sequence). A row waits until the fast stream has received a row
-later than it (its CTI in force is then known); an imported CTI waits until the slow stream
-has received a row later than it. So what is processed in a batch is every queued row and
-imported CTI below the first that must wait, in key order, and each event is judged against
-the last CTI imported before it: a search, not a step per row. This module computes exactly
-the row machine's output rows and new state for that. The stream may also have CTIs of its
-own, generated (SPEC 4) or from its adapter: in processing order, each CTI, imported or its
-own, moves the stream's time where it is later (a running maximum). A bad row of a stream that
-dead-letters it (SPEC 9) is dead-lettered in its place, worded by the row machine's rules
-(``machine.problem``). Edge ends are paired with their starts as ``columns.edges_paired``
-does. It returns None (the row machine runs) for anything else: a clock tick, an edge end
-that closes nothing, a stream imported from, a violation without a policy, a bad row in a
-stream that raises for it (the row machine raises the group's first in arrival order), an
-imported CTI that must wait but that the stream's own CTIs passed (the row machine drops it).
+The row machine merges the stream's rows with the CTIs it imports in arrival order (the
+merge key: arrival, stream, sequence). A row waits until every stream up its chain has
+received a row later than it and processed everything before it (its CTI in force is then
+known: ``IngressMachine._done_below``); an imported CTI waits until the stream has received a
+row later than it. So what is processed in a batch is every queued row and imported CTI below
+the first that must wait, in key order, and each event is judged against the last CTI
+imported before it: a search, not a step per row. This module computes exactly the row
+machine's output rows and new state for that, and the CTIs the stream passes down the chain
+with their places. The stream may also have CTIs of its own, generated (SPEC 4) or from its
+adapter: in processing order, each CTI, imported or its own, moves the stream's time where it
+is later (a running maximum). A bad row of a stream that dead-letters it (SPEC 9) is
+dead-lettered in its place, worded by the row machine's rules (``machine.problem``). Edge
+ends are paired with their starts as ``columns.edges_paired`` does. It returns None (the row
+machine runs) for anything else: a clock tick, an edge end that closes nothing, a violation
+without a policy, a bad row in a stream that raises for it (the row machine raises the
+group's first in arrival order).
 """
 
 from __future__ import annotations
@@ -48,16 +50,15 @@ _STARTS = {EventShape.POINT: "point", EventShape.INTERVAL: "interval",
            EventShape.EDGE: "edge_start"}
 
 
-def process(machine: IngressMachine, pdf: pd.DataFrame, fast: int, j: int
-            ) -> pd.DataFrame | None:
-    """The output rows of stream ``j``, which imports the CTIs of the group's fast stream
-    ``fast``, for its input rows ``pdf`` (the fast stream processed and its CTIs queued
-    already), or None where the row machine must take them."""
+def process(machine: IngressMachine, pdf: pd.DataFrame, exporter: int, j: int
+            ) -> tuple[pd.DataFrame, list[tuple[tuple, int]]] | None:
+    """The output rows of stream ``j``, which imports the CTIs of stream ``exporter``, for its
+    input rows ``pdf`` (the exporter processed and its CTIs queued already), and each CTI it
+    emitted with its place in arrival order (to queue in the streams that import from it), or
+    None where the row machine must take them."""
     specs, streams = machine.specs, machine.state["streams"]
-    spec, st, fst = specs[j], streams[j], streams[fast]
-    if (spec.import_from != fast or spec.ordering is not None
-            or machine.importers[j] or fst["pending"] or fst["imported"]
-            or specs[fast].import_from is not None):
+    spec, st = specs[j], streams[j]
+    if spec.import_from != exporter or spec.ordering is not None:
         return None
     got = in_sequence(spec, st, pdf, _STARTS[spec.shape], raises=False)
     if got is None:
@@ -105,9 +106,11 @@ def process(machine: IngressMachine, pdf: pd.DataFrame, fast: int, j: int
     last_key = (int(merge[-1]), j, int(seq[-1])) if n else st["last_key"]
     eos = st["eos"] or bool(new_eos.any())
 
-    # What is processed: rows below the fast stream's last key, imported CTIs below this
-    # stream's, in key order up to the first that must wait.
-    ready = total if fst["eos"] else _count_below(merge, j, seq, fst["last_key"])
+    # What is processed: rows below what the streams up the chain have received and
+    # processed, imported CTIs below this stream's last key, in key order up to the first
+    # that must wait.
+    bound = _done_below(machine, exporter)
+    ready = total if bound is _TOP else _count_below(merge, j, seq, bound)
     queue = list(st["imported"])
     waiting = next((q for q, (key, _) in enumerate(queue)
                     if not eos and (last_key is None or key >= last_key)), len(queue))
@@ -144,8 +147,6 @@ def process(machine: IngressMachine, pdf: pd.DataFrame, fast: int, j: int
     run = np.maximum.accumulate(np.concatenate([[st["cti"]], candidate]))
     moves = candidate > run[:-1]
     final = int(run[-1])
-    if waiting < len(queue) and queue[waiting][1] <= final:
-        return None  # (the row machine drops a waiting import the stream's own CTI passed)
     before = run[:-1][row_at]
     regression = own_cti & ~moves[row_at]
     own_moves = moves[row_at] & (own != MIN_TIME)
@@ -180,6 +181,11 @@ def process(machine: IngressMachine, pdf: pd.DataFrame, fast: int, j: int
     took = np.flatnonzero(imp_moves)
     new_ctis = np.concatenate([own[made], ctis[took]])
     c = len(new_ctis)
+    # Each CTI's place in arrival order: the row that made it, or the import it passed on.
+    cti_keys = [(int(merge[r]), j, int(seq[r])) for r in made.tolist()] + [
+        imports[t][0] for t in took.tolist()]
+    place = np.argsort(np.concatenate([row_at[made], imp_at[took]])).tolist()
+    exported = [(cti_keys[x], int(new_ctis[x])) for x in place]
     order = np.argsort(np.concatenate([row_at[emits] * 2, row_at[made] * 2 + 1,
                                        imp_at[took] * 2]), kind="stable")
     m = len(emits) + c
@@ -222,8 +228,8 @@ def process(machine: IngressMachine, pdf: pd.DataFrame, fast: int, j: int
     metrics["cti_regressions"] += int(regression.sum())
     metrics["invalid"] += int(dead.sum())
     st["cti"] = final
-    for _ in range(k):
-        st["imported"].popleft()
+    # (the waiting imports the stream's time has reached are dropped: ``machine._drop_passed``)
+    st["imported"] = deque(q for q in queue[waiting:] if q[1] > final)
     st["out_seq"] += m
     st["next_in_seq"] += n
     if n:
@@ -236,7 +242,7 @@ def process(machine: IngressMachine, pdf: pd.DataFrame, fast: int, j: int
         [(int(merge[r]), j, int(seq[r])) for r in range(max(ready, len(held)), total)],
         received[max(ready - len(held), 0):], strict=True))
     st["pending"] = deque(waiting_rows)
-    return out
+    return out, exported
 
 
 def _broken_rules(spec: StreamSpec, queued: pd.DataFrame, kind: np.ndarray, other: np.ndarray,
@@ -263,6 +269,27 @@ def _broken_rules(spec: StreamSpec, queued: pd.DataFrame, kind: np.ndarray, othe
                                                                     int(data[r - h])))
         rule[r] = problem(spec, row)
     return rule, received
+
+
+_TOP = (float("inf"),)  # a merge key above every other
+
+
+def _done_below(machine: IngressMachine, i: int) -> tuple | None:
+    """The least merge key that stream ``i`` has not both received and processed everything
+    before, up its chain of imports (``IngressMachine._done_below`` holds for every key below
+    it; None: no key; ``_TOP``: every key)."""
+    bound: tuple = _TOP
+    while i is not None:
+        st = machine.state["streams"][i]
+        if not st["eos"]:
+            if st["last_key"] is None:
+                return None
+            bound = min(bound, st["last_key"])
+        for queue in (st["pending"], st["imported"]):
+            if queue:
+                bound = min(bound, queue[0][0])
+        i = machine.specs[i].import_from
+    return bound
 
 
 def _count_below(merge: np.ndarray, stream: int, seq: np.ndarray, key: tuple | None) -> int:

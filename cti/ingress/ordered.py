@@ -49,7 +49,7 @@ from cti.ingress.machine import (
     problem,
     validate,
 )
-from cti.ingress.spec import StreamSpec, imported_by_all
+from cti.ingress.spec import StreamSpec, rooted_at
 from cti.ingress.vectorized import EVENT_KIND, NULL, STATUS, output_frame, with_importers
 from cti.operators.frame import exact_field, stack
 from cti.rows import EOS, INVALID, InRow, payload_to_json
@@ -107,10 +107,11 @@ class _Decisions:
 
 def ordered_stream(specs: list[StreamSpec]) -> int | None:
     """The group's stream that runs vectorised: one with an event-ordering policy (of points or
-    intervals) that every other stream of the group imports its CTIs from."""
+    intervals) that every other stream of the group imports its CTIs from, directly or down
+    a chain."""
     for i, s in enumerate(specs):
         if s.ordering is not None and s.import_from is None and s.shape in EVENT_KIND and \
-                imported_by_all(specs, i):
+                rooted_at(specs, i):
             return i
     return None
 

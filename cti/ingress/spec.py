@@ -70,7 +70,15 @@ class StreamSpec:
         )
 
 
-def imported_by_all(specs: Sequence[StreamSpec], i: int) -> bool:
-    """Whether every other stream of the group imports its CTIs from stream ``i`` (a fast
-    stream and its slow reference streams), or ``i`` is the group's only stream."""
-    return all(other.import_from == i for j, other in enumerate(specs) if j != i)
+def rooted_at(specs: Sequence[StreamSpec], i: int) -> bool:
+    """Whether every other stream of the group imports its CTIs from stream ``i``, directly or
+    up a chain (a fast stream, the slow reference streams that take its CTIs, and those that
+    take theirs), or ``i`` is the group's only stream."""
+    for j in range(len(specs)):
+        seen = 0
+        while j != i:
+            j = specs[j].import_from
+            seen += 1
+            if j is None or seen > len(specs):
+                return False
+    return True

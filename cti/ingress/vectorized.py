@@ -55,7 +55,7 @@ from cti.ingress.machine import (
     problem,
     unpoliced,
 )
-from cti.ingress.spec import StreamSpec, imported_by_all
+from cti.ingress.spec import StreamSpec, rooted_at
 from cti.operators.frame import Chunk, filled, make, stack, text_codes
 from cti.rows import EOS, INVALID
 from cti.time import MAX_TIME, MIN_TIME
@@ -86,10 +86,10 @@ def process_group(machine: IngressMachine, pdf: pd.DataFrame, owner: int | None 
                   ) -> pd.DataFrame | None:
     """A micro-batch of a group: vectorised where it can be, else None (the row machine runs).
 
-    A group of one common stream runs wholly vectorised. A group where one common stream is
-    imported by all the others (a fast stream and the slow reference streams that take its
-    CTIs) runs that stream vectorised and hands its CTIs, at their place in arrival order, to
-    the row machine, which processes the importing streams' rows (usually few) as it would.
+    A group of one common stream runs wholly vectorised. A group where every other stream
+    imports the CTIs of one common stream, directly or down a chain (a fast stream and the
+    slow reference streams that take its CTIs) runs that stream vectorised and queues its
+    CTIs at their place in arrival order; then the others (``importers_step``).
 
     With ``owner`` (a query shard; ``pdf`` has an ``own`` column) only the owner's events of
     the vectorised stream are output, and a ``weight`` column says how many rows each row
@@ -103,7 +103,7 @@ def process_group(machine: IngressMachine, pdf: pd.DataFrame, owner: int | None 
         done = _process(specs[0], machine.state["streams"][0], pdf, 0, owner)
         return None if done is None else done[0]
     fast = [i for i, sp in enumerate(specs)
-            if eligible([sp], edges=True) and imported_by_all(specs, i)]
+            if eligible([sp], edges=True) and rooted_at(specs, i)]
     if not fast:
         return None
     i = fast[0]
@@ -139,18 +139,23 @@ def with_importers(machine: IngressMachine, pdf: pd.DataFrame, i: int,
 
 
 def importers_step(machine: IngressMachine, rows: pd.DataFrame, i: int) -> pd.DataFrame:
-    """The output rows of the streams that import stream ``i``'s CTIs (queued already) for
-    their input ``rows``: each vectorised where ``importing`` can, the others' rows by the row
-    machine (a slow stream waits for stream ``i`` alone, never for another slow stream, so
-    each can go its own way)."""
+    """The output rows of the streams that import stream ``i``'s CTIs (queued already),
+    directly or down a chain (a -> b -> c), for their input ``rows``: each vectorised where
+    ``importing`` can, its CTIs then queued in the streams that import from it; the rows of
+    the others, and of every stream down the chain from one of them, by the row machine (a
+    stream waits only for the streams up its chain, so each branch can go its own way)."""
     stream = rows["stream"].to_numpy()
     done, taken = [], np.zeros(len(rows), bool)
-    for j in machine.importers[i]:
+    todo = [(i, j) for j in machine.importers[i]]
+    while todo:
+        exporter, j = todo.pop(0)
         mine = stream == j
-        got = importing.process(machine, rows[mine], i, j)
+        got = importing.process(machine, rows[mine], exporter, j)
         if got is not None:
-            done.append(got)
+            done.append(got[0])
             taken |= mine
+            machine.import_ctis(j, got[1])
+            todo += [(j, k) for k in machine.importers[j]]
     left = in_rows_from_pandas(rows[~taken]) if not taken.all() else []
     # (after its merge, the row machine adds an event-ordering stream's metrics)
     return stack([*done, out_rows_to_pandas(machine.process(left))])
