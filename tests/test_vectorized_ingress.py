@@ -285,7 +285,7 @@ NOISE = ["unreadable", "sentinel", "empty", "back", "shape", "tick"]
 
 def noisy(rows: list, noise: list[tuple[int, str]]) -> list:
     """The input ``rows`` (ended) with bad rows: at each (position, what) of ``noise``, the
-    row made unreadable, a sentinel start, an empty lifetime, an arrival gone back, or an
+    row made unreadable, a sentinel start (or end), an empty lifetime, an arrival gone back, or an
     event of another shape; or a wall-clock tick before it (not bad input)."""
     rows, done = list(rows), set()
     ticks = []
@@ -301,7 +301,8 @@ def noisy(rows: list, noise: list[tuple[int, str]]) -> list:
         rows[k] = {
             "unreadable": lambda r: r._replace(kind="invalid", start=None, end=None,
                                                error="unreadable"),
-            "sentinel": lambda r: r._replace(start=MAX_TIME),
+            "sentinel": lambda r: r._replace(start=MAX_TIME) if r.end is None or r.seq % 2
+            else r._replace(end=MAX_TIME),
             "empty": lambda r: r._replace(end=r.start) if r.end is not None else r,
             "back": lambda r: r._replace(arrival=r.arrival - 100) if r.arrival else r,
             "shape": lambda r: r._replace(kind="interval" if r.kind == "point" else "point",
@@ -371,6 +372,34 @@ def test_reference_data_before_the_fast_stream_takes_the_vectorised_path(tables)
     assert mixed.state == rows_machine.state
     for j in range(1, tables + 1):
         assert (got["stream"] == j).sum() > 3  # the edges and the CTIs imported
+
+
+@pytest.mark.parametrize("end", [MAX_TIME, 5])
+def test_a_reference_edge_end_at_infinity_or_empty_is_dead_lettered_vectorised(end):
+    """An edge end (a rare row among a reference stream's starts) at the sentinel time or
+    with an empty lifetime is bad input, dead-lettered in its place by the vectorised path."""
+    fast = StreamDef("a", EventShape.POINT, tuple(
+        Arriving(PointEvent(t, {"k": t % 3}), t) for t in range(10, 30)),
+        AdvanceTimeSettings.increasing_start_time())
+    slow = StreamDef("b", EventShape.EDGE, (
+        Arriving(EdgeEvent.start_edge(5, {"k": 1}), 5),
+        Arriving(EdgeEvent.end_edge(5, 12, {"k": 1}), 12)),
+        AdvanceTimeSettings(import_settings=AdvanceTimeImportSettings("a"),
+                            policy=AdvanceTimePolicy.ADJUST), "dead_letter")
+    specs, inputs = _group_inputs([fast, slow])
+    inputs[1][1] = inputs[1][1]._replace(end=end)
+    rows_machine, mixed = IngressMachine(specs), IngressMachine(specs)
+    taken = []
+    original = importing.process
+
+    def spy(*args):
+        taken.append(original(*args))
+        return taken[-1]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(importing, "process", spy)
+        assert same_step(rows_machine, mixed, [r for rows in inputs for r in rows])
+    assert taken[0] is not None and rows_machine.metrics()[1]["invalid"] == 1
 
 
 def _depth(specs: list[StreamSpec], j: int) -> int:

@@ -1,7 +1,7 @@
 """Ingress output rows as arrays, shared by the vectorised paths (``vectorized``, ``ordered``,
 ``importing``, ``cti.engine.timed``): the layout's missing time, the event statuses by code,
-a stream's rows in sequence, the policy on events against the CTI in force (SPEC 3), edge
-ends paired with their starts, and the frame of output rows."""
+a stream's rows in sequence, the bad rows among them, the policy on events against the CTI in
+force (SPEC 3), edge ends paired with their starts, and the frame of output rows."""
 
 from __future__ import annotations
 
@@ -11,15 +11,51 @@ import numpy as np
 import pandas as pd
 
 from cti.edges import open_edges
-from cti.events import EVENT_STATUSES, EventShape
-from cti.ingress.machine import after_end, out_of_sequence
+from cti.events import EVENT_STATUSES, SHAPE_KINDS, EventShape
+from cti.ingress.machine import after_end, arrival_back, out_of_sequence, problem
 from cti.ingress.spec import StreamSpec
-from cti.rows import CLOCK, EOS
+from cti.rows import CLOCK, EOS, INVALID, InRow
 from cti.settings import AdvanceTimePolicy
 from cti.time import MAX_TIME, MIN_TIME, add
 
 NULL = MIN_TIME  # the Spark layout's missing time
 STATUS = np.asarray(EVENT_STATUSES, dtype=object)  # by code: 0 accepted, 1 adjusted, 2 dropped
+# The kind of most of a stream's rows: its events (an edge stream's starts).
+STARTS = {EventShape.POINT: "point", EventShape.INTERVAL: "interval",
+          EventShape.EDGE: "edge_start"}
+
+
+def suspects(spec: StreamSpec, kind: np.ndarray, start: np.ndarray, end: np.ndarray,
+             error: np.ndarray, rare: np.ndarray | None = None) -> np.ndarray:
+    """The rows that may break a rule of ``machine.problem`` (a few more at most: the rules are
+    worded on these alone, ``worded``): an error carried in, a kind the stream does not take
+    (a CTI from its adapter it does), a missing or sentinel time, a missing or empty
+    lifetime where there must be one. Never the end of input. ``rare``: the rows whose kind
+    is not ``STARTS[spec.shape]`` (few; computed if not given)."""
+    if rare is None:
+        rare = np.flatnonzero(kind != STARTS[spec.shape])
+    flagged = pd.notna(error) | (start == NULL) | (start == MAX_TIME) | (end == MAX_TIME)
+    if spec.shape is EventShape.INTERVAL:
+        flagged |= (end == NULL) | (end <= start)
+    other, s, e = kind[rare], start[rare], end[rare]  # (the rare rows by their own kinds)
+    mine = pd.notna(error[rare]) | (s == NULL) | (s == MAX_TIME) | (e == MAX_TIME) | (
+        ~np.isin(other, [*SHAPE_KINDS[spec.shape], "cti", EOS])) | (
+        (other == "edge_end") & ((e == NULL) | (e <= s)))
+    mine[other == EOS] = False
+    flagged[rare] = mine
+    return flagged
+
+
+def worded(spec: StreamSpec, rows: list[InRow], back: np.ndarray, data: np.ndarray
+           ) -> tuple[list[str | None], list[InRow]]:
+    """The rule each of these rows breaks as the row machine words it (``machine.problem``;
+    None: none) and the rows as it receives them: a row whose arrival goes ``back`` behind
+    the stream's data arrival ``data`` before it (unless unreadable anyway) carries that
+    problem (``IngressMachine._receive``)."""
+    received = [row._replace(error=arrival_back(row.arrival, int(d)))
+                if b and row.kind != INVALID else row
+                for row, b, d in zip(rows, back.tolist(), data.tolist(), strict=True)]
+    return [problem(spec, row) for row in received], received
 
 
 def judged(spec: StreamSpec, is_ev: np.ndarray | bool, start: np.ndarray, end: np.ndarray,

@@ -30,9 +30,9 @@ import numpy as np
 import pandas as pd
 
 from cti.engine.layout import IN_COLUMNS, in_row_to_tuple, in_rows_from_pandas
-from cti.events import EventShape
 from cti.ingress.columns import (
     NULL,
+    STARTS,
     STATUS,
     edges_paired,
     generated,
@@ -40,14 +40,12 @@ from cti.ingress.columns import (
     judged,
     output_frame,
     policed,
+    suspects,
+    worded,
 )
-from cti.ingress.machine import IngressMachine, arrival_back, cti_regression, problem
-from cti.ingress.spec import StreamSpec
-from cti.rows import CLOCK, EOS, INVALID, InRow
+from cti.ingress.machine import IngressMachine, cti_regression
+from cti.rows import CLOCK, EOS
 from cti.time import MAX_TIME, MIN_TIME
-
-_STARTS = {EventShape.POINT: "point", EventShape.INTERVAL: "interval",
-           EventShape.EDGE: "edge_start"}
 
 
 def process(machine: IngressMachine, pdf: pd.DataFrame, exporter: int, j: int
@@ -60,7 +58,7 @@ def process(machine: IngressMachine, pdf: pd.DataFrame, exporter: int, j: int
     spec, st = specs[j], streams[j]
     if spec.import_from != exporter or spec.ordering is not None:
         return None
-    got = in_sequence(spec, st, pdf, _STARTS[spec.shape], raises=False)
+    got = in_sequence(spec, st, pdf, STARTS[spec.shape], raises=False)
     if got is None:
         return None
     pdf = got[0]
@@ -72,27 +70,37 @@ def process(machine: IngressMachine, pdf: pd.DataFrame, exporter: int, j: int
     queued = pd.concat([pd.DataFrame([in_row_to_tuple(row) for _, row in held],
                                      columns=[c for c, _ in IN_COLUMNS]), pdf],
                        ignore_index=True) if held else pdf
+    h, total = len(held), len(queued)
     seq = queued["seq"].to_numpy(np.int64)
     kind = queued["kind"].to_numpy(object)
     start = queued["start"].to_numpy(np.int64)
     end = queued["end"].to_numpy(np.int64)
-    arrival = queued["arrival"].to_numpy(np.int64)[len(held):]
+    arrival = queued["arrival"].to_numpy(np.int64)[h:]
     payload = queued["payload"].to_numpy(object)
     is_eos = kind == EOS
-    event_kind = _STARTS[spec.shape]
-    is_end = kind == "edge_end" if event_kind == "edge_start" else np.zeros(len(kind), bool)
-    other = (kind != event_kind) & ~is_end & ~is_eos  # (adapter CTIs, bad rows: checked)
+    event_kind = STARTS[spec.shape]
+    is_end = kind == "edge_end" if event_kind == "edge_start" else np.zeros(total, bool)
 
     # Receiving (``IngressMachine._receive``): each new row's merge arrival; an explicit
     # arrival that goes back behind the stream's data is bad input (unless unreadable anyway).
     explicit = arrival != NULL
-    new_eos = is_eos[len(held):]
+    new_eos = is_eos[h:]
     own = np.where(explicit, arrival, np.where(new_eos, MAX_TIME, np.where(
-        is_end[len(held):], end[len(held):], start[len(held):])))
+        is_end[h:], end[h:], start[h:])))
     data = np.maximum.accumulate(np.concatenate([[st["data_arrival"]], own]))
-    back = np.zeros(len(seq), bool)
-    back[len(held):] = explicit & (arrival < data[:-1]) & (kind[len(held):] != INVALID)
-    rule, received = _broken_rules(spec, queued, kind, other, back, held, data)
+    back = np.zeros(total, bool)
+    back[h:] = explicit & (arrival < data[:-1])
+    # Bad rows: found by the arrays, worded by the row machine's rules on those flagged; the
+    # new rows as the row machine receives them (a held row carries its problem already).
+    at = np.flatnonzero(suspects(spec, kind, start, end, queued["error"].to_numpy(object))
+                        | back)
+    received = in_rows_from_pandas(queued.iloc[h:])
+    rule = np.full(total, None, object)
+    rule[at], rows = worded(spec, [held[r][1] if r < h else received[r - h] for r in at],
+                            back[at], data[np.maximum(at - h, 0)])
+    for r, row in zip(at.tolist(), rows, strict=True):
+        if r >= h:
+            received[r - h] = row
     bad = rule != None  # noqa: E711 (per row)
     if bad.any() and not spec.dead_letter:
         return None  # (the row machine raises, for the first in the whole group's order)
@@ -102,7 +110,6 @@ def process(machine: IngressMachine, pdf: pd.DataFrame, exporter: int, j: int
     merge = np.concatenate([np.asarray([key[0] for key, _ in held], np.int64),
                             np.maximum.accumulate(np.concatenate([[st["last_arrival"]],
                                                                   own]))[1:]])
-    total = len(seq)
     last_key = (int(merge[-1]), j, int(seq[-1])) if n else st["last_key"]
     eos = st["eos"] or bool(new_eos.any())
 
@@ -243,32 +250,6 @@ def process(machine: IngressMachine, pdf: pd.DataFrame, exporter: int, j: int
         received[max(ready - len(held), 0):], strict=True))
     st["pending"] = deque(waiting_rows)
     return out, exported
-
-
-def _broken_rules(spec: StreamSpec, queued: pd.DataFrame, kind: np.ndarray, other: np.ndarray,
-                  back: np.ndarray, held: list[tuple[tuple, InRow]], data: np.ndarray
-                  ) -> tuple[np.ndarray, list[InRow]]:
-    """The rule each queued row (the ``held`` ones first) breaks as the row machine words it
-    (``machine.problem``; None: a good row): the checks on the arrays, the wording on the
-    few rows they flag (a new row whose arrival goes ``back`` carries its problem from
-    receiving, as ``IngressMachine._receive`` has it; ``data``: the stream's data arrival
-    before each new row); and the new rows as the row machine receives them."""
-    start, end = queued["start"].to_numpy(np.int64), queued["end"].to_numpy(np.int64)
-    event_kind = _STARTS[spec.shape]
-    spans = (kind == "edge_end") | ((kind == event_kind) & (event_kind == "interval"))
-    suspect = other | (queued["error"].to_numpy(object) != None) | back | (  # noqa: E711
-        ((start == NULL) | (start == MAX_TIME) | (end == MAX_TIME)) & (kind != EOS)) | (
-        spans & ((end == NULL) | (end <= start)))
-    rule = np.full(len(kind), None, object)
-    h = len(held)
-    received = in_rows_from_pandas(queued.iloc[h:])
-    for r in np.flatnonzero(suspect).tolist():
-        row = received[r - h] if r >= h else held[r][1]
-        if back[r]:
-            row = received[r - h] = row._replace(error=arrival_back(row.arrival,
-                                                                    int(data[r - h])))
-        rule[r] = problem(spec, row)
-    return rule, received
 
 
 _TOP = (float("inf"),)  # a merge key above every other

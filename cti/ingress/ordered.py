@@ -39,7 +39,7 @@ from sortedcontainers import SortedList
 
 from cti.engine.layout import in_rows_from_pandas
 from cti.ingress import ordering
-from cti.ingress.columns import in_sequence
+from cti.ingress.columns import in_sequence, suspects
 from cti.ingress.machine import (
     ORDERED_CTI,
     IngressMachine,
@@ -301,10 +301,9 @@ def _batch(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, raises: bool
 
     # Bad rows, found by the arrays and worded by the row machine's rules on those flagged.
     ev_kind = EVENT_KIND[spec.shape]
-    suspect = (kind != ev_kind) | pd.notna(error) | ~timed | back | (start == MIN_TIME) | (
-        start == MAX_TIME) | (end == MAX_TIME)
-    if ev_kind == "interval":
-        suspect |= (end == MIN_TIME) | (end <= start)
+    rare = np.flatnonzero(kind != ev_kind)  # (an adapter's CTI is bad input here too)
+    suspect = suspects(spec, kind, start, end, error, rare) | ~timed | back
+    suspect[rare] = True
     rule = np.full(rows, None, object)
     at = np.flatnonzero(suspect)
     for r, row in zip(at.tolist(), in_rows_from_pandas(pdf.iloc[at]), strict=True):

@@ -33,7 +33,7 @@ import pandas as pd
 
 from cti.engine.layout import in_rows_from_pandas, out_rows_to_pandas
 from cti.errors import CtiViolationError
-from cti.events import SHAPE_KINDS, EventShape
+from cti.events import EventShape
 from cti.ingress import importing
 from cti.ingress.columns import (
     NULL,
@@ -44,20 +44,19 @@ from cti.ingress.columns import (
     judged,
     output_frame,
     policed,
+    suspects,
+    worded,
 )
 from cti.ingress.machine import (
     STRAY_END,
     IngressMachine,
-    arrival_back,
     bad_input,
     cti_regression,
     elsewhere,
-    problem,
     unpoliced,
 )
 from cti.ingress.spec import StreamSpec, rooted_at
 from cti.operators.frame import Chunk, filled, make, stack, text_codes
-from cti.rows import EOS, INVALID
 from cti.time import MAX_TIME, MIN_TIME
 
 _CTI_STATUS = np.asarray(["cti", "cti_regression"], dtype=object)
@@ -212,7 +211,12 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
     sync_arrival = np.where(arrival != NULL, arrival, np.where(
         is_eos, MAX_TIME, np.where(is_end, end, start)))
     run = np.maximum.accumulate(np.concatenate([[st["last_arrival"]], sync_arrival]))
-    rule = broken_rules(spec, pdf, kind, rest, run[:-1])
+    # Bad rows: found by the arrays, worded by the row machine's rules on those flagged.
+    back = (arrival != NULL) & (arrival < run[:-1])
+    at = np.flatnonzero(suspects(spec, kind, start, end, pdf["error"].to_numpy(object), rest)
+                        | back)
+    rule = np.full(n, None, object)
+    rule[at] = worded(spec, in_rows_from_pandas(pdf.iloc[at]), back[at], run[:-1][at])[0]
     bad = rule != None  # noqa: E711 (per row)
     if bad.any():
         good = ~bad
@@ -370,33 +374,6 @@ def unpoliced_first(spec: StreamSpec, pdf: pd.DataFrame, rule: np.ndarray, bad: 
     rule[at] = [unpoliced(spec, row, int(c)) for row, c in zip(rows, before[at].tolist(),
                                                                  strict=True)]
     return False
-
-
-def broken_rules(spec: StreamSpec, pdf: pd.DataFrame, kind: np.ndarray, rest: np.ndarray,
-                 data_arrival: np.ndarray) -> np.ndarray:
-    """The rule each row breaks as the row machine words it (``machine.problem``; None: a good
-    row), ``data_arrival`` the stream's arrival before each: the checks run on the arrays, and
-    the wording on the few rows they flag."""
-    n = len(kind)
-    start = pdf["start"].to_numpy(np.int64)
-    end = pdf["end"].to_numpy(np.int64)
-    arrival = pdf["arrival"].to_numpy(np.int64)
-    back = (arrival != NULL) & (arrival < data_arrival)
-    suspect = back | (start == NULL) | (start == MAX_TIME) | (end == MAX_TIME) \
-        | (pdf["error"].to_numpy(object) != None)  # noqa: E711 (per row)
-    # The rows that need an end after their start: an interval stream's events, edge ends.
-    spans = np.full(n, spec.shape is EventShape.INTERVAL)
-    spans[rest] = kind[rest] == "edge_end"
-    suspect |= spans & ((end == NULL) | (end <= start))
-    suspect[rest[~np.isin(kind[rest], [*SHAPE_KINDS[spec.shape], "cti"])]] = True
-    suspect[rest[kind[rest] == EOS]] = False
-    rule = np.full(n, None, object)
-    at = np.flatnonzero(suspect)
-    for r, row in zip(at.tolist(), in_rows_from_pandas(pdf.iloc[at]), strict=True):
-        if back[r] and row.kind != INVALID:
-            row = row._replace(error=arrival_back(row.arrival, int(data_arrival[r])))
-        rule[r] = problem(spec, row)
-    return rule
 
 
 def dead_letters(pdf: pd.DataFrame, rows: np.ndarray, rule: np.ndarray, before: np.ndarray
