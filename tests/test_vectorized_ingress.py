@@ -155,29 +155,44 @@ def test_a_stream_without_settings_raises_for_what_comes_first(bad_first):
 
 @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
 @given(defs=stream_defs(second_stream=None, stray_edge_ends=True, no_settings=None),
-       sizes=batch_sizes)
-def test_group_path_equals_the_row_machine(defs, sizes):
+       sizes=batch_sizes,
+       noise=st.lists(st.tuples(st.integers(0, 30), st.sampled_from(["tick", "back"])),
+                      max_size=2))
+def test_group_path_equals_the_row_machine(defs, sizes, noise):
     """A stream alone, or a fast stream and a stream importing its CTIs: the fast one
     vectorised (its CTIs generated, or only its adapter's without settings), its CTIs handed
     to the row machine at their place in arrival order; the same output and state as the row
-    machine alone, batch after batch."""
+    machine alone, batch after batch; wall-clock ticks among the fast stream's rows (a batch
+    after one, its merge arrival ahead of the data's, vectorised too), and arrivals that go
+    back (bad input)."""
     specs, inputs = _group_inputs(defs)
+    if any(r.arrival is not None for r in inputs[0]):
+        inputs[0] = noisy(inputs[0], noise)
     event(f"{len(specs)} streams, the first {specs[0].shape.value} with"
           f"{'out' if specs[0].policy is None else ''} settings")
-    taken = []
-    original = importing.process
+    taken, ahead = [], []
+    original, process = importing.process, vectorized._process
 
     def spy(*args):
         got = original(*args)
         taken.append(got is not None)
         return got
 
+    def spy_fast(spec, st_, *args, **kwargs):
+        behind = st_["data_arrival"] < st_["last_arrival"]
+        got = process(spec, st_, *args, **kwargs)
+        ahead.append(behind and got is not None)
+        return got
+
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(importing, "process", spy)
+        patch.setattr(vectorized, "_process", spy_fast)
         _group_steps(specs, inputs, sizes)
     if len(specs) > 1 and any(taken):
         event("the importing stream vectorised" + (
             ", its own CTIs generated" if specs[1].generates else ""))
+    if any(ahead):
+        event("vectorised after a clock tick ahead of the data")
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
@@ -286,7 +301,8 @@ NOISE = ["unreadable", "sentinel", "empty", "back", "shape", "tick"]
 def noisy(rows: list, noise: list[tuple[int, str]]) -> list:
     """The input ``rows`` (ended) with bad rows: at each (position, what) of ``noise``, the
     row made unreadable, a sentinel start (or end), an empty lifetime, an arrival gone back, or an
-    event of another shape; or a wall-clock tick before it (not bad input)."""
+    event of another shape; or a wall-clock tick before it (not bad input), a little or further
+    ahead of its arrival."""
     rows, done = list(rows), set()
     ticks = []
     for at, what in noise:
@@ -296,7 +312,8 @@ def noisy(rows: list, noise: list[tuple[int, str]]) -> list:
         done.add(k)
         row = rows[k]
         if what == "tick":
-            ticks.append((k, clock_row(row.stream, row.seq, (row.arrival or 0) + 1)))
+            ahead = (row.arrival or 0) + 1 + 20 * (k % 3)
+            ticks.append((k, clock_row(row.stream, row.seq, ahead)))
             continue
         rows[k] = {
             "unreadable": lambda r: r._replace(kind="invalid", start=None, end=None,

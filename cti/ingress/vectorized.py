@@ -184,8 +184,7 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
     (the merge key of the row that made it), and (``events_apart``, with an ``owner``) the
     owner's chunk, whose event rows the output then leaves out; None where the row machine
     must run. ``owner``: see ``process_group``; ``field``: see ``shard_chunk``."""
-    if st["pending"] or st["imported"] or \
-            st["data_arrival"] != st["last_arrival"]:  # a clock tick ahead of the data
+    if st["pending"] or st["imported"]:
         return None
     edges = spec.shape is EventShape.EDGE
     ev_kind = "edge_start" if edges else EVENT_KIND[spec.shape]
@@ -210,13 +209,16 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
     # Arrival order: an explicit arrival may not go back; otherwise the sync time (SPEC 5).
     sync_arrival = np.where(arrival != NULL, arrival, np.where(
         is_eos, MAX_TIME, np.where(is_end, end, start)))
+    # The merge arrival (after a clock tick ahead of the data: at least the tick's) and the
+    # data's own arrival (a row going back behind it is bad input), before and after each row.
     run = np.maximum.accumulate(np.concatenate([[st["last_arrival"]], sync_arrival]))
+    data = np.maximum.accumulate(np.concatenate([[st["data_arrival"]], sync_arrival]))
     # Bad rows: found by the arrays, worded by the row machine's rules on those flagged.
-    back = (arrival != NULL) & (arrival < run[:-1])
+    back = (arrival != NULL) & (arrival < data[:-1])
     at = np.flatnonzero(suspects(spec, kind, start, end, pdf["error"].to_numpy(object), rest)
                         | back)
     rule = np.full(n, None, object)
-    rule[at] = worded(spec, in_rows_from_pandas(pdf.iloc[at]), back[at], run[:-1][at])[0]
+    rule[at] = worded(spec, in_rows_from_pandas(pdf.iloc[at]), back[at], data[:-1][at])[0]
     bad = rule != None  # noqa: E711 (per row)
     if bad.any():
         good = ~bad
@@ -352,7 +354,7 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
         st["max_start"] = int(max_start[-1])
     st["out_seq"] += m
     st["next_in_seq"] += n
-    st["last_arrival"] = st["data_arrival"] = int(run[-1])
+    st["last_arrival"], st["data_arrival"] = int(run[-1]), int(data[-1])
     st["last_key"] = (int(run[-1]), index, int(seq[-1]))
     st["eos"] = bool(is_eos.any())
     return out, cti_keys, chunk
