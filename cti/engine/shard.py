@@ -161,10 +161,13 @@ def _timed(ingress: IngressMachine, rows: pd.DataFrame, shard: int, route: Query
     out = {index: timed.merged(chunks)}
     if not single:
         got = _weighted(vectorized.importers_step(ingress, rows[~mine], index))
-        out |= {i: chunk(got, i, shard, fields[i], route.shards)
-                for i in fields if i != index}
         outs.append(got)
         reports.append(_counted(got, shard, route, group))
+        # (a piece of stream ``index`` taken whole runs the group's ingress: it may release
+        # the other streams' rows held from earlier micro-batches, and their CTIs)
+        every = frame.stack(outs)
+        out |= {i: chunk(every, i, shard, fields[i], route.shards)
+                for i in fields if i != index}
     return frame.stack(outs), frame.stack(reports), out
 
 
