@@ -51,12 +51,16 @@ CASES = settings(max_examples=60, deadline=None,
 @st.composite
 def reference_cases(draw):
     """A fast point stream and a slow edge stream (versions of each key's reference row,
-    importing the fast stream's CTIs), cut into pieces over micro-batches."""
+    importing the fast stream's CTIs), cut into pieces over micro-batches. The fast events
+    may carry arrival times (then its adapter yields more than events: each piece goes whole
+    to every shard, which runs the group's ingress on it)."""
     t, fast = 0, []
+    arriving = draw(st.booleans())
     for _ in range(draw(st.integers(0, 30))):
         t += draw(st.integers(0, 3))
-        fast.append(PointEvent(max(0, t - draw(st.integers(0, 4))),
-                               {"k": draw(st.sampled_from(KEYS)), "v": draw(st.integers(0, 9))}))
+        event = PointEvent(max(0, t - draw(st.integers(0, 4))),
+                           {"k": draw(st.sampled_from(KEYS)), "v": draw(st.integers(0, 9))})
+        fast.append(Arriving(event, t) if arriving else event)
     edges = []  # (sync time, item): each key's versions, the last maybe left open
     for k in draw(st.lists(st.sampled_from(KEYS), max_size=4, unique=True)):
         starts = sorted(set(draw(st.lists(st.integers(0, 70), min_size=1, max_size=4))))
