@@ -25,6 +25,11 @@ STARTS = {EventShape.POINT: "point", EventShape.INTERVAL: "interval",
           EventShape.EDGE: "edge_start"}
 
 
+def statuses(accepted: np.ndarray, adjusted: np.ndarray) -> np.ndarray:
+    """Each event's status by the policy's masks: accepted, adjusted, else dropped."""
+    return STATUS[np.where(accepted, 0, np.where(adjusted, 1, 2))]
+
+
 def suspects(spec: StreamSpec, kind: np.ndarray, start: np.ndarray, end: np.ndarray,
              error: np.ndarray, rare: np.ndarray | None = None) -> np.ndarray:
     """The rows that may break a rule of ``machine.problem`` (a few more at most: the rules are

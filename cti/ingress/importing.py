@@ -33,13 +33,13 @@ from cti.engine.layout import IN_COLUMNS, in_row_to_tuple, in_rows_from_pandas
 from cti.ingress.columns import (
     NULL,
     STARTS,
-    STATUS,
     edges_paired,
     generated,
     in_sequence,
     judged,
     output_frame,
     policed,
+    statuses,
     suspects,
     worded,
 )
@@ -210,8 +210,8 @@ def process(machine: IngressMachine, pdf: pd.DataFrame, exporter: int, j: int
         "start": pick(np.where(gone | back, NULL, out_start[emits]), new_ctis),
         "end": pick(np.where(gone | back, NULL, out_end[emits]), np.full(c, NULL)),
         "payload": pick(p[emits], np.full(c, None, object)),
-        "status": pick(np.where(gone, "invalid", np.where(back, "cti_regression", STATUS[
-            np.where(accepted[emits], 0, np.where(adjusted[emits], 1, 2))])),
+        "status": pick(np.where(gone, "invalid", np.where(back, "cti_regression",
+                                                   statuses(accepted[emits], adjusted[emits]))),
             np.full(c, "cti", object)),
         "orig_start": pick(s[emits], np.full(c, NULL)),
         "orig_end": pick(np.where(gone, e[emits], np.where(back, NULL, no_end)),

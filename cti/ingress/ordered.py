@@ -39,7 +39,7 @@ from sortedcontainers import SortedList
 
 from cti.engine.layout import in_rows_from_pandas
 from cti.ingress import ordering
-from cti.ingress.columns import in_sequence, suspects
+from cti.ingress.columns import NULL, STATUS, in_sequence, output_frame, suspects
 from cti.ingress.machine import (
     ORDERED_CTI,
     IngressMachine,
@@ -50,7 +50,7 @@ from cti.ingress.machine import (
     validate,
 )
 from cti.ingress.spec import StreamSpec, rooted_at
-from cti.ingress.vectorized import EVENT_KIND, NULL, STATUS, output_frame, with_importers
+from cti.ingress.vectorized import EVENT_KIND, with_importers
 from cti.operators.frame import exact_field, stack
 from cti.rows import EOS, INVALID, InRow, payload_to_json
 from cti.settings import AdvanceTimePolicy

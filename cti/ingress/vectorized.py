@@ -37,13 +37,13 @@ from cti.events import EventShape
 from cti.ingress import importing
 from cti.ingress.columns import (
     NULL,
-    STATUS,
     edges_paired,
     generated,
     in_sequence,
     judged,
     output_frame,
     policed,
+    statuses,
     suspects,
     worded,
 )
@@ -298,7 +298,7 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
     point = ev_kind == "point"
     ev_start = out_start[rows_ev]
     ev_end = np.full(len(rows_ev), NULL, np.int64) if point else out_end[rows_ev]
-    status_ev = STATUS[np.where(accepted[rows_ev], 0, np.where(adjust[rows_ev], 1, 2))]
+    status_ev = statuses(accepted[rows_ev], adjust[rows_ev])
     regression_cti = regression[rows_cti]
     status_cti = _CTI_STATUS[regression_cti.astype(np.int8)]
     cti_start = np.where(regression_cti, NULL, candidate[rows_cti])
