@@ -85,6 +85,13 @@ def _source_streams(group: Any) -> list[tuple]:
             for i, (s, spec) in enumerate(zip(group.streams, group.specs(), strict=True))]
 
 
+def _rows(reader: CtiAdapterStreamReader, start: dict, end: dict) -> list[tuple]:
+    """The rows read from ``start`` to ``end``, partition by partition (Arrow batches: their
+    rows as tuples)."""
+    return [tuple(row.values()) for p in reader.partitions(start, end)
+            for batch in reader.read(p) for row in batch.to_pylist()]
+
+
 def _drive(reader: CtiAdapterStreamReader, triggers: int) -> list[list[tuple]]:
     """``triggers`` triggers as Spark runs them: each moved offset is read, partition by
     partition, and becomes the next start; a trigger that moves nothing ends the list."""
@@ -93,7 +100,7 @@ def _drive(reader: CtiAdapterStreamReader, triggers: int) -> list[list[tuple]]:
         end = reader.latestOffset(start)
         if end == start:
             break
-        batches.append([row for p in reader.partitions(start, end) for row in reader.read(p)])
+        batches.append(_rows(reader, start, end))
         start = end
     return batches
 
@@ -132,8 +139,7 @@ def test_a_long_running_query_ticks_again_after_the_interval():
         end = reader.latestOffset(start)
         if end != start:
             seen.append(end["0"]["tick"])
-            read.append([(r[3], r[2]) for p in reader.partitions(start, end)
-                         for r in reader.read(p)])
+            read.append([(r[3], r[2]) for r in _rows(reader, start, end)])
             start = end
     # Its row (at 95), the quiet tick (195), then one at least 250 after the last: 495, 795...
     assert seen == [None, 195, 495, 795, 1095]

@@ -38,8 +38,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.types import BinaryType, IntegerType, LongType, StructField, StructType
 
 from cti.engine.route import QueryRoute
-from cti.rows import clock_row, eos_row
-from cti.runtime.spark.schema import IN_SCHEMA, in_row_to_tuple
+from cti.runtime.spark.schema import IN_SCHEMA
 
 FORMAT = "cti_adapter"
 READ_CHUNK = 500_000  # at most this many rows per input partition of one stream
@@ -175,7 +174,7 @@ class CtiAdapterStreamReader(DataSourceStreamReader):
         group, index, factory, config, shape, _ = streams[k]
         adapter = factory.create(config, shape) if end > start else None
         # Executor side only: the driver's source process never imports pandas or pyarrow.
-        from cti.engine.batch import piece, read_rows
+        from cti.engine.batch import piece
         from cti.engine.route import stream_reads
         from cti.runtime.spark.packing import packed, with_group
 
@@ -185,17 +184,7 @@ class CtiAdapterStreamReader(DataSourceStreamReader):
                          stream_reads(routes, group, index))
             yield from packed(routes, group, rows, start, events_only and tick is None)
             return
-        if hasattr(adapter, "read_frame"):  # a columnar adapter: Arrow batches, no row loop
-            yield from with_group(piece(adapter, index, start, end, eos, tick),
-                                  group).to_batches()
-            return
-        if adapter is not None:
-            for row in read_rows(index, adapter, start, end):
-                yield (*in_row_to_tuple(row), group)
-        if eos:
-            yield (*in_row_to_tuple(eos_row(index, end)), group)
-        if tick is not None:
-            yield (*in_row_to_tuple(clock_row(index, end, tick)), group)
+        yield from with_group(piece(adapter, index, start, end, eos, tick), group).to_batches()
 
     def commit(self, end: dict) -> None:
         pass
