@@ -9,8 +9,9 @@ CTI from the adapter, no arrival time or one that goes back within its partition
 breaks a rule, a payload without the substream key) are found by the arrays and worded by the
 row machine's rules on those rows: dead letters in their place (the clocks move as the row
 machine moves them), or the first raises, as rows out of sequence do. Clock ticks, another
-shard's bad event in a stream that raises, and more than 64 partitions combined return None,
-and the caller runs the row machine on the same state: both keep the same state, so they can
+shard's bad event in a stream that raises, and a micro-batch where many new partitions
+combined by their minimum meet many known ones (``_COMBINED_BUDGET``) return None, and the
+caller runs the row machine on the same state: both keep the same state, so they can
 take turns.
 
 Why it can be computed without a step per event: an event is judged against its timeline's
@@ -64,7 +65,9 @@ DROP, RELEASE, OWN, CTI, METRICS = range(5)
 
 
 _HIGHEST = chr(0x10FFFF)  # (above any timeline id of a given max in ``maxes``)
-_MAX_COMBINED = 64  # timelines combined by their minimum, beyond which the row machine runs
+# Timelines combined by their minimum: beyond this many (runs between new timelines) x
+# (timelines) in a micro-batch, the row machine runs (its cost per row grows with log T).
+_COMBINED_BUDGET = 1 << 24
 
 
 class _Decisions:
@@ -147,6 +150,31 @@ def _sat(values: np.ndarray, d: Any) -> np.ndarray:
     out = np.where((d >= 0) & (values >= MAX_TIME - np.maximum(d, 0)), MAX_TIME,
                    np.where((d < 0) & (values <= MIN_TIME - np.minimum(d, 0)), MIN_TIME, out))
     return np.where((values == MIN_TIME) | (values == MAX_TIME), values, out).astype(np.int64)
+
+
+def _lowest(current: np.ndarray, alive: np.ndarray, here: np.ndarray, after: np.ndarray
+            ) -> np.ndarray:
+    """The lowest of the ``alive`` timelines' maxima after each row of a run (``current``:
+    each timeline's max before it; ``here``: each row's timeline, one of them; ``after``: its
+    max after the row), without a pass per timeline. The lowest after row r is the highest
+    level every timeline has reached by r; the row by which every timeline has passed a level
+    is the latest row at which one of them left a level below it (a running maximum over the
+    levels left, in level order; a timeline's last level is never left)."""
+    n = len(here)
+    if not len(alive):
+        return np.full(n, MIN_TIME, np.int64)
+    before = np.maximum(current[here], _group_cummax(after, here, exclusive=True))
+    up = np.flatnonzero(after > before)  # the rows that raise their timeline's max
+    last = current.copy()
+    np.maximum.at(last, here, after)
+    left = np.concatenate([before[up], last[alive]])  # a level left, and at which row
+    at_row = np.concatenate([up, np.full(len(alive), n)])  # (n: never, in this run)
+    order = np.argsort(left, kind="stable")
+    passed = np.maximum.accumulate(at_row[order])
+    levels = np.unique(np.concatenate([current[alive], after[up]]))
+    below = np.searchsorted(left[order], levels, side="left")  # levels left below each
+    reached = np.where(below > 0, passed[np.maximum(below - 1, 0)], -1)
+    return levels[np.searchsorted(reached, np.arange(n), side="right") - 1]
 
 
 def _group_cummax(values: np.ndarray, codes: np.ndarray, exclusive: bool = False
@@ -389,8 +417,6 @@ def process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int 
         if t not in number:
             number[t] = len(names)
             names.append(t)
-    if not indep and len(names) > _MAX_COMBINED:
-        return None
     fc = np.asarray([number[t] for t in uniques], np.int64)[row_codes]
     codes = np.full(m, -1, np.int64)
     codes[full] = fc
@@ -424,20 +450,19 @@ def process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int 
         rule, before = np.empty(m, np.int64), np.empty(m, np.int64)
         current, prev = seed.copy(), rule0
         cuts = sorted({0, m, *(int(r) for r in first_row if r < m)})
+        if len(cuts) * len(names) > _COMBINED_BUDGET:
+            return None
+        new_timeline = np.asarray([tl is None for tl in known], bool)
         for a, b in zip(cuts[:-1], cuts[1:], strict=True):
-            made = [c for c, tl in enumerate(known) if tl is None and first_row[c] == a]
-            floor[made] = prev
+            floor[new_timeline & (first_row == a)] = prev
             decide(slice(a, b), slice(a, b))  # (every row judged: no light rows)
             kept, ts = decided.kept[a:b], decided.ts[a:b]
             here = fc[a:b]
             after_max[a:b] = np.maximum(current[here], _group_cummax(
                 np.where(kept, ts, MIN_TIME), here))
-            alive = [c for c, tl in enumerate(known) if tl is not None or first_row[c] <= a]
+            alive = np.flatnonzero(~new_timeline | (first_row <= a))
             # The lowest timeline max (MIN_TIME while one has none: then A - L alone).
-            lowest = np.full(b - a, MIN_TIME if not alive else MAX_TIME, np.int64)
-            for c in alive:
-                lowest = np.minimum(lowest, np.maximum(current[c], np.maximum.accumulate(
-                    np.where((here == c) & kept, ts, MIN_TIME))))
+            lowest = _lowest(current, alive, here, after_max[a:b])
             stream_cti = np.maximum(_sat(lowest, -ooo_tol), a_term[a:b])
             rule[a:b] = np.maximum.accumulate(np.maximum(stream_cti, prev))
             before[a:b] = np.concatenate([[prev], rule[a:b - 1]])
