@@ -158,17 +158,16 @@ def _timed(ingress: IngressMachine, rows: pd.DataFrame, shard: int, route: Query
         outs.append(got)
         reports.append(got if compact else _counted(got, shard, route, group))
         chunks.append(step)
-    out = {index: timed.merged(chunks)}
     if not single:
         got = _weighted(vectorized.importers_step(ingress, rows[~mine], index))
         outs.append(got)
         reports.append(_counted(got, shard, route, group))
-        # (a piece of stream ``index`` taken whole runs the group's ingress: it may release
-        # the other streams' rows held from earlier micro-batches, and their CTIs)
-        every = frame.stack(outs)
-        out |= {i: chunk(every, i, shard, fields[i], route.shards)
-                for i in fields if i != index}
-    return frame.stack(outs), frame.stack(reports), out
+    every = frame.stack(outs)
+    # (a piece of stream ``index`` taken whole runs the group's ingress: it may release the
+    # other streams' rows held from earlier micro-batches, and their CTIs)
+    out = {i: timed.merged(chunks) if i == index else
+           chunk(every, i, shard, fields[i], route.shards) for i in fields}
+    return every, frame.stack(reports), out
 
 
 def _counted(got: pd.DataFrame, shard: int, route: QueryRoute, group: int) -> pd.DataFrame:

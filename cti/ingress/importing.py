@@ -6,7 +6,7 @@ streams up its chain).
 The row machine merges the stream's rows with the CTIs it imports in arrival order (the
 merge key: arrival, stream, sequence). A row waits until every stream up its chain has
 received a row later than it and processed everything before it (its CTI in force is then
-known: ``IngressMachine._done_below``); an imported CTI waits until the stream has received a
+known: ``IngressMachine.done_below``); an imported CTI waits until the stream has received a
 row later than it. So what is processed in a batch is every queued row and imported CTI below
 the first that must wait, in key order, and each event is judged against the last CTI
 imported before it: a search, not a step per row. This module computes exactly the row
@@ -43,7 +43,7 @@ from cti.ingress.columns import (
     suspects,
     worded,
 )
-from cti.ingress.machine import IngressMachine, cti_regression
+from cti.ingress.machine import DONE, IngressMachine, cti_regression
 from cti.rows import CLOCK, EOS
 from cti.time import MAX_TIME, MIN_TIME
 
@@ -116,8 +116,8 @@ def process(machine: IngressMachine, pdf: pd.DataFrame, exporter: int, j: int
     # What is processed: rows below what the streams up the chain have received and
     # processed, imported CTIs below this stream's last key, in key order up to the first
     # that must wait.
-    bound = _done_below(machine, exporter)
-    ready = total if bound is _TOP else _count_below(merge, j, seq, bound)
+    bound = machine.done_below(exporter)
+    ready = total if bound is DONE else _count_below(merge, j, seq, bound)
     queue = list(st["imported"])
     waiting = next((q for q, (key, _) in enumerate(queue)
                     if not eos and (last_key is None or key >= last_key)), len(queue))
@@ -250,27 +250,6 @@ def process(machine: IngressMachine, pdf: pd.DataFrame, exporter: int, j: int
         received[max(ready - len(held), 0):], strict=True))
     st["pending"] = deque(waiting_rows)
     return out, exported
-
-
-_TOP = (float("inf"),)  # a merge key above every other
-
-
-def _done_below(machine: IngressMachine, i: int) -> tuple | None:
-    """The least merge key that stream ``i`` has not both received and processed everything
-    before, up its chain of imports (``IngressMachine._done_below`` holds for every key below
-    it; None: no key; ``_TOP``: every key)."""
-    bound: tuple = _TOP
-    while i is not None:
-        st = machine.state["streams"][i]
-        if not st["eos"]:
-            if st["last_key"] is None:
-                return None
-            bound = min(bound, st["last_key"])
-        for queue in (st["pending"], st["imported"]):
-            if queue:
-                bound = min(bound, queue[0][0])
-        i = machine.specs[i].import_from
-    return bound
 
 
 def _count_below(merge: np.ndarray, stream: int, seq: np.ndarray, key: tuple | None) -> int:

@@ -27,6 +27,9 @@ COUNTED = frozenset({"point", "interval", "edge_start"})
 METRICS = (*INPUT_STATUSES, "cti_regressions", "ctis")
 
 
+DONE = (float("inf"),)  # a merge key above every other: ``IngressMachine.done_below``
+
+
 def _new_stream_state(spec: StreamSpec) -> dict[str, Any]:
     return {
         "ordering": ordering.new_state(spec.ordering, spec.declared_partitions)
@@ -281,17 +284,29 @@ class IngressMachine:
                 while self._process_next(i, st):
                     progress = True
 
+    def done_below(self, j: int) -> tuple | None:
+        """The least merge key below which stream j has received and processed every row and
+        every imported CTI (None: no key; ``DONE``: every key). Its imports count too, up the
+        chain: a CTI that reaches j from further up (a -> b -> c) before a key may not have
+        been exported yet."""
+        bound: tuple = DONE
+        while j is not None:
+            st = self.state["streams"][j]
+            if not st["eos"]:
+                if st["last_key"] is None:
+                    return None
+                bound = min(bound, st["last_key"])
+            for queue in (st["pending"], st["imported"]):
+                if queue:
+                    bound = min(bound, queue[0][0])
+            j = self.specs[j].import_from
+        return bound
+
     def _done_below(self, j: int, key: tuple) -> bool:
-        """Has stream j received and processed every row and every imported CTI that comes
-        before ``key``? Its imports count too, up the chain: a CTI that reaches j from further
-        up (a -> b -> c) before ``key`` may not have been exported yet."""
-        st = self.state["streams"][j]
-        received = st["eos"] or (st["last_key"] is not None and st["last_key"] > key)
-        if not received or (st["pending"] and st["pending"][0][0] < key) or (
-                st["imported"] and st["imported"][0][0] < key):
-            return False
-        exporter = self.specs[j].import_from
-        return exporter is None or self._done_below(exporter, key)
+        """Has stream j received and processed everything that comes before ``key`` (another
+        stream's: no key of j equals it)?"""
+        bound = self.done_below(j)
+        return bound is not None and key < bound
 
     def _process_next(self, i: int, st: dict[str, Any]) -> bool:
         own = st["pending"][0] if st["pending"] else None

@@ -37,6 +37,7 @@ from cti.events import EventShape
 from cti.ingress import importing
 from cti.ingress.columns import (
     NULL,
+    STARTS,
     edges_paired,
     generated,
     in_sequence,
@@ -187,7 +188,7 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
     if st["pending"] or st["imported"]:
         return None
     edges = spec.shape is EventShape.EDGE
-    ev_kind = "edge_start" if edges else EVENT_KIND[spec.shape]
+    ev_kind = STARTS[spec.shape]
     got = in_sequence(spec, st, pdf, ev_kind)
     if got is None:
         return None
