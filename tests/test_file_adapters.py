@@ -538,24 +538,32 @@ def test_arrows_csv_reader_is_not_taken_where_it_could_differ(tmp_path, data, de
 
 _TIME = st.sampled_from(["0", "7", "12", "+5", "-3", " 8 ", "\t9", "30", "31",
                          "99999999999999999999", "9223372036854775807", "-9223372036854775808",
-                         "1970-01-01T00:00:01+00:00", "", "abc", "\u0661\u0662", "1.5"]) \
+                         "1970-01-01T00:00:01+00:00", "", "abc", "\u0661\u0662", "1.5",
+                         "1970-01-01T00:00:00.000020Z", " 1970-01-01 00:00:00.000007-00:00",
+                         "1970-01-01T00:00:00.00003", "1970-01-01T00:00:00.000031Z",
+                         "1970-02-30T00:00:00Z", "1970-01-01T00:00:00.0000301Z",
+                         "1970-01-01 00:00:00.000009"]) \
     | st.integers(0, 40).map(str)
+# Times ``read_frame`` reads by columns: plain int ticks, ISO-8601 in the common form.
+_PLAIN_TICKS = r"[ \t]*[+-]?[0-9]{1,18}[ \t]*"
+_COMMON_ISO = r"[ \t]*[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}" \
+    r"(:[0-9]{2}([.,][0-9]{1,6})?)?(Z|[+-][0-9]{2}:[0-9]{2})?[ \t]*"
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(_TIME, _TIME, st.sampled_from(["a", "b", "", "caf\u00e9", "x y"])),
                 max_size=12),
        st.sampled_from([EventShape.POINT, EventShape.INTERVAL]),
-       st.sampled_from([None, "ticks"]), st.sampled_from([None, ("k",)]),
+       st.sampled_from([None, "ticks", "iso"]), st.sampled_from([None, ("k",)]),
        st.integers(0, 12), st.integers(0, 12),
        st.lists(st.sampled_from(["\n", "\n", "\r\n", "\n\n", "\r\n\n"]), min_size=13,
-                max_size=13), st.booleans())
+                max_size=13), st.booleans(), st.sampled_from([None, "Europe/Berlin"]))
 def test_a_csv_file_read_by_columns_gives_reads_rows(tmp_path_factory, rows, shape, fmt,
-                                                     payload_columns, a, b, breaks, bom):
+                                                     payload_columns, a, b, breaks, bom, zone):
     """``read_frame`` (Arrow's table, times and payloads by column; a row whose times are
-    not plain ticks built from its line) gives exactly the rows ``read`` gives: events, bad
-    rows with their rule, line number and raw text (blank lines, CRLF and a byte order mark
-    among the lines), for any slice."""
+    not plain ticks or ISO-8601 in the common form built from its line) gives exactly the rows
+    ``read`` gives: events, bad rows with their rule, line number and raw text (blank lines,
+    CRLF and a byte order mark among the lines), for any slice."""
     import numpy as np
 
     from cti.rows import adapter_item_to_row
@@ -565,7 +573,7 @@ def test_a_csv_file_read_by_columns_gives_reads_rows(tmp_path_factory, rows, sha
         f"{t},{e},{k},{i}{nl}"
         for i, ((t, e, k), nl) in enumerate(zip(rows, breaks[:len(rows)], strict=True)))
     ).encode())
-    config = FileInputConfig(str(path), start_column="t", time_format=fmt,
+    config = FileInputConfig(str(path), start_column="t", time_format=fmt, time_zone=zone,
                              end_column="e" if shape is EventShape.INTERVAL else None,
                              payload_columns=payload_columns)
     adapter = CsvInputAdapterFactory().create(config, shape)
@@ -574,7 +582,9 @@ def test_a_csv_file_read_by_columns_gives_reads_rows(tmp_path_factory, rows, sha
     assert adapter.latest_offset() == len(rows)
     if not rows:  # (Arrow reads no table from a header alone: ``read`` gives the none)
         return
-    plain = sum(bool(re.fullmatch(r"[ \t]*[+-]?[0-9]{1,18}[ \t]*", t)) for t, _, _ in rows[a:b])
+    forms = {None: [_PLAIN_TICKS, _COMMON_ISO], "ticks": [_PLAIN_TICKS], "iso": [_COMMON_ISO]}
+    plain = sum(any(re.fullmatch(f, t) for f in forms[fmt]) and _parses(t, fmt, config)
+                for t, _, _ in rows[a:b])
     if plain * 2 < b - a:  # mostly another form of time: row by row
         assert frame is None
         return
@@ -586,6 +596,16 @@ def test_a_csv_file_read_by_columns_gives_reads_rows(tmp_path_factory, rows, sha
              None if r["end"] == null else r["end"], r["payload"], r["error"]) for r in got] \
         == [(w.kind, w.start, w.end, w.payload, w.error) for w in want]
     assert all(r["arrival"] == null and r["partition"] is None for r in got)
+
+
+def _parses(cell: str, fmt: str | None, config: FileInputConfig) -> bool:
+    from cti.io.files import _RowError, parse_time
+
+    try:
+        parse_time(cell, fmt, "t", config.time_zone)
+    except _RowError:
+        return False
+    return True
 
 
 def test_a_csv_file_read_by_columns_runs_as_read_row_by_row(tmp_path):

@@ -689,8 +689,7 @@ class FileInputAdapter:
         for any other input, or where most rows' times are not plain ticks."""
         cfg = self.config
         if self.format != "csv" or self.shape not in _FRAME_KINDS or os.path.isdir(cfg.path) \
-                or cfg.cti_column is not None or cfg.arrival_column is not None \
-                or cfg.time_format == "iso":
+                or cfg.cti_column is not None or cfg.arrival_column is not None:
             return None
         table = csv_table(cfg.path, cfg.delimiter)
         times = [cfg.start_column] + ([cfg.end_column] if self.shape is EventShape.INTERVAL
@@ -704,12 +703,12 @@ class FileInputAdapter:
 
         table = table.slice(start, max(0, end - start))
         n = table.num_rows
-        t0, plain = _plain_ticks(table.column(times[0]))
+        t0, plain = self._column_ticks(table.column(times[0]))
         if n and plain.sum() * 2 < n:
-            return None  # (times mostly in another form, such as ISO-8601: row by row)
+            return None  # (times mostly in another form: row by row)
         t1 = np.full(n, NULL_TIME, np.int64)
         if len(times) > 1:
-            t1, plain_end = _plain_ticks(table.column(times[1]))
+            t1, plain_end = self._column_ticks(table.column(times[1]))
             plain &= plain_end & (t1 > t0)
         payloads = np.asarray(column_payloads(table.select(payload)), object)
         kind = np.full(n, _FRAME_KINDS[self.shape], object)
@@ -727,6 +726,24 @@ class FileInputAdapter:
             "payload": pa.array(payloads, pa.string()),
             "arrival": np.full(n, NULL_TIME, np.int64), "partition": pa.nulls(n, pa.string()),
             "error": pa.array(error, pa.string())})
+
+    def _column_ticks(self, column: Any) -> tuple[Any, Any]:
+        """A time column's cells as ticks where they are plain int ticks or ISO-8601 times in
+        the common form (``iso_ticks``), as the time format allows; and which cells are. The
+        others read 0: ``parse_time`` gives their time or their error."""
+        import numpy as np
+
+        from cti.io.iso_times import iso_ticks
+
+        fmt = self.config.time_format
+        if fmt == "iso":
+            ticks, plain = np.zeros(len(column), np.int64), np.zeros(len(column), bool)
+        else:
+            ticks, plain = _plain_ticks(column)
+        if fmt != "ticks" and not plain.all():
+            iso, is_iso = iso_ticks(column, self.config.time_zone)
+            ticks, plain = np.where(plain, ticks, iso), plain | is_iso
+        return ticks, plain
 
     def to_item(self, record: _Record, path: str | None = None,
                 arrival: int | None = None) -> AdapterItem:
