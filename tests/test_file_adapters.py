@@ -544,6 +544,9 @@ _TIME = st.sampled_from(["0", "7", "12", "+5", "-3", " 8 ", "\t9", "30", "31",
                          "1970-02-30T00:00:00Z", "1970-01-01T00:00:00.0000301Z",
                          "1970-01-01 00:00:00.000009"]) \
     | st.integers(0, 40).map(str)
+_PARTITION = st.sampled_from(["p1", "", " ", "\t", "p 2", " p3 ", "caf\u00e9", "\u3000"])
+_MARKER = st.sampled_from(["", "0", "1", "true", "TRUE", " yes ", "Y", "cti", "no", "N",
+                           "maybe", "ye\u017f", "\u3000"])
 # Times ``read_frame`` reads by columns: plain int ticks, ISO-8601 in the common form.
 _PLAIN_TICKS = r"[ \t]*[+-]?[0-9]{1,18}[ \t]*"
 _COMMON_ISO = r"[ \t]*[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}" \
@@ -551,31 +554,37 @@ _COMMON_ISO = r"[ \t]*[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}" \
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(_TIME, _TIME, st.sampled_from(["a", "b", "", "caf\u00e9", "x y"])),
-                max_size=12),
+@given(st.lists(st.tuples(_TIME, _TIME, st.sampled_from(["a", "b", "", "caf\u00e9", "x y"]),
+                          _TIME, _PARTITION, _MARKER), max_size=12),
        st.sampled_from([EventShape.POINT, EventShape.INTERVAL]),
        st.sampled_from([None, "ticks", "iso"]), st.sampled_from([None, ("k",)]),
        st.integers(0, 12), st.integers(0, 12),
        st.lists(st.sampled_from(["\n", "\n", "\r\n", "\n\n", "\r\n\n"]), min_size=13,
-                max_size=13), st.booleans(), st.sampled_from([None, "Europe/Berlin"]))
+                max_size=13), st.booleans(), st.sampled_from([None, "Europe/Berlin"]),
+       st.sampled_from(["", "a", "ap", "c", "apc"]))
 def test_a_csv_file_read_by_columns_gives_reads_rows(tmp_path_factory, rows, shape, fmt,
-                                                     payload_columns, a, b, breaks, bom, zone):
-    """``read_frame`` (Arrow's table, times and payloads by column; a row whose times are
-    not plain ticks or ISO-8601 in the common form built from its line) gives exactly the rows
-    ``read`` gives: events, bad rows with their rule, line number and raw text (blank lines,
-    CRLF and a byte order mark among the lines), for any slice."""
+                                                     payload_columns, a, b, breaks, bom, zone,
+                                                     roles):
+    """``read_frame`` (Arrow's table, times, arrival times, partitions, CTI markers and
+    payloads by column; a row with a cell in another form built from its line) gives exactly
+    the rows ``read`` gives: events, CTIs, bad rows with their rule, line number and raw text
+    (blank lines, CRLF and a byte order mark among the lines), for any slice. ``roles``: the
+    columns ``a`` (arrival), ``p`` (partition) and ``c`` (CTI marker) that have their role;
+    the others are payload."""
     import numpy as np
 
     from cti.rows import adapter_item_to_row
 
     path = tmp_path_factory.mktemp("csv") / "f.csv"
-    path.write_bytes(b"\xef\xbb\xbf" * bom + ("t,e,k,n" + breaks[-1] + "".join(
-        f"{t},{e},{k},{i}{nl}"
-        for i, ((t, e, k), nl) in enumerate(zip(rows, breaks[:len(rows)], strict=True)))
-    ).encode())
+    path.write_bytes(b"\xef\xbb\xbf" * bom + ("t,e,k,n,a,p,c" + breaks[-1] + "".join(
+        f"{t},{e},{k},{i},{arr},{part},{flag}{nl}" for i, ((t, e, k, arr, part, flag), nl)
+        in enumerate(zip(rows, breaks[:len(rows)], strict=True)))).encode())
     config = FileInputConfig(str(path), start_column="t", time_format=fmt, time_zone=zone,
                              end_column="e" if shape is EventShape.INTERVAL else None,
-                             payload_columns=payload_columns)
+                             payload_columns=payload_columns,
+                             arrival_column="a" if "a" in roles else None,
+                             partition_column="p" if "p" in roles else None,
+                             cti_column="c" if "c" in roles else None)
     adapter = CsvInputAdapterFactory().create(config, shape)
     a, b = sorted((min(a, len(rows)), min(b, len(rows))))
     frame = adapter.read_frame(a, b)
@@ -584,7 +593,7 @@ def test_a_csv_file_read_by_columns_gives_reads_rows(tmp_path_factory, rows, sha
         return
     forms = {None: [_PLAIN_TICKS, _COMMON_ISO], "ticks": [_PLAIN_TICKS], "iso": [_COMMON_ISO]}
     plain = sum(any(re.fullmatch(f, t) for f in forms[fmt]) and _parses(t, fmt, config)
-                for t, _, _ in rows[a:b])
+                for t, *_ in rows[a:b])
     if plain * 2 < b - a:  # mostly another form of time: row by row
         assert frame is None
         return
@@ -592,10 +601,33 @@ def test_a_csv_file_read_by_columns_gives_reads_rows(tmp_path_factory, rows, sha
     want = [adapter_item_to_row(0, 0, item) for item in adapter.read(a, b)]
     got = frame.to_pylist()
     null = np.iinfo(np.int64).min
-    assert [(r["kind"], None if r["start"] == null else r["start"],
-             None if r["end"] == null else r["end"], r["payload"], r["error"]) for r in got] \
-        == [(w.kind, w.start, w.end, w.payload, w.error) for w in want]
-    assert all(r["arrival"] == null and r["partition"] is None for r in got)
+    assert [(r["kind"], r["start"], r["end"], r["arrival"], r["partition"], r["payload"],
+             r["error"]) for r in got] \
+        == [(w.kind, *(null if t is None else t for t in (w.start, w.end, w.arrival)),
+             w.partition, w.payload, w.error) for w in want]  # (times in the row form)
+
+
+def test_every_partition_and_marker_form_reads_by_columns_as_row_by_row(tmp_path):
+    """Each partition and CTI-marker form of the property test above, on every row of a file
+    read by columns (its times plain), gives the rows ``read`` gives."""
+    from cti.rows import adapter_item_to_row
+
+    null = -(2**63)
+    parts, marks = _PARTITION.elements, _MARKER.elements
+    path = tmp_path / "f.csv"
+    path.write_text("t,a,p,c,k\n" + "".join(
+        f"{i},{i + 1},{parts[i % len(parts)]},{marks[i % len(marks)]},v{i}\n"
+        for i in range(len(parts) * len(marks))), encoding="utf-8")
+    config = FileInputConfig(str(path), start_column="t", arrival_column="a",
+                             partition_column="p", cti_column="c")
+    adapter = CsvInputAdapterFactory().create(config, EventShape.POINT)
+    n = adapter.latest_offset()
+    got = [(r["kind"], r["start"], r["arrival"], r["partition"], r["payload"], r["error"])
+           for r in adapter.read_frame(0, n).to_pylist()]
+    want = [adapter_item_to_row(0, 0, item) for item in adapter.read(0, n)]
+    assert got == [(w.kind, *(null if t is None else t for t in (w.start, w.arrival)),
+                    w.partition, w.payload, w.error) for w in want]
+    assert {w.kind for w in want} == {"point", "cti", "invalid"}
 
 
 def _parses(cell: str, fmt: str | None, config: FileInputConfig) -> bool:

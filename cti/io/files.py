@@ -623,6 +623,31 @@ def _flag(value: Any, column: str) -> bool:
     raise _RowError(f"{column} {value!r} is neither true nor false (rule: CTI marker)")
 
 
+def _plain_flags(column: Any) -> tuple[Any, Any]:
+    """A CTI marker column's values as booleans where each is plain: a word of ``_TRUE`` or
+    ``_FALSE`` in any ASCII case, maybe between spaces or tabs; and which rows are. The others
+    read False: ``_flag`` gives their value or their error."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    word = pc.ascii_lower(pc.utf8_trim(column, " \t"))
+    plain = pc.is_in(word, value_set=pa.array(sorted(_TRUE | _FALSE)))
+    true = pc.is_in(word, value_set=pa.array(sorted(_TRUE)))
+    return true.to_numpy(zero_copy_only=False), plain.to_numpy(zero_copy_only=False)
+
+
+def _plain_partitions(column: Any) -> tuple[Any, Any]:
+    """A partition column's values where each is plain (printable ASCII, spaces and tabs),
+    None where it is blank (``_missing``); and which rows are plain. The others: ``to_item``."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    plain = pc.match_substring_regex(column, r"^[\x20-\x7e\t]*$")
+    blank = pc.match_substring_regex(column, r"^[ \t]*$").to_numpy(zero_copy_only=False)
+    values = column.to_numpy(zero_copy_only=False).astype(object)
+    return np.where(blank, None, values), plain.to_numpy(zero_copy_only=False)
+
+
 class FileInputAdapter:
     """The data rows of one file, as events, CTIs or ``InvalidInput`` (see the module doc)."""
 
@@ -681,22 +706,22 @@ class FileInputAdapter:
 
     def read_frame(self, start: int, end: int) -> Any:
         """``read``'s rows [start, end) in cti's row form, as an Arrow table
-        (``InputAdapter.read_frame``), for a CSV file of points or intervals whose times are
-        int ticks (no CTI or arrival column): Arrow reads the file (``csv_table``) and the
-        times and payloads are built column by column; a row whose time is not plain ticks in
-        range, or whose lifetime is empty, is built by ``to_item`` from its record, so it
-        reads (or is bad input) exactly as ``read`` has it. None (``read`` gives the rows)
-        for any other input, or where most rows' times are not plain ticks."""
+        (``InputAdapter.read_frame``), for one CSV file of points or intervals that Arrow reads
+        (``csv_table``): times (int ticks, ISO-8601 in the common form), arrival times,
+        partitions, CTI markers and payloads are built column by column; a row with a cell in
+        another form, or whose lifetime is empty, is built by ``to_item`` from its record, so
+        it reads (or is bad input) exactly as ``read`` has it. None (``read`` gives the rows)
+        for any other input, or where most rows' times are in another form."""
         cfg = self.config
-        if self.format != "csv" or self.shape not in _FRAME_KINDS or os.path.isdir(cfg.path) \
-                or cfg.cti_column is not None or cfg.arrival_column is not None:
+        if self.format != "csv" or self.shape not in _FRAME_KINDS or os.path.isdir(cfg.path):
             return None
         table = csv_table(cfg.path, cfg.delimiter)
         times = [cfg.start_column] + ([cfg.end_column] if self.shape is EventShape.INTERVAL
                                       else [])
         payload = [c for c in table.column_names if c not in self._reserved] \
             if table is not None and cfg.payload_columns is None else cfg.payload_columns
-        if table is None or not set(times) | set(payload) <= set(table.column_names):
+        named = [c for c in (cfg.arrival_column, cfg.partition_column, cfg.cti_column) if c]
+        if table is None or not set(times) | set(payload) | set(named) <= set(table.column_names):
             return None
         import numpy as np
         import pyarrow as pa
@@ -706,12 +731,25 @@ class FileInputAdapter:
         t0, plain = self._column_ticks(table.column(times[0]))
         if n and plain.sum() * 2 < n:
             return None  # (times mostly in another form: row by row)
+        is_cti, plain_flag = _plain_flags(table.column(cfg.cti_column)) if cfg.cti_column \
+            else (np.zeros(n, bool), np.ones(n, bool))
+        plain &= plain_flag
         t1 = np.full(n, NULL_TIME, np.int64)
         if len(times) > 1:
             t1, plain_end = self._column_ticks(table.column(times[1]))
-            plain &= plain_end & (t1 > t0)
+            plain &= is_cti | (plain_end & (t1 > t0))
+            t1[is_cti] = NULL_TIME
+        arrival = np.full(n, NULL_TIME, np.int64)
+        if cfg.arrival_column:
+            arrival, plain_arrival = self._column_ticks(table.column(cfg.arrival_column))
+            plain &= plain_arrival
+        partition = np.full(n, None, object)
+        if cfg.partition_column:
+            partition, plain_partition = _plain_partitions(table.column(cfg.partition_column))
+            plain &= plain_partition
         payloads = np.asarray(column_payloads(table.select(payload)), object)
-        kind = np.full(n, _FRAME_KINDS[self.shape], object)
+        payloads[is_cti] = None
+        kind = np.where(is_cti, "cti", _FRAME_KINDS[self.shape]).astype(object)
         error = np.full(n, None, object)
         if not plain.all():  # built as ``read`` builds them, from their records
             lines = _data_lines(cfg.path)
@@ -719,13 +757,13 @@ class FileInputAdapter:
                 record = _Record(*lines(start + i), table.slice(i, 1).to_pylist()[0])
                 row = adapter_item_to_row(0, 0, self.to_item(record))
                 kind[i], payloads[i], error[i] = row.kind, row.payload, row.error
-                t0[i] = NULL_TIME if row.start is None else row.start
-                t1[i] = NULL_TIME if row.end is None else row.end
+                partition[i] = row.partition
+                t0[i], t1[i], arrival[i] = (NULL_TIME if t is None else t
+                                            for t in (row.start, row.end, row.arrival))
         return pa.table({
             "kind": pa.array(kind, pa.string()), "start": t0, "end": t1,
-            "payload": pa.array(payloads, pa.string()),
-            "arrival": np.full(n, NULL_TIME, np.int64), "partition": pa.nulls(n, pa.string()),
-            "error": pa.array(error, pa.string())})
+            "payload": pa.array(payloads, pa.string()), "arrival": arrival,
+            "partition": pa.array(partition, pa.string()), "error": pa.array(error, pa.string())})
 
     def _column_ticks(self, column: Any) -> tuple[Any, Any]:
         """A time column's cells as ticks where they are plain int ticks or ISO-8601 times in
