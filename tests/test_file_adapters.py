@@ -630,6 +630,55 @@ def test_every_partition_and_marker_form_reads_by_columns_as_row_by_row(tmp_path
     assert {w.kind for w in want} == {"point", "cti", "invalid"}
 
 
+@pytest.mark.spark
+def test_csv_files_with_arrival_partition_and_markers_on_spark_equal_in_process(spark, tmp_path):
+    """Two CSV files read by columns, each a stream of one Spark query in micro-batches: ISO
+    times with arrival times and partitions under an event-ordering policy, and int ticks with
+    CTI markers; bad rows among them. Items, dead letters and metrics equal the in-process
+    run's, where each file is read row by row."""
+    from cti import EventOrderingPolicy
+    from cti.runtime.spark import SparkRuntime
+
+    ordered, marked = tmp_path / "ordered.csv", tmp_path / "marked.csv"
+    ordered.write_text("time,arrival,partition,k\n" + "".join(
+        f"2026-11-26T10:00:{(7 * i) % 50:02d}.{i:03d}+01:00,{i * 1_000_000},p{i % 3},k{i % 4}\n"
+        if i % 11 else f"not a time,{i * 1_000_000},p{i % 3},k{i % 4}\n" for i in range(60)))
+    marked.write_text("t,cti,k\n" + "".join(
+        f"{t},{'yes' if t % 9 == 0 else 'maybe' if t % 23 == 0 else ''},k{t % 4}\n"
+        for t in range(60)))
+    policy = EventOrderingPolicy(late_arrival_tolerance="5s", out_of_order_tolerance="2s")
+
+    class RowByRow(CsvInputAdapterFactory):
+        def create(self, config, shape):
+            adapter = super().create(config, shape)
+            adapter.read_frame = lambda start, end: None
+            return adapter
+
+    configs = [FileInputConfig(str(ordered), start_column="time", arrival_column="arrival",
+                               partition_column="partition"),
+               FileInputConfig(str(marked), start_column="t", cti_column="cti")]
+    assert all(CsvInputAdapterFactory().create(c, EventShape.POINT).read_frame(0, 60)
+               is not None for c in configs)
+
+    def streams(factory):
+        app = Application()
+        return [
+            CepStream.create("ordered", factory, configs[0], EventShape.POINT,
+                             event_ordering_policy=policy, application=app,
+                             on_bad_input="dead_letter"),
+            CepStream.create("marked", factory, configs[1], EventShape.POINT, application=app,
+                             on_bad_input="dead_letter")]
+
+    on_spark = SparkRuntime(spark, batch_sizes=[7, 13]).run_groups(
+        [s.ingress_group() for s in streams(CsvInputAdapterFactory())])
+    in_process = [s.run(LocalRuntime(batch_sizes=[5]))[s.name] for s in streams(RowByRow())]
+    for got, want in zip(on_spark, in_process, strict=True):
+        got = got[want.name]
+        assert (got.items, got.diagnostics, got.metrics) == \
+            (want.items, want.diagnostics, want.metrics)
+        assert want.metrics["invalid"] > 0 and len(want.items) > 30
+
+
 def _parses(cell: str, fmt: str | None, config: FileInputConfig) -> bool:
     from cti.io.files import _RowError, parse_time
 
