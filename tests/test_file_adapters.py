@@ -545,6 +545,7 @@ _TIME = st.sampled_from(["0", "7", "12", "+5", "-3", " 8 ", "\t9", "30", "31",
                          "1970-01-01 00:00:00.000009"]) \
     | st.integers(0, 40).map(str)
 _PARTITION = st.sampled_from(["p1", "", " ", "\t", "p 2", " p3 ", "caf\u00e9", "\u3000"])
+_EDGE_TYPE = st.sampled_from(["start", "end", "START", " End\t", "x", "", "\u017ftart"])
 _MARKER = st.sampled_from(["", "0", "1", "true", "TRUE", " yes ", "Y", "cti", "no", "N",
                            "maybe", "ye\u017f", "\u3000"])
 # Times ``read_frame`` reads by columns: plain int ticks, ISO-8601 in the common form.
@@ -555,8 +556,8 @@ _COMMON_ISO = r"[ \t]*[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}" \
 
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(_TIME, _TIME, st.sampled_from(["a", "b", "", "caf\u00e9", "x y"]),
-                          _TIME, _PARTITION, _MARKER), max_size=12),
-       st.sampled_from([EventShape.POINT, EventShape.INTERVAL]),
+                          _TIME, _PARTITION, _MARKER, _EDGE_TYPE), max_size=12),
+       st.sampled_from([EventShape.POINT, EventShape.INTERVAL, EventShape.EDGE]),
        st.sampled_from([None, "ticks", "iso"]), st.sampled_from([None, ("k",)]),
        st.integers(0, 12), st.integers(0, 12),
        st.lists(st.sampled_from(["\n", "\n", "\r\n", "\n\n", "\r\n\n"]), min_size=13,
@@ -565,22 +566,24 @@ _COMMON_ISO = r"[ \t]*[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}" \
 def test_a_csv_file_read_by_columns_gives_reads_rows(tmp_path_factory, rows, shape, fmt,
                                                      payload_columns, a, b, breaks, bom, zone,
                                                      roles):
-    """``read_frame`` (Arrow's table, times, arrival times, partitions, CTI markers and
-    payloads by column; a row with a cell in another form built from its line) gives exactly
-    the rows ``read`` gives: events, CTIs, bad rows with their rule, line number and raw text
-    (blank lines, CRLF and a byte order mark among the lines), for any slice. ``roles``: the
-    columns ``a`` (arrival), ``p`` (partition) and ``c`` (CTI marker) that have their role;
-    the others are payload."""
+    """``read_frame`` (Arrow's table, times, edge types, arrival times, partitions, CTI
+    markers and payloads by column; a row with a cell in another form built from its line)
+    gives exactly the rows ``read`` gives: events, CTIs, bad rows with their rule, line number
+    and raw text (blank lines, CRLF and a byte order mark among the lines), for any slice.
+    ``roles``: the columns ``a`` (arrival), ``p`` (partition) and ``c`` (CTI marker) that
+    have their role; the others are payload (and ``y``, an edge's type, for other shapes)."""
     import numpy as np
 
     from cti.rows import adapter_item_to_row
 
     path = tmp_path_factory.mktemp("csv") / "f.csv"
-    path.write_bytes(b"\xef\xbb\xbf" * bom + ("t,e,k,n,a,p,c" + breaks[-1] + "".join(
-        f"{t},{e},{k},{i},{arr},{part},{flag}{nl}" for i, ((t, e, k, arr, part, flag), nl)
+    path.write_bytes(b"\xef\xbb\xbf" * bom + ("t,e,k,n,a,p,c,y" + breaks[-1] + "".join(
+        f"{t},{e},{k},{i},{arr},{part},{flag},{y}{nl}"
+        for i, ((t, e, k, arr, part, flag, y), nl)
         in enumerate(zip(rows, breaks[:len(rows)], strict=True)))).encode())
     config = FileInputConfig(str(path), start_column="t", time_format=fmt, time_zone=zone,
-                             end_column="e" if shape is EventShape.INTERVAL else None,
+                             end_column="e" if shape is not EventShape.POINT else None,
+                             edge_type_column="y" if shape is EventShape.EDGE else None,
                              payload_columns=payload_columns,
                              arrival_column="a" if "a" in roles else None,
                              partition_column="p" if "p" in roles else None,
@@ -677,6 +680,29 @@ def test_csv_files_with_arrival_partition_and_markers_on_spark_equal_in_process(
         assert (got.items, got.diagnostics, got.metrics) == \
             (want.items, want.diagnostics, want.metrics)
         assert want.metrics["invalid"] > 0 and len(want.items) > 30
+
+
+def test_every_edge_form_reads_by_columns_as_row_by_row(tmp_path):
+    """Edge starts (no end), edge ends (after their start, or not), other type words, CTIs
+    among them: read by columns, the rows ``read`` gives."""
+    from cti.rows import adapter_item_to_row
+
+    null = -(2**63)
+    rows = [(t, end, kind, mark) for t in range(1, 4)
+            for end in ("", " ", "9", str(t), "2026-11-26T10:00:00Z", "x")
+            for kind in _EDGE_TYPE.elements for mark in ("", "1")]
+    path = tmp_path / "f.csv"
+    path.write_text("t,e,y,c,k\n" + "".join(f"{t},{e},{y},{c},v{t}\n" for t, e, y, c in rows),
+                    encoding="utf-8")
+    config = FileInputConfig(str(path), start_column="t", end_column="e", edge_type_column="y",
+                             cti_column="c")
+    adapter = CsvInputAdapterFactory().create(config, EventShape.EDGE)
+    got = [(r["kind"], r["start"], r["end"], r["payload"], r["error"])
+           for r in adapter.read_frame(0, len(rows)).to_pylist()]
+    want = [adapter_item_to_row(0, 0, item) for item in adapter.read(0, len(rows))]
+    assert got == [(w.kind, *(null if t is None else t for t in (w.start, w.end)), w.payload,
+                    w.error) for w in want]
+    assert {w.kind for w in want} == {"edge_start", "edge_end", "cti", "invalid"}
 
 
 def _parses(cell: str, fmt: str | None, config: FileInputConfig) -> bool:

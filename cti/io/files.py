@@ -484,7 +484,8 @@ def _data_lines(path: str) -> Any:
     return _cached((*_identity(path), "csv-lines"), make)
 
 
-_FRAME_KINDS = {EventShape.POINT: "point", EventShape.INTERVAL: "interval"}
+_FRAME_KINDS = {EventShape.POINT: "point", EventShape.INTERVAL: "interval",
+                EventShape.EDGE: "edge_end"}  # (an edge's kind: its type column's)
 NULL_TIME = MIN_TIME  # a missing time in cti's row form
 
 
@@ -636,6 +637,23 @@ def _plain_flags(column: Any) -> tuple[Any, Any]:
     return true.to_numpy(zero_copy_only=False), plain.to_numpy(zero_copy_only=False)
 
 
+def _plain_edge_types(column: Any) -> tuple[Any, Any]:
+    """Which rows of an edge type column are ``start`` and which ``end``, in any ASCII case,
+    maybe between spaces or tabs (``_edge`` reads any other value, or finds its error)."""
+    import pyarrow.compute as pc
+
+    word = pc.ascii_lower(pc.utf8_trim(column, " \t"))
+    return (pc.equal(word, "start").to_numpy(zero_copy_only=False),
+            pc.equal(word, "end").to_numpy(zero_copy_only=False))
+
+
+def _blank(column: Any) -> Any:
+    """Which cells are empty or spaces and tabs alone (so ``_missing``)."""
+    import pyarrow.compute as pc
+
+    return pc.match_substring_regex(column, r"^[ \t]*$").to_numpy(zero_copy_only=False)
+
+
 def _plain_partitions(column: Any) -> tuple[Any, Any]:
     """A partition column's values where each is plain (printable ASCII, spaces and tabs),
     None where it is blank (``_missing``); and which rows are plain. The others: ``to_item``."""
@@ -643,9 +661,8 @@ def _plain_partitions(column: Any) -> tuple[Any, Any]:
     import pyarrow.compute as pc
 
     plain = pc.match_substring_regex(column, r"^[\x20-\x7e\t]*$")
-    blank = pc.match_substring_regex(column, r"^[ \t]*$").to_numpy(zero_copy_only=False)
     values = column.to_numpy(zero_copy_only=False).astype(object)
-    return np.where(blank, None, values), plain.to_numpy(zero_copy_only=False)
+    return np.where(_blank(column), None, values), plain.to_numpy(zero_copy_only=False)
 
 
 class FileInputAdapter:
@@ -706,21 +723,22 @@ class FileInputAdapter:
 
     def read_frame(self, start: int, end: int) -> Any:
         """``read``'s rows [start, end) in cti's row form, as an Arrow table
-        (``InputAdapter.read_frame``), for one CSV file of points or intervals that Arrow reads
-        (``csv_table``): times (int ticks, ISO-8601 in the common form), arrival times,
-        partitions, CTI markers and payloads are built column by column; a row with a cell in
+        (``InputAdapter.read_frame``), for one CSV file that Arrow reads (``csv_table``):
+        times (int ticks, ISO-8601 in the common form), edge types, arrival times, partitions,
+        CTI markers and payloads are built column by column; a row with a cell in
         another form, or whose lifetime is empty, is built by ``to_item`` from its record, so
         it reads (or is bad input) exactly as ``read`` has it. None (``read`` gives the rows)
         for any other input, or where most rows' times are in another form."""
         cfg = self.config
-        if self.format != "csv" or self.shape not in _FRAME_KINDS or os.path.isdir(cfg.path):
+        if self.format != "csv" or os.path.isdir(cfg.path):
             return None
         table = csv_table(cfg.path, cfg.delimiter)
-        times = [cfg.start_column] + ([cfg.end_column] if self.shape is EventShape.INTERVAL
+        times = [cfg.start_column] + ([cfg.end_column] if self.shape is not EventShape.POINT
                                       else [])
         payload = [c for c in table.column_names if c not in self._reserved] \
             if table is not None and cfg.payload_columns is None else cfg.payload_columns
-        named = [c for c in (cfg.arrival_column, cfg.partition_column, cfg.cti_column) if c]
+        named = [c for c in (cfg.edge_type_column, cfg.arrival_column, cfg.partition_column,
+                             cfg.cti_column) if c]
         if table is None or not set(times) | set(payload) | set(named) <= set(table.column_names):
             return None
         import numpy as np
@@ -734,10 +752,18 @@ class FileInputAdapter:
         is_cti, plain_flag = _plain_flags(table.column(cfg.cti_column)) if cfg.cti_column \
             else (np.zeros(n, bool), np.ones(n, bool))
         plain &= plain_flag
+        kind = np.where(is_cti, "cti", _FRAME_KINDS[self.shape]).astype(object)
         t1 = np.full(n, NULL_TIME, np.int64)
         if len(times) > 1:
             t1, plain_end = self._column_ticks(table.column(times[1]))
-            plain &= is_cti | (plain_end & (t1 > t0))
+            closed = plain_end & (t1 > t0)
+            if self.shape is EventShape.EDGE:  # a start has no end, an end closes after it
+                opens, closes = _plain_edge_types(table.column(cfg.edge_type_column))
+                blank = _blank(table.column(times[1]))
+                closed = (opens & blank) | (closes & closed)
+                kind[opens & ~is_cti] = "edge_start"
+                t1[opens] = NULL_TIME
+            plain &= is_cti | closed
             t1[is_cti] = NULL_TIME
         arrival = np.full(n, NULL_TIME, np.int64)
         if cfg.arrival_column:
@@ -749,7 +775,6 @@ class FileInputAdapter:
             plain &= plain_partition
         payloads = np.asarray(column_payloads(table.select(payload)), object)
         payloads[is_cti] = None
-        kind = np.where(is_cti, "cti", _FRAME_KINDS[self.shape]).astype(object)
         error = np.full(n, None, object)
         if not plain.all():  # built as ``read`` builds them, from their records
             lines = _data_lines(cfg.path)
