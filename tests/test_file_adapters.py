@@ -610,6 +610,57 @@ def test_a_csv_file_read_by_columns_gives_reads_rows(tmp_path_factory, rows, sha
              w.partition, w.payload, w.error) for w in want]  # (times in the row form)
 
 
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.lists(st.tuples(_TIME, st.sampled_from(["a", "b", "caf\u00e9"]),
+                                   st.integers(0, 40)), max_size=6), min_size=1, max_size=4),
+       st.sampled_from(["files", "column", "none"]), st.booleans(), st.integers(0, 24),
+       st.integers(0, 24))
+def test_a_csv_directory_read_by_columns_gives_reads_rows(tmp_path_factory, files, arrival,
+                                                         quoted, a, b):
+    """A directory of CSV files read by columns (each file by its ``read_frame``, its rows
+    arriving at its modification time, or at their arrival column's, or with none) gives the
+    rows ``read`` gives for any range over the files; a file Arrow does not read (quotes)
+    makes the range one ``read`` gives."""
+    from cti.rows import adapter_item_to_row
+
+    null = -(2**63)
+    folder = tmp_path_factory.mktemp("dir")
+    for f, rows in enumerate(files):
+        path = folder / f"{f}.csv"
+        text = "".join(f"{t},{k},{at}\n" for t, k, at in rows)
+        if quoted and f == len(files) - 1:
+            text = text.replace("caf\u00e9", '"caf\u00e9"')
+        path.write_text("t,k,at\n" + text, encoding="utf-8")
+        os.utime(path, ns=(10**18 + f * 10**9,) * 2)
+    config = FileInputConfig(folder, start_column="t", file_arrival=arrival == "files",
+                             arrival_column="at" if arrival == "column" else None)
+    adapter = CsvInputAdapterFactory().create(config, EventShape.POINT)
+    n = adapter.latest_offset()
+    assert n == sum(map(len, files))
+    a, b = sorted((min(a, n), min(b, n)))
+    frame = adapter.read_frame(a, b)
+    want = [adapter_item_to_row(0, 0, item) for item in adapter.read(a, b)]
+    first, by_rows = 0, False  # whether a file of the range is read row by row
+    for f, rows in enumerate(files):
+        part = rows[max(0, a - first):max(0, b - first)]
+        quotes = quoted and f == len(files) - 1 and any(k == "caf\u00e9" for _, k, _ in rows)
+        plain = sum(any(re.fullmatch(f, t) for f in (_PLAIN_TICKS, _COMMON_ISO))
+                    and _parses(t, None, config)
+                    for t, _, _ in part)
+        by_rows |= bool(part) and (quotes or plain * 2 < len(part))
+        first += len(rows)
+    if a == b:  # (nothing to read: no table, or an empty one)
+        assert frame is None or frame.num_rows == 0
+        return
+    assert (frame is None) == by_rows
+    if frame is None:
+        return
+    assert [(r["kind"], r["start"], r["arrival"], r["payload"], r["error"])
+            for r in frame.to_pylist()] == [
+        (w.kind, *(null if t is None else t for t in (w.start, w.arrival)), w.payload, w.error)
+        for w in want]
+
+
 def test_every_partition_and_marker_form_reads_by_columns_as_row_by_row(tmp_path):
     """Each partition and CTI-marker form of the property test above, on every row of a file
     read by columns (its times plain), gives the rows ``read`` gives."""

@@ -555,13 +555,19 @@ def _directory(path: str, pattern: str | None, fmt: str, delimiter: str) -> list
         with _CACHE_LOCK:
             rows = _COUNTS.get(key)
         if rows is None:
-            rows = len(_scan(full, fmt, delimiter))
+            rows = _row_count(full, fmt, delimiter)
             with _CACHE_LOCK:
                 _COUNTS[key] = rows
                 while len(_COUNTS) > _COUNTS_SIZE:
                     _COUNTS.popitem(last=False)
         files.append(_File(full, mtime, rows))
     return files
+
+
+def _row_count(path: str, fmt: str, delimiter: str) -> int:
+    """A file's data rows: as Arrow reads them (``csv_table``), else as scanned."""
+    table = csv_table(path, delimiter) if fmt == "csv" else None
+    return len(_scan(path, fmt, delimiter)) if table is None else table.num_rows
 
 
 # ---- records into events ------------------------------------------------------------------
@@ -695,10 +701,8 @@ class FileInputAdapter:
     def _files(self) -> list[_File]:
         """The files of the input with their data-row counts, in offset order."""
         if not os.path.isdir(self.config.path):
-            table = csv_table(self.config.path, self.config.delimiter) \
-                if self.format == "csv" else None  # (Arrow counts them where it reads them)
             return [_File(self.config.path, None,
-                          len(self._records()) if table is None else table.num_rows)]
+                          _row_count(self.config.path, self.format, self.config.delimiter))]
         return _directory(self.config.path, self.config.pattern, self.format,
                           self.config.delimiter)
 
@@ -723,16 +727,40 @@ class FileInputAdapter:
 
     def read_frame(self, start: int, end: int) -> Any:
         """``read``'s rows [start, end) in cti's row form, as an Arrow table
-        (``InputAdapter.read_frame``), for one CSV file that Arrow reads (``csv_table``):
-        times (int ticks, ISO-8601 in the common form), edge types, arrival times, partitions,
-        CTI markers and payloads are built column by column; a row with a cell in
-        another form, or whose lifetime is empty, is built by ``to_item`` from its record, so
-        it reads (or is bad input) exactly as ``read`` has it. None (``read`` gives the rows)
-        for any other input, or where most rows' times are in another form."""
-        cfg = self.config
-        if self.format != "csv" or os.path.isdir(cfg.path):
+        (``InputAdapter.read_frame``), for CSV files that Arrow reads (``csv_table``): times
+        (int ticks, ISO-8601 in the common form), edge types, arrival times, partitions, CTI
+        markers and payloads are built column by column, and in a directory each file's rows
+        arrive at its modification time as ``read`` has them; a row with a cell in another
+        form, or whose lifetime is empty, is built by ``to_item`` from its record, so it reads
+        (or is bad input) exactly as ``read`` has it. None (``read`` gives the rows) for JSON,
+        or where a file of the range is not one Arrow reads or most of its rows' times are in
+        another form."""
+        if self.format != "csv":
             return None
-        table = csv_table(cfg.path, cfg.delimiter)
+        if not os.path.isdir(self.config.path):
+            return self._file_frame(self.config.path, start, end, None)
+        import pyarrow as pa
+
+        arrive = self.config.arrival_column is None and self.config.file_arrival
+        frames, first = [], 0
+        for f in self._files():
+            if first >= end:
+                break
+            if f.rows and first + f.rows > start:
+                frame = self._file_frame(f.path, max(0, start - first), end - first,
+                                         f.mtime_ns // 1000 if arrive and f.mtime_ns is not None
+                                         else None)
+                if frame is None:
+                    return None
+                frames.append(frame)
+            first += f.rows
+        return pa.concat_tables(frames) if len(frames) > 1 else frames[0] if frames else None
+
+    def _file_frame(self, path: str, start: int, end: int, arrives: int | None) -> Any:
+        """``read_frame`` of one file's rows [start, end), which arrive at ``arrives`` (its
+        modification time in a directory; None: no such arrival time)."""
+        cfg = self.config
+        table = csv_table(path, cfg.delimiter)
         times = [cfg.start_column] + ([cfg.end_column] if self.shape is not EventShape.POINT
                                       else [])
         payload = [c for c in table.column_names if c not in self._reserved] \
@@ -765,7 +793,7 @@ class FileInputAdapter:
                 t1[opens] = NULL_TIME
             plain &= is_cti | closed
             t1[is_cti] = NULL_TIME
-        arrival = np.full(n, NULL_TIME, np.int64)
+        arrival = np.full(n, NULL_TIME if arrives is None else arrives, np.int64)
         if cfg.arrival_column:
             arrival, plain_arrival = self._column_ticks(table.column(cfg.arrival_column))
             plain &= plain_arrival
@@ -777,10 +805,10 @@ class FileInputAdapter:
         payloads[is_cti] = None
         error = np.full(n, None, object)
         if not plain.all():  # built as ``read`` builds them, from their records
-            lines = _data_lines(cfg.path)
+            lines = _data_lines(path)
             for i in np.flatnonzero(~plain).tolist():
                 record = _Record(*lines(start + i), table.slice(i, 1).to_pylist()[0])
-                row = adapter_item_to_row(0, 0, self.to_item(record))
+                row = adapter_item_to_row(0, 0, self.to_item(record, path, arrives))
                 kind[i], payloads[i], error[i] = row.kind, row.payload, row.error
                 partition[i] = row.partition
                 t0[i], t1[i], arrival[i] = (NULL_TIME if t is None else t
