@@ -443,10 +443,12 @@ def test_live_directory_scans_each_file_once_and_refuses_a_file_from_the_past(tm
                                                                               monkeypatch):
     from cti.io import files
 
-    scanned = []  # the files' contents parsed
-    real = files._scan_json_lines
+    scanned, tabled = [], []  # the files' contents parsed row by row, the files Arrow read
+    real, real_table = files._scan_json_lines, files._json_table
     monkeypatch.setattr(files, "_scan_json_lines", lambda data: scanned.append(data) or
                         real(data))
+    monkeypatch.setattr(files, "_json_table", lambda path: tabled.append(os.path.basename(
+        path)) or real_table(path))
     config = FileInputConfig(tmp_path, start_column="t", time_format="ticks", live=True)
     _put(tmp_path, "1.json", [{"t": 1}, {"t": 2}], 1000)
     factory = JsonLinesInputAdapterFactory()
@@ -456,7 +458,8 @@ def test_live_directory_scans_each_file_once_and_refuses_a_file_from_the_past(tm
     adapter = factory.create(config, EventShape.POINT)
     assert adapter.latest_offset() == 3
     assert [i.item.start for i in adapter.read(2, 3)] == [3]
-    assert scanned == [b'{"t": 1}\n{"t": 2}\n', b'{"t": 3}\n']  # each file once
+    assert tabled == ["1.json", "2.json"]  # each file counted once, by Arrow
+    assert scanned == [b'{"t": 3}\n']  # and the one ``read`` read row by row, once
     _put(tmp_path, "0.json", [{"t": 0}], 500)  # offsets 0-2 were read: it cannot go before
     with pytest.raises(InvalidSettingsError, match="0.json.*modification time before"):
         factory.create(config, EventShape.POINT).latest_offset()
@@ -661,6 +664,125 @@ def test_a_csv_directory_read_by_columns_gives_reads_rows(tmp_path_factory, file
         for w in want]
 
 
+_JSON_VALUE = st.sampled_from([0, 7, 12, -3, 2**62, 2**70, 1.5, 1.0, True, False, None, "a",
+                               "caf\u00e9", "7", " 8 ", "1970-01-01T00:00:00.000009Z", "yes",
+                               "", [1], {"x": 1}]) | st.integers(0, 40)
+_JSON_ROW = st.dictionaries(st.sampled_from(["t", "e", "k", "a", "p", "c", "y"]), _JSON_VALUE,
+                            max_size=7)
+# A line: a row as JSON (maybe spaced out, maybe with a key twice), or a blank line, bad JSON,
+# two rows on one line, a value that is not an object, bytes that are not UTF-8.
+_JSON_LINE = (_JSON_ROW.map(json.dumps) | _JSON_ROW.map(lambda r: json.dumps(r, indent=None,
+                                                                           separators=(" , ",
+                                                                                       " : ")))
+              | _JSON_ROW.map(lambda r: json.dumps(r)[:-1] + ', "k": 1}' if r else "{}")
+              | st.sampled_from(["", "  ", "\t", '{"t": 1', "[1]", "5", '{"t": 1} {"t": 2}',
+                                 "{\"k\": \"\xff\"}", '{"t": 1, "k": "\\ud800"}']))
+
+
+def _clean_rows(times: str, n: int) -> st.SearchStrategy:
+    """``n`` rows whose fields keep one type each (as Arrow's reader needs), times as ``times``
+    says: int ticks, digit strings or ISO-8601 strings."""
+    def time(t: int) -> object:
+        return t if times == "int" else str(t) if times == "digits" else \
+            f"1970-01-01T00:00:00.{t:06d}Z"
+
+    row = st.builds(lambda t, d, k, at, p, c, y: {
+        "t": time(t), "e": time(t + d), "k": k, "v": t * 3, "a": time(at), "p": p, "c": c,
+        "y": y},
+        st.integers(0, 40), st.integers(-2, 5), st.sampled_from(["a", "b", "caf\u00e9", ""]),
+        st.integers(0, 60), st.sampled_from(["p1", "p2", " "]), st.sampled_from([True, False]),
+        st.sampled_from(["start", "end", "End"]))
+    return st.lists(row, min_size=n, max_size=n)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(["int", "digits", "iso"]).flatmap(
+           lambda times: st.integers(0, 10).flatmap(lambda n: _clean_rows(times, n))),
+       st.lists(st.tuples(st.integers(0, 10), _JSON_LINE | st.sampled_from(
+           ["drop k", "null k", "float v", "whole float v", "drop t"])), max_size=3),
+       st.sampled_from([EventShape.POINT, EventShape.INTERVAL, EventShape.EDGE]),
+       st.sampled_from([None, "ticks", "iso"]), st.sampled_from(["", "a", "ap", "c", "apc"]),
+       st.sampled_from(["\n", "\r\n", "\n", "\r"]), st.booleans(), st.integers(0, 14),
+       st.integers(0, 14))
+def test_a_json_lines_file_read_by_columns_gives_reads_rows(tmp_path_factory, clean, noise,
+                                                            shape, fmt, roles, newline, bom, a,
+                                                            b):
+    """``read_frame`` of a JSON-lines file (Arrow's JSON reader where it reads the file
+    exactly, ``json_table``; times, roles and payloads by column; a row with a cell in another
+    form built from its record) gives exactly the rows ``read`` gives, for any slice: files of
+    clean rows, with noisy lines (nulls, missing fields, floats, nested values, keys twice,
+    bad JSON, blank lines, bytes that are not UTF-8) among them or not; without noise, the
+    frame is Arrow's wherever most times are read by columns."""
+    from cti.rows import adapter_item_to_row
+
+    null = -(2**63)
+    path = tmp_path_factory.mktemp("json") / "f.json"
+    lines = [json.dumps(r) for r in clean]
+    for at, line in noise:  # a noisy line, or a clean row changed: a field dropped, ...
+        if line in ("drop k", "null k", "float v", "whole float v", "drop t"):
+            row = dict(clean[at % len(clean)]) if clean else {}
+            how, field = line.rsplit(" ", 1)
+            row.pop(field, None) if how == "drop" else row.update(
+                {field: None if how == "null" else 2.5 if how == "float" else 3.0})
+            line = json.dumps(row)
+        lines.insert(min(at, len(lines)), line)
+    text = newline.join(lines) + newline
+    path.write_bytes(b"\xef\xbb\xbf" * bom + text.encode("utf-8", "surrogateescape"))
+    config = FileInputConfig(str(path), start_column="t", time_format=fmt,
+                             end_column="e" if shape is not EventShape.POINT else None,
+                             edge_type_column="y" if shape is EventShape.EDGE else None,
+                             arrival_column="a" if "a" in roles else None,
+                             partition_column="p" if "p" in roles else None,
+                             cti_column="c" if "c" in roles else None)
+    adapter = JsonLinesInputAdapterFactory().create(config, shape)
+    n = adapter.latest_offset()
+    a, b = sorted((min(a, n), min(b, n)))
+    frame = adapter.read_frame(a, b)
+    want = [adapter_item_to_row(0, 0, item) for item in adapter.read(a, b)]
+    assert n == len(list(adapter.read(0, n)))
+    forms = {None: [_PLAIN_TICKS, _COMMON_ISO], "ticks": [_PLAIN_TICKS], "iso": [_COMMON_ISO]}
+    plain = sum(isinstance(r["t"], int) and fmt != "iso" or isinstance(r["t"], str) and any(
+        re.fullmatch(f, r["t"]) for f in forms[fmt]) for r in clean[a:b])
+    if not noise and newline != "\r" and b > a and plain * 2 >= b - a:
+        assert frame is not None
+    if frame is None:
+        return
+    assert [(r["kind"], r["start"], r["end"], r["arrival"], r["partition"], r["payload"],
+             r["error"]) for r in frame.to_pylist()] == [
+        (w.kind, *(null if t is None else t for t in (w.start, w.end, w.arrival)), w.partition,
+         w.payload, w.error) for w in want]
+
+
+def test_a_clean_json_lines_file_is_read_by_columns(tmp_path):
+    """Rows of integers, booleans and strings, none null or missing: Arrow reads them (a row
+    with a bad time among them is built from its line); a null anywhere: row by row."""
+    from cti.rows import adapter_item_to_row
+
+    rows = [{"t": f"2026-11-26T10:00:{t:02d}Z", "k": f"k{t % 3}", "n": t * 2, "ok": t % 2 == 0,
+             "at": t + 5} for t in range(20)]
+    rows[4]["t"] = "not a time"  # (a string too: a column of one type)
+    path = tmp_path / "f.json"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    config = FileInputConfig(str(path), start_column="t", arrival_column="at")
+    adapter = JsonLinesInputAdapterFactory().create(config, EventShape.POINT)
+    frame = adapter.read_frame(0, 20)
+    assert frame is not None
+    want = [adapter_item_to_row(0, 0, item) for item in adapter.read(0, 20)]
+    assert [(r["kind"], r["payload"], r["arrival"], r["error"]) for r in frame.to_pylist()] == \
+        [(w.kind, w.payload, -(2**63) if w.arrival is None else w.arrival, w.error)
+         for w in want]
+    assert want[4].kind == "invalid" and want[5].payload == '{"k":"k2","n":10,"ok":false}'
+    path.write_text("".join(json.dumps(r) + "\n" for r in [*rows, {"t": 30, "k": None}]))
+    assert JsonLinesInputAdapterFactory().create(config, EventShape.POINT).read_frame(0, 21) \
+        is None
+    # Two objects on a line: one bad row to ``read``, two rows to Arrow's reader.
+    path.write_text("".join(json.dumps(r) + (" " if i == 2 else "\n")
+                            for i, r in enumerate(rows)))
+    adapter = JsonLinesInputAdapterFactory().create(config, EventShape.POINT)
+    assert adapter.latest_offset() == 19 and adapter.read_frame(0, 19) is None
+    assert "not valid JSON" in list(adapter.read(2, 3))[0].reason
+
+
 def test_every_partition_and_marker_form_reads_by_columns_as_row_by_row(tmp_path):
     """Each partition and CTI-marker form of the property test above, on every row of a file
     read by columns (its times plain), gives the rows ``read`` gives."""
@@ -685,11 +807,12 @@ def test_every_partition_and_marker_form_reads_by_columns_as_row_by_row(tmp_path
 
 
 @pytest.mark.spark
-def test_csv_files_with_arrival_partition_and_markers_on_spark_equal_in_process(spark, tmp_path):
-    """Two CSV files read by columns, each a stream of one Spark query in micro-batches: ISO
-    times with arrival times and partitions under an event-ordering policy, and int ticks with
-    CTI markers; bad rows among them. Items, dead letters and metrics equal the in-process
-    run's, where each file is read row by row."""
+def test_files_with_arrival_partition_and_markers_on_spark_equal_in_process(spark, tmp_path):
+    """Two CSV files and a JSON-lines file read by columns, each a stream of one Spark query in
+    micro-batches: ISO times with arrival times and partitions under an event-ordering policy,
+    int ticks with CTI markers, and JSON's integers and strings; bad rows among them. Items,
+    dead letters and metrics equal the in-process run's, where each file is read row by
+    row."""
     from cti import EventOrderingPolicy
     from cti.runtime.spark import SparkRuntime
 
@@ -700,32 +823,46 @@ def test_csv_files_with_arrival_partition_and_markers_on_spark_equal_in_process(
     marked.write_text("t,cti,k\n" + "".join(
         f"{t},{'yes' if t % 9 == 0 else 'maybe' if t % 23 == 0 else ''},k{t % 4}\n"
         for t in range(60)))
+    lines = tmp_path / "lines.json"
+    lines.write_text("".join(json.dumps({
+        "t": str(t * 1000) if t % 13 else "bad", "at": t * 1000 + 7 * (t % 5), "k": f"k{t % 4}",
+        "n": t, "part": f"p{t % 2}"}) + "\n" for t in range(60)))
     policy = EventOrderingPolicy(late_arrival_tolerance="5s", out_of_order_tolerance="2s")
 
-    class RowByRow(CsvInputAdapterFactory):
-        def create(self, config, shape):
-            adapter = super().create(config, shape)
-            adapter.read_frame = lambda start, end: None
-            return adapter
+    def row_by_row(base):
+        class RowByRow(base):
+            def create(self, config, shape):
+                adapter = super().create(config, shape)
+                adapter.read_frame = lambda start, end: None
+                return adapter
+        return RowByRow()
 
     configs = [FileInputConfig(str(ordered), start_column="time", arrival_column="arrival",
                                partition_column="partition"),
-               FileInputConfig(str(marked), start_column="t", cti_column="cti")]
-    assert all(CsvInputAdapterFactory().create(c, EventShape.POINT).read_frame(0, 60)
-               is not None for c in configs)
+               FileInputConfig(str(marked), start_column="t", cti_column="cti"),
+               FileInputConfig(str(lines), start_column="t", arrival_column="at",
+                               partition_column="part")]
+    assert all(factory().create(c, EventShape.POINT).read_frame(0, 60) is not None for c, factory
+               in zip(configs, [CsvInputAdapterFactory] * 2 + [JsonLinesInputAdapterFactory],
+                      strict=True))
 
-    def streams(factory):
+    def streams(csv, lines):
         app = Application()
         return [
-            CepStream.create("ordered", factory, configs[0], EventShape.POINT,
+            CepStream.create("ordered", csv, configs[0], EventShape.POINT,
                              event_ordering_policy=policy, application=app,
                              on_bad_input="dead_letter"),
-            CepStream.create("marked", factory, configs[1], EventShape.POINT, application=app,
+            CepStream.create("marked", csv, configs[1], EventShape.POINT, application=app,
+                             on_bad_input="dead_letter"),
+            CepStream.create("lines", lines, configs[2], EventShape.POINT,
+                             event_ordering_policy=policy, application=app,
                              on_bad_input="dead_letter")]
 
     on_spark = SparkRuntime(spark, batch_sizes=[7, 13]).run_groups(
-        [s.ingress_group() for s in streams(CsvInputAdapterFactory())])
-    in_process = [s.run(LocalRuntime(batch_sizes=[5]))[s.name] for s in streams(RowByRow())]
+        [s.ingress_group() for s in streams(CsvInputAdapterFactory(),
+                                            JsonLinesInputAdapterFactory())])
+    in_process = [s.run(LocalRuntime(batch_sizes=[5]))[s.name] for s in streams(
+        row_by_row(CsvInputAdapterFactory), row_by_row(JsonLinesInputAdapterFactory))]
     for got, want in zip(on_spark, in_process, strict=True):
         got = got[want.name]
         assert (got.items, got.diagnostics, got.metrics) == \

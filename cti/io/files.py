@@ -43,7 +43,7 @@ import os
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime, tzinfo
 from typing import Any
 
@@ -56,7 +56,7 @@ from cti.io.checks import check_columns, check_readable_directory, check_readabl
 from cti.rows import adapter_item_to_row, payload_to_json
 from cti.schema import check_field
 from cti.settings import AdapterAdvanceTimeSettings
-from cti.time import MIN_TIME, to_ticks, to_time_zone
+from cti.time import MAX_TIME, MIN_TIME, to_ticks, to_time_zone
 
 TIME_FORMATS = (None, "ticks", "iso")
 _NAIVE_HINT = ("write it with an offset (such as +02:00 or Z), or declare "
@@ -447,6 +447,45 @@ def _csv_table(path: str, delimiter: str) -> Any:
         return None
 
 
+def json_table(path: str) -> Any:
+    """A JSON-lines file's rows as an Arrow table read by Arrow's JSON reader: exactly the rows
+    and field values ``_scan_json_lines`` gives, or None where that is not certain (the caller
+    scans the file row by row, which also finds its bad rows).
+
+    Certain means: not a JSON array, no lone carriage return, Arrow reads the file (valid
+    UTF-8, every line one object or JSON whitespace, no key twice in an object), one row per
+    line that is not blank, every field an integer, a boolean or a string (the types whose
+    values Arrow reads as ``json.loads`` does: not floats, nested values or integers beyond 64
+    bits, which Arrow reads as floats) and none null or missing from a row (Arrow cannot tell
+    a missing field from a null one).
+    """
+    return _cached((*_identity(path), "json-table"), lambda: _json_table(path))
+
+
+_BLANK_LINE = re.compile(rb"^[ \t\r]*(?:\n|\Z)", re.MULTILINE)  # (JSON whitespace alone)
+
+
+def _json_table(path: str) -> Any:
+    import pyarrow as pa
+    from pyarrow import json as pa_json
+
+    with open(path, "rb") as f:
+        data = _without_bom(f.read())
+    if _first_char(data) in ("[", "") or data.count(b"\r") != data.count(b"\r\n"):
+        return None
+    try:
+        table = pa_json.read_json(pa.py_buffer(data), read_options=pa_json.ReadOptions(
+            use_threads=False))
+    except (pa.ArrowInvalid, UnicodeDecodeError):
+        return None
+    lines = data.count(b"\n") + 1 - len(_BLANK_LINE.findall(data))  # (rows, if one per line)
+    if table.num_rows != lines or any(
+            c.null_count or not (pa.types.is_int64(c.type) or pa.types.is_boolean(c.type)
+                                 or pa.types.is_string(c.type)) for c in table.columns):
+        return None
+    return table
+
+
 def column_payloads(table: Any) -> list[str]:
     """Each row's payload text (``payload_to_json`` of its fields: the table's columns) built
     by Arrow column by column, where it writes every value exactly (``json_text``); else row
@@ -565,9 +604,14 @@ def _directory(path: str, pattern: str | None, fmt: str, delimiter: str) -> list
 
 
 def _row_count(path: str, fmt: str, delimiter: str) -> int:
-    """A file's data rows: as Arrow reads them (``csv_table``), else as scanned."""
-    table = csv_table(path, delimiter) if fmt == "csv" else None
+    """A file's data rows: as Arrow reads them (``csv_table``, ``json_table``), else as
+    scanned."""
+    table = _arrow_table(path, fmt, delimiter)
     return len(_scan(path, fmt, delimiter)) if table is None else table.num_rows
+
+
+def _arrow_table(path: str, fmt: str, delimiter: str) -> Any:
+    return csv_table(path, delimiter) if fmt == "csv" else json_table(path)
 
 
 # ---- records into events ------------------------------------------------------------------
@@ -630,13 +674,38 @@ def _flag(value: Any, column: str) -> bool:
     raise _RowError(f"{column} {value!r} is neither true nor false (rule: CTI marker)")
 
 
+def _type_of(column: Any) -> str:
+    """``"string"``, ``"int"`` or ``"bool"``: the type of a table's column as the readers below
+    take it (``json_table`` gives JSON's; a CSV's are strings); ``""`` for any other."""
+    import pyarrow as pa
+
+    t = column.type
+    return "string" if pa.types.is_string(t) else "int" if pa.types.is_int64(t) else \
+        "bool" if pa.types.is_boolean(t) else ""
+
+
+def _none(n: int) -> tuple[Any, Any]:
+    import numpy as np
+
+    return np.zeros(n, bool), np.zeros(n, bool)
+
+
 def _plain_flags(column: Any) -> tuple[Any, Any]:
-    """A CTI marker column's values as booleans where each is plain: a word of ``_TRUE`` or
-    ``_FALSE`` in any ASCII case, maybe between spaces or tabs; and which rows are. The others
-    read False: ``_flag`` gives their value or their error."""
+    """A CTI marker column's values as booleans where each is plain: a boolean, 0 or 1, or a
+    word of ``_TRUE`` or ``_FALSE`` in any ASCII case, maybe between spaces or tabs; and which
+    rows are. The others read False: ``_flag`` gives their value or their error."""
+    import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    kind = _type_of(column)
+    if kind == "bool":
+        return column.to_numpy(zero_copy_only=False), np.ones(len(column), bool)
+    if kind == "int":
+        values = column.to_numpy(zero_copy_only=False)
+        return values == 1, (values == 0) | (values == 1)
+    if kind != "string":
+        return _none(len(column))
     word = pc.ascii_lower(pc.utf8_trim(column, " \t"))
     plain = pc.is_in(word, value_set=pa.array(sorted(_TRUE | _FALSE)))
     true = pc.is_in(word, value_set=pa.array(sorted(_TRUE)))
@@ -648,6 +717,8 @@ def _plain_edge_types(column: Any) -> tuple[Any, Any]:
     maybe between spaces or tabs (``_edge`` reads any other value, or finds its error)."""
     import pyarrow.compute as pc
 
+    if _type_of(column) != "string":
+        return _none(len(column))
     word = pc.ascii_lower(pc.utf8_trim(column, " \t"))
     return (pc.equal(word, "start").to_numpy(zero_copy_only=False),
             pc.equal(word, "end").to_numpy(zero_copy_only=False))
@@ -657,15 +728,24 @@ def _blank(column: Any) -> Any:
     """Which cells are empty or spaces and tabs alone (so ``_missing``)."""
     import pyarrow.compute as pc
 
+    if _type_of(column) != "string":
+        return _none(len(column))[0]
     return pc.match_substring_regex(column, r"^[ \t]*$").to_numpy(zero_copy_only=False)
 
 
 def _plain_partitions(column: Any) -> tuple[Any, Any]:
-    """A partition column's values where each is plain (printable ASCII, spaces and tabs),
-    None where it is blank (``_missing``); and which rows are plain. The others: ``to_item``."""
+    """A partition column's values where each is plain (printable ASCII, spaces and tabs; an
+    integer, as its digits), None where it is blank (``_missing``); and which rows are plain.
+    The others: ``to_item``."""
     import numpy as np
+    import pyarrow as pa
     import pyarrow.compute as pc
 
+    kind = _type_of(column)
+    if kind == "int":
+        column = pc.cast(column, pa.string())
+    elif kind != "string":
+        return np.full(len(column), None, object), _none(len(column))[1]
     plain = pc.match_substring_regex(column, r"^[\x20-\x7e\t]*$")
     values = column.to_numpy(zero_copy_only=False).astype(object)
     return np.where(_blank(column), None, values), plain.to_numpy(zero_copy_only=False)
@@ -727,16 +807,14 @@ class FileInputAdapter:
 
     def read_frame(self, start: int, end: int) -> Any:
         """``read``'s rows [start, end) in cti's row form, as an Arrow table
-        (``InputAdapter.read_frame``), for CSV files that Arrow reads (``csv_table``): times
-        (int ticks, ISO-8601 in the common form), edge types, arrival times, partitions, CTI
-        markers and payloads are built column by column, and in a directory each file's rows
-        arrive at its modification time as ``read`` has them; a row with a cell in another
-        form, or whose lifetime is empty, is built by ``to_item`` from its record, so it reads
-        (or is bad input) exactly as ``read`` has it. None (``read`` gives the rows) for JSON,
-        or where a file of the range is not one Arrow reads or most of its rows' times are in
-        another form."""
-        if self.format != "csv":
-            return None
+        (``InputAdapter.read_frame``), for CSV and JSON-lines files that Arrow reads
+        (``csv_table``, ``json_table``): times (int ticks, ISO-8601 in the common form), edge
+        types, arrival times, partitions, CTI markers and payloads are built column by column,
+        and in a directory each file's rows arrive at its modification time as ``read`` has
+        them; a row with a cell in another form, or whose lifetime is empty, is built by
+        ``to_item`` from its record, so it reads (or is bad input) exactly as ``read`` has it.
+        None (``read`` gives the rows) where a file of the range is not one Arrow reads or most
+        of its rows' times are in another form."""
         if not os.path.isdir(self.config.path):
             return self._file_frame(self.config.path, start, end, None)
         import pyarrow as pa
@@ -760,7 +838,7 @@ class FileInputAdapter:
         """``read_frame`` of one file's rows [start, end), which arrive at ``arrives`` (its
         modification time in a directory; None: no such arrival time)."""
         cfg = self.config
-        table = csv_table(path, cfg.delimiter)
+        table = _arrow_table(path, self.format, cfg.delimiter)
         times = [cfg.start_column] + ([cfg.end_column] if self.shape is not EventShape.POINT
                                       else [])
         payload = [c for c in table.column_names if c not in self._reserved] \
@@ -805,9 +883,9 @@ class FileInputAdapter:
         payloads[is_cti] = None
         error = np.full(n, None, object)
         if not plain.all():  # built as ``read`` builds them, from their records
-            lines = _data_lines(path)
+            record_of = self._records_of(path, table)
             for i in np.flatnonzero(~plain).tolist():
-                record = _Record(*lines(start + i), table.slice(i, 1).to_pylist()[0])
+                record = record_of(start + i, i)
                 row = adapter_item_to_row(0, 0, self.to_item(record, path, arrives))
                 kind[i], payloads[i], error[i] = row.kind, row.payload, row.error
                 partition[i] = row.partition
@@ -818,6 +896,16 @@ class FileInputAdapter:
             "payload": pa.array(payloads, pa.string()), "arrival": arrival,
             "partition": pa.array(partition, pa.string()), "error": pa.array(error, pa.string())})
 
+    def _records_of(self, path: str, rows: Any) -> Callable[[int, int], _Record]:
+        """A function of a row's index in the file and in ``rows`` (its slice of the file's
+        table) giving its record, as ``read`` builds it: a CSV row's from its line and fields,
+        a JSON line's from the file's scan (only a file with rows to build is scanned)."""
+        if self.format != "csv":
+            records = _scan(path, self.format, self.config.delimiter)
+            return lambda at, _i: records[at]
+        lines = _data_lines(path)
+        return lambda at, i: _Record(*lines(at), rows.slice(i, 1).to_pylist()[0])
+
     def _column_ticks(self, column: Any) -> tuple[Any, Any]:
         """A time column's cells as ticks where they are plain int ticks or ISO-8601 times in
         the common form (``iso_ticks``), as the time format allows; and which cells are. The
@@ -827,6 +915,13 @@ class FileInputAdapter:
         from cti.io.iso_times import iso_ticks
 
         fmt = self.config.time_format
+        kind = _type_of(column)
+        if kind == "int":  # (JSON's integers: ticks, strictly between the sentinels)
+            values = column.to_numpy(zero_copy_only=False)
+            plain = (values > MIN_TIME) & (values < MAX_TIME) & (fmt != "iso")
+            return np.where(plain, values, 0), plain
+        if kind != "string":
+            return _none(len(column))
         if fmt == "iso":
             ticks, plain = np.zeros(len(column), np.int64), np.zeros(len(column), bool)
         else:
