@@ -606,11 +606,12 @@ def _directory(path: str, pattern: str | None, fmt: str, delimiter: str) -> list
 def _row_count(path: str, fmt: str, delimiter: str) -> int:
     """A file's data rows: as Arrow reads them (``csv_table``, ``json_table``), else as
     scanned."""
-    table = _arrow_table(path, fmt, delimiter)
+    table = arrow_table(path, fmt, delimiter)
     return len(_scan(path, fmt, delimiter)) if table is None else table.num_rows
 
 
-def _arrow_table(path: str, fmt: str, delimiter: str) -> Any:
+def arrow_table(path: str, fmt: str, delimiter: str = ",") -> Any:
+    """A file's rows as Arrow reads them exactly (``csv_table``, ``json_table``), or None."""
     return csv_table(path, delimiter) if fmt == "csv" else json_table(path)
 
 
@@ -775,9 +776,6 @@ class FileInputAdapter:
             not (config.file_arrival and os.path.isdir(config.path))
         self._reserved = frozenset(c for c in config.time_columns if c is not None)
 
-    def _records(self) -> list[_Record]:
-        return _scan(self.config.path, self.format, self.config.delimiter)
-
     def _files(self) -> list[_File]:
         """The files of the input with their data-row counts, in offset order."""
         if not os.path.isdir(self.config.path):
@@ -838,7 +836,7 @@ class FileInputAdapter:
         """``read_frame`` of one file's rows [start, end), which arrive at ``arrives`` (its
         modification time in a directory; None: no such arrival time)."""
         cfg = self.config
-        table = _arrow_table(path, self.format, cfg.delimiter)
+        table = arrow_table(path, self.format, cfg.delimiter)
         times = [cfg.start_column] + ([cfg.end_column] if self.shape is not EventShape.POINT
                                       else [])
         payload = [c for c in table.column_names if c not in self._reserved] \

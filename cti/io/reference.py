@@ -35,7 +35,7 @@ import pyarrow as pa
 from cti.adapters import AdapterItem, Arriving, InvalidInput
 from cti.errors import InvalidSettingsError
 from cti.events import EdgeEvent, EventShape
-from cti.io.files import _scan, column_payloads, csv_table
+from cti.io.files import _scan, arrow_table, column_payloads
 from cti.rows import INVALID, payload_to_json
 from cti.time import MAX_TIME, MIN_TIME, TimeLike, to_ticks
 
@@ -85,12 +85,11 @@ class ReferenceDataInputAdapter:
         return _scan(self.config.path, self.config.format, self.config.delimiter)
 
     def _table(self) -> pa.Table | None:
-        """A CSV file's rows as Arrow columns where Arrow's reader gives ``_records``' rows
-        exactly (``csv_table``), with the payload columns, all present; else None."""
+        """The file's rows as Arrow columns where Arrow's reader gives ``_records``' rows
+        exactly (``arrow_table``: a plain CSV file, a JSON-lines file of flat rows), with the
+        payload columns, all present; else None."""
         cfg = self.config
-        if cfg.format != "csv":
-            return None
-        table = csv_table(cfg.path, cfg.delimiter)
+        table = arrow_table(cfg.path, cfg.format, cfg.delimiter)
         if table is None or cfg.payload_columns is None:
             return table
         wanted = set(cfg.payload_columns)
