@@ -858,7 +858,7 @@ def test_files_with_arrival_partition_and_markers_on_spark_equal_in_process(spar
                              event_ordering_policy=policy, application=app,
                              on_bad_input="dead_letter")]
 
-    on_spark = SparkRuntime(spark, batch_sizes=[7, 13]).run_groups(
+    on_spark = SparkRuntime(spark, batch_sizes=[17, 29]).run_groups(
         [s.ingress_group() for s in streams(CsvInputAdapterFactory(),
                                             JsonLinesInputAdapterFactory())])
     in_process = [s.run(LocalRuntime(batch_sizes=[5]))[s.name] for s in streams(
