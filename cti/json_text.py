@@ -1,7 +1,7 @@
 """JSON text of Arrow columns, exactly as ``json.dumps`` (and so ``cti.rows.payload_to_json``)
-writes their values, where Arrow can write it: integers, booleans and strings of plain
-printable ASCII. Adapters build payload texts from columns with it, and the join merges
-payloads column by column."""
+writes their values, where it can be written column by column: integers, booleans, floats
+and strings of plain printable ASCII. Adapters build payload texts from columns with
+it, and the join merges payloads column by column."""
 
 from __future__ import annotations
 
@@ -16,15 +16,18 @@ _PLAIN_TEXT = rf"^{PLAIN_JSON_CHARS}*$"  # a string quoted is its own JSON text
 
 
 def value_texts(column: pa.ChunkedArray) -> tuple[pa.Array, pa.Array | None] | None:
-    """A column's values as JSON text, where Arrow's text of them is exactly ``json.dumps``'s
-    (integers, booleans, strings of plain printable ASCII); else None. A string column's as
-    the texts of its distinct values (and ``null``) and each row's index into them (keys
-    repeat: checked and quoted once per value), another's as one text per row and None."""
+    """A column's values as JSON text, where it is written exactly as ``json.dumps`` writes
+    them (integers, booleans, floats, strings of plain printable ASCII); else None. A
+    string column's as the texts of its distinct values (and ``null``) and each row's index
+    into them (keys repeat: checked and quoted once per value), another's as one text per row
+    and None."""
     import pyarrow.compute as pc
 
     t = column.type
     if pa.types.is_integer(t):
         return pc.cast(column, pa.string()).fill_null("null"), None
+    if pa.types.is_float32(t) or pa.types.is_float64(t):
+        return float_texts(pc.cast(column, pa.float64())), None
     if pa.types.is_boolean(t):
         return pc.if_else(column, "true", "false").fill_null("null"), None
     if pa.types.is_string(t) or pa.types.is_large_string(t):
@@ -36,6 +39,38 @@ def value_texts(column: pa.ChunkedArray) -> tuple[pa.Array, pa.Array | None] | N
             pa.string()), pa.array(["null"], pa.string())])
         return texts, encoded.indices.fill_null(len(values))
     return None
+
+
+def float_texts(column: pa.ChunkedArray | pa.Array) -> pa.Array:
+    """Each float's JSON text as ``json.dumps`` writes it: Python's ``repr`` of it (by pandas,
+    which prints each with ``str``; Arrow's own text differs), ``NaN``, ``Infinity`` or
+    ``-Infinity``; null as ``null``."""
+    import numpy as np
+    import pandas as pd
+    import pyarrow.compute as pc
+
+    values = column.to_numpy(zero_copy_only=False)
+    texts = pd.Series(values).astype(str).to_numpy(object)
+    texts[np.isnan(values)] = "NaN"
+    texts[values == np.inf] = "Infinity"
+    texts[values == -np.inf] = "-Infinity"
+    texts[~pc.is_valid(column).to_numpy(zero_copy_only=False)] = "null"
+    return pa.array(texts, pa.string())
+
+
+def read_exactly(column: pa.ChunkedArray | pa.Array) -> bool:
+    """Whether Arrow's JSON reader gave a column's values as ``json.loads`` gives them:
+    integers, booleans, strings, none null (or missing: Arrow cannot tell); floats where none
+    is integral, so that each was written as a float (Arrow reads a column's integers as floats
+    once a float, or an integer beyond 64 bits, is among them; ``json.loads`` does not)."""
+    import pyarrow.compute as pc
+
+    t = column.type
+    if column.null_count:
+        return False
+    if pa.types.is_float64(t):
+        return not len(column) or pc.all(pc.not_equal(column, pc.floor(column))).as_py()
+    return pa.types.is_int64(t) or pa.types.is_boolean(t) or pa.types.is_string(t)
 
 
 def column_texts(column: pa.ChunkedArray | pa.Array) -> pa.Array | pa.ChunkedArray | None:

@@ -682,13 +682,14 @@ _JSON_LINE = (_JSON_ROW.map(json.dumps) | _JSON_ROW.map(lambda r: json.dumps(r, 
 def _clean_rows(times: str, n: int) -> st.SearchStrategy:
     """``n`` rows whose fields keep one type each (as Arrow's reader needs), times as ``times``
     says: int ticks, digit strings or ISO-8601 strings."""
-    def time(t: int) -> object:
+    def time(t: int) -> object:  # (whole seconds: text Arrow's reader would take for a time)
         return t if times == "int" else str(t) if times == "digits" else \
-            f"1970-01-01T00:00:00.{t:06d}Z"
+            f"1970-01-01T00:00:00.{t:06d}Z" if times == "iso" else \
+            f"1970-01-01T00:{t // 60:02d}:{t % 60:02d}Z"
 
     row = st.builds(lambda t, d, k, at, p, c, y: {
-        "t": time(t), "e": time(t + d), "k": k, "v": t * 3, "a": time(at), "p": p, "c": c,
-        "y": y},
+        "t": time(t), "e": time(t + d), "k": k, "v": t * 3, "f": t + 0.25, "a": time(at),
+        "p": p, "c": c, "y": y},
         st.integers(0, 40), st.integers(-2, 5), st.sampled_from(["a", "b", "caf\u00e9", ""]),
         st.integers(0, 60), st.sampled_from(["p1", "p2", " "]), st.sampled_from([True, False]),
         st.sampled_from(["start", "end", "End"]))
@@ -696,10 +697,11 @@ def _clean_rows(times: str, n: int) -> st.SearchStrategy:
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.sampled_from(["int", "digits", "iso"]).flatmap(
+@given(st.sampled_from(["int", "digits", "iso", "iso seconds"]).flatmap(
            lambda times: st.integers(0, 10).flatmap(lambda n: _clean_rows(times, n))),
        st.lists(st.tuples(st.integers(0, 10), _JSON_LINE | st.sampled_from(
-           ["drop k", "null k", "float v", "whole float v", "drop t"])), max_size=3),
+           ["drop k", "null k", "float v", "whole float v", "drop t", "int f",
+            "whole float f"])), max_size=3),
        st.sampled_from([EventShape.POINT, EventShape.INTERVAL, EventShape.EDGE]),
        st.sampled_from([None, "ticks", "iso"]), st.sampled_from(["", "a", "ap", "c", "apc"]),
        st.sampled_from(["\n", "\r\n", "\n", "\r"]), st.booleans(), st.integers(0, 14),
@@ -719,11 +721,12 @@ def test_a_json_lines_file_read_by_columns_gives_reads_rows(tmp_path_factory, cl
     path = tmp_path_factory.mktemp("json") / "f.json"
     lines = [json.dumps(r) for r in clean]
     for at, line in noise:  # a noisy line, or a clean row changed: a field dropped, ...
-        if line in ("drop k", "null k", "float v", "whole float v", "drop t"):
+        if line in ("drop k", "null k", "float v", "whole float v", "drop t", "int f",
+                    "whole float f"):
             row = dict(clean[at % len(clean)]) if clean else {}
             how, field = line.rsplit(" ", 1)
-            row.pop(field, None) if how == "drop" else row.update(
-                {field: None if how == "null" else 2.5 if how == "float" else 3.0})
+            row.pop(field, None) if how == "drop" else row.update({field: {
+                "null": None, "float": 2.5, "whole float": 3.0, "int": 3}[how]})
             line = json.dumps(row)
         lines.insert(min(at, len(lines)), line)
     text = newline.join(lines) + newline
@@ -775,7 +778,19 @@ def test_a_clean_json_lines_file_is_read_by_columns(tmp_path):
     path.write_text("".join(json.dumps(r) + "\n" for r in [*rows, {"t": 30, "k": None}]))
     assert JsonLinesInputAdapterFactory().create(config, EventShape.POINT).read_frame(0, 21) \
         is None
+    # Floats, each written as one: read by Arrow, every digit kept; an integer among them
+    # (which Arrow reads as a float, ``json.loads`` as an integer): row by row.
+    floats = [{"t": t, "f": t / 3 + 0.1} for t in range(10)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in floats))
+    config = FileInputConfig(str(path), start_column="t")
+    adapter = JsonLinesInputAdapterFactory().create(config, EventShape.POINT)
+    assert [r["payload"] for r in adapter.read_frame(0, 10).to_pylist()] == \
+        [json.dumps({"f": r["f"]}, separators=(",", ":")) for r in floats]
+    path.write_text("".join(json.dumps(r) + "\n" for r in [*floats, {"t": 10, "f": 3}]))
+    assert JsonLinesInputAdapterFactory().create(config, EventShape.POINT).read_frame(0, 11) \
+        is None
     # Two objects on a line: one bad row to ``read``, two rows to Arrow's reader.
+    config = FileInputConfig(str(path), start_column="t", arrival_column="at")
     path.write_text("".join(json.dumps(r) + (" " if i == 2 else "\n")
                             for i, r in enumerate(rows)))
     adapter = JsonLinesInputAdapterFactory().create(config, EventShape.POINT)

@@ -46,6 +46,25 @@ def test_bad_rows_name_file_row_and_rule(tmp_path):
         "end missing or not after start (rule: a lifetime is non-empty)"]
 
 
+def test_float_payloads_keep_every_digit(tmp_path):
+    """A float column's values reach the payloads as Arrow holds them, every digit kept (a
+    float32's as the double it is), NaN and infinities as ``json.dumps`` writes them."""
+    import math
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    values = [0.1 + 0.2, 1 / 3, 2.5e-8, 123456789.12345679, -0.0, math.nan, math.inf, 1e300]
+    path = tmp_path / "floats.parquet"
+    pq.write_table(pa.table({"t": list(range(1, 9)), "f": values,
+                             "g": pa.array(values, pa.float32())}), path)
+    items = [e for e in bind(path).collect("local") if hasattr(e, "payload")]
+    assert [e.payload["f"] for e in items if not math.isnan(e.payload["f"])] == \
+        [v for v in values if not math.isnan(v)]
+    assert math.isnan(items[5].payload["f"])
+    assert items[0].payload["g"] == float(pa.array([0.1 + 0.2], pa.float32())[0].as_py())
+
+
 def test_timestamp_columns_are_ticks(tmp_path):
     rows = [{"t": pd.Timestamp("2024-01-01T00:00:01Z"), "v": 1}]
     items = bind(write(tmp_path, rows)).collect("local")

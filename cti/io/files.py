@@ -454,14 +454,14 @@ def json_table(path: str) -> Any:
 
     Certain means: not a JSON array, no lone carriage return, Arrow reads the file (valid
     UTF-8, every line one object or JSON whitespace, no key twice in an object), one row per
-    line that is not blank, every field an integer, a boolean or a string (the types whose
-    values Arrow reads as ``json.loads`` does: not floats, nested values or integers beyond 64
-    bits, which Arrow reads as floats) and none null or missing from a row (Arrow cannot tell
-    a missing field from a null one).
+    line that is not blank, every field of a type whose values Arrow reads as ``json.loads``
+    does, none null or missing from a row (``cti.json_text.read_exactly``: not nested values,
+    not integers among floats, and Arrow cannot tell a missing field from a null one).
     """
     return _cached((*_identity(path), "json-table"), lambda: _json_table(path))
 
 
+_PROBE_BYTES = 1 << 20  # the first rows of a JSON-lines file whose types Arrow infers first
 _BLANK_LINE = re.compile(rb"^[ \t\r]*(?:\n|\Z)", re.MULTILINE)  # (JSON whitespace alone)
 
 
@@ -469,19 +469,25 @@ def _json_table(path: str) -> Any:
     import pyarrow as pa
     from pyarrow import json as pa_json
 
+    from cti.json_text import read_exactly
+
     with open(path, "rb") as f:
         data = _without_bom(f.read())
     if _first_char(data) in ("[", "") or data.count(b"\r") != data.count(b"\r\n"):
         return None
+    read = pa_json.ReadOptions(use_threads=False)
     try:
-        table = pa_json.read_json(pa.py_buffer(data), read_options=pa_json.ReadOptions(
-            use_threads=False))
+        # Arrow's reader takes text that looks like a time for a timestamp: the fields it takes
+        # so in the first rows are read as the strings they are.
+        head = data[:data.rfind(b"\n", 0, _PROBE_BYTES) + 1] or data
+        probe = pa_json.read_json(pa.py_buffer(head), read_options=read).schema
+        texts = [pa.field(f.name, pa.string()) for f in probe if pa.types.is_temporal(f.type)]
+        table = pa_json.read_json(pa.py_buffer(data), read_options=read, parse_options=(
+            pa_json.ParseOptions(explicit_schema=pa.schema(texts)) if texts else None))
     except (pa.ArrowInvalid, UnicodeDecodeError):
         return None
     lines = data.count(b"\n") + 1 - len(_BLANK_LINE.findall(data))  # (rows, if one per line)
-    if table.num_rows != lines or any(
-            c.null_count or not (pa.types.is_int64(c.type) or pa.types.is_boolean(c.type)
-                                 or pa.types.is_string(c.type)) for c in table.columns):
+    if table.num_rows != lines or not all(map(read_exactly, table.columns)):
         return None
     return table
 

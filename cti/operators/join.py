@@ -22,7 +22,7 @@ from pyarrow import json as pa_json
 
 from cti.edges import pair_ends
 from cti.events import EventShape
-from cti.json_text import column_texts, objects
+from cti.json_text import column_texts, objects, read_exactly
 from cti.operators import frame, merge, plan, usercode
 from cti.operators.frame import Chunk
 from cti.operators.projection import union
@@ -231,7 +231,7 @@ def _field_texts(texts: np.ndarray) -> dict[str, pa.Array] | None:
     for name in table.column_names:
         column = table.column(name)
         # (a field some payloads lack reads as null: not written exactly)
-        out[name] = None if column.null_count else column_texts(column)
+        out[name] = column_texts(column) if read_exactly(column) else None
         if out[name] is None:
             return None
     return out
