@@ -1,12 +1,12 @@
 """ISO-8601 time cells of a string column as ticks, column by column.
 
 ``iso_ticks`` reads the common form, ``YYYY-MM-DD`` then ``T`` or a space, ``HH:MM``, optional
-``:SS`` and a fraction of 1 to 6 digits (after ``.`` or ``,``), then ``Z``, an offset
-``+HH:MM``/``-HH:MM`` (under a day) or nothing, maybe between spaces or tabs, with Arrow's regular
-expressions and numpy arithmetic: the time ``datetime.fromisoformat`` and ``cti.time.to_ticks``
-give (``cti.io.files.parse_time``). A cell in any other form, a date or time out of range, or a
-naive time without a zone, or one that the zone skips or repeats, is left to the caller, which
-reads it (or finds its error) one by one.
+``:SS`` and a fraction (after ``.`` or ``,``; digits past microseconds cut off, as .NET's seven
+are), then ``Z``, an offset ``+HH:MM``/``-HH:MM`` (under a day) or nothing, maybe between spaces
+or tabs, with Arrow's regular expressions and numpy arithmetic: the time
+``datetime.fromisoformat`` and ``cti.time.to_ticks`` give (``cti.io.files.parse_time``). A cell
+in any other form, a date or time out of range, or a naive time without a zone, or one that the
+zone skips or repeats, is left to the caller, which reads it (or finds its error) one by one.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 _FORM = (r"^[ \t]*(?P<y>[0-9]{4})-(?P<mo>[0-9]{2})-(?P<d>[0-9]{2})[T ]"
-         r"(?P<h>[0-9]{2}):(?P<mi>[0-9]{2})(?::(?P<s>[0-9]{2})(?:[.,](?P<f>[0-9]{1,6}))?)?"
+         r"(?P<h>[0-9]{2}):(?P<mi>[0-9]{2})(?::(?P<s>[0-9]{2})(?:[.,](?P<f>[0-9]+))?)?"
          r"(?P<z>Z|(?P<sign>[+-])(?P<oh>[0-9]{2}):(?P<om>[0-9]{2}))?[ \t]*$")
 _MICROS_PER_DAY = 86_400_000_000
 _MONTH_DAYS = np.array([0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31])
@@ -43,7 +43,8 @@ def iso_ticks(column: pa.Array | pa.ChunkedArray, zone: tzinfo | None
 
     year, month, day = number("y"), number("mo"), number("d")
     hour, minute, second = number("h"), number("mi"), number("s")
-    fraction = pc.utf8_rpad(pc.struct_field(parts, "f").fill_null(""), 6, "0")
+    fraction = pc.utf8_rpad(pc.utf8_slice_codeunits(  # (digits past the 6th cut off)
+        pc.struct_field(parts, "f").fill_null(""), 0, 6), 6, "0")
     micros = pc.cast(fraction, pa.int64()).to_numpy(zero_copy_only=False)
     zoned = pc.struct_field(parts, "z").fill_null("")
     offset_hours, offset_minutes = number("oh"), number("om")
