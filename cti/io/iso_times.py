@@ -85,9 +85,15 @@ def _days(year: np.ndarray, month: np.ndarray, day: np.ndarray) -> np.ndarray:
 
 def _in_zone(local: np.ndarray, zone: tzinfo) -> tuple[np.ndarray, np.ndarray]:
     """Naive wall times (ticks as if UTC) read in ``zone``, and which ones it pins down: a
-    wall time the zone skips or repeats (a daylight-saving change) is not."""
-    wall = pd.DatetimeIndex(local.astype("datetime64[us]"))
+    wall time the zone skips or repeats (a daylight-saving change) is not, nor one outside
+    the years 1800-2199 (pandas' time zone conversion overflows near year 1)."""
+    inside = (local >= _FROM) & (local < _UNTIL)
+    wall = pd.DatetimeIndex(np.where(inside, local, 0).astype("datetime64[us]"))
     aware: Any = wall.tz_localize(zone, ambiguous="NaT", nonexistent="NaT")
-    known = ~np.asarray(aware.isna())
+    known = ~np.asarray(aware.isna()) & inside
     utc = aware.tz_convert("UTC").tz_localize(None).as_unit("us").asi8
     return np.where(known, utc, 0), known
+
+
+_FROM = -5_364_662_400_000_000  # 1800-01-01, in ticks
+_UNTIL = 7_258_118_400_000_000  # 2200-01-01
