@@ -6,7 +6,8 @@ Times are int ticks (``.start``, ``.end``, ``.time``); ``repr`` shows them as IS
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+import json
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -231,6 +232,44 @@ def wrong_shape(kind: str, shape: EventShape) -> str:
 EVENT_STATUSES = ("accepted", "adjusted", "dropped")
 INPUT_STATUSES = (*EVENT_STATUSES, "invalid")
 ORDERING_REASONS = ("late", "early", "out_of_order")
+
+
+def items_from_rows(kinds: Iterable[str], starts: Iterable[int], ends: Iterable[int | None],
+                    payloads: Iterable[str | None]) -> list[StreamItem]:
+    """Items from rows that the engine made (each a valid event or CTI, its payload canonical
+    JSON text or None for ``{}``): ``item_from_kind`` of each, built without checking them
+    again, their payloads parsed in one ``json.loads``: a run's results are millions of them."""
+    kinds, payloads = list(kinds), list(payloads)
+    parsed = iter(json.loads("[" + ",".join(
+        p or "{}" for k, p in zip(kinds, payloads, strict=True) if k != "cti") + "]"))
+    out: list[StreamItem] = []
+    make, put = object.__new__, object.__setattr__
+    for kind, start, end in zip(kinds, starts, ends, strict=True):
+        if kind == "cti":
+            item = make(Cti)
+            put(item, "time", int(start))
+        elif kind == "point":
+            item = make(PointEvent)
+            put(item, "start", int(start))
+            put(item, "payload", next(parsed))
+        elif kind in _EDGE_TYPES:
+            item = make(EdgeEvent)
+            put(item, "edge_type", _EDGE_TYPES[kind])
+            put(item, "start", int(start))
+            put(item, "end", MAX_TIME if kind == "edge_start" else int(end))
+            put(item, "payload", next(parsed))
+        elif kind == "interval":
+            item = make(IntervalEvent)
+            put(item, "start", int(start))
+            put(item, "end", int(end))
+            put(item, "payload", next(parsed))
+        else:
+            raise InvalidEventError(f"unknown event kind {kind!r}")
+        out.append(item)
+    return out
+
+
+_EDGE_TYPES = {"edge_start": EdgeType.START, "edge_end": EdgeType.END}
 
 
 def item_from_kind(kind: str, start: int, end: int | None, payload: dict[str, Any]) -> StreamItem:

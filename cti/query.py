@@ -10,11 +10,11 @@ import attrs
 
 from cti.adapters import check_config, declared_settings
 from cti.errors import BindingError, InvalidSettingsError
-from cti.events import EventShape
+from cti.events import EventShape, items_from_rows
 from cti.ingress.spec import StreamSpec
 from cti.operators import plan
 from cti.operators.streams import DerivedStream, QueryOperators
-from cti.rows import OUTPUT_STATUSES, OutRow, row_to_item
+from cti.rows import OUTPUT_STATUSES, OutRow
 from cti.schema import Fields, check_field, field_names, stream_fields
 from cti.settings import AdvanceTimeSettings, EventOrderingPolicy
 from cti.time import to_time_zone
@@ -322,7 +322,9 @@ class OutputBinding:
         if self.diagnostics:
             return [diagnostic_from_row(self.name, r, self.over)
                     for r in mine if r.status in DIAGNOSTIC_STATUSES]
-        return [row_to_item(r) for r in mine if r.status in OUTPUT_STATUSES]
+        out = [r for r in mine if r.status in OUTPUT_STATUSES]
+        return items_from_rows([r.kind for r in out], [r.start for r in out],
+                               [r.end for r in out], [r.payload for r in out])
 
 
 @attrs.frozen

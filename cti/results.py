@@ -7,9 +7,9 @@ from typing import Any
 
 import attrs
 
-from cti.events import StreamItem
+from cti.events import StreamItem, items_from_rows
 from cti.ingress.machine import METRICS
-from cti.rows import OUTPUT_STATUSES, OutRow, payload_from_json, row_to_item
+from cti.rows import OUTPUT_STATUSES, OutRow, payload_from_json
 from cti.time import format_time
 
 DIAGNOSTIC_STATUSES = ("adjusted", "dropped", "invalid", "cti_regression")
@@ -124,7 +124,9 @@ class RunResult:
                     continue
                 key = {"cti": "ctis", "cti_regression": "cti_regressions"}.get(r.status, r.status)
                 metrics[key] += 1
-            items = [row_to_item(r) for r in ordered if r.status in OUTPUT_STATUSES]
+            out = [r for r in ordered if r.status in OUTPUT_STATUSES]
+            items = items_from_rows([r.kind for r in out], [r.start for r in out],
+                                    [r.end for r in out], [r.payload for r in out])
             diags = [diagnostic_from_row(name, r, overs[i])
                      for r in ordered if r.status in DIAGNOSTIC_STATUSES]
             streams[name] = StreamResult(name, items, diags, metrics, snapshot)

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 from cti.adapters import AdapterItem, Arriving, InvalidInput
 from cti.errors import InvalidEventError
-from cti.events import StreamItem, item_from_kind, kind_of
+from cti.events import StreamItem, kind_of
 from cti.time import MAX_TIME
 
 # Row kinds beyond the event kinds: end of input, a row the adapter could not parse, and a
@@ -111,11 +111,6 @@ def clock_row(stream: int, seq: int, arrival: int) -> InRow:
     which it precedes), advances only the stream's arrival clock, and is idempotent, so a
     replayed micro-batch that carries it gives the same output."""
     return InRow(stream, seq, arrival, CLOCK, None, None, None)
-
-
-def row_to_item(row: OutRow) -> StreamItem:
-    """An output row (status accepted/adjusted/cti) as an event or CTI."""
-    return item_from_kind(row.kind, row.start, row.end, payload_from_json(row.payload))
 
 
 def adapter_item_to_row(stream: int, seq: int, item: AdapterItem) -> InRow:

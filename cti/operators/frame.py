@@ -21,7 +21,6 @@ import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
 from cti.errors import CtiError
-from cti.events import StreamItem, item_from_kind
 from cti.rows import PLAIN_JSON_CHARS, OutRow, payload_from_json, payload_to_json
 from cti.schema import shown
 from cti.time import MAX_TIME
@@ -380,6 +379,3 @@ def from_out_rows(rows: Iterable[OutRow]) -> Chunk:
         if rows else [[], [], [], [], []]
     return chunk_of(*(np.asarray(c, dtype=object) for c in cols))
 
-
-def to_item(kind: str, start: int, end: int, payload: str) -> StreamItem:
-    return item_from_kind(kind, int(start), int(end), payload_from_json(payload))

@@ -16,8 +16,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cti.events import Cti, StreamItem, kind_of
-from cti.operators.frame import KIND_RANK, arrow_to_pandas, to_item
+from cti.events import Cti, StreamItem, items_from_rows, kind_of
+from cti.operators.frame import KIND_RANK, arrow_to_pandas
 from cti.rows import payload_to_json
 
 OutputRow = tuple[int, str, int, int, str | None]
@@ -110,8 +110,8 @@ def in_output_order(items: Sequence[StreamItem]) -> list[StreamItem]:
 
 def items_of_frame(rows: pd.DataFrame) -> list[StreamItem]:
     """Ordered output rows as stream items."""
-    return [Cti(int(s)) if k == "cti" else to_item(k, s, e, p) for k, s, e, p in zip(
-        rows["kind"], rows["start"], rows["end"], rows["payload"], strict=True)]
+    return items_from_rows(rows["kind"], rows["start"].tolist(), rows["end"].tolist(),
+                           rows["payload"])
 
 
 def items_of_rows(rows: Iterable[OutputRow]) -> list[StreamItem]:
