@@ -487,3 +487,28 @@ def test_event_ordering_policy_defaults_and_validation():
         EventOrderingPolicy(over="k", partitioned=True)
     with pytest.raises(InvalidSettingsError, match="payload field"):
         EventOrderingPolicy(over="")
+
+
+_PAYLOAD = st.dictionaries(st.text(max_size=3), st.none() | st.booleans() | st.integers()
+                           | st.floats(allow_nan=False) | st.text(max_size=4)
+                           | st.lists(st.integers(), max_size=2), max_size=3)
+_ROW = st.tuples(st.sampled_from(["point", "interval", "edge_start", "edge_end", "cti"]),
+                 st.integers(-10**15, 10**15), st.integers(1, 10**6), _PAYLOAD | st.none())
+
+
+@given(st.lists(_ROW, max_size=20))
+def test_items_built_in_bulk_equal_items_built_one_by_one(rows):
+    """``items_from_rows`` (no checks, payloads parsed at once) builds what ``item_from_kind``
+    builds from each row: equal, hashing alike, the same type and ``repr``."""
+    import json
+
+    from cti.events import item_from_kind, items_from_rows
+    from cti.rows import payload_to_json
+
+    texts = [None if p is None else payload_to_json(p) for _, _, _, p in rows]
+    bulk = items_from_rows([k for k, *_ in rows], [s for _, s, _, _ in rows],
+                           [s + d for _, s, d, _ in rows], texts)
+    one = [item_from_kind(k, s, s + d, json.loads(t) if t else {})
+           for (k, s, d, _), t in zip(rows, texts, strict=True)]
+    assert bulk == one
+    assert [(type(b), hash(b), repr(b)) for b in bulk] == [(type(o), hash(o), repr(o)) for o in one]
