@@ -241,7 +241,8 @@ def items_from_rows(kinds: Iterable[str], starts: Iterable[int], ends: Iterable[
     again, their payloads parsed in one ``json.loads``: a run's results are millions of them."""
     kinds, payloads = list(kinds), list(payloads)
     parsed = iter(json.loads("[" + ",".join(
-        p or "{}" for k, p in zip(kinds, payloads, strict=True) if k != "cti") + "]"))
+        p if isinstance(p, str) and p else "{}"
+        for k, p in zip(kinds, payloads, strict=True) if k != "cti") + "]"))
     out: list[StreamItem] = []
     make, put = object.__new__, object.__setattr__
     for kind, start, end in zip(kinds, starts, ends, strict=True):

@@ -13,6 +13,7 @@ from cti.rows import OUTPUT_STATUSES, OutRow, payload_from_json
 from cti.time import format_time
 
 DIAGNOSTIC_STATUSES = ("adjusted", "dropped", "invalid", "cti_regression")
+_METRIC = {"cti": "ctis", "cti_regression": "cti_regressions"}  # (a status's count's name)
 _TIME_FIELDS = frozenset({"original_start", "original_end", "start", "end", "cti"})
 
 
@@ -107,29 +108,40 @@ class RunResult:
     def from_rows(cls, names: Sequence[str], rows: Iterable[OutRow],
                   overs: Sequence[str | None] | None = None) -> RunResult:
         """Build the result from output rows; ``overs[i]`` is stream i's substream key field."""
+        from cti.engine.layout import out_rows_to_pandas
+
+        return cls.from_frame(names, out_rows_to_pandas(rows), overs)
+
+    @classmethod
+    def from_frame(cls, names: Sequence[str], rows: Any,
+                   overs: Sequence[str | None] | None = None) -> RunResult:
+        """``from_rows`` of output rows given as a pandas frame (``OUT_COLUMNS``), column by
+        column: a Python object per item and per diagnostic, none per row."""
+        import numpy as np
+
+        from cti.engine.layout import out_rows_from_pandas
+
         overs = list(overs) if overs else [None] * len(names)
-        per: dict[int, list[OutRow]] = {i: [] for i in range(len(names))}
-        for r in rows:
-            per[r.stream].append(r)
+        stream = rows["stream"].to_numpy()
         streams = {}
         for i, name in enumerate(names):
-            ordered = sorted(per[i], key=lambda r: r.seq)
-            if [r.seq for r in ordered] != list(range(len(ordered))):
+            mine = rows[stream == i]
+            mine = mine.iloc[np.argsort(mine["seq"].to_numpy(), kind="stable")]
+            if not (mine["seq"].to_numpy() == np.arange(len(mine))).all():
                 raise RuntimeError(f"stream {name!r}: output sequence has gaps or duplicates")
+            status = mine["status"].to_numpy(object)
             metrics = dict.fromkeys(METRICS, 0)
-            snapshot = None
-            for r in ordered:
-                if r.status == "metrics":
-                    snapshot = payload_from_json(r.payload)
-                    continue
-                key = {"cti": "ctis", "cti_regression": "cti_regressions"}.get(r.status, r.status)
-                metrics[key] += 1
-            out = [r for r in ordered if r.status in OUTPUT_STATUSES]
-            items = items_from_rows([r.kind for r in out], [r.start for r in out],
-                                    [r.end for r in out], [r.payload for r in out])
-            diags = [diagnostic_from_row(name, r, overs[i])
-                     for r in ordered if r.status in DIAGNOSTIC_STATUSES]
-            streams[name] = StreamResult(name, items, diags, metrics, snapshot)
+            for s, n in zip(*np.unique(status[status != "metrics"], return_counts=True),
+                            strict=True):
+                metrics[_METRIC.get(s, s)] += int(n)
+            snapshots = mine["payload"].to_numpy(object)[status == "metrics"]
+            out = mine[np.isin(status, OUTPUT_STATUSES)]
+            items = items_from_rows(out["kind"], out["start"].tolist(), out["end"].tolist(),
+                                    out["payload"])
+            diags = [diagnostic_from_row(name, r, overs[i]) for r in out_rows_from_pandas(
+                mine[np.isin(status, DIAGNOSTIC_STATUSES)])]
+            streams[name] = StreamResult(name, items, diags, metrics, payload_from_json(
+                snapshots[-1]) if len(snapshots) else None)
         return cls(streams)
 
     def __getitem__(self, name: str) -> StreamResult:

@@ -24,7 +24,7 @@ import pandas as pd
 import pyarrow as pa
 
 from cti.engine.batch import IN_ARROW, piece, read_rows, routed, routed_frame, rows_table
-from cti.engine.layout import out_rows_from_pandas
+from cti.engine.layout import OUT_COLUMNS, out_rows_from_pandas, out_rows_to_pandas
 from cti.engine.route import routes, stream_reads
 from cti.engine.shard import Shard, ShardOutput, ingress_step
 from cti.ingress.machine import IngressMachine
@@ -147,26 +147,31 @@ class LocalRuntime:
                 inputs: list[list[InRow]] | None = None) -> Iterator[list[OutRow]]:
         """Run the group; yield the output rows of each batch. ``inputs``: see
         ``input_batches``."""
+        for out in self._frames(group, inputs):
+            yield out_rows_from_pandas(out)
+
+    def _frames(self, group: IngressGroup, inputs: list[list[InRow]] | None = None
+                ) -> Iterator[pd.DataFrame]:
+        """``batches``' output rows of each batch, as the frame the ingress step gives."""
         machine = IngressMachine(group.specs())
         for table in self.input_batches(group, inputs):
-            yield out_rows_from_pandas(ingress_step(machine, frame.arrow_to_pandas(
-                table.select(IN_ARROW.names))))
+            yield ingress_step(machine, frame.arrow_to_pandas(table.select(IN_ARROW.names)))
 
     def run(self, group: IngressGroup) -> RunResult:
-        rows = [r for out in self.batches(group) for r in out]
-        return RunResult.from_rows(group.names, rows, group.overs)
+        return RunResult.from_frame(group.names, _stacked(list(self._frames(group))),
+                                    group.overs)
 
     def run_query(self, query: Any, with_inputs: bool = True) -> RunResult:
         groups, refs = query_inputs(query)
-        ingress: list[list[OutRow]] = [[] for _ in groups]
+        ingress: list[list[pd.DataFrame]] = [[] for _ in groups]
         output: list[pa.Table] = []
         for done in self.query_steps(query, with_inputs):
             if with_inputs:
                 for g, got in done.ingress.items():
-                    ingress[g] += out_rows_from_pandas(got)
+                    ingress[g].append(got)
             output.append(step_table(done.events, done.ctis))
-        results = [RunResult.from_rows(g.names, rows, g.overs)
-                   for g, rows in zip(groups, ingress, strict=True)] if with_inputs else []
+        results = [RunResult.from_frame(g.names, _stacked(frames), g.overs)
+                   for g, frames in zip(groups, ingress, strict=True)] if with_inputs else []
         return derived_result(query.name, results, table_rows(pa.concat_tables(output))
                               if output else [])
 
@@ -206,6 +211,12 @@ class LocalRuntime:
 
     def write(self, group: IngressGroup, outputs: Sequence[OutputBinding]) -> None:
         write_outputs(outputs, self.batches(group))
+
+
+def _stacked(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """Ingress output frames one under the other (their ``OUT_COLUMNS``; none: no rows)."""
+    names = [name for name, _ in OUT_COLUMNS]
+    return frame.stack([f[names] for f in frames]) if frames else out_rows_to_pandas([])
 
 
 def write_outputs(outputs: Sequence[OutputBinding], batches: Iterable[list[OutRow]]) -> None:
