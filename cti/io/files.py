@@ -697,6 +697,14 @@ def _none(n: int) -> tuple[Any, Any]:
     return np.zeros(n, bool), np.zeros(n, bool)
 
 
+def _word(column: Any) -> Any:
+    """A string column's values in ASCII lower case, without the spaces and tabs around them
+    (the plain forms of the words ``_flag`` and ``_edge`` read)."""
+    import pyarrow.compute as pc
+
+    return pc.ascii_lower(pc.utf8_trim(column, " \t"))
+
+
 def _plain_flags(column: Any) -> tuple[Any, Any]:
     """A CTI marker column's values as booleans where each is plain: a boolean, 0 or 1, or a
     word of ``_TRUE`` or ``_FALSE`` in any ASCII case, maybe between spaces or tabs; and which
@@ -713,7 +721,7 @@ def _plain_flags(column: Any) -> tuple[Any, Any]:
         return values == 1, (values == 0) | (values == 1)
     if kind != "string":
         return _none(len(column))
-    word = pc.ascii_lower(pc.utf8_trim(column, " \t"))
+    word = _word(column)
     plain = pc.is_in(word, value_set=pa.array(sorted(_TRUE | _FALSE)))
     true = pc.is_in(word, value_set=pa.array(sorted(_TRUE)))
     return true.to_numpy(zero_copy_only=False), plain.to_numpy(zero_copy_only=False)
@@ -726,7 +734,7 @@ def _plain_edge_types(column: Any) -> tuple[Any, Any]:
 
     if _type_of(column) != "string":
         return _none(len(column))
-    word = pc.ascii_lower(pc.utf8_trim(column, " \t"))
+    word = _word(column)
     return (pc.equal(word, "start").to_numpy(zero_copy_only=False),
             pc.equal(word, "end").to_numpy(zero_copy_only=False))
 

@@ -12,7 +12,6 @@ edge does not produce windows forever.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import numpy as np
@@ -22,6 +21,7 @@ import pyarrow.compute as pc
 
 from cti.edges import close_edge, open_edge, open_values
 from cti.events import EventShape
+from cti.json_text import column_texts, objects
 from cti.operators import exact_sum, frame, plan, usercode
 from cti.operators.aggregates import Aggregate
 from cti.operators.frame import Chunk
@@ -295,30 +295,21 @@ def _emit(node: plan.Window, state: dict[str, Any], done: int | None,
 
 
 def _numeric_payloads(node: plan.Window, columns: dict[str, np.ndarray],
-                      group_field: str | None, keys: np.ndarray) -> np.ndarray | None:
-    """The payloads' canonical JSON built column-wise, where every aggregate is a built-in with
-    finite numbers (numpy prints ints and floats exactly as ``json.dumps``), with the group's
-    value (the JSON inside each one-value key) under ``group_field``; None otherwise."""
-    if len(columns) < len(node.aggregates):
+                      group_field: str | None, keys: np.ndarray) -> list[str] | None:
+    """The payloads' canonical JSON built column-wise (``json_text``: each number as
+    ``json.dumps`` writes it), where every aggregate is a built-in giving numbers, with the
+    group's value (the JSON inside each one-value key) under ``group_field``; None
+    otherwise."""
+    if len(columns) < len(node.aggregates) or any(
+            values.dtype.kind not in "fiu" for values in columns.values()):
         return None
-    texts: dict[str, Any] = {}
-    for name, values in columns.items():
-        if values.dtype.kind == "f":  # Python's repr of each float (Arrow's text differs)
-            if not np.isfinite(values).all():
-                return None
-            texts[name] = pa.array(pd.Series(values).astype(str), pa.string())
-        elif values.dtype.kind in "iu":
-            texts[name] = pc.cast(pa.array(values), pa.string())
-        else:
-            return None
+    texts: dict[str, Any] = {name: column_texts(pa.array(values))
+                             for name, values in columns.items()}
     if group_field is not None:
         texts[group_field] = pc.utf8_slice_codeunits(pa.array(keys, pa.string()), 1, -1)
-    if not texts:
+    if not texts or any(t is None for t in texts.values()):
         return None
-    parts = []
-    for i, name in enumerate(sorted(texts)):
-        parts += [("{" if i == 0 else ",") + json.dumps(name) + ":", texts[name]]
-    return pc.binary_join_element_wise(*parts, "}", "").to_numpy(zero_copy_only=False)
+    return objects(texts, len(keys))
 
 
 UNITS = [OperatorUnit(
