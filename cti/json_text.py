@@ -42,20 +42,37 @@ def value_texts(column: pa.ChunkedArray) -> tuple[pa.Array, pa.Array | None] | N
 
 
 def float_texts(column: pa.ChunkedArray | pa.Array) -> pa.Array:
-    """Each float's JSON text as ``json.dumps`` writes it: Python's ``repr`` of it (by pandas,
-    which prints each with ``str``; Arrow's own text differs), ``NaN``, ``Infinity`` or
-    ``-Infinity``; null as ``null``."""
+    """Each float's JSON text as ``json.dumps`` writes it: Python's ``repr`` of it, ``NaN``,
+    ``Infinity`` or ``-Infinity``; null as ``null``. Arrow's own text has the same shortest
+    digits but another layout (no ``.0`` on whole numbers, exponents elsewhere and unpadded):
+    it is taken where ``repr`` is positional too (zero, or 1e-4 <= |x| < 1e16) and Arrow's is,
+    with ``.0`` added to whole numbers; the rest is printed by pandas, which uses ``repr``."""
     import numpy as np
     import pandas as pd
     import pyarrow.compute as pc
 
-    values = column.to_numpy(zero_copy_only=False)
-    texts = pd.Series(values).astype(str).to_numpy(object)
-    texts[np.isnan(values)] = "NaN"
-    texts[values == np.inf] = "Infinity"
-    texts[values == -np.inf] = "-Infinity"
-    texts[~pc.is_valid(column).to_numpy(zero_copy_only=False)] = "null"
-    return pa.array(texts, pa.string())
+    column = pc.cast(column, pa.float64())
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    arrow = pc.cast(column, pa.string())
+    size = pc.abs(column)
+    positional = pc.and_(pc.or_(pc.equal(size, 0.0), pc.and_(
+        pc.greater_equal(size, 1e-4), pc.less(size, 1e16))),
+        pc.invert(pc.match_substring(arrow, "e")))
+    whole = pc.invert(pc.match_substring(arrow, "."))
+    texts = pc.if_else(whole, pc.binary_join_element_wise(arrow, ".0", ""), arrow)
+    other = np.flatnonzero(~pc.fill_null(positional, False).to_numpy(zero_copy_only=False))
+    if not len(other):
+        return texts
+    values = column.to_numpy(zero_copy_only=False)[other]
+    printed = pd.Series(values).astype(str).to_numpy(object)
+    printed[np.isnan(values)] = "NaN"
+    printed[values == np.inf] = "Infinity"
+    printed[values == -np.inf] = "-Infinity"
+    printed[~pc.is_valid(column).to_numpy(zero_copy_only=False)[other]] = "null"
+    out = texts.to_numpy(zero_copy_only=False).astype(object)
+    out[other] = printed
+    return pa.array(out, pa.string())
 
 
 def read_exactly(column: pa.ChunkedArray | pa.Array) -> bool:

@@ -183,6 +183,22 @@ def lines_field(lines: Any, rows: int, field: str) -> pa.Array | None:
     Arrow's JSON reader, where its values come out as strings, integers or booleans: the types
     in which Arrow's values equal ``json.loads``'s. None otherwise (other types, unreadable
     payloads)."""
+    return _exact(_lines_column(lines, rows, field))
+
+
+def _exact(column: pa.Array | None) -> pa.Array | None:
+    """A column of Arrow's JSON reader where its values equal ``json.loads``'s (strings,
+    integers, booleans; all null: as strings), else None."""
+    if column is None:
+        return None
+    if pa.types.is_null(column.type):
+        return pa.nulls(len(column), pa.string())
+    return column if column.type in (pa.string(), pa.int64(), pa.bool_()) else None
+
+
+def _lines_column(lines: Any, rows: int, field: str) -> pa.Array | None:
+    """``field`` of each of ``rows`` JSON payloads (``lines_field``) in the type Arrow's JSON
+    reader gives it (null where absent), or None (unreadable payloads)."""
     try:
         table = pa_json.read_json(lines)
     except pa.ArrowInvalid:
@@ -190,17 +206,43 @@ def lines_field(lines: Any, rows: int, field: str) -> pa.Array | None:
     if table.num_rows != rows:
         return None
     if field not in table.column_names:
-        return pa.nulls(rows, pa.string())
-    column = table.column(field).combine_chunks()
-    return column if column.type in (pa.string(), pa.int64(), pa.bool_()) else None
+        return pa.nulls(rows)
+    return table.column(field).combine_chunks()
 
 
 def field_values(frame: pd.DataFrame, field: str | Callable[[dict[str, Any]], Any]) -> list[Any]:
     """A payload field (by name) or a function of the payload, per row: a named field of a
     large frame by Arrow's JSON reader (``lines_field``), anything else row by row."""
+    column = _exact(_field_column(frame, field))
+    return column.to_pylist() if column is not None else _row_values(frame, field)
+
+
+def field_numbers(frame: pd.DataFrame, field: str | Callable[[dict[str, Any]], Any]
+                  ) -> np.ndarray:
+    """``field_values`` as numbers, as ``pd.to_numeric(..., errors="coerce")`` makes them (a
+    null, an absent field or anything but a number: NaN): a named field of a large frame whose
+    values Arrow's JSON reader gives as integers or floats straight from its column (a column
+    with a float among its integers is floats either way), anything else row by row."""
     column = _field_column(frame, field)
-    if column is not None:
-        return column.to_pylist()
+    if column is not None and pa.types.is_null(column.type):
+        return np.full(len(frame), np.nan)
+    if column is not None and (pa.types.is_int64(column.type) or (
+            pa.types.is_float64(column.type) and not _beyond_int64(column))):
+        return column.to_numpy(zero_copy_only=False)
+    values = _exact(column).to_pylist() if _exact(column) is not None else _row_values(
+        frame, field)
+    return pd.to_numeric(pd.Series(values), errors="coerce").to_numpy()
+
+
+def _beyond_int64(column: pa.Array) -> bool:
+    """Whether a float column holds a whole number beyond int64: an integer Arrow read as a
+    float, which pandas would make an unsigned integer or keep apart."""
+    big = pc.greater_equal(pc.abs(column), 2.0 ** 63)
+    return bool(pc.any(pc.and_(big, pc.is_finite(column))).as_py())
+
+
+def _row_values(frame: pd.DataFrame, field: str | Callable[[dict[str, Any]], Any]) -> list[Any]:
+    """A payload field (by name) or a function of the payload, per row, one payload at a time."""
     if callable(field):
         return map_payloads(frame, field)
     return map_payloads(frame, lambda p: p.get(field))
@@ -208,15 +250,16 @@ def field_values(frame: pd.DataFrame, field: str | Callable[[dict[str, Any]], An
 
 def _field_column(frame: pd.DataFrame, field: str | Callable[[dict[str, Any]], Any]
                   ) -> pa.Array | None:
-    """A named field of a large frame's payloads as an Arrow column (``lines_field``), or None
-    (a function, a small frame, payloads Arrow does not read exactly)."""
+    """A named field of a large frame's payloads as an Arrow column, in the type Arrow's JSON
+    reader gives it (``_lines_column``), or None (a function, a small frame, payloads Arrow
+    does not read)."""
     if callable(field) or len(frame) < 256:
         return None
     try:
         lines = "\n".join(frame["payload"]).encode()
     except TypeError:  # a payload that is not text
         return None
-    return lines_field(io.BytesIO(lines), len(frame), field)
+    return _lines_column(io.BytesIO(lines), len(frame), field)
 
 
 def field_codes(frame: pd.DataFrame, field: str | Callable[[dict[str, Any]], Any]
@@ -224,7 +267,7 @@ def field_codes(frame: pd.DataFrame, field: str | Callable[[dict[str, Any]], Any
     """Each row's code for its value of a payload field (or of a function of the payload), and
     the value of each code. Values share a code when their JSON is equal (1, 1.0 and True do
     not)."""
-    column = _field_column(frame, field)
+    column = _exact(_field_column(frame, field))
     if column is not None:  # one Arrow type: its equal values are JSON-equal
         encoded = column.dictionary_encode()
         values = [*encoded.dictionary.to_pylist(), None]

@@ -80,15 +80,14 @@ def _add(node: plan.Window, state: dict[str, Any], ev: pd.DataFrame, rows: np.nd
     for name, agg in _builtins(node).items():
         if agg.op == "count":
             continue
-        values = pd.Series(_user_fields(node, name, ev, agg.field))
+        values = _user_numbers(node, name, ev, agg.field)
         if isinstance(agg.field, str) and node.source.fields is None:
-            nulls = values.isna().to_numpy()  # a field the stream was not known to have
-            if nulls.any():  # (null or absent: checked on those events)
+            nulls = pd.isna(values)  # a field the stream was not known to have
+            if nulls.any():  # (null, absent or not a number: checked on those events)
                 check_events(ev["payload"].to_numpy(object)[nulls], agg.field,
                              f"aggregate({name}=agg.{agg.op}({agg.field!r}))",
                              node.source.label, node.source.fields)
-        values = pd.to_numeric(values, errors="coerce")
-        v = values.to_numpy()[rows]
+        v = values[rows]
         if agg.op in ("sum", "avg") and v.dtype.kind == "f":  # exact, in any order
             measures.update(exact_sum.limbs(f"sum:{name}", v))
         else:
@@ -105,10 +104,11 @@ def _add(node: plan.Window, state: dict[str, Any], ev: pd.DataFrame, rows: np.nd
             lists.setdefault((key, k), []).append((int(s), int(e), p))
 
 
-def _user_fields(node: plan.Window, name: str, ev: pd.DataFrame, field: Any) -> list[Any]:
-    """An aggregate's field of each event (a function's exception noted: ``usercode``)."""
+def _user_numbers(node: plan.Window, name: str, ev: pd.DataFrame, field: Any) -> np.ndarray:
+    """An aggregate's field of each event as a number (``frame.field_numbers``; a function's
+    exception noted: ``usercode``)."""
     if not callable(field):
-        return frame.field_values(ev, field)
+        return frame.field_numbers(ev, field)
     def value(p: dict[str, Any]) -> Any:
         try:
             return field(p)
@@ -116,7 +116,7 @@ def _user_fields(node: plan.Window, name: str, ev: pd.DataFrame, field: Any) -> 
             usercode.note(exc, f"aggregate {name!r}", node.source.label, payload_to_json(p))
             raise
 
-    return frame.field_values(ev, value)
+    return frame.field_numbers(ev, value)
 
 
 def _computed(node: plan.Window, name: str, agg: Any, texts: list[str]) -> Any:

@@ -1,0 +1,89 @@
+"""Payload fields read column-wise: a float's JSON text written by Arrow (``json_text.float_texts``)
+is ``json.dumps``'s, and an aggregate's numbers read from a large frame by Arrow
+(``frame.field_numbers``) are those ``pd.to_numeric`` makes of the values parsed one by one."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cti.json_text import float_texts
+from cti.operators import frame
+from cti.rows import payload_from_json, payload_to_json
+
+NUMBERS = st.one_of(
+    st.integers(-5, 5), st.integers(-2**64, 2**64), st.sampled_from([2**63 - 1, 2**63, -2**63]),
+    st.floats(), st.sampled_from([1.0, -0.0, 2.0**63, 1e16, 1e-5, 0.1]),
+)
+OTHERS = st.one_of(st.none(), st.booleans(), st.sampled_from(["12", "x", "1.5", ""]),
+                   st.just([1]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.floats(), st.floats(width=32)), max_size=50))
+def test_float_texts_are_json_dumps_texts(values):
+    texts = float_texts(pa.array(values, pa.float64())).to_pylist()
+    assert texts == ["null" if v is None else json.dumps(v) for v in values]
+
+
+def test_float_texts_of_random_bit_patterns_are_json_dumps_texts():
+    rng = np.random.default_rng(7)
+    values = np.concatenate([
+        rng.integers(-2**63, 2**63 - 1, 50_000, dtype=np.int64).view(np.float64),
+        rng.integers(-10**17, 10**17, 20_000).astype(np.float64),  # whole numbers
+        rng.normal(0, 1, 20_000) * 10.0 ** rng.integers(-8, 20, 20_000),
+    ])
+    chunks = pa.chunked_array([values[:1000], values[1000:]])
+    assert float_texts(chunks).to_pylist() == [json.dumps(float(v)) for v in values]
+
+
+def _frame(values: list, missing: set[int]) -> pd.DataFrame:
+    payloads = [payload_to_json({} if i in missing else {"v": v, "n": i})
+                for i, v in enumerate(values)]
+    n = len(values)
+    return frame.make(["point"] * n, range(n), range(1, n + 1), payloads, [""] * n)
+
+
+def _one_by_one(ev: pd.DataFrame) -> np.ndarray:
+    values = [payload_from_json(p).get("v") for p in ev["payload"]]
+    return pd.to_numeric(pd.Series(values), errors="coerce").to_numpy()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data(), st.integers(0, 700))
+def test_numbers_of_a_field_equal_those_parsed_one_by_one(data, n):
+    pool = data.draw(st.lists(NUMBERS, min_size=1, max_size=4))
+    if data.draw(st.booleans()):
+        pool += data.draw(st.lists(OTHERS, min_size=1, max_size=2))
+    picks = data.draw(st.lists(st.integers(0, len(pool) - 1), min_size=n, max_size=n))
+    missing = set(data.draw(st.lists(st.integers(0, max(n - 1, 0)), max_size=3))) if n else set()
+    ev = _frame([pool[i] for i in picks], missing)
+    got, want = frame.field_numbers(ev, "v"), _one_by_one(ev)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("values", [
+    [0.5, 1.25, None, float("nan"), 3],  # floats: a whole number among them, a null, a NaN
+    [1, 2, None, -7],                     # integers with a null
+    [None],                               # all null
+    [True, False, None],                  # booleans: as pandas makes them, not as numbers
+])
+def test_a_large_frame_of_numbers_is_read_by_arrow(values, monkeypatch):
+    ev = _frame(values * 300, {5})
+    want = _one_by_one(ev)
+    monkeypatch.setattr(frame, "_row_values", lambda *a: pytest.fail("read one by one"))
+    got = frame.field_numbers(ev, "v")
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+
+
+def test_a_field_no_payload_has_is_all_nan():
+    ev = _frame([1] * 300, set(range(300)))
+    np.testing.assert_array_equal(frame.field_numbers(ev, "v"), np.full(300, np.nan))
