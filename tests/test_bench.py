@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.processes
+
 REPO = Path(__file__).resolve().parent.parent
 BENCH = REPO / "bench" / "run.py"
 REQUIRED = ("system", "events", "keys", "events_per_s", "peak_rss_mb", "startup_s", "output_rows")

@@ -19,6 +19,8 @@ from click.testing import CliRunner
 from cti.cli import cli as main
 from cti.query_file import QueryFileError, load_streams
 
+pytestmark = pytest.mark.processes
+
 ROOT = Path(__file__).resolve().parents[1]
 TOLL = ROOT / "examples" / "toll_booth.py"
 

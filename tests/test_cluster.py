@@ -18,6 +18,8 @@ import pytest
 
 from cti.runtime.local import LocalRuntime
 
+pytestmark = pytest.mark.processes
+
 JOB = '''
 import json
 import sys

@@ -23,6 +23,8 @@ from click.testing import CliRunner
 
 from cti.cli import cli as main
 
+pytestmark = pytest.mark.processes
+
 QUERY = '''
 from datetime import timedelta
 
