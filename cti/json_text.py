@@ -27,7 +27,7 @@ def value_texts(column: pa.ChunkedArray) -> tuple[pa.Array, pa.Array | None] | N
     if pa.types.is_integer(t):
         return pc.cast(column, pa.string()).fill_null("null"), None
     if pa.types.is_float32(t) or pa.types.is_float64(t):
-        return float_texts(pc.cast(column, pa.float64())), None
+        return float_texts(column), None
     if pa.types.is_boolean(t):
         return pc.if_else(column, "true", "false").fill_null("null"), None
     if pa.types.is_string(t) or pa.types.is_large_string(t):

@@ -228,8 +228,8 @@ def field_numbers(frame: pd.DataFrame, field: str | Callable[[dict[str, Any]], A
     if column is not None and (pa.types.is_int64(column.type) or (
             pa.types.is_float64(column.type) and not _beyond_int64(column))):
         return column.to_numpy(zero_copy_only=False)
-    values = _exact(column).to_pylist() if _exact(column) is not None else _row_values(
-        frame, field)
+    exact = _exact(column)
+    values = exact.to_pylist() if exact is not None else _row_values(frame, field)
     return pd.to_numeric(pd.Series(values), errors="coerce").to_numpy()
 
 
