@@ -233,9 +233,9 @@ OUT_ROWS = st.lists(st.tuples(st.integers(0, 5), st.sampled_from(
 def test_packed_output_unpacks_to_the_rows_and_ctis_and_orders_as_the_frame_does(
         rows, ctis, rnd):
     """A shard's released events and CTIs, packed into one blob (or none when there are none),
-    come back as the same rows, CTI rows included; ordered as an Arrow table they come out as
-    ``ordered`` puts the frame, and as the documented order does, whatever order the rows were
-    released in."""
+    come back as the same rows, CTI rows included, in output order; ordered as an Arrow table
+    they come out as ``ordered`` puts the frame, and as the documented order does, whatever
+    order the rows were released in."""
     from cti.operators.output import COLUMNS, OUTPUT_ARROW, ordered, ordered_table
     from cti.runtime.spark.packing import pack_output, unpack_output
 
@@ -245,7 +245,9 @@ def test_packed_output_unpacks_to_the_rows_and_ctis_and_orders_as_the_frame_does
     assert (blob is None) == (not rows and not ctis)
     got = unpack_output([blob] if blob is not None else []).to_pandas()
     want = [*map(tuple, events.itertuples(index=False)), *((c, "cti", c, c, None) for c in ctis)]
-    assert list(got.itertuples(index=False, name=None)) == want
+    in_order = ordered(pd.DataFrame(want, columns=list(COLUMNS)))  # (sorted by the shard)
+    assert list(got.itertuples(index=False, name=None)) == list(
+        in_order.itertuples(index=False, name=None))
     shuffled = want[:]
     rnd.shuffle(shuffled)
     frame_rows = pd.DataFrame(shuffled, columns=list(COLUMNS))

@@ -42,7 +42,7 @@ from cti.errors import BadInputError
 from cti.ingress.columns import judged, output_frame, saturating_sub, span_points
 from cti.ingress.machine import IngressMachine
 from cti.ingress.vectorized import kept_chunk, known_field, status_rows
-from cti.operators.frame import Chunk, filled, stack
+from cti.operators.frame import Chunk, filled, merged_fields, stack
 from cti.time import MAX_TIME, MIN_TIME
 
 NULL = MIN_TIME
@@ -234,8 +234,10 @@ def timed_step(machine: IngressMachine, pdf: pd.DataFrame, owner: int,
 
 
 def merged(chunks: list[Chunk]) -> Chunk:
-    """Consecutive chunks of one stream as one (the payload fields' codes are left out)."""
+    """Consecutive chunks of one stream as one, with the payload fields' codes that every
+    chunk with events knows (``frame.merged_fields``)."""
     chunks = [c for c in chunks if len(c.events) or c.ctis]
     if len(chunks) <= 1:
         return chunks[0] if chunks else Chunk.empty()
-    return Chunk(stack([c.events for c in chunks]), [t for c in chunks for t in c.ctis])
+    return Chunk(stack([c.events for c in chunks]), [t for c in chunks for t in c.ctis],
+                 merged_fields([c.fields for c in chunks if len(c.events)]))

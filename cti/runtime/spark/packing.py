@@ -22,7 +22,7 @@ from cti.engine.batch import IN_ARROW, ROUTED_ARROW, TEXT, routed
 from cti.engine.route import QueryRoute
 from cti.io.dataframes import key_order
 from cti.operators.frame import arrow_to_pandas
-from cti.operators.output import OUTPUT_ARROW, step_table
+from cti.operators.output import OUTPUT_ARROW, ordered_table, step_table
 from cti.runtime.spark.partitioning import shard_slots
 
 
@@ -121,8 +121,12 @@ def pack_output(events: pd.DataFrame, ctis: Sequence[int]) -> bytes | None:
     """A shard's released events (with ``release``) and output CTIs of one step as ONE Arrow
     IPC stream (``output.step_table``), so Spark carries one row per shard and step, not one
     per result (each result row cost Spark more than the shard's whole work on it); None when
-    there is nothing."""
-    return _ipc(step_table(events, ctis)) if len(events) + len(ctis) else None
+    there is nothing. In output order (``output.ordered_table``): the shards sort their own
+    rows in parallel, and Arrow's sort of the sink's task, which orders the shards' rows
+    together, takes half the time over sorted runs."""
+    if not len(events) + len(ctis):
+        return None
+    return _ipc(ordered_table(step_table(events, ctis)))
 
 
 def unpack_output(blobs: Iterable[bytes]) -> pa.Table:
