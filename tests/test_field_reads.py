@@ -1,8 +1,7 @@
 """Payload fields read column-wise: a float's JSON text written by Arrow (``json_text.float_texts``)
 is ``json.dumps``'s, an aggregate's numbers read from a large frame by Arrow
 (``frame.field_numbers``) are those ``pd.to_numeric`` makes of the values parsed one by one, and
-a shard groups by the field texts its rows came with, over several pieces of a micro-batch
-(``frame.merged_fields``)."""
+a shard groups by the field texts its rows came with, over several pieces of a micro-batch."""
 
 from __future__ import annotations
 
@@ -101,29 +100,6 @@ def test_a_large_frame_of_numbers_is_read_by_arrow(values, monkeypatch):
 def test_a_field_no_payload_has_is_all_nan():
     ev = _frame([1] * 300, set(range(300)))
     np.testing.assert_array_equal(frame.field_numbers(ev, "v"), np.full(300, np.nan))
-
-
-FIELD_VALUES = st.one_of(st.sampled_from(["a", "b", "é", ""]), st.integers(-3, 3),
-                         st.sampled_from([1.0, 2.5, True, None]))
-
-
-@settings(max_examples=80, deadline=None)
-@given(st.lists(st.lists(FIELD_VALUES, min_size=1, max_size=12), min_size=1, max_size=4))
-def test_merged_field_codes_are_those_of_the_rows_together(parts):
-    """Consecutive runs of rows, each with its field's codes over its own texts, merge into
-    codes over the rows together: equal values (as JSON) share a code, each code's value and
-    text are the rows'."""
-    def codes_of(values):
-        texts = [json.dumps(v) for v in values]
-        distinct = sorted(set(texts))
-        return frame.text_codes(np.asarray([distinct.index(t) for t in texts]), distinct)
-
-    codes, values, texts = frame.merged_fields([{"f": codes_of(p)} for p in parts])["f"]
-    rows = [v for p in parts for v in p]
-    assert [texts[c] for c in codes] == [frame.value_json(v) for v in rows]
-    assert [json.dumps(values[c]) for c in codes] == [json.dumps(v) for v in rows]
-    assert len(set(texts)) == len(texts) == len({json.dumps(v) for v in rows})
-    assert frame.merged_fields([{"f": codes_of(parts[0])}, {}]) == {}
 
 
 def test_a_shard_reads_the_spreading_field_from_its_rows_texts_not_the_payloads(

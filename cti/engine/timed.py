@@ -42,7 +42,7 @@ from cti.errors import BadInputError
 from cti.ingress.columns import judged, output_frame, saturating_sub, span_points
 from cti.ingress.machine import IngressMachine
 from cti.ingress.vectorized import kept_chunk, known_field, status_rows
-from cti.operators.frame import Chunk, filled, merged_fields, stack
+from cti.operators.frame import Chunk, filled, stack
 from cti.time import MAX_TIME, MIN_TIME
 
 NULL = MIN_TIME
@@ -112,12 +112,20 @@ def segments(pdf: pd.DataFrame) -> list[tuple[bool, pd.DataFrame]]:
     at = np.searchsorted(first, seq, side="right") - 1
     inside = (at >= 0) & (seq < stop[np.maximum(at, 0)])
     inside |= piece | (kind == GEN)
-    # A run key per row: the compact runs by piece, the whole rows by the gap they fall in.
+    # A key per row: the compact rows by piece, the whole rows by the gap they fall in; keys
+    # in a row of the same kind (pieces with no whole rows between them) make one run.
     key = np.where(inside, 2 * np.maximum(at, 0) + 1, 2 * (at + 1))
-    out = []
-    for k in np.unique(key):
-        out.append((bool(k % 2), pdf[key == k]))
-    return out
+    keys = np.unique(key)
+    compact = keys % 2 == 1
+    if compact.all():
+        return [(True, pdf)]
+    runs = np.cumsum(np.concatenate([[0], compact[1:] != compact[:-1]]))
+    run = runs[np.searchsorted(keys, key)]
+    order = np.argsort(run, kind="stable")
+    bounds = np.searchsorted(run[order], np.arange(runs[-1] + 2))
+    rows = pdf.iloc[order]  # (one copy, then a slice per run)
+    return [(bool(compact[np.searchsorted(runs, r)]), rows.iloc[bounds[r]:bounds[r + 1]])
+            for r in range(runs[-1] + 1)]
 
 
 def timed_step(machine: IngressMachine, pdf: pd.DataFrame, owner: int,
@@ -196,7 +204,7 @@ def timed_step(machine: IngressMachine, pdf: pd.DataFrame, owner: int,
     kept = np.flatnonzero(~dropped)
     chunk = kept_chunk(spec.shape.value, e_start[kept], e_end[kept], before[kept],
                        adjust[kept], pdf["payload"].to_numpy(object)[ev][kept], ctis.tolist(),
-                       known_field(pdf.iloc[ev], kept, field))
+                       known_field(pdf, ev[kept], field))
 
     # Output rows: the CTIs (shard 0's count), the own events' counts.
     events_upto = np.minimum(g_seq[emits] - first + 1, n_events)
@@ -234,10 +242,9 @@ def timed_step(machine: IngressMachine, pdf: pd.DataFrame, owner: int,
 
 
 def merged(chunks: list[Chunk]) -> Chunk:
-    """Consecutive chunks of one stream as one, with the payload fields' codes that every
-    chunk with events knows (``frame.merged_fields``)."""
+    """Consecutive chunks of one stream as one (the payload fields' codes are left out: a
+    run of pieces sent as generation points is one chunk, ``segments``)."""
     chunks = [c for c in chunks if len(c.events) or c.ctis]
     if len(chunks) <= 1:
         return chunks[0] if chunks else Chunk.empty()
-    return Chunk(stack([c.events for c in chunks]), [t for c in chunks for t in c.ctis],
-                 merged_fields([c.fields for c in chunks if len(c.events)]))
+    return Chunk(stack([c.events for c in chunks]), [t for c in chunks for t in c.ctis])

@@ -327,25 +327,6 @@ def text_codes(codes: np.ndarray, texts: Sequence[str]
     return code_of[codes], values[first].tolist(), canonical[first].tolist()
 
 
-def merged_fields(parts: Sequence[dict[str, tuple[np.ndarray, list[Any], list[str]]]]
-                  ) -> dict[str, tuple[np.ndarray, list[Any], list[str]]]:
-    """The ``text_codes`` of consecutive rows' fields (each part's, one part per run of
-    rows) as one, for each field every part has: a value's code is its canonical text's."""
-    names = set.intersection(*(set(p) for p in parts)) if parts else set()
-    out = {}
-    for name in sorted(names):
-        texts = [t for p in parts for t in p[name][2]]
-        codes, uniques = pd.factorize(np.asarray(texts, object))
-        values = [v for p in parts for v in p[name][1]]
-        bases = np.cumsum([0] + [len(p[name][2]) for p in parts[:-1]])
-        row_codes = np.concatenate([codes[base + p[name][0]]
-                                    for base, p in zip(bases, parts, strict=True)])
-        first = _first_of(codes, len(uniques))
-        out[name] = (row_codes.astype(np.int64), [values[i] for i in first],
-                     uniques.tolist())
-    return out
-
-
 # JSON texts that are their value's ``value_json``: plain printable ASCII strings, integers
 # (those of 64 bits, which Arrow reads).
 _PLAIN_STRING = rf'^"{PLAIN_JSON_CHARS}*"$'
