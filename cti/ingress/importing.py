@@ -94,13 +94,15 @@ def process(machine: IngressMachine, pdf: pd.DataFrame, exporter: int, j: int
     # new rows as the row machine receives them (a held row carries its problem already).
     at = np.flatnonzero(suspects(spec, kind, start, end, queued["error"].to_numpy(object))
                         | back)
-    received = in_rows_from_pandas(queued.iloc[h:])
+    # (Rows as objects only where needed: the flagged ones here, those left waiting below.)
+    new_at = at[at >= h]
+    received = dict(zip(new_at.tolist(), in_rows_from_pandas(queued.iloc[new_at]), strict=True))
     rule = np.full(total, None, object)
-    rule[at], rows = worded(spec, [held[r][1] if r < h else received[r - h] for r in at],
+    rule[at], rows = worded(spec, [held[r][1] if r < h else received[r] for r in at],
                             back[at], data[np.maximum(at - h, 0)])
     for r, row in zip(at.tolist(), rows, strict=True):
         if r >= h:
-            received[r - h] = row
+            received[r] = row
     bad = rule != None  # noqa: E711 (per row)
     if bad.any() and not spec.dead_letter:
         return None  # (the row machine raises, for the first in the whole group's order)
@@ -245,9 +247,11 @@ def process(machine: IngressMachine, pdf: pd.DataFrame, exporter: int, j: int
         st["last_key"] = last_key
     st["eos"] = eos
     # The rows that wait, as the row machine holds them (those held before, as they were).
+    first = max(ready, h)
     waiting_rows = held[ready:] + list(zip(
-        [(int(merge[r]), j, int(seq[r])) for r in range(max(ready, len(held)), total)],
-        received[max(ready - len(held), 0):], strict=True))
+        [(int(merge[r]), j, int(seq[r])) for r in range(first, total)],
+        [received.get(r, row) for r, row in enumerate(
+            in_rows_from_pandas(queued.iloc[first:]), first)], strict=True))
     st["pending"] = deque(waiting_rows)
     return out, exported
 
