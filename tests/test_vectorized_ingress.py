@@ -587,14 +587,17 @@ def _books(machine: IngressMachine) -> list[list]:
 
 @settings(max_examples=250, deadline=None, suppress_health_check=list(HealthCheck))
 @given(defs=stream_defs(second_stream=False, shapes=(EventShape.EDGE,), max_time_cti=True,
-                        stray_edge_ends=True), sizes=batch_sizes, data=st.data())
+                        stray_edge_ends=True, no_settings=None), sizes=batch_sizes,
+       data=st.data())
 def test_an_edge_stream_runs_vectorised_as_the_row_machine(defs, sizes, data):
-    """An edge stream that generates its CTIs: starts judged by the arrays, ends paired in
-    arrival order with the earliest open start of their identity (dropped with it, dropped or
-    moved behind the CTI, moved past an adjusted start); the same output and state, the
-    book's order included, batch after batch. Bad rows (an end that closes nothing, a row
-    the adapter could not read, a point on the edge stream) are dead-lettered, or the first
-    one raises the row machine's error."""
+    """An edge stream that generates its CTIs, or has none but its adapter's and no policy:
+    starts judged by the arrays, ends paired in arrival order with the earliest open start of
+    their identity (dropped with it, dropped or moved behind the CTI, moved past an adjusted
+    start); the same output and state, the book's order included, batch after batch. Bad rows
+    (an end that closes nothing, a row the adapter could not read, a point on the edge stream;
+    without a policy a start behind the adapter's CTI, never opened, and an end behind it that
+    closes a start, which stays open) are dead-lettered, or the first one raises the row
+    machine's error."""
     specs, inputs = _group_inputs(defs)
     specs = [attrs.evolve(specs[0], dead_letter=data.draw(st.booleans()))]
     rows = inputs[0]
@@ -612,6 +615,8 @@ def test_an_edge_stream_runs_vectorised_as_the_row_machine(defs, sizes, data):
         used += step
         pos += size
     event(f"vectorised edge batches: {min(used, 2)}")
+    if specs[0].policy is None:
+        event(f"no policy, vectorised edge batches: {min(used, 2)}")
 
 
 def test_an_edge_stream_with_ends_takes_the_vectorised_path():
@@ -632,9 +637,45 @@ def test_an_edge_stream_with_ends_takes_the_vectorised_path():
     assert machine.state["streams"][0]["open_edges"] == {(7, q): [7], (3, p): [None]}
 
 
+@pytest.mark.parametrize("dead_letter", [True, False])
+def test_an_edge_stream_without_settings_takes_its_adapters_ctis_vectorised(dead_letter):
+    """No settings, no policy: a start behind the adapter's CTI is an error and never opens
+    (its end then closes nothing); an end behind it that closes a start is an error and the
+    start stays open, for a later end to close. Dead-lettered, or the first raises, as the row
+    machine has it, and the batch takes the vectorised path."""
+    spec = StreamSpec("s", EventShape.EDGE, dead_letter=dead_letter)
+    p, q = '{"id":"p"}', '{"id":"q"}'
+    batch = [(0, 0, NULL, "edge_start", 5, NULL, p, None, None),
+             (0, 1, NULL, "cti", 10, NULL, None, None, None),
+             (0, 2, NULL, "edge_end", 5, 8, p, None, None),     # behind CTI 10: an error
+             (0, 3, NULL, "edge_start", 7, NULL, q, None, None),  # behind CTI 10: an error
+             (0, 4, NULL, "edge_end", 5, 12, p, None, None),    # closes the start at 5
+             (0, 5, NULL, "edge_end", 7, 11, q, None, None)]    # closes nothing
+    rows = IngressMachine([spec])
+    mixed = IngressMachine([spec])
+    if not dead_letter:
+        with pytest.raises(CtiError) as want:
+            rows.process(in_rows_from_pandas(frame(batch)))
+        with pytest.raises(type(want.value)) as got:
+            vectorized.process(spec, mixed.state["streams"][0], frame(batch))
+        assert str(got.value) == str(want.value)
+        assert "input #2" in str(got.value) and "violates CTI" in str(got.value)
+        return
+    want = out_rows_to_pandas(rows.process(in_rows_from_pandas(frame(batch))))
+    out = vectorized.process(spec, mixed.state["streams"][0], frame(batch))
+    assert out is not None
+    pd.testing.assert_frame_equal(out, want, check_dtype=False)
+    events = out[out["status"] != "cti"].set_index("in_seq")
+    assert list(events["status"]) == ["accepted", "invalid", "invalid", "accepted", "invalid"]
+    assert events.loc[4, "end"] == 12
+    assert "violates CTI" in events.loc[2, "reason"] and "violates CTI" in events.loc[3, "reason"]
+    assert "closes" in events.loc[5, "reason"]
+    assert mixed.state == rows.state
+
+
 @settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
-@given(defs=stream_defs(second_stream=False, shapes=(EventShape.EDGE,), adapter_ctis=False),
-       data=st.data())
+@given(defs=stream_defs(second_stream=False, shapes=(EventShape.EDGE,), adapter_ctis=False,
+                        no_settings=None), data=st.data())
 def test_a_shard_pairs_and_reports_its_own_edges_only(defs, data):
     """A query shard's ingress of an edge stream: the other shards' edges come without their
     payloads, count for the CTIs and are neither paired nor output; the shard's own edges are

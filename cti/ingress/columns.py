@@ -101,9 +101,10 @@ def edges_paired(book: dict, spec: StreamSpec, starts: np.ndarray, ends: np.ndar
 
     ``starts``/``ends``: the rows to pair (the owner's edges); ``verdict``: ``judged`` on the
     starts. A start opens with the time it was emitted at (None if dropped); an end closes it:
-    dropped with the start, or behind the CTI ``before`` it, where DROP (or a CTI at infinity)
-    drops the end and leaves the start open, first in line, and ADJUST moves the end to the
-    CTI; an end at or before its emitted start moves to one tick after it
+    dropped with the start, or behind the CTI ``before`` it, where DROP (or a CTI at infinity,
+    or no policy: the end is then an error, which the caller words) drops the end and leaves
+    the start open, first in line, and ADJUST moves the end to the CTI; an end at or before
+    its emitted start moves to one tick after it
     (``IngressMachine._edge_end``)."""
     violates, adjust, dropped, accepted = verdict
     out_start, out_end, reason = policed(verdict, start, end, before)
@@ -116,7 +117,7 @@ def edges_paired(book: dict, spec: StreamSpec, starts: np.ndarray, ends: np.ndar
         return out_start, out_end, reason, accepted, adjust, dropped, stray
     lines: dict[tuple, list] = {}  # identity -> its open values now (the book's, copied)
     moved: dict[tuple, int] = {}  # identity -> when it was last (re)opened, if it left its place
-    drop_late = spec.policy is AdvanceTimePolicy.DROP
+    drop_late = spec.policy is not AdvanceTimePolicy.ADJUST  # (None: the caller words them)
     for op, (j, s, p, is_end, e, c, a_out) in enumerate(zip(
             rows.tolist(), start[rows].tolist(), payload[rows].tolist(), ends[rows].tolist(),
             end[rows].tolist(), before[rows].tolist(), out_start[rows].tolist(), strict=True)):

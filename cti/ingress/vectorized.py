@@ -11,13 +11,14 @@ event object).
 
 Bad input (SPEC 9: a row the adapter could not read, an event that does not fit the stream, an
 arrival time that goes back, an edge end that closes nothing, an event behind its adapter's
-CTI on a stream without a policy) is found by the arrays and worded by the row machine's own
+CTI on a stream without a policy: of an edge stream, a start, never opened, or an end that
+closes a start, which stays open) is found by the arrays and worded by the row machine's own
 rules (``machine.problem``, ``machine.unpoliced``) on the few rows they flag: each such row is
 dead-lettered in its place (``on_bad_input="dead_letter"``), or the first raises the row
 machine's error; so do rows out of sequence or after the end of input. Where a clock tick is
-among the rows, another shard's event broke a rule (its owner raises), or an edge of a stream
-without a policy is behind its adapter's CTI, this returns None and the caller runs the row
-machine on the same state: both keep the same state, so they can take turns.
+among the rows, or another shard's event broke a rule (its owner raises), this returns None
+and the caller runs the row machine on the same state: both keep the same state, so they can
+take turns.
 
 Rows and output are pandas frames in the Spark row layout (``cti.runtime.spark.schema``: a
 missing time is ``NULL_TIME``).
@@ -239,11 +240,16 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
     before, after = after[:-1], after[1:]
     emits_cti = candidate > before
     regression = is_cti & ~emits_cti
+    unpoliced_edges = None  # (an edge stream's events behind its adapter's CTI, no policy)
     if spec.policy is None:  # an event behind its adapter's CTI is an error (SPEC 3)
         violates = (is_ev | is_end) & (np.where(is_end, end, start) < before)
-        if violates.any():
-            if edges:
-                return None  # (whether an end violates depends on its pairing: the row machine)
+        if violates.any() and edges:
+            # The owner's starts behind the CTI are known now (never opened; another shard's
+            # edge is its owner's to judge); an end is behind it only if it closes a start
+            # (else it closes nothing): known once paired, below.
+            unpoliced_edges = is_ev & violates & (payload != None)  # noqa: E711 (per row)
+            is_ev = is_ev & ~unpoliced_edges
+        elif violates.any():
             if unpoliced_first(spec, pdf, rule, bad, violates, before):
                 return None
             is_ev, bad = is_ev & ~violates, bad | violates
@@ -256,8 +262,18 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
         out_start, out_end, reason, accepted, adjust, dropped, stray = edges_paired(
             st["open_edges"], spec, is_ev & owned, is_end & owned, start, end, payload,
             before, judged(spec, is_ev & owned, start, end, before), strays=True)
+        if unpoliced_edges is not None:  # and the paired ends behind the CTI (kept open)
+            late = is_end & owned & ~stray & (out_start == NULL) & (reason == "cti_violation")
+            unpoliced_edges |= late
+            owned, dropped = owned & ~late, dropped & ~late
+            at = np.flatnonzero(unpoliced_edges)
+            rule[at] = [unpoliced(spec, row, int(c)) for row, c in zip(
+                in_rows_from_pandas(pdf.iloc[at]), before[at].tolist(), strict=True)]
+            bad = bad | unpoliced_edges
         if not spec.dead_letter and (stray | bad).any():
             first = int(np.argmax(stray | bad))
+            if unpoliced_edges is not None and unpoliced_edges[first]:
+                raise CtiViolationError(rule[first])
             raise bad_input(spec, in_rows_from_pandas(pdf.iloc[first:first + 1])[0],
                             rule[first] if bad[first] else STRAY_END)
         if stray.any():  # an end that closes nothing: a dead letter
