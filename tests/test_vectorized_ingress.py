@@ -450,12 +450,14 @@ def same_step(rows_machine: IngressMachine, mixed: IngressMachine, batch: list) 
     return used
 
 
-def _as_shard_1(specs: list[StreamSpec], rows: pd.DataFrame, routed: pd.DataFrame
+def _as_shard_1(specs: list[StreamSpec], rows: pd.DataFrame, routed: pd.DataFrame,
+                shard: IngressMachine | None = None
                 ) -> tuple[pd.DataFrame, pd.DataFrame] | None:
     """The row machine's output for ``rows`` and shard 1's vectorised output for ``routed``
-    (the same rows with ``own``), after checking both leave the same state; None where the
-    row machine raises or the vectorised path declines."""
-    row_machine, shard = IngressMachine(specs), IngressMachine(specs)
+    (the same rows with ``own``; ``shard``: its machine, new by default), after checking both
+    leave the same state; None where the row machine raises or the vectorised path
+    declines."""
+    row_machine, shard = IngressMachine(specs), shard or IngressMachine(specs)
     try:
         want = out_rows_to_pandas(row_machine.process(in_rows_from_pandas(rows)))
     except CtiError:
@@ -465,23 +467,35 @@ def _as_shard_1(specs: list[StreamSpec], rows: pd.DataFrame, routed: pd.DataFram
         return None
     event("vectorised")
     assert pickle.dumps(shard.state) == pickle.dumps(row_machine.state)
+    assert shard.failing == row_machine.failing  # (going on after another shard's bad event)
     return want, got
 
 
 @settings(max_examples=200, deadline=None)
-@given(data=st.data())
-def test_owner_mode_outputs_the_owned_events_and_counts_the_rest(data):
+@given(data=st.data(), routed=st.booleans())
+def test_owner_mode_outputs_the_owned_events_and_counts_the_rest(data, routed):
     """A query shard's ingress (``owner``): the same state as the row machine; of the events
     only its own rows, with their row numbers; every CTI row; and one weighted summary row per
-    event status that counts all the stream's events."""
+    event status that counts all the stream's events. ``routed``: the other shards' events
+    come without their payloads, as the source routes them, and the stream raises for bad
+    input: where another shard's event is the first bad row, its owner raises and this shard
+    goes on as the row machine does, outputting and counting no bad row."""
     spec = data.draw(specs())
+    if routed:
+        spec = attrs.evolve(spec, dead_letter=False)
     items = [r for r in data.draw(rows(spec.shape)) if r[3] != "invalid"]
     items = [(*r[:1], seq, *r[2:]) for seq, r in enumerate(items)]
     owners = data.draw(st.lists(st.integers(0, 2), min_size=len(items), max_size=len(items)))
     table = frame(items).assign(own=owners)
-    done = _as_shard_1([spec], frame(items), table)
+    if routed:
+        table["payload"] = table["payload"].where(table["own"] == 1, None)
+    machine = IngressMachine([spec])
+    done = _as_shard_1([spec], table.drop(columns="own") if routed else frame(items), table,
+                       machine)
     if done is None:
         return
+    if machine.failing:
+        event("another shard's bad event first: vectorised, going on")
     want, got = done
     statuses = ("accepted", "adjusted", "dropped")
     own = dict(zip(table["seq"], table["own"], strict=True))
@@ -679,14 +693,19 @@ def test_an_edge_stream_without_settings_takes_its_adapters_ctis_vectorised(dead
 def test_a_shard_pairs_and_reports_its_own_edges_only(defs, data):
     """A query shard's ingress of an edge stream: the other shards' edges come without their
     payloads, count for the CTIs and are neither paired nor output; the shard's own edges are
-    paired and output with weight 1 (it reports them), as the row machine does."""
+    paired and output with weight 1 (it reports them), as the row machine does. Some rows
+    may be points, which do not fit the stream: where the stream raises and the first is
+    another shard's, its owner raises and this shard goes on, as the row machine does."""
     specs, inputs = _group_inputs(defs)
     rows = inputs[0]
+    for at in data.draw(st.lists(st.integers(0, len(rows) - 1), max_size=2)
+                        if rows else st.just([])):
+        rows[at] = rows[at]._replace(kind="point")
     owner_of = {}  # an edge's identity -> its shard
     table = frame([in_row_to_tuple(r) for r in rows])
     mine = []
     for kind, s, p in zip(table["kind"], table["start"], table["payload"], strict=True):
-        if kind in ("edge_start", "edge_end"):
+        if kind in ("edge_start", "edge_end", "point"):
             mine.append(owner_of.setdefault((s, p), data.draw(st.integers(0, 1))) == 1)
         else:
             mine.append(True)

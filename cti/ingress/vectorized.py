@@ -15,10 +15,11 @@ CTI on a stream without a policy: of an edge stream, a start, never opened, or a
 closes a start, which stays open) is found by the arrays and worded by the row machine's own
 rules (``machine.problem``, ``machine.unpoliced``) on the few rows they flag: each such row is
 dead-lettered in its place (``on_bad_input="dead_letter"``), or the first raises the row
-machine's error; so do rows out of sequence or after the end of input. Where a clock tick is
-among the rows, or another shard's event broke a rule (its owner raises), this returns None
-and the caller runs the row machine on the same state: both keep the same state, so they can
-take turns.
+machine's error; so do rows out of sequence or after the end of input. Where the first bad
+row is another shard's event in a stream that raises, its owner raises and the shard goes on
+as the row machine does (``IngressMachine.failing``: no bad row output or counted). Where a
+clock tick is among the rows, this returns None and the caller runs the row machine on the
+same state: both keep the same state, so they can take turns.
 
 Rows and output are pandas frames in the Spark row layout (``cti.runtime.spark.schema``: a
 missing time is ``NULL_TIME``).
@@ -101,7 +102,8 @@ def process_group(machine: IngressMachine, pdf: pd.DataFrame, owner: int | None 
     if machine.failing:  # (bad input met in another shard's event: the row machine goes on)
         return None
     if eligible(specs, edges=True):
-        done = _process(specs[0], machine.state["streams"][0], pdf, 0, owner)
+        done = _process(specs[0], machine.state["streams"][0], pdf, 0, owner,
+                        machine=machine)
         return None if done is None else done[0]
     fast = [i for i, sp in enumerate(specs)
             if eligible([sp], edges=True) and rooted_at(specs, i)]
@@ -110,7 +112,8 @@ def process_group(machine: IngressMachine, pdf: pd.DataFrame, owner: int | None 
     i = fast[0]
 
     def fast_stream(rows: pd.DataFrame) -> tuple[pd.DataFrame, list] | None:
-        got = _process(specs[i], machine.state["streams"][i], rows, i, owner)
+        got = _process(specs[i], machine.state["streams"][i], rows, i, owner,
+                       machine=machine)
         return None if got is None else got[:2]
 
     done = with_importers(machine, pdf, i, fast_stream)
@@ -175,17 +178,22 @@ def shard_chunk(machine: IngressMachine, pdf: pd.DataFrame, owner: int,
     if machine.failing or not eligible(machine.specs):
         return None
     done = _process(machine.specs[0], machine.state["streams"][0], pdf, 0, owner,
-                    events_apart=True, field=field)
+                    events_apart=True, field=field, machine=machine)
     return None if done is None else (done[0], done[2])
 
 
 def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int,
-             owner: int | None = None, events_apart: bool = False, field: str | None = None
+             owner: int | None = None, events_apart: bool = False, field: str | None = None,
+             machine: IngressMachine | None = None
              ) -> tuple[pd.DataFrame, list[tuple[tuple, int]], Chunk] | None:
     """Stream ``index``'s output rows, each CTI it emitted with its place in arrival order
     (the merge key of the row that made it), and (``events_apart``, with an ``owner``) the
     owner's chunk, whose event rows the output then leaves out; None where the row machine
-    must run. ``owner``: see ``process_group``; ``field``: see ``shard_chunk``."""
+    must run. ``owner``: see ``process_group``; ``field``: see ``shard_chunk``.
+
+    In a stream that raises, where the first bad row is another shard's event (its owner
+    raises for it), the shard goes on as the row machine does (``machine.failing``, set on
+    ``machine``; without one, None): no bad row is output or counted, and none raises."""
     if st["pending"] or st["imported"]:
         return None
     edges = spec.shape is EventShape.EDGE
@@ -222,14 +230,15 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
     rule = np.full(n, None, object)
     rule[at] = worded(spec, in_rows_from_pandas(pdf.iloc[at]), back[at], data[:-1][at])[0]
     bad = rule != None  # noqa: E711 (per row)
+    failing, first_bad = False, -1  # (another shard's bad event came first: see above)
     if bad.any():
         good = ~bad
         is_ev, is_end, is_cti = is_ev & good, is_end & good, is_cti & good
         if not spec.dead_letter:  # the first bad row raises, as processing meets it
-            first = int(np.argmax(bad))
-            row = in_rows_from_pandas(pdf.iloc[first:first + 1])[0]
-            if elsewhere(row):
-                return None  # (its owner raises; the row machine goes on here, as it must)
+            first_bad = int(np.argmax(bad))
+            failing = elsewhere(in_rows_from_pandas(pdf.iloc[first_bad:first_bad + 1])[0])
+            if failing and machine is None:
+                return None
 
     ev_idx = np.flatnonzero(is_ev)
     candidate, max_start, count, gen_ref = generated(spec, st, is_ev, start)
@@ -251,9 +260,11 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
             is_ev = is_ev & ~unpoliced_edges
         elif violates.any():
             if unpoliced_first(spec, pdf, rule, bad, violates, before):
-                return None
+                if machine is None:
+                    return None
+                failing = True
             is_ev, bad = is_ev & ~violates, bad | violates
-    if bad.any() and not spec.dead_letter and not edges:  # (edges: a stray end may come first)
+    if bad.any() and not spec.dead_letter and not edges and not failing:  # (edges: below)
         first = int(np.argmax(bad))
         raise bad_input(spec, in_rows_from_pandas(pdf.iloc[first:first + 1])[0], rule[first])
 
@@ -270,8 +281,8 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
             rule[at] = [unpoliced(spec, row, int(c)) for row, c in zip(
                 in_rows_from_pandas(pdf.iloc[at]), before[at].tolist(), strict=True)]
             bad = bad | unpoliced_edges
-        if not spec.dead_letter and (stray | bad).any():
-            first = int(np.argmax(stray | bad))
+        first = int(np.argmax(stray | bad))
+        if not spec.dead_letter and (stray | bad).any() and not (failing and first == first_bad):
             if unpoliced_edges is not None and unpoliced_edges[first]:
                 raise CtiViolationError(rule[first])
             raise bad_input(spec, in_rows_from_pandas(pdf.iloc[first:first + 1])[0],
@@ -297,6 +308,9 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
                            payload[kept], candidate[emits_cti].tolist(),
                            known_field(pdf, kept, field))
         rows_ev = rows_ev[:0]
+    if failing:  # (nothing of the bad rows is output or counted: ``IngressMachine._bad``)
+        machine.failing = True
+        bad = np.zeros(n, bool)
     rows_bad = np.flatnonzero(bad)
     order = np.argsort(np.concatenate([rows_ev * 2, rows_bad * 2, rows_cti * 2 + 1]),
                        kind="stable")
