@@ -60,6 +60,7 @@ from cti.ingress.machine import (
 )
 from cti.ingress.spec import StreamSpec, rooted_at
 from cti.operators.frame import Chunk, filled, make, stack, text_codes
+from cti.rows import InRow
 from cti.time import MAX_TIME, MIN_TIME
 
 _CTI_STATUS = np.asarray(["cti", "cti_regression"], dtype=object)
@@ -278,11 +279,11 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
             unpoliced_edges |= late
             owned, dropped = owned & ~late, dropped & ~late
             at = np.flatnonzero(unpoliced_edges)
-            rule[at] = [unpoliced(spec, row, int(c)) for row, c in zip(
-                in_rows_from_pandas(pdf.iloc[at]), before[at].tolist(), strict=True)]
+            rule[at] = unpoliced_rules(spec, in_rows_from_pandas(pdf.iloc[at]), before[at])
             bad = bad | unpoliced_edges
-        first = int(np.argmax(stray | bad))
-        if not spec.dead_letter and (stray | bad).any() and not (failing and first == first_bad):
+        errors = stray | bad
+        first = int(np.argmax(errors))
+        if not spec.dead_letter and errors.any() and not (failing and first == first_bad):
             if unpoliced_edges is not None and unpoliced_edges[first]:
                 raise CtiViolationError(rule[first])
             raise bad_input(spec, in_rows_from_pandas(pdf.iloc[first:first + 1])[0],
@@ -397,16 +398,21 @@ def unpoliced_first(spec: StreamSpec, pdf: pd.DataFrame, rule: np.ndarray, bad: 
     ``before`` them (``violates``) get the row machine's rule in ``rule``
     (``machine.unpoliced``); where the stream raises and the first of them comes before the
     first bad row, raises its ``CtiViolationError``, or gives True where it is another shard's
-    event (its owner raises; the row machine goes on here)."""
+    event (its owner raises; this shard goes on as the row machine's ``failing`` mode)."""
     at = np.flatnonzero(violates)
     rows = in_rows_from_pandas(pdf.iloc[at])
     if not spec.dead_letter and not bad[:at[0]].any():
         if elsewhere(rows[0]):
             return True
         raise CtiViolationError(unpoliced(spec, rows[0], int(before[at[0]])))
-    rule[at] = [unpoliced(spec, row, int(c)) for row, c in zip(rows, before[at].tolist(),
-                                                                 strict=True)]
+    rule[at] = unpoliced_rules(spec, rows, before[at])
     return False
+
+
+def unpoliced_rules(spec: StreamSpec, rows: list[InRow], before: np.ndarray) -> list[str]:
+    """The row machine's rule (``machine.unpoliced``) for each of these events of a stream
+    without a policy, each behind the CTI in force ``before`` it."""
+    return [unpoliced(spec, row, int(c)) for row, c in zip(rows, before.tolist(), strict=True)]
 
 
 def dead_letters(pdf: pd.DataFrame, rows: np.ndarray, rule: np.ndarray, before: np.ndarray
