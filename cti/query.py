@@ -174,6 +174,12 @@ class CepStream(QueryOperators):
         if ordering is None and advance_time_settings is None:
             declare = getattr(factory, "declare_event_ordering_policy", None)
             ordering = declare(config, shape) if declare else None
+        if ordering is not None and shape is EventShape.EDGE:
+            raise BindingError(
+                f"stream {name!r}: an event-ordering policy orders point and interval events "
+                f"({'given at binding' if event_ordering_policy else 'declared by its adapter'}"
+                "); an edge end names its start by start time, which the policy would move: "
+                "give an edge stream AdvanceTimeSettings instead")
         declare_parts = getattr(factory, "declare_partitions", None)
         partitions = tuple(str(p) for p in (declare_parts(config, shape) or ())) \
             if declare_parts else ()

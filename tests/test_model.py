@@ -23,6 +23,7 @@ from cti import (
     AdvanceTimePolicy,
     AdvanceTimeSettings,
     Application,
+    BindingError,
     CepStream,
     Cti,
     EdgeEvent,
@@ -487,6 +488,29 @@ def test_event_ordering_policy_defaults_and_validation():
         EventOrderingPolicy(over="k", partitioned=True)
     with pytest.raises(InvalidSettingsError, match="payload field"):
         EventOrderingPolicy(over="")
+
+
+class _OrderingFactory(MemoryInputAdapterFactory):
+    """Declares an event-ordering policy for whatever shape it is bound with."""
+
+    def declare_event_ordering_policy(self, config, shape):
+        return EventOrderingPolicy()
+
+
+@pytest.mark.parametrize("declared", [False, True])
+def test_an_edge_stream_cannot_take_an_event_ordering_policy(declared):
+    """The policy moves events' start times, and an edge end names its start by start time:
+    binding an edge stream with one (given or declared by its adapter) fails, naming it."""
+    edges = [EdgeEvent.start_edge(1, {"k": 1}), EdgeEvent.end_edge(1, 5, {"k": 1})]
+    factory = _OrderingFactory() if declared else MemoryInputAdapterFactory()
+    with pytest.raises(BindingError, match="'r'.*orders point and interval events.*"
+                       + ("declared by its adapter" if declared else "given at binding")):
+        CepStream.create("r", factory, edges, EventShape.EDGE, application=Application(),
+                         event_ordering_policy=None if declared else EventOrderingPolicy())
+    for shape, items in ((EventShape.POINT, [PointEvent(1, {})]),
+                         (EventShape.INTERVAL, [IntervalEvent(1, 4, {})])):
+        CepStream.create("r", factory, items, shape, application=Application(),
+                         event_ordering_policy=None if declared else EventOrderingPolicy())
 
 
 _PAYLOAD = st.dictionaries(st.text(max_size=3), st.none() | st.booleans() | st.integers()

@@ -10,6 +10,7 @@ import pickle
 
 import numpy as np
 import pandas as pd
+import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from sortedcontainers import SortedList
@@ -21,7 +22,7 @@ from cti.ingress.machine import IngressMachine
 from cti.ingress.spec import StreamSpec
 from cti.runtime.spark.schema import IN_SCHEMA, in_rows_from_pandas, out_rows_to_pandas
 from cti.settings import AdvanceTimePolicy, EventOrderingPolicy
-from cti.time import MAX_TIME, MIN_TIME, ticks
+from cti.time import MAX_TIME, MIN_TIME, add, ticks
 
 NULL = MIN_TIME
 
@@ -48,9 +49,16 @@ def specs(draw):
 def rows(draw, spec):
     """Events with arrival times, each partition its own clock (going back now and then
     where ``noisy``), late, early and out of order; in a keyed stream some without a payload
-    (another shard's); maybe a bad row or the end of input."""
+    (another shard's); maybe a bad row, wall-clock ticks (``ticking``: before a row, or after
+    the last) or the end of input."""
     out, clocks = [], {}
     noisy, light = draw(st.booleans()), spec.ordering.over is not None and draw(st.booleans())
+    ticking = draw(st.booleans())
+
+    def tick(seq):
+        if ticking and draw(st.integers(0, 4)) == 0:
+            now = max(clocks.values(), default=0) + draw(st.integers(-3, 12))
+            out.append((0, seq, now, "clock", NULL, NULL, None, None, None))
     partitions = draw(st.sampled_from([[None], [None, ""], ["p0", "p1"], ["p0", "p1", "p3"],
                                        [f"q{k}" for k in range(80)]]))  # (more than 64)
     kind = "point" if spec.shape is EventShape.POINT else "interval"
@@ -62,6 +70,7 @@ def rows(draw, spec):
         t = max(1, arr + draw(st.integers(-15, 15)))
         end = NULL if kind == "point" else t + draw(st.integers(1, 6))
         what = draw(st.integers(0, 19))
+        tick(len(out) - sum(r[3] == "clock" for r in out))
         if noisy and what == 0:
             out.append((0, seq, arr, "invalid", NULL, NULL, "{}", "unreadable", part))
         elif noisy and what == 1:  # a row that breaks a rule of an event-ordering stream
@@ -80,8 +89,10 @@ def rows(draw, spec):
             key = draw(st.sampled_from(["a", "b", "c", 1]))
             payload = f'{{"k":{key!r},"n":{seq}}}'.replace("'", '"')
             out.append((0, seq, arr, kind, t, end, payload, None, part))
+    received = len(out) - sum(r[3] == "clock" for r in out)
+    tick(received)
     if draw(st.booleans()):
-        out.append((0, len(out), NULL, "eos", NULL, NULL, None, None, None))
+        out.append((0, received, NULL, "eos", NULL, NULL, None, None, None))
     return out
 
 
@@ -114,7 +125,7 @@ def canonical(value):
 
 
 def _same_step(row_machine: IngressMachine, mixed: IngressMachine, batch: list,
-               note=lambda _: None) -> bool | None:
+               note=lambda _: None, must: bool = True) -> bool | None:
     """Process ``batch`` in the row machine and through the vectorised path (``mixed``; the
     row machine where it declines) and check they give the same output (by stream and
     sequence) and state; None where the row machine raises (the vectorised path raises the
@@ -133,6 +144,7 @@ def _same_step(row_machine: IngressMachine, mixed: IngressMachine, batch: list,
         return None
     got = ordered.process_group(mixed, frame(batch))
     used = got is not None
+    assert used or not must, "the vectorised path declined"
     if used and (got["status"] == "invalid").any():
         note("dead letters, vectorised")
     if got is None:
@@ -163,6 +175,8 @@ def test_vectorised_event_ordering_equals_the_row_machine(data):
             return
         used += step
     event(f"vectorised batches: {min(used, 2)}")
+    if any(r[3] == "clock" for r in items):
+        event("clock ticks")
     event(f"timelines purged: {min(mixed.state['streams'][0]['ordering']['purged'], 2)}")
 
 
@@ -189,6 +203,18 @@ def test_the_lowest_timeline_max_equals_the_minimum_over_the_timelines(data):
     assert got.tolist() == want
 
 
+@given(values=st.lists(st.sampled_from([MIN_TIME, MAX_TIME, MIN_TIME + 1, MAX_TIME - 1])
+                       | st.integers(MIN_TIME, MAX_TIME), max_size=20),
+       d=st.sampled_from([MAX_TIME, -MAX_TIME, 2**62, -2**62]) | st.integers(-50, 50),
+       each=st.booleans())
+def test_saturating_addition_of_arrays_equals_the_time_modules(values, d, each):
+    """``ordered._sat`` adds as ``cti.time.add`` does (saturating at the sentinels, which
+    stay), one duration for all or one each."""
+    array = np.asarray(values, np.int64)
+    got = ordered._sat(array, np.full(len(values), d, np.int64) if each else d)
+    assert got.tolist() == [add(v, d) for v in values]
+
+
 def test_the_common_case_takes_the_vectorised_path():
     for over in (None, "k"):
         spec = StreamSpec.from_settings("s", EventShape.POINT, None, ordering=EventOrderingPolicy(
@@ -211,6 +237,33 @@ def test_a_hundred_partitions_combined_take_the_vectorised_path():
         assert _same_step(rows_machine, machine, items[a:a + 150])
     assert len(machine.state["streams"][0]["ordering"]["timelines"]) == 100
     assert rows_machine.metrics()[0]["ctis"] > 10
+
+
+@pytest.mark.parametrize("cut", [None, 3])
+@pytest.mark.parametrize("rows, cti", [
+    # p1's only event is dropped (early): no max, so the CTI stays at A - L while it is silent
+    ([(10, 10, "p0"), (11, 100, "p1"), (20, 20, "p0"), (21, 21, "p2"), (30, 30, "p0"),
+      (31, 31, "p2"), (40, 40, "p3"), (70, 70, "p0")], 70 - 50),
+    # p0 rises in two runs, then stays silent while p1 and p2 rise: its max (80) is lowest
+    ([(10, 10, "p0"), (30, 30, "p1"), (80, 80, "p0"), (81, 50, "p2"), (90, 90, "p1"),
+      (95, 95, "p2")], 80 - 2),
+    # p0 rises in a run where another is lowest, then stays silent: its max now (100) counts
+    ([(t, t, p) for t, p in ((10, "p0"), (30, "p1"), (80, "p0"), (50, "p2"), (90, "p1"),
+                             (60, "p3"), (100, "p0"), (120, "p4"), (110, "p2"), (130, "p3"))],
+     90 - 2)])
+def test_the_combined_cti_follows_the_lowest_partition_across_new_ones(cut, rows, cti):
+    """Partitions combined by their minimum, new ones appearing in the micro-batch (each
+    starts a run of its own): the stream's CTI follows the lowest partition max, a partition
+    without one holding it at A - L; whole or in two micro-batches, as the row machine."""
+    spec = StreamSpec.from_settings("s", EventShape.POINT, None, ordering=EventOrderingPolicy(
+        late_arrival_tolerance=ticks(50), out_of_order_tolerance=ticks(2),
+        early_arrival_window=ticks(5), early_action=AdvanceTimePolicy.DROP))
+    items = [(0, i, arrival, "point", t, NULL, "{}", None, part)
+             for i, (arrival, t, part) in enumerate(rows)]
+    rows_machine, machine = IngressMachine([spec]), IngressMachine([spec])
+    for batch in (items[:cut], items[cut:]) if cut else (items,):
+        assert _same_step(rows_machine, machine, batch)
+    assert machine.state["streams"][0]["cti"] == cti
 
 
 def test_an_arrival_going_back_across_micro_batches_is_dead_lettered():

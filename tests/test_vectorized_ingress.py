@@ -342,7 +342,7 @@ def test_a_slow_stream_that_only_imports_runs_vectorised_as_the_row_machine(defs
     the stream raises)."""
     specs, inputs = _group_inputs(defs)
     inputs[1:] = [noisy(rows, noise) for rows in inputs[1:]]
-    taken, dead, down = [], [], []
+    taken, dead, down, ticked = [], [], [], []
     original = importing.process
 
     def spy(machine, rows, exporter, j):
@@ -350,6 +350,7 @@ def test_a_slow_stream_that_only_imports_runs_vectorised_as_the_row_machine(defs
         taken.append(got is not None)
         down.append(got is not None and exporter != 0 and bool(len(got[0])))
         dead.append(got is not None and bool((got[0]["status"] == "invalid").any()))
+        ticked.append(got is not None and bool((rows["kind"] == "clock").any()))
         return got
 
     with pytest.MonkeyPatch.context() as patch:
@@ -362,6 +363,8 @@ def test_a_slow_stream_that_only_imports_runs_vectorised_as_the_row_machine(defs
         event("a stream down a chain vectorised")
     if any(dead):
         event("dead letters, vectorised")
+    if any(ticked):
+        event("clock ticks, vectorised")
 
 
 @pytest.mark.parametrize("tables", [1, 2])

@@ -35,15 +35,15 @@ from cti.operators import frame
 from cti.operators.machine import QueryMachine
 
 
-def ingress_step(machine: IngressMachine, rows: pd.DataFrame, owner: int | None = None
-                 ) -> pd.DataFrame:
+def ingress_step(machine: IngressMachine, rows: pd.DataFrame, owner: int | None = None,
+                 settle: bool = True) -> pd.DataFrame:
     """A group's ingress output rows of a batch of its input rows (``IN_ARROW`` columns, as
     pandas): vectorised where it can be (a stream with CTIs generated or imported, or with an
-    event-ordering policy), else the row machine on the same state. ``owner``: see
-    ``vectorized.process_group``."""
-    got = vectorized.process_group(machine, rows, owner)
+    event-ordering policy), else the row machine on the same state. ``owner``, ``settle``:
+    see ``vectorized.process_group``."""
+    got = vectorized.process_group(machine, rows, owner, settle)
     if got is None:
-        got = ordered.process_group(machine, rows)
+        got = ordered.process_group(machine, rows, settle)
     if got is None:
         got = out_rows_to_pandas(machine.process(in_rows_from_pandas(rows)))
     return got
@@ -112,6 +112,7 @@ class Shard:
                     got, direct[(g, 0)] = done
             if got is None:
                 got = ingress_step(ingress, part, None if passing else shard)
+            ingress.settle()  # (the first bad input in arrival order raises)
             _weighted(got)
             state["ingress"][g] = ingress.state
             ingress_out[g] = got
@@ -153,7 +154,7 @@ def _timed(ingress: IngressMachine, rows: pd.DataFrame, shard: int, route: Query
                                                         fields[index])) is not None:
             got, step = done
         else:  # (the fast stream's CTIs are imported on the way)
-            got = _weighted(ingress_step(ingress, part, shard))
+            got = _weighted(ingress_step(ingress, part, shard, settle=False))
             step = chunk(got, index, shard, fields[index], route.shards)
         outs.append(got)
         reports.append(got if compact else _counted(got, shard, route, group))

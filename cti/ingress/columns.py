@@ -7,14 +7,23 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
 import numpy as np
 import pandas as pd
 
 from cti.edges import open_edges
 from cti.events import EVENT_STATUSES, SHAPE_KINDS, EventShape
-from cti.ingress.machine import after_end, arrival_back, out_of_sequence, problem
+from cti.ingress import ordering
+from cti.ingress.machine import (
+    after_end,
+    arrival_back,
+    out_of_sequence,
+    problem,
+    tick_out_of_sequence,
+    tick_without_time,
+)
 from cti.ingress.spec import StreamSpec
-from cti.rows import CLOCK, EOS, INVALID, InRow
+from cti.rows import CLOCK, EOS, INVALID, InRow, payload_to_json
 from cti.settings import AdvanceTimePolicy
 from cti.time import MAX_TIME, MIN_TIME, add
 
@@ -183,13 +192,75 @@ def output_frame(cols: dict[str, Any], index: int) -> pd.DataFrame:
     }, copy=False)
 
 
-def in_sequence(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, common: str,
-                raises: bool = True) -> tuple[pd.DataFrame, np.ndarray, np.ndarray] | None:
+@attrs.frozen
+class Ticks:
+    """A batch's wall-clock ticks (``cti.rows.clock_row``) that the row machine takes (not
+    replayed, not after the end of input), in order: the row each precedes (``at``, an index
+    among the batch's rows in sequence; their number for a tick after them all), its
+    sequence number (the next row's) and its time."""
+
+    at: np.ndarray
+    seq: np.ndarray
+    arrival: np.ndarray
+
+    @classmethod
+    def none(cls) -> Ticks:
+        empty = np.zeros(0, np.int64)
+        return cls(empty, empty, empty)
+
+    def among(self, pdf: pd.DataFrame, stream: int) -> pd.DataFrame:
+        """The rows ``pdf`` of stream ``stream`` (those the ticks were found among) with the
+        ticks as rows of kind ``clock`` in their places (no payload, no times but
+        ``arrival``)."""
+        if not len(self.at):
+            return pdf
+        k = len(self.at)
+        ticks = pd.DataFrame({
+            "stream": np.full(k, stream, pdf["stream"].dtype), "seq": self.seq,
+            "arrival": self.arrival, "kind": np.full(k, CLOCK, object),
+            "start": np.full(k, NULL, np.int64), "end": np.full(k, NULL, np.int64),
+            **{c: np.full(k, None, object) for c in ("payload", "error", "partition")}})
+        both = pd.concat([pdf[ticks.columns], ticks], ignore_index=True)
+        place = np.concatenate([np.arange(len(pdf)) * 2 + 1, self.at * 2])
+        return both.iloc[np.argsort(place, kind="stable")].reset_index(drop=True)
+
+    def floor(self, n: int) -> np.ndarray:
+        """For each of ``n`` rows and after them (``n + 1`` values), the latest tick time at
+        or before it (``MIN_TIME``: none): the least merge arrival the ticks give it."""
+        out = np.full(n + 1, MIN_TIME, np.int64)
+        np.maximum.at(out, self.at, self.arrival)
+        return np.maximum.accumulate(out)
+
+
+def metrics_row(spec: StreamSpec, st: dict[str, Any], index: int) -> pd.DataFrame:
+    """An event-ordering stream's output row of the policy's metrics snapshot, as the row
+    machine adds it after each batch (``IngressMachine._emit_ordering_metrics``)."""
+    out = output_frame({
+        "seq": [st["out_seq"]], "in_seq": [-1], "kind": ["metrics"], "start": [NULL],
+        "end": [NULL], "status": ["metrics"], "orig_start": [NULL], "orig_end": [NULL],
+        "cti": [NULL if st["cti"] == MIN_TIME else st["cti"]], "reason": [None],
+        "payload": [payload_to_json(ordering.snapshot(spec.ordering, st["ordering"]))]},
+        index)
+    st["out_seq"] += 1
+    return out
+
+
+def in_sequence(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, common: str
+                ) -> tuple[pd.DataFrame, np.ndarray, np.ndarray, Ticks]:
     """A stream's new rows of the batch in sequence (rows seen before and a row given twice
-    are replays: skipped), their kinds, and where the kind is not ``common`` (the few other
-    rows); raises as the row machine does for a row out of sequence or after the end of input
-    (without ``raises``: None, and the row machine raises, in the group's order); None where a
-    clock tick is among them (the row machine takes those)."""
+    are replays: skipped), their kinds, where the kind is not ``common`` (the few other
+    rows), and the clock ticks among them (``Ticks``); raises as the row machine does for a
+    row or tick out of sequence, a row after the end of input, a tick without a time."""
+    kind = pdf["kind"].to_numpy(object)
+    rest = np.flatnonzero(kind != common)
+    ticks = Ticks.none()
+    clock = rest[kind[rest] == CLOCK]
+    if len(clock):
+        tick_rows = pdf.iloc[clock].sort_values("seq", kind="stable")
+        keep = np.ones(len(pdf), bool)
+        keep[clock] = False
+        pdf, kind = pdf[keep], kind[keep]
+        rest = np.flatnonzero(kind != common)
     seq = pdf["seq"].to_numpy(np.int64)
     if len(seq) > 1 and not (seq[1:] > seq[:-1]).all():
         pdf = pdf.sort_values("seq", kind="stable")
@@ -197,27 +268,41 @@ def in_sequence(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, common:
         first = np.concatenate([[True], seq[1:] != seq[:-1]])
         if not first.all():
             pdf, seq = pdf[first], seq[first]
+        kind = pdf["kind"].to_numpy(object)
+        rest = np.flatnonzero(kind != common)
     expected = st["next_in_seq"]
     at = int(np.searchsorted(seq, expected))
     if at:
-        pdf, seq = pdf.iloc[at:], seq[at:]
-    kind = pdf["kind"].to_numpy(object)
-    rest = np.flatnonzero(kind != common)
+        pdf, seq, kind = pdf.iloc[at:], seq[at:], kind[at:]
+        rest = rest[rest >= at] - at
     n = len(seq)
-    if not n or (not len(rest) and seq[-1] == expected + n - 1 and not st["eos"]):
-        return pdf, kind, rest  # (the usual batch)
-    if (kind[rest] == CLOCK).any():
-        return None
+    usual = not len(rest) and (not n or seq[-1] == expected + n - 1) and not st["eos"]
+    if usual and not len(clock):
+        return pdf, kind, rest, ticks
     gap = np.flatnonzero(seq != expected + np.arange(n))
     ends = rest[kind[rest] == EOS]
     after = 0 if st["eos"] else int(ends[0]) + 1 if len(ends) else n
-    if (len(gap) and gap[0] <= after or after < n) and not raises:
-        return None
+    row_error = min(int(gap[0]) if len(gap) and gap[0] <= after else n, after)
+    if len(clock):
+        t_seq = tick_rows["seq"].to_numpy(np.int64)
+        t_arrival = tick_rows["arrival"].to_numpy(np.int64)
+        t_at = np.searchsorted(seq, t_seq, side="left")
+        # (a tick is received before the row it precedes: after the end, or replayed, it is
+        # ignored; else it must be the next row's, and have a time)
+        last = -1 if st["eos"] else int(ends[0]) if len(ends) else n  # (the last it precedes)
+        taken = (t_seq >= expected) & (t_at <= last)
+        wrong = taken & ((t_seq > expected + t_at) | (t_arrival == NULL)) & (t_at <= row_error)
+        if wrong.any():
+            k = int(np.argmax(wrong))
+            if t_seq[k] > expected + t_at[k]:
+                raise tick_out_of_sequence(spec, int(t_seq[k]), expected + int(t_at[k]))
+            raise tick_without_time(spec, int(t_seq[k]))
+        ticks = Ticks(t_at[taken], t_seq[taken], t_arrival[taken])
     if len(gap) and gap[0] <= after:
         raise out_of_sequence(spec, int(seq[gap[0]]), expected + int(gap[0]))
     if after < n:
         raise after_end(spec, int(seq[after]))
-    return pdf, kind, rest
+    return pdf, kind, rest, ticks
 
 
 def saturating_sub(values: np.ndarray, delay: int) -> np.ndarray:

@@ -43,7 +43,14 @@ from cti.ingress.columns import (
     suspects,
     worded,
 )
-from cti.ingress.machine import DONE, IngressMachine, cti_regression
+from cti.ingress.machine import (
+    DONE,
+    STRAY_END,
+    IngressMachine,
+    bad_input,
+    cti_regression,
+    elsewhere,
+)
 from cti.rows import CLOCK, EOS
 from cti.time import MAX_TIME, MIN_TIME
 
@@ -58,15 +65,12 @@ def process(machine: IngressMachine, pdf: pd.DataFrame, exporter: int, j: int
     spec, st = specs[j], streams[j]
     if spec.import_from != exporter or spec.ordering is not None:
         return None
-    got = in_sequence(spec, st, pdf, STARTS[spec.shape], raises=False)
-    if got is None:
-        return None
-    pdf = got[0]
-    n = len(pdf)
+    got = in_sequence(spec, st, pdf, STARTS[spec.shape])
+    pdf = got[3].among(got[0], j)  # (clock ticks as rows of their own, in their places)
+    tick = pdf["kind"].to_numpy(object) == CLOCK
+    n = len(pdf) - int(tick.sum())  # (rows received: a tick takes no sequence number)
     # The rows held from earlier batches (received already: their keys are known) first.
     held = list(st["pending"])
-    if any(row.kind == CLOCK for _, row in held):
-        return None
     queued = pd.concat([pd.DataFrame([in_row_to_tuple(row) for _, row in held],
                                      columns=[c for c, _ in IN_COLUMNS]), pdf],
                        ignore_index=True) if held else pdf
@@ -78,22 +82,25 @@ def process(machine: IngressMachine, pdf: pd.DataFrame, exporter: int, j: int
     arrival = queued["arrival"].to_numpy(np.int64)[h:]
     payload = queued["payload"].to_numpy(object)
     is_eos = kind == EOS
+    is_tick = kind == CLOCK
     event_kind = STARTS[spec.shape]
     is_end = kind == "edge_end" if event_kind == "edge_start" else np.zeros(total, bool)
 
-    # Receiving (``IngressMachine._receive``): each new row's merge arrival; an explicit
-    # arrival that goes back behind the stream's data is bad input (unless unreadable anyway).
+    # Receiving (``IngressMachine._receive``): each new row's merge arrival (a tick's: its
+    # time); an explicit arrival that goes back behind the stream's data is bad input (unless
+    # unreadable anyway). A tick moves the merge arrival only.
     explicit = arrival != NULL
     new_eos = is_eos[h:]
     own = np.where(explicit, arrival, np.where(new_eos, MAX_TIME, np.where(
         is_end[h:], end[h:], start[h:])))
-    data = np.maximum.accumulate(np.concatenate([[st["data_arrival"]], own]))
+    data = np.maximum.accumulate(np.concatenate([[st["data_arrival"]],
+                                                 np.where(tick, MIN_TIME, own)]))
     back = np.zeros(total, bool)
-    back[h:] = explicit & (arrival < data[:-1])
+    back[h:] = explicit & (arrival < data[:-1]) & ~tick
     # Bad rows: found by the arrays, worded by the row machine's rules on those flagged; the
     # new rows as the row machine receives them (a held row carries its problem already).
-    at = np.flatnonzero(suspects(spec, kind, start, end, queued["error"].to_numpy(object))
-                        | back)
+    at = np.flatnonzero((suspects(spec, kind, start, end, queued["error"].to_numpy(object))
+                         & ~is_tick) | back)
     # (Rows as objects only where needed: the flagged ones here, those left waiting below.)
     new_at = at[at >= h]
     received = dict(zip(new_at.tolist(), in_rows_from_pandas(queued.iloc[new_at]), strict=True))
@@ -104,15 +111,13 @@ def process(machine: IngressMachine, pdf: pd.DataFrame, exporter: int, j: int
         if r >= h:
             received[r] = row
     bad = rule != None  # noqa: E711 (per row)
-    if bad.any() and not spec.dead_letter:
-        return None  # (the row machine raises, for the first in the whole group's order)
     ev = (kind == event_kind) & ~bad  # (the starts: they count, edge ends do not)
     is_end &= ~bad
     is_cti = (kind == "cti") & ~bad
     merge = np.concatenate([np.asarray([key[0] for key, _ in held], np.int64),
                             np.maximum.accumulate(np.concatenate([[st["last_arrival"]],
                                                                   own]))[1:]])
-    last_key = (int(merge[-1]), j, int(seq[-1])) if n else st["last_key"]
+    last_key = (int(merge[-1]), j, int(seq[-1])) if total > h else st["last_key"]
     eos = st["eos"] or bool(new_eos.any())
 
     # What is processed: rows below what the streams up the chain have received and
@@ -161,25 +166,32 @@ def process(machine: IngressMachine, pdf: pd.DataFrame, exporter: int, j: int
     own_moves = moves[row_at] & (own != MIN_TIME)
     imp_moves = moves[imp_at]
 
-    elsewhere = (p == None) & (event_kind == "edge_start")  # noqa: E711 (another shard's edge)
-    judge = is_ev & ~elsewhere
-    ends &= ~elsewhere
+    away = (p == None) & (event_kind == "edge_start")  # noqa: E711 (another shard's edge)
+    judge = is_ev & ~away
+    ends &= ~away
     dead = bad[done]
     violates, adjusted, dropped, accepted = judged(spec, judge, s, e, before)
     if spec.policy is None and (violates.any() or (ends & (e < before)).any()):
-        return None
+        return None  # (a stream that imports CTIs has a policy: ``StreamSpec``)
     if event_kind == "edge_start":
-        paired = edges_paired(st["open_edges"], spec, judge, ends, s, e, p, before,
-                              (violates, adjusted, dropped, accepted))
-        if paired is None:
-            return None
-        out_start, out_end, reason, accepted, adjusted, dropped, _ = paired
-        judge |= ends
+        out_start, out_end, reason, accepted, adjusted, dropped, stray = edges_paired(
+            st["open_edges"], spec, judge, ends, s, e, p, before,
+            (violates, adjusted, dropped, accepted), strays=True)
+        judge |= ends & ~stray
+        rule[:ready][stray] = STRAY_END  # (an end that closes nothing: bad input)
+        dead = dead | stray
     else:
         out_start, out_end, reason = policed((violates, adjusted, dropped, accepted), s, e,
                                              before)
         if event_kind != "interval":
             out_end[:] = NULL
+    if dead.any() and not spec.dead_letter:  # the batch fails: none is output or counted
+        first = int(np.argmax(dead))
+        row = held[first][1] if first < h else in_rows_from_pandas(
+            queued.iloc[first:first + 1])[0]
+        machine.fault((int(merge[first]), j, int(seq[first])), elsewhere(row),
+                      bad_input(spec, row, rule[first]))
+        dead = np.zeros(ready, bool)
 
     # Output rows in processing order: each row's own (event, dead letter or regression),
     # then the CTI it made; the imported CTIs that move the stream's time in their places.
@@ -241,7 +253,7 @@ def process(machine: IngressMachine, pdf: pd.DataFrame, exporter: int, j: int
     st["imported"] = deque(q for q in queue[waiting:] if q[1] > final)
     st["out_seq"] += m
     st["next_in_seq"] += n
-    if n:
+    if total > h:
         st["last_arrival"] = int(merge[-1])
         st["data_arrival"] = int(data[-1])
         st["last_key"] = last_key

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from cti.edges import close_edge, open_edge, reopen_edge
-from cti.errors import BadInputError, CtiViolationError
+from cti.errors import BadInputError, CtiError, CtiViolationError
 from cti.events import EVENT_KINDS, INPUT_STATUSES, SHAPE_KINDS, EventShape, wrong_shape
 from cti.ingress import ordering
 from cti.ingress.spec import StreamSpec
@@ -90,6 +90,16 @@ def out_of_sequence(spec: StreamSpec, seq: int, expected: int) -> BadInputError:
 
 def after_end(spec: StreamSpec, seq: int) -> BadInputError:
     return BadInputError(f"stream {spec.name!r}: row #{seq} after the end of input")
+
+
+def tick_out_of_sequence(spec: StreamSpec, seq: int, expected: int) -> BadInputError:
+    return BadInputError(f"stream {spec.name!r}: a clock tick before row #{seq} arrived before "
+                         f"row #{expected} (rule: a stream's rows arrive in sequence)")
+
+
+def tick_without_time(spec: StreamSpec, seq: int) -> BadInputError:
+    return BadInputError(f"stream {spec.name!r}: a clock tick before row #{seq} has no time "
+                         "(rule: a tick records the wall-clock time)")
 
 
 def arrival_back(arrival: int, previous: int) -> str:
@@ -174,8 +184,12 @@ class IngressMachine:
         }
         self._out: list[OutRow] = []
         self._current_key: tuple = ()
-        # Met bad input first in another shard's event: its owner raises, naming it whole, and
-        # fails the micro-batch; this shard raises for no later row (the same error every run).
+        # Bad input in a stream that raises for it: (merge key, another shard's event, the
+        # error) of each met in this batch (``fault``), settled at its end (``settle``).
+        self._faults: list[tuple[tuple, bool, CtiError]] = []
+        # The batch's first bad input was another shard's event: its owner raises, naming it
+        # whole, and fails the micro-batch; this shard raises for no later row (the same
+        # error every run).
         self.failing = False
 
     # ---- public -----------------------------------------------------------------------------
@@ -188,9 +202,28 @@ class IngressMachine:
         for row in sorted(rows, key=lambda r: (r.stream, r.seq, r.kind != CLOCK)):
             self._receive(streams[row.stream], row)
         self._merge()
+        self.settle()
         self._emit_ordering_metrics()
         out, self._out = self._out, []
         return out
+
+    def fault(self, key: tuple, away: bool, error: CtiError) -> None:
+        """Bad input at merge key ``key`` in a stream that raises for it (``away``: another
+        shard's event, whose owner raises): it is not output, and the batch fails for the
+        first such row in arrival order (``settle``), whichever stream met it first."""
+        if not self.failing:
+            self._faults.append((key, away, error))
+
+    def settle(self) -> None:
+        """At the end of a batch: raise the error of its first bad input in arrival order,
+        or, where that is another shard's event, go on failing (raise for no later row)."""
+        faults, self._faults = self._faults, []
+        if self.failing or not faults:
+            return
+        _, away, error = min(faults, key=lambda f: f[0])
+        if not away:
+            raise error
+        self.failing = True
 
     def metrics(self) -> list[dict[str, int]]:
         return [dict(s["metrics"]) for s in self.state["streams"]]
@@ -245,12 +278,9 @@ class IngressMachine:
         if row.seq < st["next_in_seq"] or st["eos"]:
             return
         if row.seq > st["next_in_seq"]:
-            raise BadInputError(
-                f"stream {spec.name!r}: a clock tick before row #{row.seq} arrived before row "
-                f"#{st['next_in_seq']} (rule: a stream's rows arrive in sequence)")
+            raise tick_out_of_sequence(spec, row.seq, st["next_in_seq"])
         if row.arrival is None:
-            raise BadInputError(f"stream {spec.name!r}: a clock tick before row #{row.seq} "
-                                "has no time (rule: a tick records the wall-clock time)")
+            raise tick_without_time(spec, row.seq)
         st["last_arrival"] = max(st["last_arrival"], row.arrival)
         key = (st["last_arrival"], row.stream, row.seq)
         st["last_key"] = key
@@ -347,10 +377,8 @@ class IngressMachine:
     def _bad(self, row: InRow, rule: str) -> None:
         spec = self.specs[row.stream]
         if not spec.dead_letter:
-            if self.failing or elsewhere(row):
-                self.failing = True
-                return
-            raise bad_input(spec, row, rule)
+            self.fault(self._current_key, elsewhere(row), bad_input(spec, row, rule))
+            return
         self._emit(row.stream, row.seq, row.kind, None, None, row.payload,
                    "invalid", row.start, row.end, rule, row.partition)
 
@@ -475,11 +503,9 @@ class IngressMachine:
         if spec.dead_letter:
             self._emit(row.stream, row.seq, row.kind, None, None, row.payload,
                        "invalid", row.start, row.end, msg, row.partition)
-            return False
-        if self.failing or elsewhere(row):
-            self.failing = True
-            return False
-        raise CtiViolationError(msg)
+        else:
+            self.fault(self._current_key, elsewhere(row), CtiViolationError(msg))
+        return False
 
     def _start_event(self, row: InRow) -> None:
         i = row.stream

@@ -29,6 +29,7 @@ over non-decreasing arrays.
 
 from __future__ import annotations
 
+import heapq
 import json
 from typing import Any
 
@@ -40,7 +41,14 @@ from sortedcontainers import SortedList
 
 from cti.engine.layout import in_rows_from_pandas
 from cti.ingress import ordering
-from cti.ingress.columns import NULL, STATUS, in_sequence, output_frame, suspects
+from cti.ingress.columns import (
+    NULL,
+    STATUS,
+    in_sequence,
+    metrics_row,
+    output_frame,
+    suspects,
+)
 from cti.ingress.machine import (
     ORDERED_CTI,
     IngressMachine,
@@ -53,7 +61,7 @@ from cti.ingress.machine import (
 from cti.ingress.spec import StreamSpec, rooted_at
 from cti.ingress.vectorized import EVENT_KIND, with_importers
 from cti.operators.frame import exact_field, stack
-from cti.rows import EOS, INVALID, InRow, payload_to_json
+from cti.rows import CLOCK, EOS, INVALID, InRow, payload_to_json
 from cti.settings import AdvanceTimePolicy
 from cti.time import MAX_TIME, MIN_TIME
 
@@ -64,10 +72,8 @@ _REASON = np.asarray([None, "early", "late", "out_of_order"], object)  # (in the
 DROP, RELEASE, OWN, CTI, METRICS = range(5)
 
 
+_SMALL = 2000  # rows up to which ``_group_cummax`` is faster in numpy than with pandas
 _HIGHEST = chr(0x10FFFF)  # (above any timeline id of a given max in ``maxes``)
-# Timelines combined by their minimum: beyond this many (runs between new timelines) x
-# (timelines) in a micro-batch, the row machine runs (its cost per row grows with log T).
-_COMBINED_BUDGET = 1 << 24
 
 
 class _Decisions:
@@ -119,22 +125,25 @@ def ordered_stream(specs: list[StreamSpec]) -> int | None:
     return None
 
 
-def process_group(machine: IngressMachine, pdf: pd.DataFrame) -> pd.DataFrame | None:
+def process_group(machine: IngressMachine, pdf: pd.DataFrame, settle: bool = True
+                  ) -> pd.DataFrame | None:
     """A micro-batch of a group whose event-ordering stream runs vectorised: its output rows,
     as the row machine gives them, or None where the row machine must run. The streams that
-    import its CTIs (slow reference streams, usually few rows) go through the row machine,
-    with its CTIs handed over at their place in arrival order, as
-    ``vectorized.process_group`` does for a stream that generates its CTIs."""
+    import its CTIs (slow reference streams, usually few rows) take its CTIs at their place
+    in arrival order, as in ``vectorized.process_group`` (so does ``settle``)."""
     i = ordered_stream(machine.specs)
-    if i is None or machine.failing:  # (failing: see ``IngressMachine._bad``)
+    if i is None:
         return None
     if len(machine.specs) == 1:
-        done = process(machine.specs[0], machine.state["streams"][0], pdf)
-        return None if done is None else done[0]
-    # (the row machine gives the policy's snapshot, after the other streams' rows)
-    done = with_importers(machine, pdf, i, lambda rows: process(
-        machine.specs[i], machine.state["streams"][i], rows, i, snapshot=False, raises=False))
-    return None if done is None else stack(list(done))
+        done = process(machine, machine.specs[0], machine.state["streams"][0], pdf)
+    else:  # (the policy's snapshot comes after the other streams' rows: ``importers_step``)
+        done = with_importers(machine, pdf, i, lambda rows: process(
+            machine, machine.specs[i], machine.state["streams"][i], rows, i, snapshot=False))
+    if done is None:
+        return None
+    if settle:
+        machine.settle()
+    return stack(list(done)) if len(machine.specs) > 1 else done[0]
 
 
 def _ints(*parts: Any) -> np.ndarray:
@@ -144,6 +153,11 @@ def _ints(*parts: Any) -> np.ndarray:
 def _sat(values: np.ndarray, d: Any) -> np.ndarray:
     """``cti.time.add(v, d)`` of each value (``d`` one for all, or one each): saturating at
     the sentinels, a sentinel staying where it is."""
+    if np.ndim(d) == 0:  # (one for all: two bounds, no overflow)
+        d = int(d)
+        out = (np.minimum(values, MAX_TIME - d) if d >= 0 else np.maximum(values, MIN_TIME - d)
+               ) + d
+        return np.where((values == MIN_TIME) | (values == MAX_TIME), values, out)
     d = np.asarray(d, np.int64)
     with np.errstate(over="ignore"):
         out = values + d
@@ -177,6 +191,41 @@ def _lowest(current: np.ndarray, alive: np.ndarray, here: np.ndarray, after: np.
     return levels[np.searchsorted(reached, np.arange(n), side="right") - 1]
 
 
+class _Untouched:
+    """The alive timelines' maxima (``current``, updated by the caller) in a heap: the lowest
+    of those a run does not touch, in steps of the run's timelines, not of all. An entry
+    whose timeline rose since, or that the run touches, is dropped when met; the caller adds
+    the run's timelines back after it (``add``)."""
+
+    def __init__(self, current: np.ndarray, alive: np.ndarray) -> None:
+        self.current = current
+        self.heap = [(int(current[t]), int(t)) for t in np.flatnonzero(alive)]
+        heapq.heapify(self.heap)
+
+    def add(self, timelines: np.ndarray) -> None:
+        for t in timelines.tolist():
+            heapq.heappush(self.heap, (int(self.current[t]), t))
+
+    def lowest(self, touched: set[int]) -> int | None:
+        heap = self.heap
+        while heap and (heap[0][0] != self.current[heap[0][1]] or heap[0][1] in touched):
+            heapq.heappop(heap)
+        return heap[0][0] if heap else None
+
+
+def _lowest_of_run(untouched: _Untouched, here: np.ndarray, after: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """``_lowest`` over every alive timeline (the timelines the run does not touch stay as
+    they are, so they count as one, at the lowest of their maxima), and the run's
+    timelines."""
+    touched, local = np.unique(here, return_inverse=True)
+    levels = untouched.current[touched]
+    low = untouched.lowest(set(touched.tolist()))
+    if low is not None:
+        levels = np.append(levels, low)
+    return _lowest(levels, np.arange(len(levels)), local.reshape(-1), after), touched
+
+
 def _group_cummax(values: np.ndarray, codes: np.ndarray, exclusive: bool = False
                   ) -> np.ndarray:
     """The running maximum of ``values`` within each code, up to each row (before it with
@@ -185,7 +234,15 @@ def _group_cummax(values: np.ndarray, codes: np.ndarray, exclusive: bool = False
         return values.astype(np.int64)
     order = np.argsort(codes, kind="stable")
     g = codes[order]
-    top = pd.Series(values[order]).groupby(g, sort=False).cummax().to_numpy(np.int64)
+    if len(values) > _SMALL:
+        top = pd.Series(values[order]).groupby(g, sort=False).cummax().to_numpy(np.int64)
+    else:  # (pandas' groupby costs ~0.3 ms a call: ranks, then one running maximum)
+        n, v = len(values), values[order]
+        by_value = np.argsort(v, kind="stable")
+        rank = np.empty(n, np.int64)
+        rank[by_value] = np.arange(n)
+        group = np.cumsum(np.concatenate([[0], g[1:] != g[:-1]])) * n  # (groups apart)
+        top = v[by_value[np.maximum.accumulate(group + rank) - group]]
     if exclusive:
         shifted = np.full(len(top), MIN_TIME, np.int64)
         same = g[1:] == g[:-1]
@@ -266,7 +323,8 @@ class _Batch:
     the end of input (``eos``); the events' columns, the events of another shard's substream
     (``light``: no payload) and each event's timeline id (``tids``). The batch's bad rows
     (``dead``: the columns of their dead letters, ``at``: their places among the ``total``
-    rows; ``at`` of the good rows: ``pos``) still count in the stream's clocks: each good
+    rows, clock ticks included; ``at`` of the good rows: ``pos``; ``received``: the rows
+    that take a sequence number) still count in the stream's clocks: each good
     event's merge arrival (``merge``), the merge arrival and data arrival after the batch,
     each partition's last arrival (``parts``)."""
 
@@ -284,6 +342,7 @@ class _Batch:
     light: np.ndarray
     tids: np.ndarray
     total: int
+    received: int
     last_seq: int
     pos: np.ndarray
     merge: np.ndarray
@@ -292,18 +351,19 @@ class _Batch:
     dead: dict[str, np.ndarray]
 
 
-def _batch(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, raises: bool
-           ) -> _Batch | None:
+def _batch(machine: IngressMachine, spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame,
+           index: int) -> _Batch:
     """The batch as ``_Batch``, or None where the row machine must take it: a clock tick;
     with ``raises`` (a stream that raises for bad input, alone in its group), raises for rows
     out of sequence or after the end of input, and for the first bad row, as the row machine
     does, or gives None where that is another shard's event (its owner raises); without, None
     where the stream would raise."""
     policy, keyed = spec.ordering, spec.ordering.over is not None
-    got = in_sequence(spec, st, pdf, EVENT_KIND[spec.shape], raises)
-    if got is None:
-        return None
-    pdf, kind = got[0], got[1]
+    got = in_sequence(spec, st, pdf, EVENT_KIND[spec.shape])
+    # Clock ticks as rows of their own, in their places: each moves the arrival clock, as
+    # another shard's event of another shard's substream does (a light row), and no more.
+    pdf = got[3].among(got[0], index)
+    kind = pdf["kind"].to_numpy(object) if len(got[3].at) else got[1]
     seq = pdf["seq"].to_numpy(np.int64)
     total = len(seq)
     eos = bool(total and kind[-1] == EOS)  # (``in_sequence``: none before the last row)
@@ -319,11 +379,12 @@ def _batch(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, raises: bool
     partition = np.where(pd.isna(partition), None, partition)
     # The clocks (``IngressMachine._receive``): an unreadable row takes no part in the
     # partitions' clocks; any other row with an arrival that does not go back does.
-    invalid, timed = kind == INVALID, arrival != NULL
-    back, last = _arrival_back(partition, arrival, ~invalid & timed, st["partition_arrival"])
-    recorded = ~invalid & timed & ~back
+    invalid, timed, tick = kind == INVALID, arrival != NULL, kind == CLOCK
+    back, last = _arrival_back(partition, arrival, ~invalid & timed & ~tick,
+                               st["partition_arrival"])
+    recorded = ~invalid & timed & ~back & ~tick
     merge = np.maximum.accumulate(_ints([st["last_arrival"]], np.where(
-        (invalid & timed) | recorded, arrival, MIN_TIME)))[1:]
+        (invalid & timed) | recorded | tick, arrival, MIN_TIME)))[1:]
     data_arrival = max(st["data_arrival"], int(arrival[invalid & timed].max(initial=MIN_TIME)))
     parts = _partition_arrivals(partition[recorded], arrival[recorded])
 
@@ -332,23 +393,24 @@ def _batch(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, raises: bool
     rare = np.flatnonzero(kind != ev_kind)  # (an adapter's CTI is bad input here too)
     suspect = suspects(spec, kind, start, end, error, rare) | ~timed | back
     suspect[rare] = True
+    suspect[tick] = False
     rule = np.full(rows, None, object)
     at = np.flatnonzero(suspect)
     for r, row in zip(at.tolist(), in_rows_from_pandas(pdf.iloc[at]), strict=True):
         rule[r] = _rule(spec, row, None if last[r] == MIN_TIME else int(last[r]))
-    light = np.asarray(pd.isna(payload) if keyed else np.zeros(rows, bool), bool)
+    light = np.asarray(pd.isna(payload) if keyed else np.zeros(rows, bool), bool) | tick
     tids, missing = _timelines(policy, payload, light | (rule != None), partition)  # noqa: E711
     for r in np.flatnonzero(missing & (rule == None)).tolist():  # noqa: E711 (per row)
         row = in_rows_from_pandas(pdf.iloc[r:r + 1])[0]
         rule[r] = ordering.timeline_id(policy, row)[1]
     bad = rule != None  # noqa: E711 (per row)
-    if bad.any() and not spec.dead_letter:
+    good = np.flatnonzero(~bad)
+    if bad.any() and not spec.dead_letter:  # the batch fails: none is output or counted
         first = int(np.argmax(bad))
         row = in_rows_from_pandas(pdf.iloc[first:first + 1])[0]
-        if not raises or elsewhere(row):
-            return None
-        raise bad_input(spec, row, rule[first])
-    good = np.flatnonzero(~bad)
+        machine.fault((int(merge[first]), index, int(seq[first])), elsewhere(row),
+                      bad_input(spec, row, rule[first]))
+        bad[:] = False
     at = np.flatnonzero(bad)
     dead = {"at": at, "in_seq": seq[at], "kind": kind[at], "payload": payload[at],
             "orig_start": start[at], "orig_end": end[at], "reason": rule[at],
@@ -356,7 +418,8 @@ def _batch(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, raises: bool
     m = len(good)
     return _Batch(_ints(seq[good], seq[-1:] if eos else []), kind[good], m + int(eos), m, eos,
                   start[good], end[good], arrival[good], payload[good], partition[good], parts,
-                  light[good], tids[good], total, int(seq[-1]) if total else -1, good,
+                  light[good], tids[good], total, total - int(tick.sum()),
+                  int(seq[-1]) if total else -1, good,
                   merge[good], int(merge[-1]) if rows else st["last_arrival"], data_arrival,
                   dead)
 
@@ -371,21 +434,22 @@ def _rule(spec: StreamSpec, row: InRow, last: int | None) -> str | None:
     return ordering_arrival_problem(row, last) or row.error or validate(spec, row)
 
 
-def process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int = 0,
-            snapshot: bool = True, raises: bool = True
+def process(machine: IngressMachine, spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame,
+            index: int = 0, snapshot: bool = True
             ) -> tuple[pd.DataFrame, list[tuple[tuple, int]]] | None:
     """Stream ``index``'s output rows for a batch of its input rows (with the policy's metrics
     snapshot last, unless not ``snapshot``) and each CTI it emitted with its place in arrival
     order (the merge key of the row that made it), updating ``st`` as the row machine does;
     None (``st`` untouched) where the row machine must run."""
     policy, ost = spec.ordering, st["ordering"]
-    if st["eos"] or st["pending"] or st["imported"] or st["open_edges"] or \
+    if st["eos"]:  # (a row now is a replay or an error, a tick changes nothing)
+        in_sequence(spec, st, pdf, EVENT_KIND[spec.shape])
+        return metrics_row(spec, st, index) if snapshot else output_frame({}, index), []
+    if st["pending"] or st["imported"] or st["open_edges"] or \
             not st["cti"] == ost["cti"] == ost["rule_cti"]:
         return None
     indep = ordering.independent(policy)
-    batch = _batch(spec, st, pdf, raises)
-    if batch is None:
-        return None
+    batch = _batch(machine, spec, st, pdf, index)
     seq, kind, n, m, eos = batch.seq, batch.kind, batch.n, batch.m, batch.eos
     start, end, arrival, payload = batch.start, batch.end, batch.arrival, batch.payload
     partition, light, tids = batch.partition, batch.light, batch.tids
@@ -450,23 +514,36 @@ def process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int 
         rule, before = np.empty(m, np.int64), np.empty(m, np.int64)
         current, prev = seed.copy(), rule0
         cuts = sorted({0, m, *(int(r) for r in first_row if r < m)})
-        if len(cuts) * len(names) > _COMBINED_BUDGET:
-            return None
         new_timeline = np.asarray([tl is None for tl in known], bool)
-        for a, b in zip(cuts[:-1], cuts[1:], strict=True):
-            floor[new_timeline & (first_row == a)] = prev
-            decide(slice(a, b), slice(a, b))  # (every row judged: no light rows)
-            kept, ts = decided.kept[a:b], decided.ts[a:b]
-            here = fc[a:b]
-            after_max[a:b] = np.maximum(current[here], _group_cummax(
+        untouched = _Untouched(current, ~new_timeline)
+        by_first = np.argsort(first_row, kind="stable")
+        bounds = np.searchsorted(first_row[by_first], cuts)
+        for k, (a, b) in enumerate(zip(cuts[:-1], cuts[1:], strict=True)):
+            made = by_first[bounds[k]:bounds[k + 1]]  # (the timelines made at row a)
+            made = made[new_timeline[made]]
+            floor[made] = prev  # (each is touched by the run: its first row is the run's)
+            lo, hi = np.searchsorted(full, [a, b])  # (the judged rows: clock ticks are not)
+            sel = full[lo:hi]
+            decide(sel, slice(lo, hi))
+            kept, ts = decided.kept[sel], decided.ts[sel]
+            here = fc[lo:hi]
+            after_max[sel] = np.maximum(current[here], _group_cummax(
                 np.where(kept, ts, MIN_TIME), here))
-            alive = np.flatnonzero(~new_timeline | (first_row <= a))
-            # The lowest timeline max (MIN_TIME while one has none: then A - L alone).
-            lowest = _lowest(current, alive, here, after_max[a:b])
+            # The lowest timeline max (MIN_TIME while one has none: then A - L alone), after
+            # each judged row, and so after each row (before a run's first judged row, a
+            # tick's, the lowest is as it was: the rule in force covers it already).
+            lowest, touched = _lowest_of_run(untouched, here, after_max[sel])
+            if len(sel) < b - a:
+                last = np.full(b - a, -1, np.int64)
+                last[sel - a] = np.arange(len(sel))
+                last = np.maximum.accumulate(last)
+                lowest = np.where(last >= 0, lowest[np.maximum(last, 0)] if len(sel) else
+                                  MIN_TIME, MIN_TIME)
             stream_cti = np.maximum(_sat(lowest, -ooo_tol), a_term[a:b])
             rule[a:b] = np.maximum.accumulate(np.maximum(stream_cti, prev))
             before[a:b] = np.concatenate([[prev], rule[a:b - 1]])
             np.maximum.at(current, here[kept], ts[kept])
+            untouched.add(touched)
             prev = int(rule[b - 1])
     ts, status, reason = decided.ts, decided.status, decided.reason
     dropped, kept = decided.dropped, decided.kept
@@ -633,7 +710,7 @@ def process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int 
     if batch.total:
         st["last_arrival"] = MAX_TIME if eos else batch.merge_last
         st["last_key"] = (st["last_arrival"], index, batch.last_seq)
-        st["next_in_seq"] += batch.total
+        st["next_in_seq"] += batch.received
     st["data_arrival"] = MAX_TIME if eos else batch.data_arrival
     st["eos"] = st["eos"] or eos
     if snapshot:

@@ -44,6 +44,7 @@ from cti.ingress.columns import (
     generated,
     in_sequence,
     judged,
+    metrics_row,
     output_frame,
     policed,
     statuses,
@@ -80,13 +81,13 @@ def eligible(specs: list[StreamSpec], edges: bool = False) -> bool:
 
 
 def process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame) -> pd.DataFrame | None:
-    """The batch's output rows (stream 0), or None where the row machine must run instead."""
-    done = _process(spec, st, pdf, 0)
-    return None if done is None else done[0]
+    """The batch's output rows of a stream alone (stream 0) with state ``st``, or None where
+    the row machine must run instead."""
+    return process_group(IngressMachine([spec], {"streams": [st]}), pdf)
 
 
-def process_group(machine: IngressMachine, pdf: pd.DataFrame, owner: int | None = None
-                  ) -> pd.DataFrame | None:
+def process_group(machine: IngressMachine, pdf: pd.DataFrame, owner: int | None = None,
+                  settle: bool = True) -> pd.DataFrame | None:
     """A micro-batch of a group: vectorised where it can be, else None (the row machine runs).
 
     A group of one common stream runs wholly vectorised. A group where every other stream
@@ -98,13 +99,15 @@ def process_group(machine: IngressMachine, pdf: pd.DataFrame, owner: int | None 
     the vectorised stream are output, and a ``weight`` column says how many rows each row
     stands for in the whole output: one row per event status (kind ``summary``) counts all
     the stream's events, so its event rows weigh 0; every other row weighs 1.
+
+    Bad input in a stream that raises is settled at the end (``IngressMachine.settle``: the
+    first in arrival order raises), unless not ``settle`` (the caller settles).
     """
     specs = machine.specs
-    if machine.failing:  # (bad input met in another shard's event: the row machine goes on)
-        return None
     if eligible(specs, edges=True):
-        done = _process(specs[0], machine.state["streams"][0], pdf, 0, owner,
-                        machine=machine)
+        done = _process(specs[0], machine.state["streams"][0], pdf, 0, machine, owner)
+        if done is not None and settle:
+            machine.settle()
         return None if done is None else done[0]
     fast = [i for i, sp in enumerate(specs)
             if eligible([sp], edges=True) and rooted_at(specs, i)]
@@ -113,13 +116,14 @@ def process_group(machine: IngressMachine, pdf: pd.DataFrame, owner: int | None 
     i = fast[0]
 
     def fast_stream(rows: pd.DataFrame) -> tuple[pd.DataFrame, list] | None:
-        got = _process(specs[i], machine.state["streams"][i], rows, i, owner,
-                       machine=machine)
+        got = _process(specs[i], machine.state["streams"][i], rows, i, machine, owner)
         return None if got is None else got[:2]
 
     done = with_importers(machine, pdf, i, fast_stream)
     if done is None:
         return None
+    if settle:
+        machine.settle()
     out, rest = done
     if owner is not None:
         rest["weight"] = np.int64(1)
@@ -133,11 +137,22 @@ def with_importers(machine: IngressMachine, pdf: pd.DataFrame, i: int,
     its place in arrival order, or None) and whose other streams import its CTIs: those CTIs
     queued at their places, then the other stream's rows vectorised too where it can be
     (``importing``), else the row machine processes them as it would. The output rows of
-    both, or None where ``fast`` declines."""
-    mine = pdf["stream"].to_numpy() == i
+    both, or None where ``fast`` declines. Rows out of sequence raise as the row machine
+    has them: the first stream's first (it receives every row before it processes one)."""
+    stream = pdf["stream"].to_numpy()
+    mine = stream == i
+
+    def in_order(streams: range) -> None:
+        for j in streams:
+            if j != i:
+                in_sequence(machine.specs[j], machine.state["streams"][j], pdf[stream == j],
+                            STARTS[machine.specs[j].shape])
+
+    in_order(range(i))
     done = fast(pdf[mine])
     if done is None:
         return None
+    in_order(range(i + 1, len(machine.specs)))
     out, ctis = done
     machine.import_ctis(i, ctis)
     return out, importers_step(machine, pdf[~mine], i)
@@ -161,9 +176,11 @@ def importers_step(machine: IngressMachine, rows: pd.DataFrame, i: int) -> pd.Da
             taken |= mine
             machine.import_ctis(j, got[1])
             todo += [(j, k) for k in machine.importers[j]]
-    left = in_rows_from_pandas(rows[~taken]) if not taken.all() else []
-    # (after its merge, the row machine adds an event-ordering stream's metrics)
-    return stack([*done, out_rows_to_pandas(machine.process(left))])
+    if not taken.all():  # (after its merge, it adds an event-ordering stream's metrics)
+        return stack([*done, out_rows_to_pandas(machine.process(in_rows_from_pandas(
+            rows[~taken])))])
+    return stack([*done, *(metrics_row(spec, st, k) for k, (spec, st) in enumerate(
+        zip(machine.specs, machine.state["streams"], strict=True)) if spec.ordering)])
 
 
 def shard_chunk(machine: IngressMachine, pdf: pd.DataFrame, owner: int,
@@ -176,35 +193,33 @@ def shard_chunk(machine: IngressMachine, pdf: pd.DataFrame, owner: int,
     ``field``: the payload field that spreads the query; where ``pdf`` has its JSON text for
     every event the chunk keeps (``text``, see ``packing.routed``), the chunk carries its
     codes (``Chunk.fields``)."""
-    if machine.failing or not eligible(machine.specs):
+    if not eligible(machine.specs):
         return None
-    done = _process(machine.specs[0], machine.state["streams"][0], pdf, 0, owner,
-                    events_apart=True, field=field, machine=machine)
+    done = _process(machine.specs[0], machine.state["streams"][0], pdf, 0, machine, owner,
+                    events_apart=True, field=field)
     return None if done is None else (done[0], done[2])
 
 
 def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int,
-             owner: int | None = None, events_apart: bool = False, field: str | None = None,
-             machine: IngressMachine | None = None
+             machine: IngressMachine, owner: int | None = None, events_apart: bool = False,
+             field: str | None = None
              ) -> tuple[pd.DataFrame, list[tuple[tuple, int]], Chunk] | None:
     """Stream ``index``'s output rows, each CTI it emitted with its place in arrival order
     (the merge key of the row that made it), and (``events_apart``, with an ``owner``) the
     owner's chunk, whose event rows the output then leaves out; None where the row machine
-    must run. ``owner``: see ``process_group``; ``field``: see ``shard_chunk``.
-
-    In a stream that raises, where the first bad row is another shard's event (its owner
-    raises for it), the shard goes on as the row machine does (``machine.failing``, set on
-    ``machine``; without one, None): no bad row is output or counted, and none raises."""
+    must run. ``owner``: see ``process_group``; ``field``: see ``shard_chunk``. In a stream
+    that raises, the first bad row is ``machine``'s fault (``IngressMachine.fault``), and no
+    bad row is output or counted."""
     if st["pending"] or st["imported"]:
         return None
     edges = spec.shape is EventShape.EDGE
     ev_kind = STARTS[spec.shape]
-    got = in_sequence(spec, st, pdf, ev_kind)
-    if got is None:
-        return None
-    pdf, kind, rest = got
+    pdf, kind, rest, ticks = in_sequence(spec, st, pdf, ev_kind)
     n = len(pdf)
     if n == 0:
+        if len(ticks.at):  # (a tick alone moves the merge arrival: ``_receive_clock``)
+            st["last_arrival"] = max(st["last_arrival"], int(ticks.arrival.max()))
+            st["last_key"] = (st["last_arrival"], index, int(ticks.seq[-1]))
         empty = output_frame({}, index)
         return ((empty if owner is None else empty.assign(weight=np.zeros(0, np.int64))), [],
                 Chunk.empty())
@@ -222,7 +237,9 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
         is_eos, MAX_TIME, np.where(is_end, end, start)))
     # The merge arrival (after a clock tick ahead of the data: at least the tick's) and the
     # data's own arrival (a row going back behind it is bad input), before and after each row.
-    run = np.maximum.accumulate(np.concatenate([[st["last_arrival"]], sync_arrival]))
+    tick_floor = ticks.floor(n)
+    run = np.maximum.accumulate(np.concatenate([[st["last_arrival"]],
+                                                np.maximum(sync_arrival, tick_floor[:n])]))
     data = np.maximum.accumulate(np.concatenate([[st["data_arrival"]], sync_arrival]))
     # Bad rows: found by the arrays, worded by the row machine's rules on those flagged.
     back = (arrival != NULL) & (arrival < data[:-1])
@@ -231,15 +248,9 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
     rule = np.full(n, None, object)
     rule[at] = worded(spec, in_rows_from_pandas(pdf.iloc[at]), back[at], data[:-1][at])[0]
     bad = rule != None  # noqa: E711 (per row)
-    failing, first_bad = False, -1  # (another shard's bad event came first: see above)
     if bad.any():
         good = ~bad
         is_ev, is_end, is_cti = is_ev & good, is_end & good, is_cti & good
-        if not spec.dead_letter:  # the first bad row raises, as processing meets it
-            first_bad = int(np.argmax(bad))
-            failing = elsewhere(in_rows_from_pandas(pdf.iloc[first_bad:first_bad + 1])[0])
-            if failing and machine is None:
-                return None
 
     ev_idx = np.flatnonzero(is_ev)
     candidate, max_start, count, gen_ref = generated(spec, st, is_ev, start)
@@ -250,50 +261,45 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
     before, after = after[:-1], after[1:]
     emits_cti = candidate > before
     regression = is_cti & ~emits_cti
-    unpoliced_edges = None  # (an edge stream's events behind its adapter's CTI, no policy)
-    if spec.policy is None:  # an event behind its adapter's CTI is an error (SPEC 3)
+    # Events of a stream without a policy behind its adapter's CTI: errors (SPEC 3).
+    violated = np.zeros(n, bool)
+    if spec.policy is None:
         violates = (is_ev | is_end) & (np.where(is_end, end, start) < before)
         if violates.any() and edges:
             # The owner's starts behind the CTI are known now (never opened; another shard's
             # edge is its owner's to judge); an end is behind it only if it closes a start
             # (else it closes nothing): known once paired, below.
-            unpoliced_edges = is_ev & violates & (payload != None)  # noqa: E711 (per row)
-            is_ev = is_ev & ~unpoliced_edges
+            violated = is_ev & violates & (payload != None)  # noqa: E711 (per row)
+            is_ev = is_ev & ~violated
         elif violates.any():
-            if unpoliced_first(spec, pdf, rule, bad, violates, before):
-                if machine is None:
-                    return None
-                failing = True
-            is_ev, bad = is_ev & ~violates, bad | violates
-    if bad.any() and not spec.dead_letter and not edges and not failing:  # (edges: below)
-        first = int(np.argmax(bad))
-        raise bad_input(spec, in_rows_from_pandas(pdf.iloc[first:first + 1])[0], rule[first])
+            violated = violates
+            is_ev = is_ev & ~violates
 
     if edges:  # only the owner of an edge (it has its payload) pairs and judges it
         owned = (is_ev | is_end) & (payload != None)  # noqa: E711 (per row)
         out_start, out_end, reason, accepted, adjust, dropped, stray = edges_paired(
             st["open_edges"], spec, is_ev & owned, is_end & owned, start, end, payload,
             before, judged(spec, is_ev & owned, start, end, before), strays=True)
-        if unpoliced_edges is not None:  # and the paired ends behind the CTI (kept open)
+        if spec.policy is None:  # and the paired ends behind the CTI (kept open)
             late = is_end & owned & ~stray & (out_start == NULL) & (reason == "cti_violation")
-            unpoliced_edges |= late
+            violated |= late
             owned, dropped = owned & ~late, dropped & ~late
-            at = np.flatnonzero(unpoliced_edges)
-            rule[at] = unpoliced_rules(spec, in_rows_from_pandas(pdf.iloc[at]), before[at])
-            bad = bad | unpoliced_edges
-        errors = stray | bad
-        first = int(np.argmax(errors))
-        if not spec.dead_letter and errors.any() and not (failing and first == first_bad):
-            if unpoliced_edges is not None and unpoliced_edges[first]:
-                raise CtiViolationError(rule[first])
-            raise bad_input(spec, in_rows_from_pandas(pdf.iloc[first:first + 1])[0],
-                            rule[first] if bad[first] else STRAY_END)
-        if stray.any():  # an end that closes nothing: a dead letter
-            rule[stray], bad, owned = STRAY_END, bad | stray, owned & ~stray
+        rule[stray], bad, owned = STRAY_END, bad | stray, owned & ~stray  # (closes nothing)
     else:
         verdict = judged(spec, is_ev, start, end, before)
         _, adjust, dropped, accepted = verdict
         out_start, out_end, reason = policed(verdict, start, end, before)
+    if violated.any():
+        at = np.flatnonzero(violated)
+        rule[at] = unpoliced_rules(spec, in_rows_from_pandas(pdf.iloc[at]), before[at])
+        bad = bad | violated
+    if bad.any() and not spec.dead_letter:  # the batch fails: none is output or counted
+        first = int(np.argmax(bad))
+        row = in_rows_from_pandas(pdf.iloc[first:first + 1])[0]
+        machine.fault((int(run[first + 1]), index, int(seq[first])), elsewhere(row),
+                      CtiViolationError(rule[first]) if violated[first]
+                      else bad_input(spec, row, rule[first]))
+        bad = np.zeros(n, bool)
 
     # Output rows: each input row's event row, then the CTI it generated (or its regression).
     rows_ev = np.flatnonzero(owned if edges else is_ev)
@@ -309,9 +315,6 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
                            payload[kept], candidate[emits_cti].tolist(),
                            known_field(pdf, kept, field))
         rows_ev = rows_ev[:0]
-    if failing:  # (nothing of the bad rows is output or counted: ``IngressMachine._bad``)
-        machine.failing = True
-        bad = np.zeros(n, bool)
     rows_bad = np.flatnonzero(bad)
     order = np.argsort(np.concatenate([rows_ev * 2, rows_bad * 2, rows_cti * 2 + 1]),
                        kind="stable")
@@ -386,27 +389,13 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
         st["max_start"] = int(max_start[-1])
     st["out_seq"] += m
     st["next_in_seq"] += n
-    st["last_arrival"], st["data_arrival"] = int(run[-1]), int(data[-1])
-    st["last_key"] = (int(run[-1]), index, int(seq[-1]))
+    st["last_arrival"] = max(int(run[-1]), int(tick_floor[n]))
+    st["data_arrival"] = int(data[-1])
+    trailing = ticks.seq[ticks.at == n]  # (ticks after the last row: the key is theirs)
+    st["last_key"] = (st["last_arrival"], index,
+                      int(trailing[-1]) if len(trailing) else int(seq[-1]))
     st["eos"] = bool(is_eos.any())
     return out, cti_keys, chunk
-
-
-def unpoliced_first(spec: StreamSpec, pdf: pd.DataFrame, rule: np.ndarray, bad: np.ndarray,
-                    violates: np.ndarray, before: np.ndarray) -> bool:
-    """The events of a stream without a policy that violate its adapter's CTI in force
-    ``before`` them (``violates``) get the row machine's rule in ``rule``
-    (``machine.unpoliced``); where the stream raises and the first of them comes before the
-    first bad row, raises its ``CtiViolationError``, or gives True where it is another shard's
-    event (its owner raises; this shard goes on as the row machine's ``failing`` mode)."""
-    at = np.flatnonzero(violates)
-    rows = in_rows_from_pandas(pdf.iloc[at])
-    if not spec.dead_letter and not bad[:at[0]].any():
-        if elsewhere(rows[0]):
-            return True
-        raise CtiViolationError(unpoliced(spec, rows[0], int(before[at[0]])))
-    rule[at] = unpoliced_rules(spec, rows, before[at])
-    return False
 
 
 def unpoliced_rules(spec: StreamSpec, rows: list[InRow], before: np.ndarray) -> list[str]:
