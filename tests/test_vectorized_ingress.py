@@ -1,7 +1,6 @@
 """The vectorised ingress path equals the row machine (the definition, SPEC 3-5): same output
-rows and the same state, on random batches; where it declines (bad rows, an edge end that
-closes nothing, arrival going back) the row machine takes the batch on the same state, so the
-two can take turns."""
+rows and the same state, on random batches, bad input, clock ticks and raised errors
+included."""
 
 from __future__ import annotations
 
@@ -17,7 +16,7 @@ from strategies import POLICIES, SHAPES, StreamDef, arrivals, batch_sizes, bind,
 
 from cti.adapters import Arriving
 from cti.engine.batch import read_rows
-from cti.errors import CtiError
+from cti.errors import BadInputError, CtiError
 from cti.events import EdgeEvent, EventShape, IntervalEvent, PointEvent
 from cti.ingress import columns, importing, vectorized
 from cti.ingress.machine import IngressMachine
@@ -235,7 +234,10 @@ def _group_steps(specs, inputs, sizes) -> None:
         k += 1
         step = same_step(rows_machine, mixed, batch)
         if step is None:
+            event("raised, vectorised")
             return
+        if mixed.failing:
+            event("another shard's bad event: failing, vectorised")
         used += step
     event(f"vectorised group batches: {min(used, 2)}")
 
@@ -341,7 +343,7 @@ def test_a_slow_stream_that_only_imports_runs_vectorised_as_the_row_machine(defs
     pass them included; bad rows dead-lettered in their place (the row machine raises where
     the stream raises)."""
     specs, inputs = _group_inputs(defs)
-    inputs[1:] = [noisy(rows, noise) for rows in inputs[1:]]
+    inputs = [noisy(rows, noise) for rows in inputs]  # (the fast stream's too: which raises)
     taken, dead, down, ticked = [], [], [], []
     original = importing.process
 
@@ -429,22 +431,19 @@ def _depth(specs: list[StreamSpec], j: int) -> int:
 
 def same_step(rows_machine: IngressMachine, mixed: IngressMachine, batch: list) -> bool | None:
     """Process ``batch`` in the row machine and through the vectorised group path (``mixed``)
-    and check they give the same output and state; None where both raise a ``CtiError``, else
-    whether the vectorised path took the batch."""
+    and check they give the same output and state, or raise the same ``CtiError`` (None);
+    the vectorised path takes every batch (True)."""
     table = frame([in_row_to_tuple(r) for r in batch])
     try:
         want = out_rows_to_pandas(rows_machine.process(batch))
-    except CtiError as exc:  # the same error, raised by the vectorised path or declined
+    except CtiError as exc:  # the vectorised path raises the same error
         with pytest.raises(type(exc)) as raised:
-            got = vectorized.process_group(mixed, table)
-            if got is None:
-                mixed.process(in_rows_from_pandas(table))
+            vectorized.process_group(mixed, table)
         assert str(raised.value) == str(exc)
         return None
     got = vectorized.process_group(mixed, table)
-    used = got is not None
-    if got is None:
-        got = out_rows_to_pandas(mixed.process(in_rows_from_pandas(table)))
+    assert got is not None, "the vectorised path declined"
+    used = True
     order = ["stream", "seq"]
     pd.testing.assert_frame_equal(
         got.sort_values(order, kind="stable").reset_index(drop=True),
@@ -458,17 +457,15 @@ def _as_shard_1(specs: list[StreamSpec], rows: pd.DataFrame, routed: pd.DataFram
                 ) -> tuple[pd.DataFrame, pd.DataFrame] | None:
     """The row machine's output for ``rows`` and shard 1's vectorised output for ``routed``
     (the same rows with ``own``; ``shard``: its machine, new by default), after checking both
-    leave the same state; None where the row machine raises or the vectorised path
-    declines."""
+    leave the same state (the vectorised path takes every batch); None where the row machine
+    raises."""
     row_machine, shard = IngressMachine(specs), shard or IngressMachine(specs)
     try:
         want = out_rows_to_pandas(row_machine.process(in_rows_from_pandas(rows)))
     except CtiError:
         return None
     got = vectorized.process_group(shard, routed, owner=1)
-    if got is None:
-        return None
-    event("vectorised")
+    assert got is not None, "the vectorised path declined"
     assert pickle.dumps(shard.state) == pickle.dumps(row_machine.state)
     assert shard.failing == row_machine.failing  # (going on after another shard's bad event)
     return want, got
@@ -721,3 +718,29 @@ def test_a_shard_pairs_and_reports_its_own_edges_only(defs, data):
     pd.testing.assert_frame_equal(got.drop(columns="weight").reset_index(drop=True),
                                   want.reset_index(drop=True), check_dtype=False)
     assert (got["weight"] == 1).all()
+
+
+@pytest.mark.parametrize("fast_first", [True, False])
+def test_the_first_bad_row_in_arrival_order_raises_whichever_stream_it_is_in(fast_first):
+    """A micro-batch with bad rows in a fast stream and in a slow stream that imports its
+    CTIs, both raising for bad input: the error is the one of the row that arrived first,
+    though the fast stream (the first processed) met its own earlier; the same by the row
+    machine and by the vectorised path."""
+    fast = StreamDef("a", EventShape.POINT, tuple(
+        Arriving(PointEvent(t, {"k": t}), t) for t in range(10, 70, 10)),
+        AdvanceTimeSettings.increasing_start_time(), "raise")
+    slow = StreamDef("b", EventShape.POINT, tuple(
+        Arriving(PointEvent(t, {"r": t}), t) for t in (15, 25, 35)),
+        AdvanceTimeSettings(import_settings=AdvanceTimeImportSettings("a"),
+                            policy=AdvanceTimePolicy.ADJUST), "raise")
+    specs, inputs = _group_inputs([fast, slow])
+    unreadable = {"kind": "invalid", "start": None, "end": None, "error": "unreadable"}
+    inputs[0][4] = inputs[0][4]._replace(**unreadable)  # arrives at 50
+    inputs[1][2] = inputs[1][2]._replace(arrival=55 if fast_first else 35, **unreadable)
+    batch = [r for rows in inputs for r in rows]
+    first = "'a'" if fast_first else "'b'"
+    for run in (lambda m: m.process(batch),
+                lambda m: vectorized.process_group(m, frame([in_row_to_tuple(r)
+                                                             for r in batch]))):
+        with pytest.raises(BadInputError, match=f"stream {first}.*unreadable"):
+            run(IngressMachine(specs))

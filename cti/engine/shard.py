@@ -6,9 +6,10 @@ payloads of the events it owns (``cti.engine.batch.routed``), or, for a stream w
 can compute from the source's generation points, only its own events and those points
 (``cti.engine.timed``). Per group it runs the group's
 ingress: straight to the chunk its operators take where the group is one common stream
-(``vectorized.shard_chunk``), else vectorised where it can be (``vectorized.process_group``,
-``ordered.process_group``), else the row machine (``IngressMachine.process``) on the same
-state; then the ``QueryMachine`` over the events it owns. Every shard computes the same CTIs.
+(``vectorized.shard_chunk``), else vectorised (``vectorized.process_group``,
+``ordered.process_group``); then the ``QueryMachine`` over the events it owns. (The row
+machine, ``IngressMachine.process``, is their definition, the oracle tests check them
+against; no runtime runs it.) Every shard computes the same CTIs.
 The in-process runtime runs this step with one shard; Spark runs it in its stateful function,
 one call per shard and micro-batch.
 """
@@ -25,7 +26,6 @@ import pyarrow as pa
 
 from cti.engine import timed
 from cti.engine.batch import owners
-from cti.engine.layout import in_rows_from_pandas, out_rows_to_pandas
 from cti.engine.route import QueryRoute
 from cti.events import EVENT_KINDS, INPUT_STATUSES, SHAPE_KINDS, EventShape
 from cti.ingress import ordered, vectorized
@@ -38,14 +38,15 @@ from cti.operators.machine import QueryMachine
 def ingress_step(machine: IngressMachine, rows: pd.DataFrame, owner: int | None = None,
                  settle: bool = True) -> pd.DataFrame:
     """A group's ingress output rows of a batch of its input rows (``IN_ARROW`` columns, as
-    pandas): vectorised where it can be (a stream with CTIs generated or imported, or with an
-    event-ordering policy), else the row machine on the same state. ``owner``, ``settle``:
-    see ``vectorized.process_group``."""
+    pandas), vectorised: a group rooted at a stream whose CTIs are generated or its
+    adapter's (``vectorized``), or at a stream with an event-ordering policy (``ordered``).
+    ``owner``, ``settle``: see ``vectorized.process_group``."""
     got = vectorized.process_group(machine, rows, owner, settle)
     if got is None:
         got = ordered.process_group(machine, rows, settle)
-    if got is None:
-        got = out_rows_to_pandas(machine.process(in_rows_from_pandas(rows)))
+    if got is None:  # (binding makes every group one of those)
+        raise RuntimeError(f"no vectorised ingress for the group of streams "
+                           f"{[s.name for s in machine.specs]}: a bug in cti")
     return got
 
 

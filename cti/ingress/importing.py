@@ -13,12 +13,12 @@ imported before it: a search, not a step per row. This module computes exactly t
 machine's output rows and new state for that, and the CTIs the stream passes down the chain
 with their places. The stream may also have CTIs of its own, generated (SPEC 4) or from its
 adapter: in processing order, each CTI, imported or its own, moves the stream's time where it
-is later (a running maximum). A bad row of a stream that dead-letters it (SPEC 9) is
-dead-lettered in its place, worded by the row machine's rules (``machine.problem``). Edge
-ends are paired with their starts as ``columns.edges_paired`` does. It returns None (the row
-machine runs) for anything else: a clock tick, an edge end that closes nothing, a violation
-without a policy, a bad row in a stream that raises for it (the row machine raises the
-group's first in arrival order).
+is later (a running maximum). A bad row (SPEC 9; an edge end that closes nothing too) is
+dead-lettered in its place, worded by the row machine's rules (``machine.problem``), or, in
+a stream that raises, the first the stream processes is the machine's fault (the group's
+first in arrival order raises: ``IngressMachine.settle``). Edge ends are paired with their
+starts as ``columns.edges_paired`` does. A wall-clock tick waits in its place as a row does
+and moves the merge arrival only.
 """
 
 from __future__ import annotations

@@ -495,7 +495,8 @@ class IngressMachine:
                            payload_to_json(ordering.snapshot(spec.ordering, ost)), "metrics")
 
     def _violation(self, row: InRow, c: int) -> bool:
-        """True when the event should get the policy; raises for a stream with no policy."""
+        """True when the event should get the policy; for a stream with no policy, False:
+        the event is dead-lettered, or the batch's fault."""
         spec = self.specs[row.stream]
         if spec.policy is not None:
             return True

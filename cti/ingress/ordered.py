@@ -8,11 +8,9 @@ batch of events with arrival times and maybe the end of input. Bad rows (SPEC 9:
 CTI from the adapter, no arrival time or one that goes back within its partition, a time that
 breaks a rule, a payload without the substream key) are found by the arrays and worded by the
 row machine's rules on those rows: dead letters in their place (the clocks move as the row
-machine moves them), or the first raises, as rows out of sequence do. Clock ticks, another
-shard's bad event in a stream that raises, and a micro-batch where many new partitions
-combined by their minimum meet many known ones (``_COMBINED_BUDGET``) return None, and the
-caller runs the row machine on the same state: both keep the same state, so they can
-take turns.
+machine moves them), or the first is the machine's fault (``IngressMachine.fault``, see
+``cti.ingress.vectorized``). A wall-clock tick is a row that moves the arrival clock and
+nothing else, as another shard's event of another shard's substream does.
 
 Why it can be computed without a step per event: an event is judged against its timeline's
 watermark ``max(max - O, A - L, floor)`` before it, where ``max`` is the largest timestamp the

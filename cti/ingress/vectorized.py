@@ -14,12 +14,12 @@ arrival time that goes back, an edge end that closes nothing, an event behind it
 CTI on a stream without a policy: of an edge stream, a start, never opened, or an end that
 closes a start, which stays open) is found by the arrays and worded by the row machine's own
 rules (``machine.problem``, ``machine.unpoliced``) on the few rows they flag: each such row is
-dead-lettered in its place (``on_bad_input="dead_letter"``), or the first raises the row
-machine's error; so do rows out of sequence or after the end of input. Where the first bad
-row is another shard's event in a stream that raises, its owner raises and the shard goes on
-as the row machine does (``IngressMachine.failing``: no bad row output or counted). Where a
-clock tick is among the rows, this returns None and the caller runs the row machine on the
-same state: both keep the same state, so they can take turns.
+dead-lettered in its place (``on_bad_input="dead_letter"``), or, in a stream that raises, the
+first is the machine's fault (``IngressMachine.fault``): at the end of the batch the group's
+first in arrival order raises the row machine's error, or, where that is another shard's
+event, the shard goes on failing (its owner raises). Rows out of sequence or after the end of
+input raise at once, as the row machine receives them. A wall-clock tick moves the stream's
+merge arrival.
 
 Rows and output are pandas frames in the Spark row layout (``cti.runtime.spark.schema``: a
 missing time is ``NULL_TIME``).
@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cti.engine.layout import in_rows_from_pandas, out_rows_to_pandas
+from cti.engine.layout import in_rows_from_pandas
 from cti.errors import CtiViolationError
 from cti.events import EventShape
 from cti.ingress import importing
@@ -88,7 +88,8 @@ def process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame) -> pd.DataF
 
 def process_group(machine: IngressMachine, pdf: pd.DataFrame, owner: int | None = None,
                   settle: bool = True) -> pd.DataFrame | None:
-    """A micro-batch of a group: vectorised where it can be, else None (the row machine runs).
+    """A micro-batch of a group rooted at a stream that this module takes (``eligible``),
+    else None (``cti.ingress.ordered`` takes the others).
 
     A group of one common stream runs wholly vectorised. A group where every other stream
     imports the CTIs of one common stream, directly or down a chain (a fast stream and the
@@ -160,25 +161,22 @@ def with_importers(machine: IngressMachine, pdf: pd.DataFrame, i: int,
 
 def importers_step(machine: IngressMachine, rows: pd.DataFrame, i: int) -> pd.DataFrame:
     """The output rows of the streams that import stream ``i``'s CTIs (queued already),
-    directly or down a chain (a -> b -> c), for their input ``rows``: each vectorised where
-    ``importing`` can, its CTIs then queued in the streams that import from it; the rows of
-    the others, and of every stream down the chain from one of them, by the row machine (a
-    stream waits only for the streams up its chain, so each branch can go its own way)."""
+    directly or down a chain (a -> b -> c), for their input ``rows`` (``importing``), each
+    one's CTIs then queued in the streams that import from it (a stream waits only for the
+    streams up its chain, so each branch goes its own way); then the policy's metrics
+    snapshot of an event-ordering stream ``i``, as the row machine adds it after its merge."""
     stream = rows["stream"].to_numpy()
-    done, taken = [], np.zeros(len(rows), bool)
+    done = []
     todo = [(i, j) for j in machine.importers[i]]
     while todo:
         exporter, j = todo.pop(0)
-        mine = stream == j
-        got = importing.process(machine, rows[mine], exporter, j)
-        if got is not None:
-            done.append(got[0])
-            taken |= mine
-            machine.import_ctis(j, got[1])
-            todo += [(j, k) for k in machine.importers[j]]
-    if not taken.all():  # (after its merge, it adds an event-ordering stream's metrics)
-        return stack([*done, out_rows_to_pandas(machine.process(in_rows_from_pandas(
-            rows[~taken])))])
+        got = importing.process(machine, rows[stream == j], exporter, j)
+        if got is None:  # (binding gives every such stream a policy and no ordering)
+            raise RuntimeError(f"no vectorised ingress for stream {machine.specs[j].name!r}, "
+                               "which imports CTIs: a bug in cti")
+        done.append(got[0])
+        machine.import_ctis(j, got[1])
+        todo += [(j, k) for k in machine.importers[j]]
     return stack([*done, *(metrics_row(spec, st, k) for k, (spec, st) in enumerate(
         zip(machine.specs, machine.state["streams"], strict=True)) if spec.ordering)])
 
