@@ -171,3 +171,18 @@ def test_reference_options_are_checked(args: list[str], message: str) -> None:
     proc = subprocess.run([sys.executable, str(BENCH), *args], cwd=REPO, capture_output=True,
                           text=True, timeout=60, check=False)
     assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+
+
+def test_the_partitions_bench_runs_both_ingresses_to_the_same_rows() -> None:
+    """bench/partitions.py scaled down: per partition count one JSON line, each micro-batch
+    (partitions new, then known) run vectorised and by the row machine, their rows checked
+    equal by the script."""
+    done = subprocess.run([sys.executable, str(REPO / "bench" / "partitions.py"),
+                           "--partitions", "3,40", "--events", "400"],
+                          capture_output=True, text=True, check=True, timeout=120)
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [line["partitions"] for line in lines] == [3, 40]
+    for line in lines:
+        for batch in ("new", "known"):
+            assert line[batch]["vectorised_events_per_s"] > 0
+            assert line[batch]["row_machine_events_per_s"] > 0

@@ -60,7 +60,7 @@ def process(machine: IngressMachine, pdf: pd.DataFrame, exporter: int, j: int
     """The output rows of stream ``j``, which imports the CTIs of stream ``exporter``, for its
     input rows ``pdf`` (the exporter processed and its CTIs queued already), and each CTI it
     emitted with its place in arrival order (to queue in the streams that import from it), or
-    None where the row machine must take them."""
+    None for a stream that binding never makes (no policy, or an event-ordering policy)."""
     specs, streams = machine.specs, machine.state["streams"]
     spec, st = specs[j], streams[j]
     if spec.import_from != exporter or spec.ordering is not None:

@@ -126,9 +126,9 @@ def ordered_stream(specs: list[StreamSpec]) -> int | None:
 def process_group(machine: IngressMachine, pdf: pd.DataFrame, settle: bool = True
                   ) -> pd.DataFrame | None:
     """A micro-batch of a group whose event-ordering stream runs vectorised: its output rows,
-    as the row machine gives them, or None where the row machine must run. The streams that
-    import its CTIs (slow reference streams, usually few rows) take its CTIs at their place
-    in arrival order, as in ``vectorized.process_group`` (so does ``settle``)."""
+    as the row machine gives them, or None where the group is not rooted at one. The streams
+    that import its CTIs (slow reference streams, usually few rows) take its CTIs at their
+    place in arrival order, as in ``vectorized.process_group`` (so does ``settle``)."""
     i = ordered_stream(machine.specs)
     if i is None:
         return None
@@ -351,11 +351,9 @@ class _Batch:
 
 def _batch(machine: IngressMachine, spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame,
            index: int) -> _Batch:
-    """The batch as ``_Batch``, or None where the row machine must take it: a clock tick;
-    with ``raises`` (a stream that raises for bad input, alone in its group), raises for rows
-    out of sequence or after the end of input, and for the first bad row, as the row machine
-    does, or gives None where that is another shard's event (its owner raises); without, None
-    where the stream would raise."""
+    """The batch as ``_Batch``, clock ticks as rows among its events; raises for rows out of
+    sequence or after the end of input, as the row machine does; in a stream that raises for
+    bad input, its first bad row is ``machine``'s fault (``IngressMachine.fault``)."""
     policy, keyed = spec.ordering, spec.ordering.over is not None
     got = in_sequence(spec, st, pdf, EVENT_KIND[spec.shape])
     # Clock ticks as rows of their own, in their places: each moves the arrival clock, as
@@ -438,7 +436,8 @@ def process(machine: IngressMachine, spec: StreamSpec, st: dict[str, Any], pdf: 
     """Stream ``index``'s output rows for a batch of its input rows (with the policy's metrics
     snapshot last, unless not ``snapshot``) and each CTI it emitted with its place in arrival
     order (the merge key of the row that made it), updating ``st`` as the row machine does;
-    None (``st`` untouched) where the row machine must run."""
+    None (``st`` untouched) for a state the vectorised path never leaves (rows held, CTIs
+    imported, edges open)."""
     policy, ost = spec.ordering, st["ordering"]
     if st["eos"]:  # (a row now is a replay or an error, a tick changes nothing)
         in_sequence(spec, st, pdf, EVENT_KIND[spec.shape])
@@ -511,8 +510,8 @@ def process(machine: IngressMachine, spec: StreamSpec, st: dict[str, Any], pdf: 
     else:  # the CTI follows the timelines' maxima: in runs between new timelines
         rule, before = np.empty(m, np.int64), np.empty(m, np.int64)
         current, prev = seed.copy(), rule0
-        cuts = sorted({0, m, *(int(r) for r in first_row if r < m)})
         new_timeline = np.asarray([tl is None for tl in known], bool)
+        cuts = sorted({0, m, *first_row[new_timeline & (first_row < m)].tolist()})
         untouched = _Untouched(current, ~new_timeline)
         by_first = np.argsort(first_row, kind="stable")
         bounds = np.searchsorted(first_row[by_first], cuts)

@@ -82,7 +82,7 @@ def eligible(specs: list[StreamSpec], edges: bool = False) -> bool:
 
 def process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame) -> pd.DataFrame | None:
     """The batch's output rows of a stream alone (stream 0) with state ``st``, or None where
-    the row machine must run instead."""
+    this module does not take the stream (``eligible``)."""
     return process_group(IngressMachine([spec], {"streams": [st]}), pdf)
 
 
@@ -204,10 +204,11 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
              ) -> tuple[pd.DataFrame, list[tuple[tuple, int]], Chunk] | None:
     """Stream ``index``'s output rows, each CTI it emitted with its place in arrival order
     (the merge key of the row that made it), and (``events_apart``, with an ``owner``) the
-    owner's chunk, whose event rows the output then leaves out; None where the row machine
-    must run. ``owner``: see ``process_group``; ``field``: see ``shard_chunk``. In a stream
-    that raises, the first bad row is ``machine``'s fault (``IngressMachine.fault``), and no
-    bad row is output or counted."""
+    owner's chunk, whose event rows the output then leaves out; None for a state the
+    vectorised path never leaves (rows held, CTIs imported). ``owner``: see
+    ``process_group``; ``field``: see ``shard_chunk``. In a stream that raises, the first bad
+    row is ``machine``'s fault (``IngressMachine.fault``), and no bad row is output or
+    counted."""
     if st["pending"] or st["imported"]:
         return None
     edges = spec.shape is EventShape.EDGE
