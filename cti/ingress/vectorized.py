@@ -136,9 +136,8 @@ def with_importers(machine: IngressMachine, pdf: pd.DataFrame, i: int,
                    ) -> tuple[pd.DataFrame, pd.DataFrame] | None:
     """A group whose stream ``i`` runs vectorised (``fast``: its output rows and each CTI with
     its place in arrival order, or None) and whose other streams import its CTIs: those CTIs
-    queued at their places, then the other stream's rows vectorised too where it can be
-    (``importing``), else the row machine processes them as it would. The output rows of
-    both, or None where ``fast`` declines. Rows out of sequence raise as the row machine
+    queued at their places, then the other streams' rows (``importers_step``). The output
+    rows of both, or None where ``fast`` declines. Rows out of sequence raise as the row machine
     has them: the first stream's first (it receives every row before it processes one)."""
     stream = pdf["stream"].to_numpy()
     mine = stream == i
