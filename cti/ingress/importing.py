@@ -49,7 +49,6 @@ from cti.ingress.machine import (
     IngressMachine,
     bad_input,
     cti_regression,
-    elsewhere,
 )
 from cti.rows import CLOCK, EOS
 from cti.time import MAX_TIME, MIN_TIME
@@ -67,8 +66,7 @@ def process(machine: IngressMachine, pdf: pd.DataFrame, exporter: int, j: int
         return None
     got = in_sequence(spec, st, pdf, STARTS[spec.shape])
     pdf = got[3].among(got[0], j)  # (clock ticks as rows of their own, in their places)
-    tick = pdf["kind"].to_numpy(object) == CLOCK
-    n = len(pdf) - int(tick.sum())  # (rows received: a tick takes no sequence number)
+    n = len(pdf) - len(got[3].at)  # (rows received: a tick takes no sequence number)
     # The rows held from earlier batches (received already: their keys are known) first.
     held = list(st["pending"])
     queued = pd.concat([pd.DataFrame([in_row_to_tuple(row) for _, row in held],
@@ -83,6 +81,7 @@ def process(machine: IngressMachine, pdf: pd.DataFrame, exporter: int, j: int
     payload = queued["payload"].to_numpy(object)
     is_eos = kind == EOS
     is_tick = kind == CLOCK
+    tick = is_tick[h:]  # (of the new rows)
     event_kind = STARTS[spec.shape]
     is_end = kind == "edge_end" if event_kind == "edge_start" else np.zeros(total, bool)
 
@@ -189,7 +188,7 @@ def process(machine: IngressMachine, pdf: pd.DataFrame, exporter: int, j: int
         first = int(np.argmax(dead))
         row = held[first][1] if first < h else in_rows_from_pandas(
             queued.iloc[first:first + 1])[0]
-        machine.fault((int(merge[first]), j, int(seq[first])), elsewhere(row),
+        machine.fault((int(merge[first]), j, int(seq[first])), row,
                       bad_input(spec, row, rule[first]))
         dead = np.zeros(ready, bool)
 

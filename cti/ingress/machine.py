@@ -207,12 +207,12 @@ class IngressMachine:
         out, self._out = self._out, []
         return out
 
-    def fault(self, key: tuple, away: bool, error: CtiError) -> None:
-        """Bad input at merge key ``key`` in a stream that raises for it (``away``: another
-        shard's event, whose owner raises): it is not output, and the batch fails for the
-        first such row in arrival order (``settle``), whichever stream met it first."""
+    def fault(self, key: tuple, row: InRow, error: CtiError) -> None:
+        """Bad input ``row`` at merge key ``key`` in a stream that raises for it: it is not
+        output, and the batch fails for the first such row in arrival order (``settle``),
+        whichever stream met it first (another shard's event: its owner raises)."""
         if not self.failing:
-            self._faults.append((key, away, error))
+            self._faults.append((key, elsewhere(row), error))
 
     def settle(self) -> None:
         """At the end of a batch: raise the error of its first bad input in arrival order,
@@ -377,7 +377,7 @@ class IngressMachine:
     def _bad(self, row: InRow, rule: str) -> None:
         spec = self.specs[row.stream]
         if not spec.dead_letter:
-            self.fault(self._current_key, elsewhere(row), bad_input(spec, row, rule))
+            self.fault(self._current_key, row, bad_input(spec, row, rule))
             return
         self._emit(row.stream, row.seq, row.kind, None, None, row.payload,
                    "invalid", row.start, row.end, rule, row.partition)
@@ -505,7 +505,7 @@ class IngressMachine:
             self._emit(row.stream, row.seq, row.kind, None, None, row.payload,
                        "invalid", row.start, row.end, msg, row.partition)
         else:
-            self.fault(self._current_key, elsewhere(row), CtiViolationError(msg))
+            self.fault(self._current_key, row, CtiViolationError(msg))
         return False
 
     def _start_event(self, row: InRow) -> None:

@@ -51,7 +51,6 @@ from cti.ingress.machine import (
     ORDERED_CTI,
     IngressMachine,
     bad_input,
-    elsewhere,
     ordering_arrival_problem,
     problem,
     validate,
@@ -404,7 +403,7 @@ def _batch(machine: IngressMachine, spec: StreamSpec, st: dict[str, Any], pdf: p
     if bad.any() and not spec.dead_letter:  # the batch fails: none is output or counted
         first = int(np.argmax(bad))
         row = in_rows_from_pandas(pdf.iloc[first:first + 1])[0]
-        machine.fault((int(merge[first]), index, int(seq[first])), elsewhere(row),
+        machine.fault((int(merge[first]), index, int(seq[first])), row,
                       bad_input(spec, row, rule[first]))
         bad[:] = False
     at = np.flatnonzero(bad)

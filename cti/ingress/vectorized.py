@@ -56,12 +56,10 @@ from cti.ingress.machine import (
     IngressMachine,
     bad_input,
     cti_regression,
-    elsewhere,
     unpoliced,
 )
 from cti.ingress.spec import StreamSpec, rooted_at
 from cti.operators.frame import Chunk, filled, make, stack, text_codes
-from cti.rows import InRow
 from cti.time import MAX_TIME, MIN_TIME
 
 _CTI_STATUS = np.asarray(["cti", "cti_regression"], dtype=object)
@@ -260,18 +258,14 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
     emits_cti = candidate > before
     regression = is_cti & ~emits_cti
     # Events of a stream without a policy behind its adapter's CTI: errors (SPEC 3).
+    # Of an edge stream, the owner's starts behind the CTI are known now (never opened;
+    # another shard's edge is its owner's to judge); an end is behind it only if it closes a
+    # start (else it closes nothing): known once paired, below.
     violated = np.zeros(n, bool)
     if spec.policy is None:
         violates = (is_ev | is_end) & (np.where(is_end, end, start) < before)
-        if violates.any() and edges:
-            # The owner's starts behind the CTI are known now (never opened; another shard's
-            # edge is its owner's to judge); an end is behind it only if it closes a start
-            # (else it closes nothing): known once paired, below.
-            violated = is_ev & violates & (payload != None)  # noqa: E711 (per row)
-            is_ev = is_ev & ~violated
-        elif violates.any():
-            violated = violates
-            is_ev = is_ev & ~violates
+        violated = is_ev & violates & (payload != None) if edges else violates  # noqa: E711
+        is_ev = is_ev & ~violated
 
     if edges:  # only the owner of an edge (it has its payload) pairs and judges it
         owned = (is_ev | is_end) & (payload != None)  # noqa: E711 (per row)
@@ -289,12 +283,13 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
         out_start, out_end, reason = policed(verdict, start, end, before)
     if violated.any():
         at = np.flatnonzero(violated)
-        rule[at] = unpoliced_rules(spec, in_rows_from_pandas(pdf.iloc[at]), before[at])
+        rule[at] = [unpoliced(spec, row, int(c)) for row, c in zip(
+            in_rows_from_pandas(pdf.iloc[at]), before[at].tolist(), strict=True)]
         bad = bad | violated
     if bad.any() and not spec.dead_letter:  # the batch fails: none is output or counted
         first = int(np.argmax(bad))
         row = in_rows_from_pandas(pdf.iloc[first:first + 1])[0]
-        machine.fault((int(run[first + 1]), index, int(seq[first])), elsewhere(row),
+        machine.fault((int(run[first + 1]), index, int(seq[first])), row,
                       CtiViolationError(rule[first]) if violated[first]
                       else bad_input(spec, row, rule[first]))
         bad = np.zeros(n, bool)
@@ -394,12 +389,6 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
                       int(trailing[-1]) if len(trailing) else int(seq[-1]))
     st["eos"] = bool(is_eos.any())
     return out, cti_keys, chunk
-
-
-def unpoliced_rules(spec: StreamSpec, rows: list[InRow], before: np.ndarray) -> list[str]:
-    """The row machine's rule (``machine.unpoliced``) for each of these events of a stream
-    without a policy, each behind the CTI in force ``before`` it."""
-    return [unpoliced(spec, row, int(c)) for row, c in zip(rows, before.tolist(), strict=True)]
 
 
 def dead_letters(pdf: pd.DataFrame, rows: np.ndarray, rule: np.ndarray, before: np.ndarray
