@@ -54,8 +54,11 @@ class InvalidInput:
 
 AdapterItem = StreamItem | Arriving | InvalidInput
 
-# A columnar adapter's ``read_frame`` may add ``field:<name>`` columns: the JSON text of payload
-# field <name> per row, as ``json.dumps`` writes it (the Spark source routes rows by it).
+# A columnar adapter's ``read_frame`` may add its payloads as typed columns: ``field:<name>``,
+# payload field <name>'s value per row in the type ``json.loads`` gives it (int64, float64,
+# bool or string; null: JSON null), one column for EVERY field of the payloads, and the boolean
+# column ``field:`` itself, true on the rows whose payloads these columns are. The engine then
+# reads fields (keys, aggregates, a frame of payloads) from the columns, not from the text.
 FIELD_COLUMN = "field:"
 
 

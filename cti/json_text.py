@@ -1,7 +1,9 @@
 """JSON text of Arrow columns, exactly as ``json.dumps`` (and so ``cti.rows.payload_to_json``)
 writes their values, where it can be written column by column: integers, booleans, floats
 and strings of plain printable ASCII. Adapters build payload texts from columns with
-it, and the join merges payloads column by column."""
+it, and the join merges payloads column by column. And a column's values in the type
+``json.loads`` gives them back (``json_typed``): the typed payload columns an adapter gives
+beside the payloads' text (``cti.adapters.FIELD_COLUMN``)."""
 
 from __future__ import annotations
 
@@ -38,6 +40,29 @@ def value_texts(column: pa.ChunkedArray) -> tuple[pa.Array, pa.Array | None] | N
         texts = pa.concat_arrays([pc.binary_join_element_wise('"', values, '"', "").cast(
             pa.string()), pa.array(["null"], pa.string())])
         return texts, encoded.indices.fill_null(len(values))
+    return None
+
+
+def json_typed(column: pa.ChunkedArray | pa.Array) -> pa.Array | None:
+    """A column's values as the Arrow type of what ``json.loads`` gives back from their JSON
+    text (``value_texts`` or ``json.dumps``): 64-bit integers, floats (as float64: their text
+    is the float64's), booleans and strings; None for any other type (a timestamp's JSON is a
+    string in some layout, a decimal's a float) or an unsigned integer beyond 64 signed bits."""
+    import pyarrow.compute as pc
+
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    t = column.type
+    if pa.types.is_boolean(t) or pa.types.is_string(t):
+        return column
+    if pa.types.is_large_string(t):
+        return column.cast(pa.string())
+    if pa.types.is_floating(t):
+        return column.cast(pa.float64())
+    if pa.types.is_integer(t):
+        if pa.types.is_uint64(t) and len(column) and (pc.max(column).as_py() or 0) >= 2 ** 63:
+            return None
+        return column.cast(pa.int64())
     return None
 
 

@@ -9,6 +9,7 @@ import pickle
 
 import attrs
 import pandas as pd
+import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
@@ -509,10 +510,9 @@ def test_owner_mode_outputs_the_owned_events_and_counts_the_rest(data, routed):
     assert counted == expected
 
 
-# A field's value and a JSON text of it, as an adapter may write it (equal values, other texts).
-SPELLINGS = [(1, "1"), (1.0, "1.0"), (1.0, "1.00"), (True, "true"), ("a", '"a"'),
-             ("a", '"\\u0061"'), (None, "null"), ({"x": 1, "y": 2}, '{"x":1,"y":2}'),
-             ({"x": 1, "y": 2}, '{"y":2,"x":1}')]
+# Typed payload columns (``cti.adapters.FIELD_COLUMN``): a type and values of it (or null).
+TYPED_VALUES = {pa.int64(): st.integers(-2**63, 2**63 - 1), pa.float64(): st.floats(),
+                pa.bool_(): st.booleans(), pa.string(): st.text(max_size=3)}
 
 
 @settings(max_examples=200, deadline=None)
@@ -520,28 +520,33 @@ SPELLINGS = [(1, "1"), (1.0, "1.0"), (1.0, "1.00"), (True, "true"), ("a", '"a"')
 def test_a_shards_chunk_straight_from_the_arrays_is_the_chunk_of_its_rows(data):
     """``shard_chunk`` (a shard that passes no rows on): the same state as ``process_group``,
     its rows without the owner's event rows, the chunk ``_chunk`` takes from those rows, and,
-    where every kept event has its field's text, the field's codes: equal exactly where the
-    payloads' values are JSON-equal, each standing for its rows' value."""
+    where every kept event has its typed payload columns, those columns of exactly the kept
+    events (each value the one its payload's JSON text has); else none."""
+    from cti.adapters import FIELD_COLUMN
     from cti.engine.shard import chunk as _chunk
-    from cti.operators import frame as frames
 
     spec = data.draw(specs())
     items = [r for r in data.draw(rows(spec.shape)) if r[3] != "invalid"]
     items = [(*r[:1], seq, *r[2:]) for seq, r in enumerate(items)]
-    spelled = data.draw(st.lists(st.sampled_from(SPELLINGS), min_size=len(items),
-                                 max_size=len(items)))
-    texts = [t if r[6] is not None and data.draw(st.integers(0, 9)) else None
-             for (_, t), r in zip(spelled, items, strict=True)]
-    items = [(*r[:6], f'{{"k":{t},"n":{r[1]}}}' if r[6] is not None else None, *r[7:])
-             for (_, t), r in zip(spelled, items, strict=True)]
+    kind = data.draw(st.sampled_from(sorted(TYPED_VALUES, key=str)))
+    values = data.draw(st.lists(st.none() | TYPED_VALUES[kind], min_size=len(items),
+                                max_size=len(items)))
+    given_ = [r[6] is not None and data.draw(st.integers(0, 9)) > 0 for r in items]
+    items = [(*r[:6], json.dumps({"k": v, "n": r[1]}, sort_keys=True)
+              if r[6] is not None else None, *r[7:])
+             for v, r in zip(values, items, strict=True)]
     owners = data.draw(st.lists(st.integers(0, 2), min_size=len(items), max_size=len(items)))
-    table = frame(items).assign(own=owners, text=pd.Categorical(texts))
+    typed = {FIELD_COLUMN: pa.array(given_, pa.bool_()),
+             FIELD_COLUMN + "k": pa.array(values, kind),
+             FIELD_COLUMN + "n": pa.array(range(len(items)), pa.int64())}
+    table = frame(items).assign(own=owners, **{
+        name: pd.arrays.ArrowExtensionArray(column) for name, column in typed.items()})
     full, shard = IngressMachine([spec]), IngressMachine([spec])
     try:
         want = vectorized.process_group(full, table, owner=1)
     except CtiError:
         return
-    got = vectorized.shard_chunk(shard, table, 1, "k")
+    got = vectorized.shard_chunk(shard, table, 1)
     assert (got is None) == (want is None)
     if want is None:
         return
@@ -555,19 +560,16 @@ def test_a_shards_chunk_straight_from_the_arrays_is_the_chunk_of_its_rows(data):
     assert chunk.ctis == expected.ctis
     if not len(chunk.events):
         return
-    kept_texts = [texts[json.loads(p)["n"]] for p in chunk.events["payload"]]
-    if None in kept_texts:
-        assert chunk.fields == {}
+    parsed = [json.loads(p) for p in chunk.events["payload"]]
+    if not all(given_[p["n"]] for p in parsed):
+        assert chunk.columns == {}
         return
-    event("field codes known")
-    codes, values, key_texts = chunk.fields["k"]
-    parsed = [json.loads(p)["k"] for p in chunk.events["payload"]]
-    canon = [json.dumps(v, sort_keys=True) for v in parsed]
-    assert [json.dumps(values[c], sort_keys=True) for c in codes] == canon
-    assert [key_texts[c] for c in codes] == [frames.key_json([v])[1:-1] for v in parsed]
-    want_codes, _ = frames.field_codes(chunk.events, "k")
-    pairs = set(zip(codes.tolist(), want_codes.tolist(), strict=True))
-    assert len(pairs) == len(set(codes.tolist())) == len(set(want_codes.tolist()))
+    event("typed columns known")
+    assert sorted(chunk.columns) == ["k", "n"]
+    for name, column in chunk.columns.items():
+        assert column.type == typed[FIELD_COLUMN + name].type
+        assert [json.dumps(v) for v in column.to_pylist()] == [json.dumps(p[name])
+                                                               for p in parsed]
 
 
 @settings(max_examples=300, deadline=None)

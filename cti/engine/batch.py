@@ -2,10 +2,11 @@
 routed to the shards of a query.
 
 A batch of input rows has ``IN_ARROW`` columns (``cti.engine.layout.IN_COLUMNS``), maybe with
-the ``field:`` columns a columnar adapter gives. Routed to a query's shard it has ``own`` (the
-shard owning each event, -1 for rows that are no events of a stream the query spreads) and
-``text`` (``ROUTED_ARROW``). Both runtimes read and route this way: Spark's source for each
-piece of input it reads, the in-process runtime for each micro-batch.
+the typed payload columns a columnar adapter gives (``cti.adapters.FIELD_COLUMN``). Routed to a
+query's shard it has ``own`` (the shard owning each event, -1 for rows that are no events of a
+stream the query spreads: ``ROUTED_ARROW``) and the typed payload columns of the events it
+keeps the payloads of. Both runtimes read and route this way: Spark's source for each piece of
+input it reads, the in-process runtime for each micro-batch.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from cti.engine.layout import IN_COLUMNS, NULLABLE, in_row_to_tuple
 from cti.engine.route import QueryRoute
 from cti.engine.timed import generation_points
 from cti.events import EVENT_KINDS, SHAPE_KINDS, EventShape
-from cti.operators.frame import dense_codes, exact_field, payload_objects
+from cti.json_text import value_texts
+from cti.operators.frame import exact_field, payload_objects
 from cti.rows import (
     InRow,
     adapter_item_to_row,
@@ -37,9 +39,7 @@ from cti.rows import (
 _TYPES = {"int": pa.int32(), "long": pa.int64(), "string": pa.string()}
 IN_ARROW = pa.schema([pa.field(name, _TYPES[t], nullable=name in NULLABLE)
                       for name, t in IN_COLUMNS])
-TEXT = pa.dictionary(pa.int32(), pa.string())  # the spreading field's JSON text (``routed``)
-ROUTED_ARROW = pa.schema([*IN_ARROW, pa.field("own", pa.int32(), nullable=False),
-                          pa.field("text", TEXT)])
+ROUTED_ARROW = pa.schema([*IN_ARROW, pa.field("own", pa.int32(), nullable=False)])
 
 
 def read_rows(index: int, adapter: InputAdapter, start: int, end: int) -> list[InRow]:
@@ -84,16 +84,38 @@ def piece(adapter: Any, index: int, start: int, end: int, eos: bool,
 
 def _in_table(frame: pa.Table, index: int, first_seq: int) -> pa.Table:
     """A columnar adapter's rows (``read_frame``: kind, start, end, payload, arrival,
-    partition, error, and maybe ``field:`` columns) as ``IN_ARROW`` columns and those."""
+    partition, error, and maybe typed payload columns) as ``IN_ARROW`` columns and those."""
     n = frame.num_rows
-    fields = [name for name in frame.column_names if name.startswith(FIELD_COLUMN)]
+    fields = field_columns(frame)
     return pa.table({
         "stream": np.full(n, index, np.int32),
         "seq": np.arange(first_seq, first_seq + n, dtype=np.int64),
         **{f.name: frame.column(f.name).cast(f.type) for f in IN_ARROW
            if f.name not in ("stream", "seq")},
-        **{name: frame.column(name).cast(pa.string()) for name in fields},
-    }, schema=pa.schema([*IN_ARROW, *(pa.field(name, pa.string()) for name in fields)]))
+        **{name: frame.column(name) for name in fields},
+    }, schema=pa.schema([*IN_ARROW, *(frame.schema.field(name) for name in fields)]))
+
+
+def field_columns(table: pa.Table) -> list[str]:
+    """The typed payload columns of a batch (``cti.adapters.FIELD_COLUMN``), the marker
+    ``field:`` first."""
+    return sorted(name for name in table.column_names if name.startswith(FIELD_COLUMN))
+
+
+def field_texts(values: pa.Array, given: np.ndarray) -> pa.Array:
+    """Each row's JSON text of its value of a typed payload column (``json.dumps``'s: the text
+    ``key_shards`` hashes), null on the rows not ``given``; dictionary-encoded where the
+    column's values are texts of their own (``value_texts``), else one per row."""
+    got = value_texts(values)
+    if got is None:  # (strings that JSON escapes: one text per distinct value)
+        encoded = values.dictionary_encode()
+        got = (pa.array([json.dumps(v) for v in encoded.dictionary.to_pylist()] + ["null"],
+                        pa.string()), encoded.indices.fill_null(len(encoded.dictionary)))
+    texts, indices = got
+    if indices is None:
+        return pc.if_else(pa.array(given), texts, None)
+    return pa.DictionaryArray.from_arrays(pa.array(indices).cast(pa.int32()), texts,
+                                          mask=pa.array(~given))
 
 
 def key_shards(payloads: pa.Array, field: str, shards: int, texts: pa.Array | None = None
@@ -169,24 +191,24 @@ def owners(payloads: pa.Array, field: str | None, shards: int,
 
 def routed(route: QueryRoute, group: int, rows: pa.Table, events_only: bool = False
            ) -> Iterable[tuple[int, pa.Table]]:
-    """One piece of a group's input rows (``IN_ARROW`` columns), for each shard of the query:
-    the rows with ``own`` set, an event's payload kept only for the shard that owns it (edges
-    too: an edge end finds its start by payload, and its start has the same owner; a shard
-    needs others' events for their times only; a stream with an event-ordering policy over a
-    key gives the others the key too, as each keeps every key's timeline, unless the query is
-    spread by that key), and ``text``,
-    the JSON text of the field that spreads the query, on the shard's own events where the
-    adapter gave it (so the shard need not read it from the payloads again). Where the
-    group's stream takes its time from generation points (``route.timed``) and its adapter
-    yields only events (``events_only``: no CTIs, no arrival times), a shard gets only its own
-    events and the piece's generation points (``cti.engine.timed``)."""
+    """One piece of a group's input rows (``IN_ARROW`` columns, maybe typed payload columns),
+    for each shard of the query: the rows with ``own`` set, an event's payload (and its typed
+    payload columns) kept only for the shard that owns it (edges too: an edge end finds its
+    start by payload, and its start has the same owner; a shard needs others' events for
+    their times only; a stream with an event-ordering policy over a key gives the others the
+    key too, as each keeps every key's timeline, unless the query is spread by that key).
+    Where the group's stream takes its time from generation points (``route.timed``) and its
+    adapter yields only events (``events_only``: no CTIs, no arrival times), a shard gets only
+    its own events and the piece's generation points (``cti.engine.timed``)."""
     stream = rows.column("stream").to_numpy()
     kind = rows.column("kind").combine_chunks()
     payload = rows.column("payload").combine_chunks()
     n = rows.num_rows
     own = np.full(n, -1, np.int32)
-    text_codes, dictionaries = np.full(n, -1, np.int32), []
     has_payload = payload.is_valid().to_numpy(zero_copy_only=False)
+    typed = field_columns(rows)  # (the marker first)
+    given = (rows.column(FIELD_COLUMN).combine_chunks().fill_null(False).to_numpy(
+        zero_copy_only=False) if typed else np.zeros(n, bool))
     # Rows of no event (CTIs, the end of input, rows the adapter could not read, whose
     # payload is the raw text) go to every shard whole; only an event has an owner.
     shared = ~pc.is_in(kind, _EVENT_KINDS).to_numpy(zero_copy_only=False)
@@ -194,24 +216,18 @@ def routed(route: QueryRoute, group: int, rows: pa.Table, events_only: bool = Fa
         mine = (stream == i) & (g == group) & has_payload & ~shared
         if not mine.any():
             continue
+        if field is None or route.shards == 1:  # one shard owns them all
+            own[mine] = 0
+            continue
         every = mine.all()  # (usually: a group of one stream with payloads)
 
         def chosen(values: pa.Array, every: bool = every, mine: np.ndarray = mine) -> pa.Array:
             return values if every else values.filter(pa.array(mine))
 
-        given = FIELD_COLUMN + (field or "")
-        texts = (chosen(rows.column(given).combine_chunks()).dictionary_encode()
-                 if given in rows.column_names else None)
-        if field is not None and route.shards > 1:
-            own[mine] = owners(chosen(payload), field, route.shards, texts)
-        else:  # one shard owns them all
-            own[mine] = 0
-        if texts is not None and field is not None:
-            codes = texts.indices.fill_null(-1).to_numpy(zero_copy_only=False)
-            text_codes[mine] = np.where(codes >= 0, codes + sum(map(len, dictionaries)), -1)
-            dictionaries.append(texts.dictionary)
-    dictionary = (pa.concat_arrays(dictionaries) if dictionaries
-                  else pa.array([], pa.string()))
+        column = FIELD_COLUMN + field
+        texts = (field_texts(chosen(rows.column(column).combine_chunks()), given[mine])
+                 if column in typed else None)
+        own[mine] = owners(chosen(payload), field, route.shards, texts)
     narrow = None  # of an event whose key a shard keeps the timeline of, the key
     keyed = route.keyed_substreams(group)
     for (g, i), over in route.substreams.items():
@@ -239,30 +255,35 @@ def routed(route: QueryRoute, group: int, rows: pa.Table, events_only: bool = Fa
     if points is not None:  # (events of a stream read for its CTIs only: shard 0 counts them)
         own = np.where(shared, -1, np.maximum(own, 0))
     with_own = rows.select(IN_ARROW.names).append_column(ROUTED_ARROW.field("own"), pa.array(own))
+    for name in typed:
+        with_own = with_own.append_column(rows.schema.field(name), rows.column(name))
     if points is not None:  # each shard's own events by one sort, not a pass per shard
         order = np.argsort(own, kind="stable")  # the rows of no event (own -1) first
         bounds = np.searchsorted(own[order], np.arange(route.shards + 1))
-        by_shard, codes = with_own.take(pa.array(order)), text_codes[order]
+        by_shard = with_own.take(pa.array(order))
         common = bounds[0]  # rows every shard gets (the end of input)
     at = with_own.schema.get_field_index("payload")
     for shard in range(route.shards):
         whole = route.with_inputs and shard == 0  # it passes the input on: every row
         if points is not None and not whole:  # its own events and the generation points
             a, b = bounds[shard], bounds[shard + 1]
-            mine = np.arange(common + b - a) >= common
-            texts = _shard_texts(np.concatenate([codes[:common], codes[a:b]]), dictionary, mine,
-                                 some=True)
             # (copied out of the sorted table: an IPC stream of a slice carries whole buffers)
             yield shard, pa.concat_tables([
-                pa.concat_tables([by_shard.slice(0, common), by_shard.slice(a, b - a)])
-                .append_column(ROUTED_ARROW.field("text"), texts), points]).combine_chunks()
+                by_shard.slice(0, common), by_shard.slice(a, b - a), points],
+                promote_options="default").combine_chunks()
             continue
-        texts = _shard_texts(text_codes, dictionary, own == shard)
         keep = shared | (own == shard) | whole
-        given = payload if keep.all() else pc.if_else(
-            pa.array(keep), payload, None if narrow is None else narrow)
-        yield shard, with_own.set_column(at, ROUTED_ARROW.field("payload"), given
-                                         ).append_column(ROUTED_ARROW.field("text"), texts)
+        if keep.all():
+            yield shard, with_own
+            continue
+        kept = pa.array(keep)
+        given = pc.if_else(kept, payload, None if narrow is None else narrow)
+        part = with_own.set_column(at, ROUTED_ARROW.field("payload"), given)
+        for name in typed:  # (another shard's events' payloads: not carried)
+            k = part.schema.get_field_index(name)
+            part = part.set_column(k, part.schema.field(name),
+                                   pc.if_else(kept, part.column(name), None))
+        yield shard, part
 
 
 def key_payloads(payloads: pa.Array, fields: list[str]) -> pa.Array:
@@ -304,36 +325,34 @@ def _scattered(values: pa.Array, mask: np.ndarray) -> pa.Array:
     return values.take(pa.array(at, mask=~mask))
 
 
-def _shard_texts(codes: np.ndarray, dictionary: pa.Array, mine: np.ndarray,
-                 some: bool = False) -> pa.DictionaryArray:
-    """The texts of the ``mine`` rows (code -1: none), with the dictionary of those alone;
-    ``some``: the rows are some of the piece's, even where they are all ``mine``."""
-    mine = mine & (codes >= 0)
-    if mine.all() and not some:  # every row's (one shard): the dictionary as it is
-        return pa.DictionaryArray.from_arrays(pa.array(codes.astype(np.int32)), dictionary)
-    renumbered, used = dense_codes(codes[mine])
-    indices = np.zeros(len(codes), np.int32)
-    indices[mine] = renumbered
-    return pa.DictionaryArray.from_arrays(pa.array(indices, mask=~mine),
-                                          dictionary.take(pa.array(used, pa.int64())))
+def routed_cast(table: pa.Table) -> pa.Table:
+    """Routed rows as ``ROUTED_ARROW`` columns, then their typed payload columns."""
+    typed = field_columns(table)
+    fixed = table.select(ROUTED_ARROW.names).cast(ROUTED_ARROW)
+    for name in typed:
+        fixed = fixed.append_column(table.schema.field(name), table.column(name))
+    return fixed
 
 
-
-
-def routed_frame(table: pa.Table, group: int) -> pd.DataFrame:
-    """A shard's routed rows (``ROUTED_ARROW``) of group ``group`` as the pandas frame its step
-    takes (with ``group``)."""
-    table = table.select(ROUTED_ARROW.names).cast(ROUTED_ARROW)
+def routed_frame(table: pa.Table, group: int | None = None) -> pd.DataFrame:
+    """A shard's routed rows (``ROUTED_ARROW``, maybe typed payload columns) of group
+    ``group`` (None: the table's ``group`` column) as the pandas frame its step takes (with
+    ``group``). The typed payload columns stay Arrow arrays (``pd.ArrowDtype``): their values
+    and nulls as the adapter gave them."""
+    fixed = table.select(ROUTED_ARROW.names).cast(ROUTED_ARROW)
     few = ("kind", "error", "partition")  # few distinct texts, or none: converted apart
     columns: dict[str, Any] = {}
     for name in ROUTED_ARROW.names:  # column by column: no frame insert, no block copies
         if name in few:  # (object: pandas infers no type)
-            columns[name] = _few_texts(table.column(name))
+            columns[name] = _few_texts(fixed.column(name))
         elif name == "payload":
-            columns[name] = payload_objects(table.column(name))
+            columns[name] = payload_objects(fixed.column(name))
         else:
-            columns[name] = table.column(name).to_pandas()
-    columns["group"] = np.full(table.num_rows, group, np.int32)
+            columns[name] = fixed.column(name).to_pandas()
+    columns["group"] = (np.full(table.num_rows, group, np.int32) if group is not None
+                        else table.column("group").to_numpy().astype(np.int32))
+    for name in field_columns(table):
+        columns[name] = pd.arrays.ArrowExtensionArray(table.column(name).combine_chunks())
     return pd.DataFrame(columns, copy=False)
 
 

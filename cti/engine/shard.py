@@ -101,14 +101,13 @@ class Shard:
             part = rows if len(groups) == 1 else rows[rows["group"].to_numpy() == g]
             passing = g in self.passing
             got = None
-            field = route.fields.get((g, 0))
             timed_stream = next((i for h, i in route.timed if h == g), None)
             report = None
             if timed_stream is not None and not passing:  # time from generation points
                 got, report, chunks = _timed(ingress, part, shard, route, g, timed_stream)
                 direct |= {(g, i): c for i, c in chunks.items()}
             elif not passing:  # the shard's chunk straight from the vectorised ingress
-                done = vectorized.shard_chunk(ingress, part, shard, field)
+                done = vectorized.shard_chunk(ingress, part, shard)
                 if done is not None:
                     got, direct[(g, 0)] = done
             if got is None:
@@ -149,10 +148,9 @@ def _timed(ingress: IngressMachine, rows: pd.DataFrame, shard: int, route: Query
     outs, reports, chunks = [], [], []
     for compact, part in timed.segments(rows if single else rows[mine]):
         if compact:
-            got, step, ctis = timed.timed_step(ingress, part, shard, fields[index], index)
+            got, step, ctis = timed.timed_step(ingress, part, shard, index)
             ingress.import_ctis(index, ctis)
-        elif single and (done := vectorized.shard_chunk(ingress, part, shard,
-                                                        fields[index])) is not None:
+        elif single and (done := vectorized.shard_chunk(ingress, part, shard)) is not None:
             got, step = done
         else:  # (the fast stream's CTIs are imported on the way)
             got = _weighted(ingress_step(ingress, part, shard, settle=False))

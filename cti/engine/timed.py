@@ -41,7 +41,7 @@ import pyarrow.compute as pc
 from cti.errors import BadInputError
 from cti.ingress.columns import judged, output_frame, saturating_sub, span_points
 from cti.ingress.machine import IngressMachine
-from cti.ingress.vectorized import kept_chunk, known_field, status_rows
+from cti.ingress.vectorized import kept_chunk, known_columns, status_rows
 from cti.operators.frame import Chunk, filled, stack
 from cti.time import MAX_TIME, MIN_TIME
 
@@ -92,7 +92,7 @@ def generation_points(rows: pa.Table, count: int | None, kind: str, schema: pa.S
         "start": np.concatenate([most[at], [most[-1] if events else NULL]]).astype(np.int64),
         "end": np.concatenate([np.full(m - 1, NULL), [seq[-1] + 1]]).astype(np.int64),
         **{name: pa.nulls(m, schema.field(name).type)
-           for name in ("payload", "error", "partition", "text")},
+           for name in ("payload", "error", "partition")},
         "own": np.full(m, -1, np.int32),
     }).select(schema.names).cast(schema)
 
@@ -128,8 +128,7 @@ def segments(pdf: pd.DataFrame) -> list[tuple[bool, pd.DataFrame]]:
             for r in range(runs[-1] + 1)]
 
 
-def timed_step(machine: IngressMachine, pdf: pd.DataFrame, owner: int,
-               field: str | None = None, index: int = 0
+def timed_step(machine: IngressMachine, pdf: pd.DataFrame, owner: int, index: int = 0
                ) -> tuple[pd.DataFrame, Chunk, list[tuple[tuple, int]]]:
     """Shard ``owner``'s step of stream ``index`` of a group over pieces sent as generation
     points (``generation_points``): its output rows (the stream's CTIs where ``owner`` is 0,
@@ -204,7 +203,7 @@ def timed_step(machine: IngressMachine, pdf: pd.DataFrame, owner: int,
     kept = np.flatnonzero(~dropped)
     chunk = kept_chunk(spec.shape.value, e_start[kept], e_end[kept], before[kept],
                        adjust[kept], pdf["payload"].to_numpy(object)[ev][kept], ctis.tolist(),
-                       known_field(pdf, ev[kept], field))
+                       known_columns(pdf, ev[kept]))
 
     # Output rows: the CTIs (shard 0's count), the own events' counts.
     events_upto = np.minimum(g_seq[emits] - first + 1, n_events)
@@ -242,9 +241,16 @@ def timed_step(machine: IngressMachine, pdf: pd.DataFrame, owner: int,
 
 
 def merged(chunks: list[Chunk]) -> Chunk:
-    """Consecutive chunks of one stream as one (the payload fields' codes are left out: a
-    run of pieces sent as generation points is one chunk, ``segments``)."""
+    """Consecutive chunks of one stream as one (a run of pieces sent as generation points is
+    one chunk, ``segments``), with their typed payload columns where each chunk of events has
+    the same ones."""
     chunks = [c for c in chunks if len(c.events) or c.ctis]
     if len(chunks) <= 1:
         return chunks[0] if chunks else Chunk.empty()
-    return Chunk(stack([c.events for c in chunks]), [t for c in chunks for t in c.ctis])
+    full = [c for c in chunks if len(c.events)]
+    kinds = {tuple((name, column.type) for name, column in sorted(c.columns.items()))
+             for c in full}
+    columns = {name: pa.concat_arrays([c.columns[name] for c in full])
+               for name, _ in kinds.pop()} if len(kinds) == 1 else {}
+    return Chunk(stack([c.events for c in chunks]), [t for c in chunks for t in c.ctis],
+                 columns)

@@ -32,7 +32,10 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
+from cti.adapters import FIELD_COLUMN
 from cti.engine.layout import in_rows_from_pandas
 from cti.errors import CtiViolationError
 from cti.events import EventShape
@@ -59,7 +62,7 @@ from cti.ingress.machine import (
     unpoliced,
 )
 from cti.ingress.spec import StreamSpec, rooted_at
-from cti.operators.frame import Chunk, filled, make, stack, text_codes
+from cti.operators.frame import Chunk, filled, make, stack
 from cti.time import MAX_TIME, MIN_TIME
 
 _CTI_STATUS = np.asarray(["cti", "cti_regression"], dtype=object)
@@ -178,32 +181,30 @@ def importers_step(machine: IngressMachine, rows: pd.DataFrame, i: int) -> pd.Da
         zip(machine.specs, machine.state["streams"], strict=True)) if spec.ordering)])
 
 
-def shard_chunk(machine: IngressMachine, pdf: pd.DataFrame, owner: int,
-                field: str | None = None) -> tuple[pd.DataFrame, Chunk] | None:
+def shard_chunk(machine: IngressMachine, pdf: pd.DataFrame, owner: int
+                ) -> tuple[pd.DataFrame, Chunk] | None:
     """A query shard's micro-batch of a group of one common stream, when the shard passes no
     ingress rows on: the chunk its operators take (the ``owner``'s accepted and adjusted
     events and the stream's CTIs), built straight from the arrays, and the output rows of
     ``process_group(machine, pdf, owner)`` without the owner's event rows (the CTI and the
     summary rows: what the metrics need). None where ``process_group`` would give None.
-    ``field``: the payload field that spreads the query; where ``pdf`` has its JSON text for
-    every event the chunk keeps (``text``, see ``packing.routed``), the chunk carries its
-    codes (``Chunk.fields``)."""
+    Where ``pdf`` has the typed payload columns of every event the chunk keeps, the chunk
+    carries them (``known_columns``)."""
     if not eligible(machine.specs):
         return None
     done = _process(machine.specs[0], machine.state["streams"][0], pdf, 0, machine, owner,
-                    events_apart=True, field=field)
+                    events_apart=True)
     return None if done is None else (done[0], done[2])
 
 
 def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int,
-             machine: IngressMachine, owner: int | None = None, events_apart: bool = False,
-             field: str | None = None
+             machine: IngressMachine, owner: int | None = None, events_apart: bool = False
              ) -> tuple[pd.DataFrame, list[tuple[tuple, int]], Chunk] | None:
     """Stream ``index``'s output rows, each CTI it emitted with its place in arrival order
     (the merge key of the row that made it), and (``events_apart``, with an ``owner``) the
     owner's chunk, whose event rows the output then leaves out; None for a state the
     vectorised path never leaves (rows held, CTIs imported). ``owner``: see
-    ``process_group``; ``field``: see ``shard_chunk``. In a stream that raises, the first bad
+    ``process_group``. In a stream that raises, the first bad
     row is ``machine``'s fault (``IngressMachine.fault``), and no bad row is output or
     counted."""
     if st["pending"] or st["imported"]:
@@ -306,7 +307,7 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
         kept = rows_ev[~dropped[rows_ev]]
         chunk = kept_chunk(ev_kind, start[kept], end[kept], before[kept], adjust[kept],
                            payload[kept], candidate[emits_cti].tolist(),
-                           known_field(pdf, kept, field))
+                           known_columns(pdf, kept))
         rows_ev = rows_ev[:0]
     rows_bad = np.flatnonzero(bad)
     order = np.argsort(np.concatenate([rows_ev * 2, rows_bad * 2, rows_cti * 2 + 1]),
@@ -411,27 +412,27 @@ def dead_letters(pdf: pd.DataFrame, rows: np.ndarray, rule: np.ndarray, before: 
 
 def kept_chunk(ev_kind: str, start: np.ndarray, end: np.ndarray, before: np.ndarray,
                adjust: np.ndarray, payload: np.ndarray, ctis: list[int],
-               fields: dict[str, Any]) -> Chunk:
+               columns: dict[str, pa.Array]) -> Chunk:
     """The chunk of the events a shard keeps (their starts, ends, CTI in force, adjusted
-    mask and payloads) and the stream's new CTIs: an adjusted event starts at the CTI."""
+    mask, payloads and typed payload columns) and the stream's new CTIs: an adjusted event
+    starts at the CTI."""
     kept_start = np.where(adjust, before, start)
     return Chunk(make(filled(len(start), ev_kind), kept_start,
                       kept_start + 1 if ev_kind == "point" else end,
                       np.where(payload == None, "{}", payload) if len(payload)  # noqa: E711
-                      else payload, filled(len(start), "")), ctis, fields)
+                      else payload, filled(len(start), "")), ctis, columns)
 
 
-def known_field(pdf: pd.DataFrame, kept: np.ndarray, field: str | None
-                ) -> dict[str, tuple[np.ndarray, list[Any], list[str]]]:
-    """``{field: text_codes}`` of the ``kept`` rows from the ``text`` column, if it has a
-    text for each of them; else nothing."""
-    text = pdf["text"] if field is not None and "text" in pdf else None
-    if text is None or not isinstance(text.dtype, pd.CategoricalDtype) or not len(kept):
+def known_columns(pdf: pd.DataFrame, kept: np.ndarray) -> dict[str, pa.Array]:
+    """The typed payload columns (``cti.adapters.FIELD_COLUMN``) of the ``kept`` rows, if
+    each of them has them; else none."""
+    if FIELD_COLUMN not in pdf or not len(kept):
         return {}
-    codes = text.cat.codes.to_numpy()[kept]
-    if (codes < 0).any():
-        return {}
-    return {field: text_codes(codes, text.cat.categories.tolist())}
+    at = pa.array(kept)
+    if not pc.all(pa.array(pdf[FIELD_COLUMN].array).take(at).fill_null(False)).as_py():
+        return {}  # (null: not given)
+    return {name[len(FIELD_COLUMN):]: pa.array(pdf[name].array).take(at)
+            for name in pdf.columns if name.startswith(FIELD_COLUMN) and name != FIELD_COLUMN}
 
 
 def status_rows(masks: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -32,7 +32,7 @@ from cti.adapters import FIELD_COLUMN, AdapterItem, Arriving, InvalidInput
 from cti.errors import InvalidSettingsError
 from cti.events import EventShape, item_from_kind
 from cti.io.checks import check_columns, check_readable_file
-from cti.json_text import value_texts
+from cti.json_text import json_typed, value_texts
 from cti.schema import check_field
 from cti.time import MAX_TIME, MIN_TIME, to_time_zone
 
@@ -99,15 +99,18 @@ def _table(path: str) -> pa.Table:
 def _payloads(table: pa.Table, cols: list[str]) -> tuple[pa.Array, dict[str, pa.Array]]:
     """Each row's payload columns as canonical JSON (sorted keys, no spaces), joined by
     Arrow's string kernels; a column whose Arrow text is not exact is written by pandas. And
-    the JSON text of each column whose Arrow text is exact (``read_frame``'s ``field:`` columns).
+    the columns as ``json.loads`` gives their values back (``json_typed``: ``read_frame``'s
+    ``field:`` columns), where every one has such a type (else none).
     A string column's distinct values carry the separators around them (``{"k":`` before,
     ``,"next":`` or ``}`` after), so the rows' join has fewer parts."""
     import pyarrow.compute as pc
 
+    typed = {name: json_typed(table.column(name)) for name in cols}
+    if any(column is None for column in typed.values()):
+        typed = {}
     if not cols or not table.num_rows:
-        return pa.array(["{}"] * table.num_rows, pa.string()), {}
+        return pa.array(["{}"] * table.num_rows, pa.string()), typed
     parts: list[Any] = []
-    exact: dict[str, pa.Array] = {}
     joined_sep = False  # this column's separator went with the previous column's values
     for i, name in enumerate(cols):
         sep = "" if joined_sep else ("{" if i == 0 else ",") + json.dumps(name) + ":"
@@ -122,10 +125,8 @@ def _payloads(table: pa.Table, cols: list[str]) -> tuple[pa.Array, dict[str, pa.
             continue
         texts, indices = got
         if indices is None:
-            exact[name] = texts
             parts += [sep, texts]
             continue
-        exact[name] = texts.take(indices)
         after = "," + json.dumps(cols[i + 1]) + ":" if i + 1 < len(cols) else "}"
         parts.append(pc.binary_join_element_wise(sep, texts, after, "").take(indices))
         joined_sep = True
@@ -133,7 +134,7 @@ def _payloads(table: pa.Table, cols: list[str]) -> tuple[pa.Array, dict[str, pa.
         parts.append("}")
     parts = [p for p in parts if not isinstance(p, str) or p]
     joined = parts[0] if len(parts) == 1 else pc.binary_join_element_wise(*parts, "")
-    return (joined.combine_chunks() if isinstance(joined, pa.ChunkedArray) else joined), exact
+    return (joined.combine_chunks() if isinstance(joined, pa.ChunkedArray) else joined), typed
 
 
 def _ticks(column: pd.Series, zone: tzinfo | None) -> tuple[np.ndarray, np.ndarray, str]:
@@ -184,10 +185,11 @@ class ParquetInputAdapter:
     def read_frame(self, start: int, end: int, fields: frozenset[str] | None = None
                    ) -> pa.Table:
         """Rows [start, end) in cti's row form, as an Arrow table: kind, start, end, payload,
-        arrival, partition, error (the rule a bad row breaks, else null); and ``field:<name>``,
-        the JSON text of payload field <name>, for the columns whose text Arrow writes exactly
-        (the Spark source routes rows by it without parsing the payloads). ``fields``: only
-        these payload columns (the ones a run needs), else all."""
+        arrival, partition, error (the rule a bad row breaks, else null); and the payload
+        columns as typed columns (``cti.adapters.FIELD_COLUMN``), where each has a type that
+        JSON gives back (integers, floats, booleans, strings: ``json_typed``), so the engine
+        reads fields without parsing the payloads. ``fields``: only these payload columns (the
+        ones a run needs), else all."""
         import pyarrow.compute as pc
 
         c = self.config
@@ -221,12 +223,14 @@ class ParquetInputAdapter:
         arrival = times[c.arrival_column][0] if c.arrival_column else np.full(n, NULL)
         part = (df[c.partition_column].astype(str).to_numpy(object) if c.partition_column
                 else np.full(n, None, object))
-        payload, exact = _payloads(table, cols)
+        payload, typed = _payloads(table, cols)
         return pa.table({"kind": kind, "start": t0, "end": t1, "payload": payload,
                          "arrival": arrival.astype(np.int64),
                          "partition": pa.array(part, pa.string()),
                          "error": pa.array(error, pa.string()),
-                         **{FIELD_COLUMN + name: text for name, text in exact.items()}})
+                         **({FIELD_COLUMN: pa.array(np.ones(n, bool))} if cols and typed
+                            else {}),
+                         **{FIELD_COLUMN + name: column for name, column in typed.items()}})
 
     def read(self, start: int, end: int) -> Iterable[AdapterItem]:
         rows = self.read_frame(start, end).select(

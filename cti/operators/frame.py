@@ -95,21 +95,40 @@ def map_payloads(frame: pd.DataFrame, fn: Callable[[dict[str, Any]], Any]) -> li
     return results[codes].tolist()
 
 
-def payload_frame(texts: np.ndarray) -> pd.DataFrame:
+def payload_frame(texts: np.ndarray, columns: dict[str, pa.Array] | None = None
+                  ) -> pd.DataFrame:
     """Payloads (JSON texts) as a pandas frame: a row per payload, a column per field, as
     pandas builds it from the parsed payloads (a field missing from a payload is null, NaN in
-    a column of numbers). Read by Arrow's JSON reader, column-wise, where its types are the
-    ones pandas would infer (no nested objects); else parsed one by one."""
+    a column of numbers). From their typed columns where known (``Chunk.columns``); else read
+    by Arrow's JSON reader, column-wise, where its types are the ones pandas would infer (no
+    nested objects; strings that look like times stay strings); else parsed one by one."""
     n = len(texts)
+    if columns:
+        return _frame_of(pa.table({name: columns[name] for name in sorted(columns)}))
     if n and not pd.isna(texts).any():
+        lines = "\n".join(texts).encode()
         try:
-            table = pa_json.read_json(io.BytesIO("\n".join(texts).encode()))
+            table = pa_json.read_json(io.BytesIO(lines))
+            timed = [f.name for f in table.schema if pa.types.is_timestamp(f.type)]
+            if timed:  # (Arrow reads ISO-like strings as times; ``json.loads`` does not)
+                table = pa_json.read_json(io.BytesIO(lines), parse_options=pa_json.ParseOptions(
+                    explicit_schema=pa.schema([(name, pa.string()) for name in timed])))
         except pa.ArrowInvalid:  # (a field of two types)
             table = None
         if table is not None and table.num_rows == n and not any(
                 pa.types.is_nested(f.type) for f in table.schema):
-            return table.to_pandas() if table.num_columns else pd.DataFrame(index=range(n))
+            return _frame_of(table)
     return pd.DataFrame.from_records([payload_from_json(t) for t in texts], index=range(n))
+
+
+def _frame_of(table: pa.Table) -> pd.DataFrame:
+    """A table of payload fields as pandas makes the frame of their parsed values: a column
+    of nulls alone holds None (Arrow's JSON reader gives it no type)."""
+    if not table.num_columns:
+        return pd.DataFrame(index=range(table.num_rows))
+    return pa.table({name: pa.nulls(table.num_rows) if column.null_count == len(column)
+                     else column for name, column in zip(table.column_names, table.columns,
+                                                         strict=True)}).to_pandas()
 
 
 def payloads_of_frame(result: Any, rows: int, what: str) -> list[str]:
@@ -209,26 +228,33 @@ def _lines_column(lines: Any, rows: int, field: str) -> pa.Array | None:
     return table.column(field).combine_chunks()
 
 
-def field_values(frame: pd.DataFrame, field: str | Callable[[dict[str, Any]], Any]) -> list[Any]:
-    """A payload field (by name) or a function of the payload, per row: a named field of a
-    large frame by Arrow's JSON reader (``lines_field``), anything else row by row."""
+def field_values(frame: pd.DataFrame, field: str | Callable[[dict[str, Any]], Any],
+                 column: pa.Array | None = None) -> list[Any]:
+    """A payload field (by name) or a function of the payload, per row: a named field from its
+    typed ``column`` where known (``Chunk.columns``), or of a large frame by Arrow's JSON reader
+    (``lines_field``); anything else row by row."""
+    if column is not None:
+        return column.to_pylist()
     column = _exact(_field_column(frame, field))
     return column.to_pylist() if column is not None else _row_values(frame, field)
 
 
-def field_numbers(frame: pd.DataFrame, field: str | Callable[[dict[str, Any]], Any]
-                  ) -> np.ndarray:
+def field_numbers(frame: pd.DataFrame, field: str | Callable[[dict[str, Any]], Any],
+                  column: pa.Array | None = None) -> np.ndarray:
     """``field_values`` as numbers, as ``pd.to_numeric(..., errors="coerce")`` makes them (a
-    null, an absent field or anything but a number: NaN): a named field of a large frame whose
-    values Arrow's JSON reader gives as integers or floats straight from its column (a column
-    with a float among its integers is floats either way), anything else row by row."""
-    column = _field_column(frame, field)
-    if column is not None and pa.types.is_null(column.type):
+    null, an absent field or anything but a number: NaN): a named field's typed ``column``
+    where known (``Chunk.columns``) or a large frame's whose values Arrow's JSON reader gives
+    as integers or floats, straight from the column (a column with a float among its integers
+    is floats either way), anything else row by row."""
+    typed = column is not None
+    column = column if typed else _field_column(frame, field)
+    if column is not None and (pa.types.is_null(column.type) or column.null_count == len(
+            column)):
         return np.full(len(frame), np.nan)
     if column is not None and (pa.types.is_int64(column.type) or (
-            pa.types.is_float64(column.type) and not _beyond_int64(column))):
+            pa.types.is_float64(column.type) and (typed or not _beyond_int64(column)))):
         return column.to_numpy(zero_copy_only=False)
-    exact = _exact(column)
+    exact = column if typed else _exact(column)
     values = exact.to_pylist() if exact is not None else _row_values(frame, field)
     return pd.to_numeric(pd.Series(values), errors="coerce").to_numpy()
 
@@ -261,12 +287,13 @@ def _field_column(frame: pd.DataFrame, field: str | Callable[[dict[str, Any]], A
     return _lines_column(io.BytesIO(lines), len(frame), field)
 
 
-def field_codes(frame: pd.DataFrame, field: str | Callable[[dict[str, Any]], Any]
-                ) -> tuple[np.ndarray, list[Any]]:
+def field_codes(frame: pd.DataFrame, field: str | Callable[[dict[str, Any]], Any],
+                column: pa.Array | None = None) -> tuple[np.ndarray, list[Any]]:
     """Each row's code for its value of a payload field (or of a function of the payload), and
     the value of each code. Values share a code when their JSON is equal (1, 1.0 and True do
-    not)."""
-    column = _exact(_field_column(frame, field))
+    not). ``column``: the field's typed column, where known (``Chunk.columns``)."""
+    if column is None or pa.types.is_floating(column.type):  # (NaN is no dictionary value)
+        column = _exact(_field_column(frame, field))
     if column is not None:  # one Arrow type: its equal values are JSON-equal
         encoded = column.dictionary_encode()
         values = [*encoded.dictionary.to_pylist(), None]
@@ -382,19 +409,26 @@ def value_json(value: Any) -> str:
 @attrs.define
 class Chunk:
     """One step of a stream: new event items and the CTIs (increasing) that came with them.
-    ``fields`` may hold a payload field's ``text_codes`` of exactly these ``events``, and
-    ``keys`` each event's code for its ``key`` with the key of each code
-    (``key_codes_with``), known already (an operator's output is a new chunk, without them;
-    ``where`` keeps them)."""
+    ``columns`` may hold the events' payloads as typed columns, one per field of the
+    payloads, in the type ``json.loads`` gives each value (an adapter's:
+    ``cti.adapters.FIELD_COLUMN``), and ``keys`` each event's code for its ``key`` with the
+    key of each code (``key_codes_with``), known already. An operator that makes new payloads
+    gives a chunk without them; one that passes events on as they are (``where``) keeps
+    them."""
 
     events: pd.DataFrame
     ctis: list[int]
-    fields: dict[str, tuple[np.ndarray, list[Any], list[str]]] = attrs.field(factory=dict)
+    columns: dict[str, pa.Array] = attrs.field(factory=dict)
     keys: tuple[np.ndarray, np.ndarray] | None = None
 
     @classmethod
     def empty(cls) -> Chunk:
         return cls(empty(), [])
+
+    def taken(self, rows: np.ndarray) -> dict[str, pa.Array]:
+        """``columns`` of the events at ``rows`` (positions or a mask)."""
+        at = pa.array(np.flatnonzero(rows) if rows.dtype == bool else rows)
+        return {name: column.take(at) for name, column in self.columns.items()}
 
 
 def chunk_of(status: np.ndarray, kind: np.ndarray, start: np.ndarray, end: np.ndarray,

@@ -88,17 +88,20 @@ class QueryMachine:
         """Each event's key gains the value of ``field``; the body runs keyed; the key's last
         part goes back into the output payloads (``cti.operators.group``)."""
         chunks, memo = self._step
-        ev, keys = chunk.events, None
+        ev, keys, columns = chunk.events, None, chunk.columns
         if len(ev):
-            known = chunk.fields.get(node.field) if isinstance(node.field, str) else None
-            codes, values, *texts = known or frame.field_codes(ev, node.field)
-            ev, codes = _null_keys(node, ev, codes, values)
-            keys = frame.key_codes_with(ev, codes, values, *texts)
+            codes, values = frame.field_codes(ev, node.field, chunk.columns.get(node.field)
+                                              if isinstance(node.field, str) else None)
+            kept = _null_keys(node, ev, codes, values)
+            if kept is not None:
+                ev, codes, columns = ev[kept].reset_index(drop=True), codes[kept], chunk.taken(
+                    kept)
+            keys = frame.key_codes_with(ev, codes, values)
             ev = frame.make(*(ev[c].to_numpy() for c in ("kind", "start", "end", "payload")),
                             keys[1][keys[0]])
         group_inputs = [n for n in plan.walk(node.body) if isinstance(n, plan.GroupInput)]
         for g in group_inputs:
-            memo[id(g)] = Chunk(ev, chunk.ctis, keys=keys)
+            memo[id(g)] = Chunk(ev, chunk.ctis, columns, keys)
         out = self._eval(node.body, chunks, memo)
         return Chunk(self._ungroup(node, out.events.copy()), out.ctis)
 
@@ -141,17 +144,17 @@ class QueryMachine:
 
 
 def _null_keys(node: plan.GroupApply, ev: pd.DataFrame, codes: np.ndarray, values: list[Any]
-               ) -> tuple[pd.DataFrame, np.ndarray]:
-    """The events (and their codes) that ``group_by`` groups: an event whose key is null
-    (or lacks it, where its stream's fields were known) raises ``NullKeyError``, is left out
-    or kept as a group of its own, as ``node.nulls`` says; one that lacks a field its stream
-    was not known to have raises ``UnknownFieldError``."""
+               ) -> np.ndarray | None:
+    """Which events ``group_by`` groups (None: all): an event whose key is null (or lacks
+    it, where its stream's fields were known) raises ``NullKeyError``, is left out or kept as
+    a group of its own, as ``node.nulls`` says; one that lacks a field its stream was not
+    known to have raises ``UnknownFieldError``."""
     is_null = np.fromiter((v is None for v in values), bool, len(values))
     nulls = is_null[codes] if len(values) else np.zeros(len(codes), bool)
     if not nulls.any() or node.nulls == "group":
         if nulls.any():
             _check_present(node, ev, nulls)
-        return ev, codes
+        return None
     _check_present(node, ev, nulls)
     if node.nulls == "raise":
         payload = ev["payload"].to_numpy(object)[nulls][0]
@@ -160,7 +163,7 @@ def _null_keys(node: plan.GroupApply, ev: pd.DataFrame, codes: np.ndarray, value
             f"{node.field!r} is null: {shown(payload)}. Null keys are not equal to each other; "
             f"pass group_by({node.field!r}, nulls='group') to group them together, or "
             "nulls='drop' to leave such events out")
-    return ev[~nulls].reset_index(drop=True), codes[~nulls]
+    return ~nulls
 
 
 def _check_present(node: plan.GroupApply, ev: pd.DataFrame, nulls: np.ndarray) -> None:

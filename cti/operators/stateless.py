@@ -39,12 +39,12 @@ def _map_ctis(ctis: list[int], fn) -> list[int]:
     return out
 
 
-def _on_frame(node: plan.Where | plan.Select, operator: str, fn: Any, ev: pd.DataFrame
+def _on_frame(node: plan.Where | plan.Select, operator: str, fn: Any, chunk: Chunk
               ) -> tuple[pd.DataFrame, Any]:
     """The events' payloads as a frame (``frame.payload_frame``), and ``fn`` of it; an
     exception of ``fn`` noted with the operator, the stream and the frame's first payload."""
-    payloads = ev["payload"].to_numpy(object)
-    df = frame.payload_frame(payloads)
+    payloads = chunk.events["payload"].to_numpy(object)
+    df = frame.payload_frame(payloads, chunk.columns)
     try:
         return df, fn(df)
     except Exception as exc:
@@ -65,13 +65,13 @@ def where(node: plan.Where, chunk: Chunk) -> Chunk:
             raise
 
     if node.frame:
-        df, got = _on_frame(node, "where", node.predicate, ev)
+        df, got = _on_frame(node, "where", node.predicate, chunk)
         keep = frame.mask_of(got, len(df), f"where(..., frame=True) on stream "
                              f"{node.source.label}")
     else:
         keep = np.asarray(frame.map_payloads(ev, test), dtype=bool)
     return Chunk(ev[keep].reset_index(drop=True), chunk.ctis,  # the payloads are the same
-                 {f: (codes[keep], *rest) for f, (codes, *rest) in chunk.fields.items()},
+                 chunk.taken(keep),
                  None if chunk.keys is None else (chunk.keys[0][keep], chunk.keys[1]))
 
 
@@ -91,7 +91,7 @@ def select(node: plan.Select, chunk: Chunk) -> Chunk:
         return payload_to_json(out)
 
     if node.frame:
-        df, got = _on_frame(node, "select", node.fn, ev)
+        df, got = _on_frame(node, "select", node.fn, chunk)
         payloads = frame.payloads_of_frame(got, len(df), f"select(..., frame=True) on stream "
                                            f"{node.source.label}")
     else:
@@ -106,7 +106,7 @@ def shift(node: plan.ShiftEventTime, chunk: Chunk) -> Chunk:
     ev = chunk.events.copy()
     ev["start"] = _shift_times(ev["start"].to_numpy(), d)
     ev["end"] = _shift_times(ev["end"].to_numpy(), d)
-    return Chunk(ev, _map_ctis(chunk.ctis, lambda c: c + d))
+    return Chunk(ev, _map_ctis(chunk.ctis, lambda c: c + d), chunk.columns)
 
 
 def _as_intervals(ev: pd.DataFrame, start: np.ndarray, duration: int) -> pd.DataFrame:

@@ -71,16 +71,19 @@ def _expand(node: plan.Window, starts: np.ndarray, ends: np.ndarray, k_from: np.
 
 
 def _add(node: plan.Window, state: dict[str, Any], ev: pd.DataFrame, rows: np.ndarray,
-         ks: np.ndarray, keys: tuple[np.ndarray, np.ndarray] | None = None) -> None:
+         ks: np.ndarray, keys: tuple[np.ndarray, np.ndarray] | None = None,
+         columns: dict[str, pa.Array] | None = None) -> None:
     """Add each (event row, window k) to the partial aggregates and the windows' event lists.
-    ``keys``: each row's code for its key and the key of each code, where known."""
+    ``keys``: each row's code for its key and the key of each code, where known; ``columns``:
+    the events' typed payload columns, where known (``Chunk.columns``)."""
     if not len(rows):
         return
     measures: dict[str, np.ndarray] = {}
     for name, agg in _builtins(node).items():
         if agg.op == "count":
             continue
-        values = _user_numbers(node, name, ev, agg.field)
+        values = _user_numbers(node, name, ev, agg.field, (columns or {}).get(agg.field)
+                               if isinstance(agg.field, str) else None)
         if isinstance(agg.field, str) and node.source.fields is None:
             nulls = pd.isna(values)  # a field the stream was not known to have
             if nulls.any():  # (null, absent or not a number: checked on those events)
@@ -104,11 +107,12 @@ def _add(node: plan.Window, state: dict[str, Any], ev: pd.DataFrame, rows: np.nd
             lists.setdefault((key, k), []).append((int(s), int(e), p))
 
 
-def _user_numbers(node: plan.Window, name: str, ev: pd.DataFrame, field: Any) -> np.ndarray:
-    """An aggregate's field of each event as a number (``frame.field_numbers``; a function's
-    exception noted: ``usercode``)."""
+def _user_numbers(node: plan.Window, name: str, ev: pd.DataFrame, field: Any,
+                  column: pa.Array | None = None) -> np.ndarray:
+    """An aggregate's field of each event as a number (``frame.field_numbers``, from its typed
+    ``column`` where known; a function's exception noted: ``usercode``)."""
     if not callable(field):
-        return frame.field_numbers(ev, field)
+        return frame.field_numbers(ev, field, column)
     def value(p: dict[str, Any]) -> Any:
         try:
             return field(p)
@@ -198,7 +202,8 @@ def window(node: plan.Window, chunk: Chunk, state: dict[str, Any],
                                min(max(k_first, _I64.min), _I64.max), np.int64), None)
     known = chunk.keys if is_fixed.all() else None if chunk.keys is None else (
         chunk.keys[0][is_fixed], chunk.keys[1])
-    _add(node, state, fixed, rows, ks, known)
+    _add(node, state, fixed, rows, ks, known,
+         chunk.columns if is_fixed.all() else chunk.taken(is_fixed))
     if closed:
         cf = frame.make(["interval"] * len(closed), [c[0] for c in closed],
                         [c[1] for c in closed], [c[2] for c in closed], [c[3] for c in closed])

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 
@@ -198,10 +199,11 @@ class LocalRuntime:
             tables = [next(r, None) for r in runners]
             if all(t is None for t in tables):
                 return
-            rows = [routed_frame(part, g) for g, t in zip(read, tables, strict=True)
+            rows = [part.append_column("group", pa.array(np.full(part.num_rows, g, np.int32)))
+                    for g, t in zip(read, tables, strict=True)
                     if t is not None for _, part in routed(route, g, t)]
-            yield shard.step(state, rows[0] if len(rows) == 1 else pd.concat(
-                rows, ignore_index=True))
+            yield shard.step(state, routed_frame(pa.concat_tables(
+                rows, promote_options="default")))
 
     def write_query(self, bound: Any) -> None:
         adapter = bound.factory.create(bound.config, bound.stream.shape)

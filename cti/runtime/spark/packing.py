@@ -18,10 +18,9 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from cti.engine.batch import IN_ARROW, ROUTED_ARROW, TEXT, routed
+from cti.engine.batch import IN_ARROW, ROUTED_ARROW, routed, routed_cast, routed_frame
 from cti.engine.route import QueryRoute
 from cti.io.dataframes import key_order
-from cti.operators.frame import arrow_to_pandas
 from cti.operators.output import OUTPUT_ARROW, ordered_table, step_table
 from cti.runtime.spark.partitioning import shard_slots
 
@@ -48,14 +47,12 @@ _COMPRESSED = pa.ipc.IpcWriteOptions(compression="lz4")  # a quarter of the byte
 
 
 def pack(rows: pa.Table, first_seq: int) -> bytes:
-    """Rows (``IN_ARROW`` columns, ``own`` and maybe ``text``) as an Arrow IPC stream (LZ4
-    buffers). Fewer bytes for Spark to carry: ``kind`` (a few distinct values) travels
-    dictionary-encoded, and ``seq`` not at all where it counts up from ``first_seq`` (the
-    packed row's ``seq``), as it does for a columnar adapter's rows, else as 32-bit steps
+    """Rows (``IN_ARROW`` columns, ``own`` and maybe typed payload columns) as an Arrow IPC
+    stream (LZ4 buffers). Fewer bytes for Spark to carry: ``kind`` (a few distinct values)
+    travels dictionary-encoded, and ``seq`` not at all where it counts up from ``first_seq``
+    (the packed row's ``seq``), as it does for a columnar adapter's rows, else as 32-bit steps
     from one row to the next (``seq_step``: a shard's own events, ``cti.engine.timed``)."""
-    if "text" not in rows.column_names:
-        rows = rows.append_column(_ARROW.field("text"), pa.nulls(rows.num_rows, TEXT))
-    rows = rows.cast(_ARROW)
+    rows = routed_cast(rows)
     seq = rows.column("seq").to_numpy()
     steps = np.diff(seq, prepend=first_seq)
     if len(seq) and seq[0] == first_seq and (steps[1:] == 1).all():
@@ -86,7 +83,7 @@ def unpack(packed: pd.DataFrame, next_seq: Callable[[int, int], int] | None = No
         elif "seq" not in table.column_names:
             table = table.append_column("seq", pa.array(
                 np.arange(first, first + table.num_rows, dtype=np.int64)))
-        tables.append(table.select(_ARROW.names).cast(_ARROW).append_column(
+        tables.append(routed_cast(table).append_column(
             "group", pa.array(np.full(table.num_rows, group, np.int32))))
     for (group, stream), pieces in unnumbered.items():
         if next_seq is None:
@@ -95,8 +92,8 @@ def unpack(packed: pd.DataFrame, next_seq: Callable[[int, int], int] | None = No
         tables.append(table.append_column(
             "group", pa.array(np.full(table.num_rows, group, np.int32))))
     if not tables:
-        return _ARROW.empty_table().to_pandas().assign(group=np.int32(0))
-    return arrow_to_pandas(pa.concat_tables(tables))
+        return routed_frame(_ARROW.empty_table(), 0)
+    return routed_frame(pa.concat_tables(tables, promote_options="default"))
 
 
 def sequenced(rows: pa.Table, first_seq: int) -> pa.Table:
@@ -111,7 +108,7 @@ def sequenced(rows: pa.Table, first_seq: int) -> pa.Table:
 def pack_unnumbered(rows: pa.Table, order: pa.Table) -> bytes:
     """A piece of a DataFrame input's rows for one shard (``routed``), with their sort key
     (``order:`` columns), unnumbered (the packed row's ``seq`` is -1)."""
-    rows = rows.cast(_ARROW)
+    rows = routed_cast(rows)
     for name in order.column_names:
         rows = rows.append_column(name, order.column(name))
     return _ipc(rows)
