@@ -17,7 +17,7 @@ from cti.rows import PLAIN_JSON_CHARS
 _PLAIN_TEXT = rf"^{PLAIN_JSON_CHARS}*$"  # a string quoted is its own JSON text
 
 
-def value_texts(column: pa.ChunkedArray) -> tuple[pa.Array, pa.Array | None] | None:
+def value_texts(column: pa.ChunkedArray | pa.Array) -> tuple[pa.Array, pa.Array | None] | None:
     """A column's values as JSON text, where it is written exactly as ``json.dumps`` writes
     them (integers, booleans, floats, strings of plain printable ASCII); else None. A
     string column's as the texts of its distinct values (and ``null``) and each row's index
@@ -33,7 +33,8 @@ def value_texts(column: pa.ChunkedArray) -> tuple[pa.Array, pa.Array | None] | N
     if pa.types.is_boolean(t):
         return pc.if_else(column, "true", "false").fill_null("null"), None
     if pa.types.is_string(t) or pa.types.is_large_string(t):
-        encoded = column.combine_chunks().dictionary_encode()
+        encoded = (column.combine_chunks() if isinstance(column, pa.ChunkedArray)
+                   else column).cast(pa.string()).dictionary_encode()
         values = encoded.dictionary
         if len(values) and not pc.all(pc.match_substring_regex(values, _PLAIN_TEXT)).as_py():
             return None

@@ -1,7 +1,7 @@
 """Payload fields read column-wise: a float's JSON text written by Arrow (``json_text.float_texts``)
 is ``json.dumps``'s, an aggregate's numbers read from a large frame by Arrow
 (``frame.field_numbers``) are those ``pd.to_numeric`` makes of the values parsed one by one, and
-a shard groups by the field texts its rows came with, over several pieces of a micro-batch."""
+a shard groups by the typed column its rows came with, over several pieces of a micro-batch."""
 
 from __future__ import annotations
 
@@ -102,11 +102,11 @@ def test_a_field_no_payload_has_is_all_nan():
     np.testing.assert_array_equal(frame.field_numbers(ev, "v"), np.full(300, np.nan))
 
 
-def test_a_shard_reads_the_spreading_field_from_its_rows_texts_not_the_payloads(
+def test_a_shard_reads_the_spreading_field_from_its_typed_columns_not_the_payloads(
         tmp_path, monkeypatch):
     """Several pieces of a columnar input in one micro-batch (as Spark's source sends them):
-    the shards group by the field's texts that came with the rows, and give what one shard
-    reading the payloads gives."""
+    the shards group by the field's typed column that came with the rows (reading a field from
+    the payloads' text fails here), and give what one shard gives."""
     rng = np.random.default_rng(3)
     n = 600
     path = tmp_path / "events.parquet"
@@ -123,7 +123,8 @@ def test_a_shard_reads_the_spreading_field_from_its_rows_texts_not_the_payloads(
     batches = [{"s": [(0, 150, False), (150, 300, False), (300, 420, False)]},
                {"s": [(420, 500, False), (500, n, True)]}]
     _, one, _, _ = run_shards(query, {"s": adapter}, [{"s": [(0, n, True)]}], 1)
-    monkeypatch.setattr(frame, "field_codes", _fails)
+    monkeypatch.setattr(frame, "_field_column", _fails)
+    monkeypatch.setattr(frame, "map_payloads", _fails)
     _, many, _, _ = run_shards(query, {"s": adapter}, batches, 3)
     assert released(o for outs in many for o in outs) == released(one[0])
 

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cti.adapters import FIELD_COLUMN
-from cti.engine.batch import key_shards, routed, text_hashes
+from cti.engine.batch import field_texts, key_shards, routed, text_hashes
 from cti.engine.route import QueryRoute
 from cti.operators.frame import repeats
 from cti.runtime.spark.packing import pack, unpack
@@ -142,8 +142,7 @@ def test_packed_rows_unpack_to_the_same_rows(first, steps, kinds):
         1, "seq", pa.array(seq))
     table = table.append_column("own", pa.array(np.zeros(n, np.int32)))
     got = unpack_one(pack(table, first), first)
-    assert got["text"].isna().all()  # no field texts given
-    got = got.drop(columns=["group", "text"])
+    got = got.drop(columns=["group"])
     want = table.to_pandas()
     assert got.columns.tolist() == want.columns.tolist()
     assert got.to_dict("list") == want.to_dict("list")
@@ -161,22 +160,42 @@ def test_payloads_unpack_to_their_texts_whether_they_repeat_or_not(distinct):
     assert got.dtype == object and got.tolist() == payloads
 
 
+# A typed payload column's type and its values (``cti.adapters.FIELD_COLUMN``).
+TYPED = {pa.int64(): st.integers(-3, 3), pa.string(): st.sampled_from(["a", "b", "é", 'q"']),
+         pa.bool_(): st.booleans(), pa.float64(): st.sampled_from([1.0, 2.5, -0.0])}
+
+
+@st.composite
+def typed_values(draw, min_size=1, max_size=30):
+    """A typed column's type and values (nulls among them), and which rows have them."""
+    kind = draw(st.sampled_from(sorted(TYPED, key=str)))
+    values = draw(st.lists(st.none() | TYPED[kind], min_size=min_size, max_size=max_size))
+    given = draw(st.lists(st.booleans(), min_size=len(values), max_size=len(values)))
+    return kind, values, given
+
+
 @settings(max_examples=60, deadline=None)
-@given(st.lists(VALUES, min_size=1, max_size=30), st.data(), st.integers(2, 4))
-def test_a_shard_gets_the_field_texts_of_its_own_events(values, data, shards):
-    """Where the adapter gives a field's texts, each shard's own events carry them (``text``),
-    and no other row does."""
+@given(typed_values(), st.integers(2, 4))
+def test_a_shard_gets_the_typed_columns_of_its_own_events(typed, shards):
+    """Where the adapter gives typed payload columns, each shard's own events carry them
+    through the pack, and no other row does; the events go where their payloads send them."""
+    kind, values, given = typed
     n = len(values)
-    given = data.draw(st.lists(st.booleans(), min_size=n, max_size=n))
-    texts = [json.dumps(v) if g else None for v, g in zip(values, given, strict=True)]
-    rows = _rows(["point"] * n + ["cti"], [*_payloads(values).to_pylist(), None]
-                 ).append_column(FIELD_COLUMN + "k", pa.array([*texts, None], pa.string()))
+    rows = _rows(["point"] * n + ["cti"], [*_payloads(values).to_pylist(), None])
+    rows = rows.append_column(FIELD_COLUMN, pa.array([*given, None], pa.bool_())
+                              ).append_column(FIELD_COLUMN + "k", pa.array([*values, None], kind))
     route = QueryRoute(0, shards, {(0, 0): "k"}, with_inputs=False)
     owners = key_shards(_payloads(values), "k", shards)
     for shard, part in routed(route, 0, rows):
-        got = unpack_one(pack(part, 0))["text"]
-        want = [t if o == shard else None for t, o in zip(texts, owners, strict=True)]
-        assert [None if pd.isna(t) else t for t in got] == [*want, None]
+        got = unpack_one(pack(part, 0))
+        mine = [o == shard for o in owners] + [False]
+        assert (got["own"].to_numpy()[:n] == owners).all()
+        marks = pa.array(got[FIELD_COLUMN].array).to_pylist()
+        assert [m if own else None for m, own in zip([*given, None], mine, strict=True)] == marks
+        column = pa.array(got[FIELD_COLUMN + "k"].array)
+        assert column.type == kind
+        assert column.to_pylist() == [v if own else None for v, own in zip(
+            [*values, None], mine, strict=True)]
 
 
 @settings(max_examples=200, deadline=None)
@@ -195,12 +214,16 @@ def test_a_range_is_cut_into_bounded_pieces_that_fill_the_cores(start, n, cores)
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.one_of(st.integers(-3, 3), st.sampled_from(["a", "b", "k1"]), st.booleans(),
-                          st.none()), min_size=1, max_size=40),
-       st.lists(st.booleans(), min_size=40, max_size=40), st.integers(2, 5))
-def test_an_adapters_field_texts_give_the_shards_the_payloads_give(values, given_at, shards):
-    texts = pa.array([json.dumps(v) if given_at[i] else None for i, v in enumerate(values)],
-                     pa.string())
+@given(typed_values(max_size=40), st.integers(2, 5))
+def test_a_typed_columns_texts_give_the_shards_the_payloads_give(typed, shards):
+    """The JSON texts of a typed column's values (``field_texts``: ``json.dumps``'s, null
+    where not given) hash each event to the shard its payload does."""
+    kind, values, given = typed
+    texts = field_texts(pa.array(values, kind), np.asarray(given))
+    assert [None if t is None else json.loads(t) for t in texts.to_pylist()] == [
+        v if g else None for v, g in zip(values, given, strict=True)]
+    assert [t for t, g in zip(texts.to_pylist(), given, strict=True) if g] == [
+        json.dumps(v) for v, g in zip(values, given, strict=True) if g]
     payloads = _payloads(values)
     assert list(key_shards(payloads, "k", shards, texts)) == list(
         key_shards(payloads, "k", shards))

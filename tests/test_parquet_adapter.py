@@ -65,6 +65,18 @@ def test_float_payloads_keep_every_digit(tmp_path):
     assert items[0].payload["g"] == float(pa.array([0.1 + 0.2], pa.float32())[0].as_py())
 
 
+def test_large_string_columns_are_payload_strings(tmp_path):
+    """A file written with 64-bit string offsets (as Polars writes them) reads as any other."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "large.parquet"
+    pq.write_table(pa.table({"t": [1, 2, 3], "k": pa.array(["a", "é", None], pa.large_string())}),
+                   path)
+    assert [e.payload for e in bind(path).collect("local") if hasattr(e, "payload")] == [
+        {"k": "a"}, {"k": "é"}, {"k": None}]
+
+
 def test_timestamp_columns_are_ticks(tmp_path):
     rows = [{"t": pd.Timestamp("2024-01-01T00:00:01Z"), "v": 1}]
     items = bind(write(tmp_path, rows)).collect("local")

@@ -114,8 +114,8 @@ def field_texts(values: pa.Array, given: np.ndarray) -> pa.Array:
     texts, indices = got
     if indices is None:
         return pc.if_else(pa.array(given), texts, None)
-    return pa.DictionaryArray.from_arrays(pa.array(indices).cast(pa.int32()), texts,
-                                          mask=pa.array(~given))
+    codes = indices.to_numpy(zero_copy_only=False).astype(np.int32)
+    return pa.DictionaryArray.from_arrays(pa.array(codes, mask=~given), texts)
 
 
 def key_shards(payloads: pa.Array, field: str, shards: int, texts: pa.Array | None = None

@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from cti.adapters import FIELD_COLUMN
 from cti.engine import timed
 from cti.engine.batch import owners
 from cti.engine.route import QueryRoute
@@ -31,6 +32,7 @@ from cti.events import EVENT_KINDS, INPUT_STATUSES, SHAPE_KINDS, EventShape
 from cti.ingress import ordered, vectorized
 from cti.ingress.machine import IngressMachine
 from cti.ingress.spec import StreamSpec
+from cti.ingress.vectorized import known_columns
 from cti.operators import frame
 from cti.operators.machine import QueryMachine
 
@@ -95,10 +97,10 @@ class Shard:
         ``state`` (``new_state()`` at first)."""
         machine = QueryMachine(self.plan, self.inputs, state["machine"])
         route, shard, groups = self.route, self.shard, self.groups
-        ingress_out, reports, direct = {}, {}, {}
+        ingress_out, reports, direct, parts = {}, {}, {}, {}
         for g in groups:
             ingress = IngressMachine(self.specs[g], state["ingress"][g])
-            part = rows if len(groups) == 1 else rows[rows["group"].to_numpy() == g]
+            part = parts[g] = rows if len(groups) == 1 else rows[rows["group"].to_numpy() == g]
             passing = g in self.passing
             got = None
             timed_stream = next((i for h, i in route.timed if h == g), None)
@@ -119,7 +121,7 @@ class Shard:
             reports[g] = got if passing else report if report is not None else _counted(
                 got, shard, route, g)
         chunks = [direct[(g, i)] if (g, i) in direct else chunk(
-            ingress_out[g], i, shard, route.fields.get((g, i)), route.shards)
+            ingress_out[g], i, shard, route.fields.get((g, i)), route.shards, parts[g])
             for g, i in self.refs]
         events, ctis = machine.step(chunks)
         state["machine"] = machine.state
@@ -154,7 +156,7 @@ def _timed(ingress: IngressMachine, rows: pd.DataFrame, shard: int, route: Query
             got, step = done
         else:  # (the fast stream's CTIs are imported on the way)
             got = _weighted(ingress_step(ingress, part, shard, settle=False))
-            step = chunk(got, index, shard, fields[index], route.shards)
+            step = chunk(got, index, shard, fields[index], route.shards, part)
         outs.append(got)
         reports.append(got if compact else _counted(got, shard, route, group))
         chunks.append(step)
@@ -202,14 +204,15 @@ def _owned(payloads: np.ndarray, field: str | None, shard: int, shards: int) -> 
     return mine
 
 
-def chunk(got: pd.DataFrame, stream: int, shard: int, field: str | None, shards: int
-          ) -> frame.Chunk:
+def chunk(got: pd.DataFrame, stream: int, shard: int, field: str | None, shards: int,
+          rows: pd.DataFrame | None = None) -> frame.Chunk:
     """Stream ``stream``'s CTIs and the accepted and adjusted events the shard owns, from its
     group's ingress output ``got``. Rows of weight 0 are owned by construction (see
-    ``vectorized.process_group``). Other events come from the row machine, maybe from rows of
-    an earlier micro-batch (held back until the group's other streams caught up), so their
-    owner comes from their payload, by the hash the rows were routed by (``batch.owners``); a
-    payload left out is another shard's event."""
+    ``vectorized.process_group``). Other events may come from rows of an earlier micro-batch
+    (held back until the group's other streams caught up, or to be reordered), so their owner
+    comes from their payload, by the hash the rows were routed by (``batch.owners``); a
+    payload left out is another shard's event. Where every event is one of the input
+    ``rows`` and they have its typed payload columns, the chunk carries them."""
     status = got["status"].to_numpy()
     event = (status == "accepted") | (status == "adjusted")
     owned = got["weight"].to_numpy() == 0
@@ -217,5 +220,13 @@ def chunk(got: pd.DataFrame, stream: int, shard: int, field: str | None, shards:
     if check.any():
         owned[check] = _owned(got["payload"].to_numpy(object)[check], field, shard, shards)
     sel = (got["stream"].to_numpy() == stream) & ((status == "cti") | (event & owned))
-    return frame.chunk_of(*(got[c].to_numpy()[sel] for c in (
+    out = frame.chunk_of(*(got[c].to_numpy()[sel] for c in (
         "status", "kind", "start", "end", "payload")))
+    if rows is not None and len(out.events) and FIELD_COLUMN in rows:
+        ours = np.flatnonzero(rows["stream"].to_numpy() == stream)
+        seqs = pd.Index(rows["seq"].to_numpy()[ours])
+        at = seqs.get_indexer(got["in_seq"].to_numpy()[sel & event]) if seqs.is_unique \
+            else np.full(1, -1)
+        if (at >= 0).all():  # (else some came from an earlier micro-batch)
+            out.columns = known_columns(rows, ours[at])
+    return out

@@ -70,9 +70,15 @@ def total(frame: pd.DataFrame, name: str) -> np.ndarray:
     limb_of = np.asarray([int(c.rsplit("@", 1)[1]) for c in cols], np.int64)
     values = frame[cols].to_numpy(np.int64)
     out, slow = _rounded(values, limb_of)
+    # An integer sum beside the limbs: the integers of steps whose values were all integers.
+    whole = frame[name].to_numpy(np.int64) if name in frame.columns else np.zeros(0, np.int64)
+    if len(whole):
+        slow |= whole != 0
     for i in np.flatnonzero(slow):
         exact = sum(x << (_LIMB * int(j)) for x, j in zip(values[i].tolist(), limb_of,
                                                           strict=True))
+        if len(whole):
+            exact += int(whole[i]) << _UNIT
         try:
             out[i] = exact / (1 << _UNIT)  # correctly rounded (Python's int division)
         except OverflowError:  # beyond the largest float, as float addition gives
@@ -103,10 +109,11 @@ def _rounded(values: np.ndarray, limb_of: np.ndarray) -> tuple[np.ndarray, np.nd
 
 
 def with_columns(frame: pd.DataFrame, columns: set[str]) -> pd.DataFrame:
-    """``frame`` with every limb or non-finite column of ``columns`` (0 where it lacks one),
-    so that partials of other micro-batches line up."""
+    """``frame`` with every limb, non-finite or integer sum column of ``columns`` (0 where it
+    lacks one), so that partials of other micro-batches line up: a sum's values may be
+    integers in one and floats in another (a null among integers reads as NaN)."""
     missing = [c for c in columns if c not in frame.columns]
     if not missing:
         return frame
-    return frame.assign(**{c: np.zeros(len(frame), np.int64 if is_limb(c) else np.float64)
-                           for c in missing})
+    return frame.assign(**{c: np.zeros(len(frame), np.float64 if c.endswith("!")
+                                        else np.int64) for c in missing})

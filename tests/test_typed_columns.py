@@ -1,0 +1,217 @@
+"""Typed payload columns (``cti.adapters.FIELD_COLUMN``): a columnar adapter's payload fields
+travel as Arrow columns beside the JSON text, and every reader of a field (aggregates'
+numbers, group keys, a frame of payloads) gives from the columns exactly what it gives from
+the text; a query over a Parquet file (columns) and over the same events from memory (text
+only) give the same results, in-process, over several shards and on Spark."""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import timedelta
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
+from shard_runs import released, run_shards
+
+from cti import (
+    AdvanceTimeGenerationSettings,
+    AdvanceTimeSettings,
+    Application,
+    Arriving,
+    CepStream,
+    EventOrderingPolicy,
+    EventShape,
+    PointEvent,
+    agg,
+    ticks,
+)
+from cti.io.memory import MemoryInputAdapterFactory
+from cti.io.parquet import ParquetInputAdapterFactory, ParquetInputConfig, _payloads
+from cti.json_text import json_typed
+from cti.operators import frame
+
+# A column's Arrow type and values of it as a Parquet file may hold them.
+COLUMNS = {
+    pa.int64(): st.integers(-2**63, 2**63 - 1),
+    pa.int8(): st.integers(-128, 127),
+    pa.uint64(): st.integers(0, 2**63 - 1),
+    pa.float64(): st.floats(),
+    pa.float32(): st.floats(width=32),
+    pa.bool_(): st.booleans(),
+    pa.string(): st.text(max_size=4),
+    pa.large_string(): st.sampled_from(["a", "b", "é", "\n", "2024-01-01", "12", ""]),
+}
+
+
+@st.composite
+def tables(draw):
+    """A table of one to three typed columns (nulls among the values)."""
+    n = draw(st.integers(1, 300))
+    kinds = draw(st.lists(st.sampled_from(sorted(COLUMNS, key=str)), min_size=1, max_size=3))
+    return pa.table({f"f{i}": pa.array(draw(st.lists(st.none() | COLUMNS[t], min_size=n,
+                                                     max_size=n)), t)
+                     for i, t in enumerate(kinds)})
+
+
+def test_json_typed_gives_the_type_json_loads_gives_back():
+    assert json_typed(pa.array([1, None], pa.int8())).type == pa.int64()
+    assert json_typed(pa.array([1.5], pa.float32())).type == pa.float64()
+    assert json_typed(pa.array(["a"], pa.large_string())).type == pa.string()
+    assert json_typed(pa.array([2**63], pa.uint64())) is None  # beyond 64 signed bits
+    assert json_typed(pa.array([pd.Timestamp("2024-01-01")])) is None  # a text in JSON
+    assert json_typed(pa.array([[1]])) is None
+
+
+@settings(max_examples=150, deadline=None)
+@given(table=tables())
+def test_every_field_reader_gives_from_the_columns_what_it_gives_from_the_text(table):
+    """The Parquet adapter's payload texts and typed columns of the same rows: numbers,
+    values, codes and the frame of payloads are the same read either way."""
+    texts, typed = _payloads(table, table.column_names)
+    assert sorted(typed) == table.column_names
+    payloads = np.asarray(texts.to_pylist(), object)
+    ev = frame.make(["point"] * len(payloads), np.arange(len(payloads)),
+                    np.arange(len(payloads)) + 1, payloads, [""] * len(payloads))
+    event("large frame" if len(ev) >= 256 else "small frame")
+    for name, column in typed.items():
+        assert [json.dumps(v) for v in column.to_pylist()] == [
+            json.dumps(json.loads(p)[name]) for p in payloads]
+        np.testing.assert_array_equal(frame.field_numbers(ev, name, column),
+                                      frame.field_numbers(ev, name))
+        codes, values = frame.field_codes(ev, name, column)
+        want_codes, want_values = frame.field_codes(ev, name)
+        assert [json.dumps(values[c]) for c in codes] == [json.dumps(want_values[c])
+                                                         for c in want_codes]
+        assert len(set(codes.tolist())) == len(set(want_codes.tolist()))
+    pd.testing.assert_frame_equal(frame.payload_frame(payloads, typed),
+                                  frame.payload_frame(payloads))
+
+
+def test_a_frame_of_payloads_keeps_strings_that_look_like_times():
+    """Arrow's JSON reader takes ISO-like strings for times; ``json.loads`` does not, and
+    neither does the frame a user function gets (from the text or the columns)."""
+    texts = np.asarray(['{"at":"2024-01-01","n":1}', '{"at":"2024-01-02T10:00:00","n":2}'],
+                       object)
+    columns = {"at": pa.array(["2024-01-01", "2024-01-02T10:00:00"]), "n": pa.array([1, 2])}
+    for got in (frame.payload_frame(texts), frame.payload_frame(texts, columns)):
+        assert got["at"].tolist() == ["2024-01-01", "2024-01-02T10:00:00"]
+
+
+def _events(seed: int, n: int) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    value = rng.integers(-5, 50, n).astype(float)
+    value[rng.random(n) < 0.1] = np.nan  # nulls: aggregates skip them
+    return pd.DataFrame({
+        "t": np.sort(rng.integers(0, 2_000, n)),
+        "key": rng.choice(["a", "b", "é", "2024-01-01"], n),
+        "value": pd.array([None if math.isnan(v) else int(v) for v in value], "Int64"),
+        "x": rng.normal(0, 1, n) * 10.0 ** rng.integers(-3, 4, n),
+        "flag": rng.random(n) < 0.5,
+    })
+
+
+def _query(stream):
+    """``where`` on a frame, then per key a window's aggregates of an integer and a float
+    field (the fields read from the typed columns where the events have them)."""
+    kept = stream.where(lambda df: (df["flag"] | (df["x"] > 0)).to_numpy(), frame=True)
+    return kept.group_by("key").apply(lambda g: g.tumbling_window(ticks(100)).aggregate(
+        n=agg.count(), total=agg.sum("value"), mean=agg.avg("x"), low=agg.min("value"),
+        high=agg.max("x")))
+
+
+def _both(tmp_path, events: pd.DataFrame):
+    """The query over a Parquet file of the events, and over the same events from memory;
+    and the two inputs' configs."""
+    path = tmp_path / "events.parquet"
+    pq.write_table(pa.Table.from_pandas(events, preserve_index=False), path)
+    settings = AdvanceTimeSettings(AdvanceTimeGenerationSettings(40, timedelta(0), True))
+    app = Application()
+    columnar = CepStream.create("s", ParquetInputAdapterFactory(), ParquetInputConfig(path, "t"),
+                                EventShape.POINT, settings, application=app)
+    items = [PointEvent(int(r.t), {"key": r.key, "value": None if pd.isna(r.value)
+                                   else int(r.value), "x": float(r.x), "flag": bool(r.flag)})
+             for r in events.itertuples(index=False)]
+    memory = CepStream.create("s", MemoryInputAdapterFactory(), items, EventShape.POINT,
+                              settings, application=Application())
+    return _query(columnar), _query(memory), ParquetInputConfig(path, "t"), items
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_query_over_typed_columns_gives_what_it_gives_over_the_text(tmp_path, seed, monkeypatch):
+    columnar, memory, _, _ = _both(tmp_path, _events(seed, 700))
+    want = memory.collect("local")
+    assert want  # (windows with results)
+    read = []
+    original = frame.payload_frame
+    monkeypatch.setattr(frame, "payload_frame", lambda texts, columns=None: (
+        read.append(bool(columns)), original(texts, columns))[1])
+    assert columnar.collect("local") == want
+    assert read and all(read)  # (the frame came from the columns)
+
+
+def test_several_shards_group_by_the_typed_columns(tmp_path, monkeypatch):
+    """Several pieces of a micro-batch, three shards: the shards read every field from the
+    typed columns they received (reading one from the payloads' text fails here) and give
+    what one shard gives."""
+    columnar, memory, config, items = _both(tmp_path, _events(5, 600))
+    adapter = ParquetInputAdapterFactory().create(config, EventShape.POINT)
+    _, one, _, _ = run_shards(memory, {"s": MemoryInputAdapterFactory().create(
+        items, EventShape.POINT)}, [{"s": [(0, 600, True)]}], 1)
+    monkeypatch.setattr(frame, "_field_column", _fails)
+    monkeypatch.setattr(frame, "map_payloads", _fails)
+    batches = [{"s": [(0, 150, False), (150, 300, False), (300, 420, False)]},
+               {"s": [(420, 500, False), (500, 600, True)]}]
+    _, many, _, _ = run_shards(columnar, {"s": adapter}, batches, 3)
+    assert released(o for outs in many for o in outs) == released(one[0])
+
+
+def test_an_event_ordering_stream_reads_the_typed_columns_of_the_events_it_releases(
+        tmp_path, monkeypatch):
+    """Events reordered by an event-ordering policy (the chunk built from the ingress rows):
+    the events of the micro-batch keep their typed columns; the query gives what it gives
+    over the same events from memory."""
+    events = _events(11, 500)
+    rng = np.random.default_rng(11)
+    events["arrival"] = events["t"] + rng.integers(0, 30, len(events))
+    events = events.sort_values("arrival", kind="stable").reset_index(drop=True)
+    path = tmp_path / "arriving.parquet"
+    pq.write_table(pa.Table.from_pandas(events, preserve_index=False), path)
+    policy = EventOrderingPolicy(late_arrival_tolerance=ticks(40),
+                                 out_of_order_tolerance=ticks(30))
+    items = [Arriving(PointEvent(int(r.t), {
+        "key": r.key, "value": None if pd.isna(r.value) else int(r.value), "x": float(r.x),
+        "flag": bool(r.flag)}), int(r.arrival)) for r in events.itertuples(index=False)]
+    columnar = _query(CepStream.create(
+        "s", ParquetInputAdapterFactory(), ParquetInputConfig(path, "t", arrival_column="arrival"),
+        EventShape.POINT, application=Application(), event_ordering_policy=policy))
+    memory = _query(CepStream.create("s", MemoryInputAdapterFactory(), items, EventShape.POINT,
+                                     application=Application(), event_ordering_policy=policy))
+    want = memory.collect("local")
+    read = []
+    original = frame.payload_frame
+    monkeypatch.setattr(frame, "payload_frame", lambda texts, columns=None: (
+        read.append(bool(columns)), original(texts, columns))[1])
+    assert columnar.collect("local") == want
+    assert any(read)
+
+
+def _fails(*args, **kwargs):
+    raise AssertionError("a payload field read from the payloads' text")
+
+
+@pytest.mark.spark
+def test_spark_over_typed_columns_gives_what_local_gives_over_the_text(spark, tmp_path):
+    from cti.runtime.spark import SparkRuntime
+
+    columnar, memory, _, _ = _both(tmp_path, _events(9, 500))
+    want = memory.collect("local")
+    for shards in (1, 3):
+        got = SparkRuntime(spark, batch_sizes=[120], shards=shards).run_queries(
+            [columnar], with_inputs=False)[0]
+        assert got["output"].items == want, shards
