@@ -1,6 +1,6 @@
 """Payload fields read column-wise: a float's JSON text written by Arrow (``json_text.float_texts``)
 is ``json.dumps``'s, an aggregate's numbers read from a large frame by Arrow
-(``frame.field_numbers``) are those ``pd.to_numeric`` makes of the values parsed one by one, and
+(``frame.field_numbers``) are those of the values parsed one by one (``value_numbers``), and
 a shard groups by the typed column its rows came with, over several pieces of a micro-batch."""
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from cti import (
 from cti.io.parquet import ParquetInputAdapterFactory, ParquetInputConfig
 from cti.json_text import float_texts
 from cti.operators import frame
+from cti.operators.numbers import Numbers, value_numbers
 from cti.rows import payload_from_json, payload_to_json
 
 NUMBERS = st.one_of(
@@ -63,9 +64,15 @@ def _frame(values: list, missing: set[int]) -> pd.DataFrame:
     return frame.make(["point"] * n, range(n), range(1, n + 1), payloads, [""] * n)
 
 
-def _one_by_one(ev: pd.DataFrame) -> np.ndarray:
-    values = [payload_from_json(p).get("v") for p in ev["payload"]]
-    return pd.to_numeric(pd.Series(values), errors="coerce").to_numpy()
+def _one_by_one(ev: pd.DataFrame) -> Numbers:
+    return value_numbers([payload_from_json(p).get("v") for p in ev["payload"]])
+
+
+def _same(got: Numbers, want: Numbers) -> None:
+    for a, b in ((got.ints, want.ints), (got.is_int, want.is_int),
+                 (got.is_float, want.is_float)):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(got.floats[got.is_float], want.floats[want.is_float])
 
 
 @settings(max_examples=60, deadline=None)
@@ -77,29 +84,27 @@ def test_numbers_of_a_field_equal_those_parsed_one_by_one(data, n):
     picks = data.draw(st.lists(st.integers(0, len(pool) - 1), min_size=n, max_size=n))
     missing = set(data.draw(st.lists(st.integers(0, max(n - 1, 0)), max_size=3))) if n else set()
     ev = _frame([pool[i] for i in picks], missing)
-    got, want = frame.field_numbers(ev, "v"), _one_by_one(ev)
-    assert got.dtype == want.dtype
-    np.testing.assert_array_equal(got, want)
+    _same(frame.field_numbers(ev, "v"), _one_by_one(ev))
 
 
 @pytest.mark.parametrize("values", [
-    [0.5, 1.25, None, float("nan"), 3],  # floats: a whole number among them, a null, a NaN
-    [1, 2, None, -7],                     # integers with a null
-    [None],                               # all null
-    [True, False, None],                  # booleans: as pandas makes them, not as numbers
+    [0.5, 1.25, None, float("nan"), 3.75],  # floats, none whole: a null, a NaN
+    [1, 2, None, -7],                        # integers with a null
+    [None],                                  # all null
+    [True, False, None],                     # booleans: integers
+    ["12", "x", "1.5"],                      # strings: integer and decimal literals
 ])
 def test_a_large_frame_of_numbers_is_read_by_arrow(values, monkeypatch):
     ev = _frame(values * 300, {5})
     want = _one_by_one(ev)
     monkeypatch.setattr(frame, "_row_values", lambda *a: pytest.fail("read one by one"))
-    got = frame.field_numbers(ev, "v")
-    assert got.dtype == want.dtype
-    np.testing.assert_array_equal(got, want)
+    _same(frame.field_numbers(ev, "v"), want)
 
 
-def test_a_field_no_payload_has_is_all_nan():
+def test_a_field_no_payload_has_is_no_number():
     ev = _frame([1] * 300, set(range(300)))
-    np.testing.assert_array_equal(frame.field_numbers(ev, "v"), np.full(300, np.nan))
+    got = frame.field_numbers(ev, "v")
+    assert not got.is_int.any() and not got.is_float.any()
 
 
 def test_a_shard_reads_the_spreading_field_from_its_typed_columns_not_the_payloads(
@@ -124,7 +129,7 @@ def test_a_shard_reads_the_spreading_field_from_its_typed_columns_not_the_payloa
                {"s": [(420, 500, False), (500, n, True)]}]
     _, one, _, _ = run_shards(query, {"s": adapter}, [{"s": [(0, n, True)]}], 1)
     monkeypatch.setattr(frame, "_field_column", _fails)
-    monkeypatch.setattr(frame, "map_payloads", _fails)
+    monkeypatch.setattr(frame, "_row_values", _fails)
     _, many, _, _ = run_shards(query, {"s": adapter}, batches, 3)
     assert released(o for outs in many for o in outs) == released(one[0])
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pyarrow as pa
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -72,37 +74,31 @@ def test_a_key_of_any_json_value_is_its_canonical_json_text(values, parent):
     assert list(keys[codes]) == _one_by_one(ev)
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.one_of(VALUES, st.text(max_size=4)), st.booleans()), min_size=1,
-                max_size=12), st.data())
-def test_codes_from_an_adapters_texts_are_the_codes_of_the_values(pairs, data):
-    """``text_codes``: each row's value is its text's value, and its key text the value's in
-    ``key_json``; rows share a code exactly when their values are JSON-equal, however the texts
-    spell them (``ensure_ascii`` or not, ``-0``, ``1.0``)."""
-    texts = [json.dumps(v, ensure_ascii=a) for v, a in pairs] + ["-0", "0", "1.0", "1", "7.50"]
-    codes = np.asarray(data.draw(st.lists(st.integers(0, len(texts) - 1), min_size=1,
-                                          max_size=20)))
-    got, values, key_texts = frame.text_codes(codes, texts)
-    canon = [json.dumps(json.loads(texts[c]), sort_keys=True) for c in codes]
-    assert [json.dumps(values[g], sort_keys=True) for g in got] == canon
-    assert [key_texts[g] for g in got] == [frame.key_json([json.loads(texts[c])])[1:-1]
-                                           for c in codes]
-    assert len(set(zip(got.tolist(), canon, strict=True))) == len(set(got.tolist())) \
-        == len(set(canon))
+def _fails(*args):
+    pytest.fail("a field read from the payloads")
+
+
+# A typed payload column's type and its values (``cti.adapters.FIELD_COLUMN``).
+TYPED = {pa.int64(): st.integers(-3, 3), pa.float64(): st.sampled_from([1.0, 2.5, -0.0]),
+         pa.bool_(): st.booleans(), pa.string(): st.sampled_from(["a", "é", 'q"', "", "\n"])}
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(VALUES, st.integers(0, 30), st.booleans()), min_size=1, max_size=40),
-       st.booleans())
-def test_a_group_by_given_its_fields_codes_gives_what_it_reads_from_the_payloads(rows, where):
-    """A chunk that carries a field's codes (``Chunk.fields``, as a Spark shard's input chunk
-    does) gives a ``group_by`` on that field, straight or after a ``where``, the same output as
-    the same chunk without them; the codes reach it."""
+@given(st.data(), st.booleans())
+def test_a_group_by_given_its_fields_typed_column_gives_what_it_reads_from_the_payloads(
+        data, where):
+    """A chunk that carries its payloads' typed columns (``Chunk.columns``, as a shard's
+    input chunk from a columnar adapter does) gives a ``group_by`` on a field, straight or
+    after a ``where``, the same output as the same chunk without them, and never reads the
+    payloads for it."""
     from cti import AdvanceTimeSettings, Application, CepStream, EventShape, agg, ticks
     from cti.io.memory import MemoryInputAdapterFactory
     from cti.operators.machine import QueryMachine
     from cti.operators.output import ordered
 
+    kind = data.draw(st.sampled_from(sorted(TYPED, key=str)))
+    rows = data.draw(st.lists(st.tuples(st.none() | TYPED[kind], st.integers(0, 30),
+                                        st.booleans()), min_size=1, max_size=40))
     stream = CepStream.create("s", MemoryInputAdapterFactory(), [], EventShape.POINT,
                               AdvanceTimeSettings.increasing_start_time(),
                               application=Application())
@@ -113,18 +109,18 @@ def test_a_group_by_given_its_fields_codes_gives_what_it_reads_from_the_payloads
                            separators=(",", ":")) for i, (v, _, keep) in enumerate(rows)]
     events = frame.make(["point"] * len(rows), [t for _, t, _ in rows],
                         [t + 1 for _, t, _ in rows], payloads, [""] * len(rows))
-    known = frame.text_codes(np.arange(len(rows)), [json.dumps(v) for v, _, _ in rows])
-    read = frame.field_codes  # without the codes, group_by reads them: count its calls
-    calls = []
-    frame.field_codes = lambda *a: calls.append(1) or read(*a)
+    columns = {"k": pa.array([v for v, _, _ in rows], kind),
+               "keep": pa.array([keep for _, _, keep in rows]),
+               "n": pa.array(range(len(rows)), pa.int64())}
+    plain, plain_ctis = QueryMachine(query.node, query.inputs()).step(
+        [frame.Chunk(events, [5, 40])])
+    read = frame._field_column, frame._row_values  # with the columns, group_by reads no
+    frame._field_column = frame._row_values = _fails  # payload: fail if it does
     try:
-        outs = [QueryMachine(query.node, query.inputs()).step(
-            [frame.Chunk(events, [5, 40], fields)]) for fields in ({}, {"k": known})]
+        given_out, given_ctis = QueryMachine(query.node, query.inputs()).step(
+            [frame.Chunk(events, [5, 40], columns)])
     finally:
-        frame.field_codes = read
-    # Only the chunk without codes was read (where the group_by had events at all).
-    assert len(calls) == int(any(keep for _, _, keep in rows) or not where)
-    (plain, plain_ctis), (given_out, given_ctis) = outs
+        frame._field_column, frame._row_values = read
     assert given_ctis == plain_ctis
     assert ordered(given_out).to_dict("list") == ordered(plain).to_dict("list")
 

@@ -60,25 +60,47 @@ def is_limb(column: str) -> bool:
     return "@" in column
 
 
+def integers(ints: np.ndarray, name: str) -> dict[str, np.ndarray]:
+    """The measure columns of int64 values for sum ``name`` (``sum:<name>``): their low 32
+    bits (``name``) and the rest (``name^``), each of which adds exactly for up to ``2**31``
+    values, so that a sum beyond 64 bits is not lost."""
+    return {name: ints & _MASK, f"{name}^": ints >> _LIMB}
+
+
+def whole(frame: pd.DataFrame, name: str) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    """The integer sums ``name`` of a frame of partials (``integers``): as int64 where they
+    fit in 64 bits (0 elsewhere), which do, and each exactly (a Python int)."""
+    lo = frame[name].to_numpy(np.int64)
+    hi = frame[f"{name}^"].to_numpy(np.int64) + (lo >> _LIMB)
+    lo = lo & _MASK
+    fits = (hi >= -(1 << 31)) & (hi < (1 << 31))
+    values = (np.where(fits, hi, 0) << _LIMB) + np.where(fits, lo, 0)
+    exact = [(h << _LIMB) + low for h, low in zip(hi.tolist(), lo.tolist(), strict=True)] \
+        if not fits.all() else values.tolist()
+    return values, fits, exact
+
+
 def total(frame: pd.DataFrame, name: str) -> np.ndarray:
-    """The sums ``name`` (``sum:<name>``) of a frame of partials, each rounded once."""
+    """The sums ``name`` (``sum:<name>``) of a frame of partials, each rounded once: the
+    floats' limbs and, where the partials have them, the integers' (``integers``)."""
     cols = [c for c in frame.columns if c.startswith(f"{name}@")]
-    if not cols:
-        return frame[name].to_numpy()  # an integer sum, exact as it is
     order = np.argsort([int(c.rsplit("@", 1)[1]) for c in cols])
     cols = [cols[i] for i in order]
     limb_of = np.asarray([int(c.rsplit("@", 1)[1]) for c in cols], np.int64)
     values = frame[cols].to_numpy(np.int64)
     out, slow = _rounded(values, limb_of)
-    # An integer sum beside the limbs: the integers of steps whose values were all integers.
-    whole = frame[name].to_numpy(np.int64) if name in frame.columns else np.zeros(0, np.int64)
-    if len(whole):
-        slow |= whole != 0
+    # An integer sum beside the limbs: alone and of 64 bits, converted (a float of an int64
+    # is correctly rounded); else added exactly.
+    ints, fits, exact_ints = whole(frame, name) if name in frame.columns else (
+        None, None, [0] * len(frame))
+    if ints is not None:
+        alone = ~values.any(axis=1) & fits
+        out = np.where(alone, ints.astype(np.float64), out)
+        slow = (slow & ~alone) | ((ints != 0) & ~alone) | ~fits
     for i in np.flatnonzero(slow):
         exact = sum(x << (_LIMB * int(j)) for x, j in zip(values[i].tolist(), limb_of,
                                                           strict=True))
-        if len(whole):
-            exact += int(whole[i]) << _UNIT
+        exact += exact_ints[i] << _UNIT
         try:
             out[i] = exact / (1 << _UNIT)  # correctly rounded (Python's int division)
         except OverflowError:  # beyond the largest float, as float addition gives

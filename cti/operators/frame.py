@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import attrs
@@ -21,7 +21,8 @@ import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
 from cti.errors import CtiError
-from cti.rows import PLAIN_JSON_CHARS, OutRow, payload_from_json, payload_to_json
+from cti.operators.numbers import Numbers, column_numbers, value_numbers
+from cti.rows import OutRow, payload_from_json, payload_to_json
 from cti.schema import shown
 from cti.time import MAX_TIME
 
@@ -240,30 +241,27 @@ def field_values(frame: pd.DataFrame, field: str | Callable[[dict[str, Any]], An
 
 
 def field_numbers(frame: pd.DataFrame, field: str | Callable[[dict[str, Any]], Any],
-                  column: pa.Array | None = None) -> np.ndarray:
-    """``field_values`` as numbers, as ``pd.to_numeric(..., errors="coerce")`` makes them (a
-    null, an absent field or anything but a number: NaN): a named field's typed ``column``
-    where known (``Chunk.columns``) or a large frame's whose values Arrow's JSON reader gives
-    as integers or floats, straight from the column (a column with a float among its integers
-    is floats either way), anything else row by row."""
+                  column: pa.Array | None = None) -> Numbers:
+    """A payload field's (by name) or a function of the payload's number per row, each value
+    read on its own (``cti.operators.numbers``): from the field's typed ``column`` where known
+    (``Chunk.columns``) or a large frame's column as Arrow's JSON reader gives it (whose
+    whole floats, which may have been written as integers, are read again one by one);
+    anything else row by row."""
     typed = column is not None
     column = column if typed else _field_column(frame, field)
-    if column is not None and (pa.types.is_null(column.type) or column.null_count == len(
-            column)):
-        return np.full(len(frame), np.nan)
-    if column is not None and (pa.types.is_int64(column.type) or (
-            pa.types.is_float64(column.type) and (typed or not _beyond_int64(column)))):
-        return column.to_numpy(zero_copy_only=False)
-    exact = column if typed else _exact(column)
-    values = exact.to_pylist() if exact is not None else _row_values(frame, field)
-    return pd.to_numeric(pd.Series(values), errors="coerce").to_numpy()
-
-
-def _beyond_int64(column: pa.Array) -> bool:
-    """Whether a float column holds a whole number beyond int64: an integer Arrow read as a
-    float, which pandas would make an unsigned integer or keep apart."""
-    big = pc.greater_equal(pc.abs(column), 2.0 ** 63)
-    return bool(pc.any(pc.and_(big, pc.is_finite(column))).as_py())
+    got = column_numbers(column) if column is not None else None
+    if got is None:
+        return value_numbers(_row_values(frame, field))
+    if not typed and pa.types.is_floating(column.type):
+        whole = got.is_float & (np.floor(got.floats) == got.floats)
+        if whole.any():  # (Arrow reads a column's integers as floats once a float is among them)
+            again = value_numbers(_row_values(frame[whole], field))
+            parts = [a.copy() for a in (got.ints, got.floats, got.is_int, got.is_float)]
+            for part, new in zip(parts, (again.ints, again.floats, again.is_int,
+                                         again.is_float), strict=True):
+                part[whole] = new
+            got = Numbers(*parts)
+    return got
 
 
 def _row_values(frame: pd.DataFrame, field: str | Callable[[dict[str, Any]], Any]) -> list[Any]:
@@ -292,17 +290,18 @@ def field_codes(frame: pd.DataFrame, field: str | Callable[[dict[str, Any]], Any
     """Each row's code for its value of a payload field (or of a function of the payload), and
     the value of each code. Values share a code when their JSON is equal (1, 1.0 and True do
     not). ``column``: the field's typed column, where known (``Chunk.columns``)."""
-    if column is None or pa.types.is_floating(column.type):  # (NaN is no dictionary value)
-        column = _exact(_field_column(frame, field))
+    typed = column
+    column = _exact(column if column is not None else _field_column(frame, field))
     if column is not None:  # one Arrow type: its equal values are JSON-equal
         encoded = column.dictionary_encode()
         values = [*encoded.dictionary.to_pylist(), None]
         codes = encoded.indices.fill_null(len(values) - 1).to_numpy(zero_copy_only=False)
         return codes.astype(np.int64), values
-    values = field_values(frame, field)
+    values = field_values(frame, field, typed)
     types = set(map(type, values))
-    plain = len(types) == 1 and types <= {str, int, float}
-    # Else each value's JSON text stands in for it (1, 1.0 and True differ there).
+    plain = len(types) == 1 and types <= {str, int}
+    # Else each value's JSON text stands in for it (1, 1.0 and True differ there, and so do
+    # -0.0 and 0.0; NaN is equal to itself).
     codes, uniques = pd.factorize(_objects(values if plain else [
         value_json(v) for v in values]))
     return codes.astype(np.int64), [values[i] for i in _first_of(codes, len(uniques))]
@@ -330,57 +329,25 @@ def _first_of(codes: np.ndarray, n: int) -> np.ndarray:
     return first
 
 
-def text_codes(codes: np.ndarray, texts: Sequence[str]
-               ) -> tuple[np.ndarray, list[Any], list[str]]:
-    """``field_codes`` from each row's code into ``texts``, the JSON texts of the values (as an
-    adapter gives them: ``cti.adapters.FIELD_COLUMN``): JSON-equal texts share a code. And each
-    value's text in a key (``value_json``), which ``key_codes_with`` takes."""
-    used = np.flatnonzero(np.bincount(codes, minlength=len(texts)))  # the texts rows have
-    given = pa.array(np.asarray(texts, object)[used], pa.string())
-    # A plain string's or a (64-bit) integer's text is its own key text: read by Arrow.
-    is_str = pc.match_substring_regex(given, _PLAIN_STRING).to_numpy(zero_copy_only=False)
-    is_int = pc.match_substring_regex(given, _PLAIN_INT).to_numpy(zero_copy_only=False)
-    values = np.empty(len(used), object)
-    values[is_str] = pc.utf8_slice_codeunits(given.filter(pa.array(is_str)), 1, -1).to_pylist()
-    values[is_int] = pc.cast(given.filter(pa.array(is_int)), pa.int64()).to_pylist()
-    canonical = given.to_numpy(zero_copy_only=False)
-    for i in np.flatnonzero(~(is_str | is_int)).tolist():
-        values[i] = json.loads(canonical[i])
-        canonical[i] = value_json(values[i])
-    merged, uniques = pd.factorize(canonical)
-    first = _first_of(merged, len(uniques))  # a text of each distinct value
-    code_of = np.zeros(len(texts), np.int64)
-    code_of[used] = merged
-    return code_of[codes], values[first].tolist(), canonical[first].tolist()
-
-
-# JSON texts that are their value's ``value_json``: plain printable ASCII strings, integers
-# (those of 64 bits, which Arrow reads).
-_PLAIN_STRING = rf'^"{PLAIN_JSON_CHARS}*"$'
-_PLAIN_INT = r"^(0|-?[1-9][0-9]{0,17})$"
-
-
-def key_codes_with(frame: pd.DataFrame, codes: np.ndarray, values: list[Any],
-                   texts: list[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
+def key_codes_with(frame: pd.DataFrame, codes: np.ndarray, values: list[Any]
+                   ) -> tuple[np.ndarray, np.ndarray]:
     """Each row's group key extended by a value (``group_by``), given as each row's code and
-    the value of each code (``field_codes``; ``texts``: each value's ``value_json`` where
-    known): each row's code and the key of each code, a JSON list computed once per distinct
-    (key, value) (a code no row has may have None)."""
+    the value of each code (``field_codes``): each row's code and the key of each code, a
+    JSON list computed once per distinct (key, value) (a code no row has may have None)."""
     if not len(frame):
         return np.empty(0, np.int64), np.empty(0, object)
     keys = frame["key"].to_numpy(object)
     if (keys == "").all():  # no key yet (a group_by outside any other): one key per value
         table = np.empty(len(values), object)
         used = np.flatnonzero(np.bincount(codes, minlength=len(values)))
-        table[used] = ["[" + (texts[v] if texts is not None else value_json(values[v])) + "]"
-                       for v in used.tolist()]
+        table[used] = ["[" + value_json(values[v]) + "]" for v in used.tolist()]
         return codes, table
     k_codes, k_uniques = pd.factorize(keys)
     pair = k_codes.astype(np.int64) * len(values) + codes
     p_codes, p_uniques = pd.factorize(pair)
     # key_json([*parent, value]) from texts: the parent list's text opened, the value's text.
     heads = ["[" if not k else k[:-1] + "," for k in k_uniques]  # "": no key yet
-    texts = texts if texts is not None else [value_json(v) for v in values]
+    texts = [value_json(v) for v in values]
     table = np.asarray([heads[k] + texts[v] + "]" for k, v in zip(
         (p_uniques // len(values)).tolist(), (p_uniques % len(values)).tolist(), strict=True)],
         dtype=object)

@@ -21,10 +21,11 @@ import pyarrow.compute as pc
 
 from cti.edges import close_edge, open_edge, open_values
 from cti.events import EventShape
-from cti.json_text import column_texts, objects
+from cti.json_text import objects
 from cti.operators import exact_sum, frame, plan, usercode
 from cti.operators.aggregates import Aggregate
 from cti.operators.frame import Chunk
+from cti.operators.numbers import Numbers
 from cti.operators.projection import aggregates_read
 from cti.operators.unit import OperatorUnit
 from cti.rows import payload_from_json, payload_to_json
@@ -82,19 +83,24 @@ def _add(node: plan.Window, state: dict[str, Any], ev: pd.DataFrame, rows: np.nd
     for name, agg in _builtins(node).items():
         if agg.op == "count":
             continue
-        values = _user_numbers(node, name, ev, agg.field, (columns or {}).get(agg.field)
-                               if isinstance(agg.field, str) else None)
+        got = _user_numbers(node, name, ev, agg.field, (columns or {}).get(agg.field)
+                            if isinstance(agg.field, str) else None)
         if isinstance(agg.field, str) and node.source.fields is None:
-            nulls = pd.isna(values)  # a field the stream was not known to have
+            nulls = ~(got.is_int | got.is_float)  # a field the stream was not known to have
             if nulls.any():  # (null, absent or not a number: checked on those events)
                 check_events(ev["payload"].to_numpy(object)[nulls], agg.field,
                              f"aggregate({name}=agg.{agg.op}({agg.field!r}))",
                              node.source.label, node.source.fields)
-        v = values[rows]
-        if agg.op in ("sum", "avg") and v.dtype.kind == "f":  # exact, in any order
-            measures.update(exact_sum.limbs(f"sum:{name}", v))
-        else:
-            measures[f"sum:{name}" if agg.op in ("sum", "avg") else f"{agg.op}:{name}"] = v
+        is_int, is_float = got.is_int[rows], got.is_float[rows]
+        measures[f"ints:{name}"] = is_int.astype(np.int64)  # (how many: the result's type)
+        measures[f"floats:{name}"] = is_float.astype(np.int64)
+        if agg.op in ("sum", "avg"):  # integers exactly; floats exactly, in any order
+            measures.update(exact_sum.integers(got.ints[rows], f"sum:{name}"))
+            measures.update(exact_sum.limbs(f"sum:{name}", np.where(
+                is_float, got.floats[rows], np.nan)))
+        else:  # the least (greatest) integer and float apart
+            measures[f"{agg.op}:{name}"] = np.where(is_int, got.ints[rows], _NONE[agg.op])
+            measures[f"{agg.op}f:{name}"] = np.where(is_float, got.floats[rows], np.nan)
     key_codes, keys = keys if keys is not None else pd.factorize(ev["key"].to_numpy(object))
     pairs, key_of, k_of = _pairs(key_codes[rows], ks)
     state["partials"] = _merged(state["partials"], _partials(
@@ -107,8 +113,14 @@ def _add(node: plan.Window, state: dict[str, Any], ev: pd.DataFrame, rows: np.nd
             lists.setdefault((key, k), []).append((int(s), int(e), p))
 
 
+_NONE = {"min": np.iinfo(np.int64).max, "max": np.iinfo(np.int64).min}  # (no integer)
+# How each measure's partials combine, by the prefix of its column.
+_COMBINE = {"sum": "sum", "ints": "sum", "floats": "sum", "min": "min", "max": "max",
+            "minf": "min", "maxf": "max"}
+
+
 def _user_numbers(node: plan.Window, name: str, ev: pd.DataFrame, field: Any,
-                  column: pa.Array | None = None) -> np.ndarray:
+                  column: pa.Array | None = None) -> Numbers:
     """An aggregate's field of each event as a number (``frame.field_numbers``, from its typed
     ``column`` where known; a function's exception noted: ``usercode``)."""
     if not callable(field):
@@ -147,12 +159,13 @@ def _pairs(key_codes: np.ndarray, ks: np.ndarray) -> tuple[np.ndarray, np.ndarra
 
 def _partials(keys: np.ndarray, ks: np.ndarray, n: np.ndarray,
               measures: dict[str, np.ndarray], pairs: np.ndarray) -> pd.DataFrame:
-    """The partial aggregates of each (key, k): ``n`` events, and each measure (``sum:``,
-    ``min:``, ``max:`` + name) of its rows' values, rows grouped by ``pairs``."""
+    """The partial aggregates of each (key, k): ``n`` events, and each measure (``_COMBINE``:
+    its prefix, ``:``, the aggregate's name) of its rows' values, rows grouped by
+    ``pairs``."""
     part = pd.DataFrame({"key": keys, "k": ks.astype(np.int64), "n": n}, copy=False)
     if measures:
         grouped = pd.DataFrame(measures, copy=False).groupby(pairs, sort=True).agg(
-            {c: c.split(":")[0] for c in measures})
+            {c: _COMBINE[c.split(":")[0]] for c in measures})
         for c in measures:
             part[c] = grouped[c].to_numpy()
     return part
@@ -268,24 +281,15 @@ def _emit(node: plan.Window, state: dict[str, Any], done: int | None,
     kk = out["k"].to_numpy()
     starts = a + kk * hop
     ends = starts + size
-    columns = {}
-    for name, agg in node.aggregates.items():
-        if not isinstance(agg, Aggregate):
-            continue
-        if agg.op == "count":
-            columns[name] = out["n"].to_numpy()
-        elif agg.op == "avg":
-            columns[name] = exact_sum.total(out, f"sum:{name}") / out["n"].to_numpy()
-        elif agg.op == "sum":
-            columns[name] = exact_sum.total(out, f"sum:{name}")
-        else:
-            columns[name] = out[f"{agg.op}:{name}"].to_numpy()
+    columns = {name: _result(out, name, agg) for name, agg in node.aggregates.items()
+               if isinstance(agg, Aggregate)}
     extra = group_field is not None and group_field not in node.aggregates
     payloads = _numeric_payloads(node, columns, group_field if extra else None, keys)
     if payloads is None:
         payloads = []
+        plain = {name: numbers.values() for name, numbers in columns.items()}
         for i, (key, k) in enumerate(zip(keys, kk.tolist(), strict=True)):
-            p = {name: values[i] for name, values in columns.items()}
+            p = {name: values[i] for name, values in plain.items()}
             if extra:
                 p[group_field] = payload_from_json(key)[-1]
             if len(columns) < len(node.aggregates):
@@ -299,20 +303,40 @@ def _emit(node: plan.Window, state: dict[str, Any], done: int | None,
     return frame.make(["point"] * len(out), ends, ends + 1, payloads, keys)
 
 
-def _numeric_payloads(node: plan.Window, columns: dict[str, np.ndarray],
+def _result(out: pd.DataFrame, name: str, agg: Aggregate) -> Numbers:
+    """A built-in aggregate's result per window of its partials: a count; a sum, minimum or
+    maximum that is an integer where every number it took is one, else a float (a sum of
+    none: 0); an average, a float (of none: null)."""
+    n = len(out)
+    if agg.op == "count":
+        return Numbers.of_ints(out["n"].to_numpy(), np.ones(n, bool))
+    ints, floats = out[f"ints:{name}"].to_numpy(), out[f"floats:{name}"].to_numpy()
+    if agg.op in ("sum", "avg"):
+        whole, fits, _ = exact_sum.whole(out, f"sum:{name}")
+        total = exact_sum.total(out, f"sum:{name}")  # (the integers' and the floats' sum)
+        if agg.op == "avg":
+            count = ints + floats
+            with np.errstate(invalid="ignore", divide="ignore"):
+                return Numbers.of_floats(np.where(count > 0, total / count, np.nan))
+        exact = (floats == 0) & fits  # (beyond 64 bits: a float, as such an input is)
+        return Numbers(whole, total, exact, ~exact)
+    least = np.fmin if agg.op == "min" else np.fmax
+    as_float = np.where(ints > 0, out[f"{agg.op}:{name}"].to_numpy().astype(np.float64), np.nan)
+    return Numbers(out[f"{agg.op}:{name}"].to_numpy(), least(as_float, out[
+        f"{agg.op}f:{name}"].to_numpy()), (floats == 0) & (ints > 0), floats > 0)
+
+
+def _numeric_payloads(node: plan.Window, columns: dict[str, Numbers],
                       group_field: str | None, keys: np.ndarray) -> list[str] | None:
     """The payloads' canonical JSON built column-wise (``json_text``: each number as
-    ``json.dumps`` writes it), where every aggregate is a built-in giving numbers, with the
-    group's value (the JSON inside each one-value key) under ``group_field``; None
-    otherwise."""
-    if len(columns) < len(node.aggregates) or any(
-            values.dtype.kind not in "fiu" for values in columns.values()):
+    ``json.dumps`` writes it), where every aggregate is a built-in, with the group's value
+    (the JSON inside each one-value key) under ``group_field``; None otherwise."""
+    if len(columns) < len(node.aggregates):
         return None
-    texts: dict[str, Any] = {name: column_texts(pa.array(values))
-                             for name, values in columns.items()}
+    texts: dict[str, Any] = {name: numbers.texts() for name, numbers in columns.items()}
     if group_field is not None:
         texts[group_field] = pc.utf8_slice_codeunits(pa.array(keys, pa.string()), 1, -1)
-    if not texts or any(t is None for t in texts.values()):
+    if not texts:
         return None
     return objects(texts, len(keys))
 

@@ -1,0 +1,109 @@
+"""A window's ``sum``, ``avg``, ``min`` and ``max`` take each value on its own
+(``cti.operators.numbers``): integers (booleans, integer literals) stay integers, floats are
+floats, anything else is skipped; a result is an integer where every number it took is one
+(and a sum, where it fits in 64 bits).
+So a window gives the same payload, types included, however the input is cut into
+micro-batches and whatever else shares them."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from fractions import Fraction
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cti import AdvanceTimeSettings, Application, CepStream, EventShape, PointEvent, agg, ticks
+from cti.io.memory import MemoryInputAdapterFactory
+from cti.operators import frame
+from cti.operators.numbers import value_numbers
+from cti.runtime.local import LocalRuntime
+
+VALUES = st.one_of(
+    st.none(), st.booleans(), st.integers(-2**40, 2**40), st.sampled_from([2**63 - 1, -2**63]),
+    st.floats(allow_nan=False, allow_infinity=False, min_value=-1e12, max_value=1e12),
+    st.sampled_from([float("nan"), 0.5, -0.0, 2.0, 1e-300]),
+    st.sampled_from(["12", " 7 ", "-3", "1.5", "1e3", "abc", "", "99999999999999999999",
+                     ".5", "1e400", "inf", "nan", "0x10"]),
+    st.just([1]))
+
+
+def number(v):
+    """The rule, written out: an integer, a float, or None."""
+    if isinstance(v, bool):
+        return int(v)
+    if isinstance(v, int):
+        return v if -2**63 <= v < 2**63 else float(v)
+    if isinstance(v, float):
+        return None if math.isnan(v) else v
+    if isinstance(v, str):
+        if re.fullmatch(r"\s*[+-]?[0-9]+\s*", v):
+            return number(int(v))
+        if re.fullmatch(r"\s*[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?\s*", v):
+            return float(v)
+        return None
+    return None
+
+
+def expected(values: list) -> dict:
+    nums = [x for x in map(number, values) if x is not None]
+    whole = all(isinstance(x, int) for x in nums)
+    if math.inf in nums:  # ("1e400": the only infinity drawn)
+        total = math.inf
+    else:
+        exact = sum(map(Fraction, nums), Fraction(0))
+        total = int(exact) if whole and -2**63 <= exact < 2**63 else float(exact)
+    return {"n": len(values), "total": total,
+            "mean": float(total) / len(nums) if nums else None,
+            "low": (min(nums) if whole else float(min(nums))) if nums else None,
+            "high": (max(nums) if whole else float(max(nums))) if nums else None}
+
+
+def _query(values: list, keys: int):
+    events = [PointEvent(t, {"k": t % keys, "v": v}) for t, v in enumerate(values)]
+    s = CepStream.create("s", MemoryInputAdapterFactory(), events, EventShape.POINT,
+                         AdvanceTimeSettings.increasing_start_time(), application=Application())
+    return s.group_by("k").apply(lambda g: g.tumbling_window(ticks(8)).aggregate(
+        n=agg.count(), total=agg.sum("v"), mean=agg.avg("v"), low=agg.min("v"),
+        high=agg.max("v")))
+
+
+def _texts(items) -> list[str]:
+    return [json.dumps(e.payload, sort_keys=True) for e in items if hasattr(e, "payload")]
+
+
+@settings(max_examples=80, deadline=None)
+@given(values=st.lists(VALUES, min_size=1, max_size=40), keys=st.integers(1, 3),
+       sizes=st.lists(st.integers(1, 7), min_size=1, max_size=3))
+def test_a_windows_numbers_are_its_values_own_whatever_the_micro_batches(values, keys, sizes):
+    query = _query(values, keys)
+    whole = query.collect(LocalRuntime())
+    assert _texts(query.collect(LocalRuntime(batch_sizes=sizes))) == _texts(whole)
+    for e in whole:
+        if hasattr(e, "payload"):
+            mine = [v for t, v in enumerate(values)
+                    if t % keys == e.payload["k"] and e.start - 8 <= t < e.start]
+            want = expected(mine)
+            got = {name: e.payload[name] for name in want}
+            assert json.dumps(got, sort_keys=True) == json.dumps(want, sort_keys=True)
+
+
+def test_a_large_micro_batchs_numbers_read_by_arrow_are_each_values_own():
+    """A field Arrow's JSON reader gives as floats because a float is among its integers:
+    the integers (and the floats written whole, ``2.0``) are read again one by one."""
+    rng = np.random.default_rng(4)
+    values = [int(v) for v in rng.integers(-100, 100, 3000)]
+    for i in rng.choice(3000, 40, replace=False).tolist():
+        values[i] = [1.5, 2.0, None, "8"][i % 4]
+    ev = frame.make(["point"] * len(values), np.arange(3000), np.arange(3000) + 1,
+                    np.asarray([json.dumps({"v": v}) for v in values], object), [""] * 3000)
+    got = frame.field_numbers(ev, "v")
+    want = value_numbers(values)
+    for a, b in ((got.ints, want.ints), (got.is_int, want.is_int), (got.is_float, want.is_float)):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(got.floats[got.is_float], want.floats[want.is_float])
+    assert _texts(_query(values, 4).collect("local")) == _texts(
+        _query(values, 4).collect(LocalRuntime(batch_sizes=[7, 100])))
