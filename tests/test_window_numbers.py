@@ -58,8 +58,8 @@ def expected(values: list) -> dict:
         total = int(exact) if whole and -2**63 <= exact < 2**63 else float(exact)
     return {"n": len(values), "total": total,
             "mean": float(total) / len(nums) if nums else None,
-            "low": (min(nums) if whole else float(min(nums))) if nums else None,
-            "high": (max(nums) if whole else float(max(nums))) if nums else None}
+            "low": (min(nums) if whole else float(min(nums)) + 0.0) if nums else None,
+            "high": (max(nums) if whole else float(max(nums)) + 0.0) if nums else None}
 
 
 def _query(values: list, keys: int):

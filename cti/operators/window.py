@@ -98,9 +98,9 @@ def _add(node: plan.Window, state: dict[str, Any], ev: pd.DataFrame, rows: np.nd
             measures.update(exact_sum.integers(got.ints[rows], f"sum:{name}"))
             measures.update(exact_sum.limbs(f"sum:{name}", np.where(
                 is_float, got.floats[rows], np.nan)))
-        else:  # the least (greatest) integer and float apart
+        else:  # the least (greatest) integer and float apart (-0.0 as 0.0: in any order)
             measures[f"{agg.op}:{name}"] = np.where(is_int, got.ints[rows], _NONE[agg.op])
-            measures[f"{agg.op}f:{name}"] = np.where(is_float, got.floats[rows], np.nan)
+            measures[f"{agg.op}f:{name}"] = np.where(is_float, got.floats[rows] + 0.0, np.nan)
     key_codes, keys = keys if keys is not None else pd.factorize(ev["key"].to_numpy(object))
     pairs, key_of, k_of = _pairs(key_codes[rows], ks)
     state["partials"] = _merged(state["partials"], _partials(
