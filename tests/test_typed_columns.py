@@ -31,6 +31,8 @@ from cti import (
     agg,
     ticks,
 )
+from cti.adapters import FIELD_COLUMN
+from cti.io.files import CsvInputAdapterFactory, FileInputConfig, JsonLinesInputAdapterFactory
 from cti.io.memory import MemoryInputAdapterFactory
 from cti.io.parquet import ParquetInputAdapterFactory, ParquetInputConfig, _payloads
 from cti.json_text import json_typed
@@ -202,6 +204,70 @@ def test_an_event_ordering_stream_reads_the_typed_columns_of_the_events_it_relea
         read.append(bool(columns)), original(texts, columns))[1])
     assert columnar.collect("local") == want
     assert any(read)
+
+
+def _file_query(factory, path, items):
+    """A keyed window's sum of ``v`` (integer literals in text, numbers) after a frame
+    ``where``, over a file and over the same items from memory."""
+    def query(stream):
+        kept = stream.where(lambda df: (df["k"] != "c").to_numpy(), frame=True)
+        return kept.group_by("k").apply(lambda g: g.tumbling_window(ticks(50)).aggregate(
+            total=agg.sum("v"), low=agg.min("v")))
+
+    settings = AdvanceTimeSettings(AdvanceTimeGenerationSettings(30, timedelta(0), True))
+    columnar = CepStream.create("s", factory, FileInputConfig(path, "t", file_arrival=False),
+                                EventShape.POINT, settings, application=Application())
+    memory = CepStream.create("s", MemoryInputAdapterFactory(), items, EventShape.POINT,
+                              settings, application=Application())
+    return query(columnar), query(memory)
+
+
+def test_a_csv_files_text_columns_are_read_as_typed_columns(tmp_path, monkeypatch):
+    """A CSV file's cells are strings: its typed columns are strings, and a window reads the
+    integer literals among them as integers, as from the text."""
+    rng = np.random.default_rng(2)
+    rows = [(int(t), "abc"[i % 3], str(v) if i % 11 else "n/a")
+            for i, (t, v) in enumerate(zip(np.sort(rng.integers(0, 2000, 400)),
+                                           rng.integers(-50, 50, 400), strict=True))]
+    path = tmp_path / "events.csv"
+    path.write_text("t,k,v\n" + "".join(f"{t},{k},{v}\n" for t, k, v in rows))
+    items = [PointEvent(t, {"k": k, "v": v}) for t, k, v in rows]
+    columnar, memory = _file_query(CsvInputAdapterFactory(), path, items)
+    want = memory.collect("local")
+    assert want
+    monkeypatch.setattr(frame, "_field_column", _fails)
+    monkeypatch.setattr(frame, "_row_values", _fails)
+    assert columnar.collect("local") == want
+
+
+def test_a_file_row_built_from_its_record_has_no_typed_columns(tmp_path):
+    """``read_frame``'s marker: true on the rows whose payloads the typed columns are, false
+    on a row built from its record (its time not in a form read column-wise) and on a
+    CTI."""
+    path = tmp_path / "events.csv"
+    path.write_text("t,c,v\n1,,5\nsoon,,6\n3,true,\n4,,x\n")
+    adapter = CsvInputAdapterFactory().create(FileInputConfig(path, "t", cti_column="c"),
+                                              EventShape.POINT)
+    table = adapter.read_frame(0, 4)
+    assert table.column(FIELD_COLUMN).to_pylist() == [True, False, False, True]
+    for row, marked in enumerate(table.column(FIELD_COLUMN).to_pylist()):
+        if marked:
+            payload = json.loads(table.column("payload")[row].as_py())
+            assert table.column(FIELD_COLUMN + "v")[row].as_py() == payload["v"]
+
+
+def test_files_whose_field_types_differ_are_read_from_the_text(tmp_path):
+    """A directory of JSON-lines files where ``v`` is an integer in one and a string in
+    another: no typed columns (the files' types do not agree), the same results."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    items = []
+    for f, cast in enumerate((int, str)):
+        lines = [{"t": 100 * f + i, "k": "ab"[i % 2], "v": cast(i)} for i in range(60)]
+        (folder / f"part-{f}.json").write_text("".join(json.dumps(r) + "\n" for r in lines))
+        items += [PointEvent(r["t"], {"k": r["k"], "v": r["v"]}) for r in lines]
+    columnar, memory = _file_query(JsonLinesInputAdapterFactory(), folder, items)
+    assert columnar.collect("local") == memory.collect("local")
 
 
 def _fails(*args, **kwargs):

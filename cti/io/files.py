@@ -49,7 +49,7 @@ from typing import Any
 
 import attrs
 
-from cti.adapters import AdapterItem, Arriving, InvalidInput
+from cti.adapters import FIELD_COLUMN, AdapterItem, Arriving, InvalidInput
 from cti.errors import InvalidEventError, InvalidSettingsError
 from cti.events import Cti, EdgeEvent, EdgeType, EventShape, IntervalEvent, PointEvent, StreamItem
 from cti.io.checks import check_columns, check_readable_directory, check_readable_file
@@ -529,6 +529,20 @@ def _data_lines(path: str) -> Any:
     return _cached((*_identity(path), "csv-lines"), make)
 
 
+def _joined(frames: list[Any]) -> Any:
+    """Files' ``read_frame`` tables one under the other; their typed payload columns only
+    where the files' types agree (a field of integers in one file and of strings in another:
+    none, and the engine reads the payloads' text)."""
+    import pyarrow as pa
+
+    try:
+        return pa.concat_tables(frames, promote_options="default")
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return pa.concat_tables([f.drop_columns([c for c in f.column_names
+                                                 if c.startswith(FIELD_COLUMN)])
+                                 for f in frames])
+
+
 _FRAME_KINDS = {EventShape.POINT: "point", EventShape.INTERVAL: "interval",
                 EventShape.EDGE: "edge_end"}  # (an edge's kind: its type column's)
 NULL_TIME = MIN_TIME  # a missing time in cti's row form
@@ -829,7 +843,6 @@ class FileInputAdapter:
         of its rows' times are in another form."""
         if not os.path.isdir(self.config.path):
             return self._file_frame(self.config.path, start, end, None)
-        import pyarrow as pa
 
         arrive = self.config.arrival_column is None and self.config.file_arrival
         frames, first = [], 0
@@ -844,11 +857,14 @@ class FileInputAdapter:
                     return None
                 frames.append(frame)
             first += f.rows
-        return pa.concat_tables(frames) if len(frames) > 1 else frames[0] if frames else None
+        return _joined(frames) if len(frames) > 1 else frames[0] if frames else None
 
     def _file_frame(self, path: str, start: int, end: int, arrives: int | None) -> Any:
         """``read_frame`` of one file's rows [start, end), which arrive at ``arrives`` (its
-        modification time in a directory; None: no such arrival time)."""
+        modification time in a directory; None: no such arrival time); with the payloads as
+        typed columns (``cti.adapters.FIELD_COLUMN``) where every payload column has a type
+        JSON gives back, true on the rows whose payloads they are (not a row built from its
+        record, not a CTI)."""
         cfg = self.config
         table = arrow_table(path, self.format, cfg.delimiter)
         times = [cfg.start_column] + ([cfg.end_column] if self.shape is not EventShape.POINT
@@ -903,10 +919,17 @@ class FileInputAdapter:
                 partition[i] = row.partition
                 t0[i], t1[i], arrival[i] = (NULL_TIME if t is None else t
                                             for t in (row.start, row.end, row.arrival))
+        from cti.json_text import json_typed
+
+        typed = {name: json_typed(table.column(name)) for name in payload}
+        if not payload or any(column is None for column in typed.values()):
+            typed = {}  # (the rows built from their records: not these columns' payloads)
+        marker = {FIELD_COLUMN: pa.array(plain & ~is_cti)} if typed else {}
         return pa.table({
             "kind": pa.array(kind, pa.string()), "start": t0, "end": t1,
             "payload": pa.array(payloads, pa.string()), "arrival": arrival,
-            "partition": pa.array(partition, pa.string()), "error": pa.array(error, pa.string())})
+            "partition": pa.array(partition, pa.string()), "error": pa.array(error, pa.string()),
+            **marker, **{FIELD_COLUMN + name: column for name, column in typed.items()}})
 
     def _records_of(self, path: str, rows: Any) -> Callable[[int, int], _Record]:
         """A function of a row's index in the file and in ``rows`` (its slice of the file's
