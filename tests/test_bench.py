@@ -186,3 +186,18 @@ def test_the_partitions_bench_runs_both_ingresses_to_the_same_rows() -> None:
         for batch in ("new", "known"):
             assert line[batch]["vectorised_events_per_s"] > 0
             assert line[batch]["row_machine_events_per_s"] > 0
+
+
+def test_the_aggregates_bench_gives_pandas_results_count() -> None:
+    """bench/aggregates.py scaled down: per aggregate a line for cti and one for pandas, with
+    as many results (one per key and window with events), and the peak memory last."""
+    done = subprocess.run([sys.executable, str(REPO / "bench" / "aggregates.py"),
+                           "--events", "3000", "--keys", "3", "--repeat", "1"],
+                          capture_output=True, text=True, check=True, timeout=300)
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    assert "peak_rss_mb" in lines[-1]
+    runs = {(line["system"], line["aggregate"]): line for line in lines[:-1]}
+    assert {a for _, a in runs} == {"count", "avg_float", "max_float", "avg_int", "sum_int"}
+    for (system, aggregate), line in runs.items():
+        assert line["events_per_s"] > 0
+        assert line["results"] == runs[("pandas", aggregate)]["results"] == 3 * 3, system

@@ -50,9 +50,13 @@ class Numbers:
     def texts(self) -> pa.Array:
         """Each row's JSON text, as ``json.dumps`` writes the number (``null``: none)."""
         ints = pc.cast(pa.array(self.ints), pa.string())
-        floats = float_texts(pa.array(self.floats))
-        return pc.if_else(pa.array(self.is_int), ints, pc.if_else(
-            pa.array(self.is_float), floats, "null"))
+        if self.is_int.all():
+            return ints
+        at = np.full(len(self.ints), -1, np.int64)  # each float row's place among the floats
+        at[self.is_float] = np.arange(int(self.is_float.sum()))
+        floats = float_texts(pa.array(self.floats[self.is_float])).take(
+            pa.array(at, mask=~self.is_float))  # (the floats' texts alone: NaN has its own)
+        return pc.if_else(pa.array(self.is_int), ints, pc.fill_null(floats, "null"))
 
     def values(self) -> list[Any]:
         """Each row's number as a Python ``int`` or ``float``, or None."""
