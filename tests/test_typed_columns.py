@@ -284,3 +284,41 @@ def test_spark_over_typed_columns_gives_what_local_gives_over_the_text(spark, tm
         got = SparkRuntime(spark, batch_sizes=[120], shards=shards).run_queries(
             [columnar], with_inputs=False)[0]
         assert got["output"].items == want, shards
+
+
+LIFETIMES = [
+    lambda s: s.alter_event_duration(ticks(40)),
+    lambda s: s.alter_event_lifetime(lambda t: t - 5, ticks(40)),
+    lambda s: s.alter_event_duration(ticks(9)).to_point_event_stream().alter_event_duration(
+        ticks(40)),
+    lambda s: s.shift_event_time(ticks(3)).alter_event_duration(ticks(40)),
+]
+
+
+@pytest.mark.parametrize("lifetime", LIFETIMES)
+def test_a_join_reads_its_keys_from_the_typed_columns(tmp_path, monkeypatch, lifetime):
+    """Two Parquet inputs joined on a key, one side's lifetimes changed first (which passes
+    the typed columns on): the join's keys come from the typed columns (a key read from the
+    payloads' text fails here), the same pairs as from memory."""
+    rng = np.random.default_rng(8)
+    settings = AdvanceTimeSettings(AdvanceTimeGenerationSettings(25, timedelta(0), True))
+
+    def side(name: str, n: int):
+        t = np.sort(rng.integers(0, 1000, n))
+        keys = rng.choice(["a", "b", "é", "q\""], n)
+        path = tmp_path / f"{name}.parquet"
+        pq.write_table(pa.table({"t": t, "k": keys, name: np.arange(n)}), path)
+        items = [PointEvent(int(a), {"k": str(k), name: i})
+                 for i, (a, k) in enumerate(zip(t, keys, strict=True))]
+        return (CepStream.create(name, ParquetInputAdapterFactory(), ParquetInputConfig(
+            path, "t"), EventShape.POINT, settings, application=app),
+                CepStream.create(name, MemoryInputAdapterFactory(), items, EventShape.POINT,
+                                 settings, application=memory_app))
+
+    app, memory_app = Application(), Application()
+    (left, left_memory), (right, right_memory) = side("l", 300), side("r", 200)
+    want = left_memory.join(lifetime(right_memory), on="k").collect("local")
+    assert len(want) > 50
+    monkeypatch.setattr(frame, "_field_column", _fails)
+    monkeypatch.setattr(frame, "_row_values", _fails)
+    assert left.join(lifetime(right), on="k").collect("local") == want

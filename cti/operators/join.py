@@ -45,14 +45,15 @@ def new_state() -> dict[str, Any]:
             "merge": merge.new_state(2), "pending": [], "open": [], "next_id": 0}
 
 
-def _join_key(events: pd.DataFrame, field: str | None, source: plan.Node, what: str
-              ) -> np.ndarray | list[str]:
+def _join_key(events: pd.DataFrame, field: str | None, source: plan.Node, what: str,
+              column: pa.Array | None = None) -> np.ndarray | list[str]:
     """Each event's join key text: "" without ``on``, None where the key is null (it matches
     nothing, SQL's rule); an event that lacks a field its stream was not known to have raises
-    ``UnknownFieldError``."""
+    ``UnknownFieldError``. ``column``: the field's typed column, where known."""
     if field is None:
         return [""] * len(events)
-    codes, values = frame.field_codes(events, field)  # each distinct value's text made once
+    codes, values = frame.field_codes(events, field, column)  # (each distinct value's text
+    # made once)
     texts = np.asarray([None if v is None else "[" + frame.value_json(v) + "]" for v in values],
                        object)  # (``frame.key_json([v])``)
     keys = texts[codes] if len(codes) else np.empty(0, object)
@@ -63,10 +64,11 @@ def _join_key(events: pd.DataFrame, field: str | None, source: plan.Node, what: 
     return keys
 
 
-def _take(state: dict[str, Any], side: int, events: pd.DataFrame, field: str | None,
+def _take(state: dict[str, Any], side: int, chunk: Chunk, field: str | None,
           node: plan.Join | plan.AntiSemiJoin) -> pd.DataFrame:
     """Add a chunk's events to one side; close open edges; return the new rows."""
     state.pop("edges", None)  # older checkpoints' edge books: the table has what they held
+    events = chunk.events
     kinds = events["kind"].to_numpy()
     ends_mask = kinds == "edge_end"
     new = events[~ends_mask]
@@ -78,7 +80,9 @@ def _take(state: dict[str, Any], side: int, events: pd.DataFrame, field: str | N
         "end": new["end"].to_numpy(), "known": new["kind"].to_numpy() != "edge_start",
         "payload": new["payload"].to_numpy(), "key": new["key"].to_numpy(),
         "jkey": _join_key(new, field, node.children[side], "join" if isinstance(
-            node, plan.Join) else "left_anti_semi_join")}).set_index("id", drop=False)
+            node, plan.Join) else "left_anti_semi_join", chunk.columns[field].filter(
+            pa.array(~ends_mask)) if field in chunk.columns else None)}).set_index(
+        "id", drop=False)
     table = state["sides"][side]
     table = rows if not len(table) else pd.concat([table, rows])
     # Edge ends close the table's open starts (``known`` False), which ends are known from then.
@@ -108,8 +112,8 @@ def _candidates(left: pd.DataFrame, right: pd.DataFrame) -> list[tuple[int, int]
 
 
 def join(node: plan.Join, left: Chunk, right: Chunk, state: dict[str, Any]) -> Chunk:
-    new_l = _take(state, 0, left.events, node.left_key, node)
-    new_r = _take(state, 1, right.events, node.right_key, node)
+    new_l = _take(state, 0, left, node.left_key, node)
+    new_r = _take(state, 1, right, node.right_key, node)
     for side, chunk in ((0, left), (1, right)):
         if chunk.ctis:
             state["ctis"][side] = chunk.ctis[-1]
@@ -307,8 +311,8 @@ def anti_semi_join(node: plan.AntiSemiJoin, left: Chunk, right: Chunk,
     interval or edge gives an edge pair per uncovered part (its start once decided, its end once
     reached), so the output does not depend on when the right events arrive.
     """
-    new_l = _take(state, 0, left.events, node.left_key, node)
-    _take(state, 1, right.events, node.right_key, node)
+    new_l = _take(state, 0, left, node.left_key, node)
+    _take(state, 1, right, node.right_key, node)
     for side, chunk in ((0, left), (1, right)):
         if chunk.ctis:
             state["ctis"][side] = chunk.ctis[-1]

@@ -109,18 +109,19 @@ def shift(node: plan.ShiftEventTime, chunk: Chunk) -> Chunk:
     return Chunk(ev, _map_ctis(chunk.ctis, lambda c: c + d), chunk.columns)
 
 
-def _as_intervals(ev: pd.DataFrame, start: np.ndarray, duration: int) -> pd.DataFrame:
-    """Every event but edge ends, as the interval [start, start + duration)."""
+def _as_intervals(chunk: Chunk, start: np.ndarray, duration: int, ctis: list[int]) -> Chunk:
+    """Every event but edge ends, as the interval [start, start + duration), with ``ctis``
+    (the payloads and their typed columns unchanged)."""
+    ev = chunk.events
     keep = ev["kind"].to_numpy() != "edge_end"
     start = start[keep]
     end = _shift_times(start, duration)
-    return frame.make(["interval"] * int(keep.sum()), start, end, ev["payload"][keep],
-                      ev["key"][keep])
+    return Chunk(frame.make(["interval"] * int(keep.sum()), start, end, ev["payload"][keep],
+                            ev["key"][keep]), ctis, chunk.taken(keep))
 
 
 def alter_duration(node: plan.AlterEventDuration, chunk: Chunk) -> Chunk:
-    ev = chunk.events
-    return Chunk(_as_intervals(ev, ev["start"].to_numpy(), node.duration), chunk.ctis)
+    return _as_intervals(chunk, chunk.events["start"].to_numpy(), node.duration, chunk.ctis)
 
 
 def alter_lifetime(node: plan.AlterEventLifetime, chunk: Chunk) -> Chunk:
@@ -133,7 +134,7 @@ def alter_lifetime(node: plan.AlterEventLifetime, chunk: Chunk) -> Chunk:
             raise
 
     starts = np.asarray([start(int(s)) for s in ev["start"]], dtype=np.int64)
-    return Chunk(_as_intervals(ev, starts, node.duration), _map_ctis(chunk.ctis, node.start_fn))
+    return _as_intervals(chunk, starts, node.duration, _map_ctis(chunk.ctis, node.start_fn))
 
 
 def to_point(node: plan.ToPointEventStream, chunk: Chunk) -> Chunk:
@@ -141,7 +142,7 @@ def to_point(node: plan.ToPointEventStream, chunk: Chunk) -> Chunk:
     keep = ev["kind"].to_numpy() != "edge_end"
     start = ev["start"].to_numpy()[keep]
     return Chunk(frame.make(["point"] * int(keep.sum()), start, start + 1, ev["payload"][keep],
-                            ev["key"][keep]), chunk.ctis)
+                            ev["key"][keep]), chunk.ctis, chunk.taken(keep))
 
 
 def new_clip_state() -> dict[str, Any]:
