@@ -322,3 +322,36 @@ def test_a_join_reads_its_keys_from_the_typed_columns(tmp_path, monkeypatch, lif
     monkeypatch.setattr(frame, "_field_column", _fails)
     monkeypatch.setattr(frame, "_row_values", _fails)
     assert left.join(lifetime(right), on="k").collect("local") == want
+
+
+def test_a_union_passes_the_typed_columns_on_where_both_sides_have_them(tmp_path, monkeypatch):
+    """Two Parquet inputs in a union, then a keyed window: its fields come from the typed
+    columns; a Parquet input in a union with a memory input (no columns) reads the text. The
+    same results as from memory either way."""
+    events = _events(13, 400)
+    half = len(events) // 2
+    settings = AdvanceTimeSettings(AdvanceTimeGenerationSettings(40, timedelta(0), True))
+    app = Application()
+
+    def parquet(name: str, part: pd.DataFrame):
+        path = tmp_path / f"{name}.parquet"
+        pq.write_table(pa.Table.from_pandas(part, preserve_index=False), path)
+        return CepStream.create(name, ParquetInputAdapterFactory(), ParquetInputConfig(
+            path, "t"), EventShape.POINT, settings, application=app)
+
+    def memory(name: str, part: pd.DataFrame, application: Application):
+        items = [PointEvent(int(r.t), {"key": r.key, "value": None if pd.isna(r.value)
+                                       else int(r.value), "x": float(r.x), "flag": bool(r.flag)})
+                 for r in part.itertuples(index=False)]
+        return CepStream.create(name, MemoryInputAdapterFactory(), items, EventShape.POINT,
+                                settings, application=application)
+
+    first, second = events.iloc[:half], events.iloc[half:]
+    other = Application()
+    want = _query(memory("a", first, other).union(memory("b", second, other))).collect("local")
+    mixed = _query(parquet("a", first).union(memory("b", second, app)))
+    assert mixed.collect("local") == want
+    both = _query(parquet("c", first).union(parquet("d", second)))
+    monkeypatch.setattr(frame, "_field_column", _fails)
+    monkeypatch.setattr(frame, "_row_values", _fails)
+    assert both.collect("local") == want

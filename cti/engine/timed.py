@@ -247,10 +247,5 @@ def merged(chunks: list[Chunk]) -> Chunk:
     chunks = [c for c in chunks if len(c.events) or c.ctis]
     if len(chunks) <= 1:
         return chunks[0] if chunks else Chunk.empty()
-    full = [c for c in chunks if len(c.events)]
-    kinds = {tuple((name, column.type) for name, column in sorted(c.columns.items()))
-             for c in full}
-    columns = {name: pa.concat_arrays([c.columns[name] for c in full])
-               for name, _ in kinds.pop()} if len(kinds) == 1 else {}
     return Chunk(stack([c.events for c in chunks]), [t for c in chunks for t in c.ctis],
-                 columns)
+                 Chunk.stacked_columns(chunks))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import attrs
@@ -391,6 +391,16 @@ class Chunk:
     @classmethod
     def empty(cls) -> Chunk:
         return cls(empty(), [])
+
+    @staticmethod
+    def stacked_columns(chunks: Sequence[Chunk]) -> dict[str, pa.Array]:
+        """The typed columns of chunks' events one under the other (``concat``), where every
+        chunk with events has the same ones; else none."""
+        full = [c for c in chunks if len(c.events)]
+        kinds = {tuple((name, column.type) for name, column in sorted(c.columns.items()))
+                 for c in full}
+        return {name: pa.concat_arrays([c.columns[name] for c in full])
+                for name, _ in kinds.pop()} if len(kinds) == 1 else {}
 
     def taken(self, rows: np.ndarray) -> dict[str, pa.Array]:
         """``columns`` of the events at ``rows`` (positions or a mask)."""

@@ -41,9 +41,11 @@ def step(state: dict[str, Any], ctis: Sequence[Sequence[int]]) -> list[int]:
 
 
 def union(node: plan.Union, inputs: list[Chunk], state: dict[str, Any], machine: Any) -> Chunk:
-    """Both inputs' events as they are; the output CTIs of ``step``."""
+    """Both inputs' events as they are (and their typed columns, where they agree); the
+    output CTIs of ``step``."""
     left, right = inputs
-    return Chunk(frame.concat([left.events, right.events]), step(state, [left.ctis, right.ctis]))
+    return Chunk(frame.concat([left.events, right.events]), step(state, [left.ctis, right.ctis]),
+                 Chunk.stacked_columns(inputs))
 
 
 UNITS = [OperatorUnit(plan.Union, union, new_state=lambda node: new_state(2), keeps_payload=True,
