@@ -277,8 +277,8 @@ def routed(route: QueryRoute, group: int, rows: pa.Table, events_only: bool = Fa
             yield shard, with_own
             continue
         kept = pa.array(keep)
-        given = pc.if_else(kept, payload, None if narrow is None else narrow)
-        part = with_own.set_column(at, ROUTED_ARROW.field("payload"), given)
+        part = with_own.set_column(at, ROUTED_ARROW.field("payload"), pc.if_else(
+            kept, payload, None if narrow is None else narrow))
         for name in typed:  # (another shard's events' payloads: not carried)
             k = part.schema.get_field_index(name)
             part = part.set_column(k, part.schema.field(name),

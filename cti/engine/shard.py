@@ -226,7 +226,7 @@ def chunk(got: pd.DataFrame, stream: int, shard: int, field: str | None, shards:
         ours = np.flatnonzero(rows["stream"].to_numpy() == stream)
         seqs = pd.Index(rows["seq"].to_numpy()[ours])
         at = seqs.get_indexer(got["in_seq"].to_numpy()[sel & event]) if seqs.is_unique \
-            else np.full(1, -1)
-        if (at >= 0).all():  # (else some came from an earlier micro-batch)
+            else None  # (a replayed row beside its first reading: looked up no further)
+        if at is not None and (at >= 0).all():  # (else some came from an earlier micro-batch)
             out.columns = known_columns(rows, ours[at])
     return out

@@ -16,6 +16,7 @@ whose result (an infinity or NaN) does not depend on the order either.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -67,17 +68,16 @@ def integers(ints: np.ndarray, name: str) -> dict[str, np.ndarray]:
     return {name: ints & _MASK, f"{name}^": ints >> _LIMB}
 
 
-def whole(frame: pd.DataFrame, name: str) -> tuple[np.ndarray, np.ndarray, list[int]]:
+def whole(frame: pd.DataFrame, name: str) -> tuple[np.ndarray, np.ndarray, Any]:
     """The integer sums ``name`` of a frame of partials (``integers``): as int64 where they
-    fit in 64 bits (0 elsewhere), which do, and each exactly (a Python int)."""
+    fit in 64 bits (0 elsewhere), which do, and a function of a row giving its sum exactly (a
+    Python int)."""
     lo = frame[name].to_numpy(np.int64)
     hi = frame[f"{name}^"].to_numpy(np.int64) + (lo >> _LIMB)
     lo = lo & _MASK
     fits = (hi >= -(1 << 31)) & (hi < (1 << 31))
     values = (np.where(fits, hi, 0) << _LIMB) + np.where(fits, lo, 0)
-    exact = [(h << _LIMB) + low for h, low in zip(hi.tolist(), lo.tolist(), strict=True)] \
-        if not fits.all() else values.tolist()
-    return values, fits, exact
+    return values, fits, lambda i: (int(hi[i]) << _LIMB) + int(lo[i])
 
 
 def total(frame: pd.DataFrame, name: str) -> np.ndarray:
@@ -91,8 +91,8 @@ def total(frame: pd.DataFrame, name: str) -> np.ndarray:
     out, slow = _rounded(values, limb_of)
     # An integer sum beside the limbs: alone and of 64 bits, converted (a float of an int64
     # is correctly rounded); else added exactly.
-    ints, fits, exact_ints = whole(frame, name) if name in frame.columns else (
-        None, None, [0] * len(frame))
+    ints, fits, exact_int = whole(frame, name) if name in frame.columns else (
+        None, None, lambda i: 0)
     if ints is not None:
         alone = ~values.any(axis=1) & fits
         out = np.where(alone, ints.astype(np.float64), out)
@@ -100,7 +100,7 @@ def total(frame: pd.DataFrame, name: str) -> np.ndarray:
     for i in np.flatnonzero(slow):
         exact = sum(x << (_LIMB * int(j)) for x, j in zip(values[i].tolist(), limb_of,
                                                           strict=True))
-        exact += exact_ints[i] << _UNIT
+        exact += exact_int(i) << _UNIT
         try:
             out[i] = exact / (1 << _UNIT)  # correctly rounded (Python's int division)
         except OverflowError:  # beyond the largest float, as float addition gives
