@@ -326,11 +326,15 @@ def _scattered(values: pa.Array, mask: np.ndarray) -> pa.Array:
 
 
 def routed_cast(table: pa.Table) -> pa.Table:
-    """Routed rows as ``ROUTED_ARROW`` columns, then their typed payload columns."""
+    """Routed rows as ``ROUTED_ARROW`` columns, then their typed payload columns (decoded,
+    where they travelled dictionary-encoded)."""
     typed = field_columns(table)
     fixed = table.select(ROUTED_ARROW.names).cast(ROUTED_ARROW)
     for name in typed:
-        fixed = fixed.append_column(table.schema.field(name), table.column(name))
+        column = table.column(name)
+        if pa.types.is_dictionary(column.type):
+            column = column.cast(column.type.value_type)
+        fixed = fixed.append_column(name, column)
     return fixed
 
 

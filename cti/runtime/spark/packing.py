@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from cti.adapters import FIELD_COLUMN
 from cti.engine.batch import IN_ARROW, ROUTED_ARROW, routed, routed_cast, routed_frame
 from cti.engine.route import QueryRoute
 from cti.io.dataframes import key_order
@@ -49,9 +50,10 @@ _COMPRESSED = pa.ipc.IpcWriteOptions(compression="lz4")  # a quarter of the byte
 def pack(rows: pa.Table, first_seq: int) -> bytes:
     """Rows (``IN_ARROW`` columns, ``own`` and maybe typed payload columns) as an Arrow IPC
     stream (LZ4 buffers). Fewer bytes for Spark to carry: ``kind`` (a few distinct values)
-    travels dictionary-encoded, and ``seq`` not at all where it counts up from ``first_seq``
-    (the packed row's ``seq``), as it does for a columnar adapter's rows, else as 32-bit steps
-    from one row to the next (``seq_step``: a shard's own events, ``cti.engine.timed``)."""
+    and the typed string columns (keys) travel dictionary-encoded, and ``seq`` not at all
+    where it counts up from ``first_seq`` (the packed row's ``seq``), as it does for a
+    columnar adapter's rows, else as 32-bit steps from one row to the next (``seq_step``: a
+    shard's own events, ``cti.engine.timed``)."""
     rows = routed_cast(rows)
     seq = rows.column("seq").to_numpy()
     steps = np.diff(seq, prepend=first_seq)
@@ -61,8 +63,12 @@ def pack(rows: pa.Table, first_seq: int) -> bytes:
         at = rows.schema.get_field_index("seq")
         rows = rows.set_column(at, _STEP, pa.array(steps.astype(np.int32)))
     at = rows.schema.get_field_index("kind")
-    return _ipc(rows.set_column(at, _KIND, rows.column("kind").dictionary_encode().cast(
-        _KIND.type)))
+    rows = rows.set_column(at, _KIND, rows.column("kind").dictionary_encode().cast(_KIND.type))
+    for name in rows.column_names:  # a typed string column: keys repeat, so do the others
+        if name.startswith(FIELD_COLUMN) and pa.types.is_string(rows.schema.field(name).type):
+            at = rows.schema.get_field_index(name)
+            rows = rows.set_column(at, name, rows.column(name).dictionary_encode())
+    return _ipc(rows)
 
 
 def unpack(packed: pd.DataFrame, next_seq: Callable[[int, int], int] | None = None
