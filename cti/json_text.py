@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
 from cti.rows import PLAIN_JSON_CHARS
+
+if TYPE_CHECKING:
+    import numpy as np
 
 _PLAIN_TEXT = rf"^{PLAIN_JSON_CHARS}*$"  # a string quoted is its own JSON text
 
@@ -99,6 +103,15 @@ def float_texts(column: pa.ChunkedArray | pa.Array) -> pa.Array:
     out = texts.to_numpy(zero_copy_only=False).astype(object)
     out[other] = printed
     return pa.array(out, pa.string())
+
+
+def scattered(values: pa.Array, mask: np.ndarray) -> pa.Array:
+    """``values`` (one per true row of ``mask``) at the rows of ``mask``, null elsewhere."""
+    import numpy as np
+
+    at = np.full(len(mask), -1, np.int64)
+    at[mask] = np.arange(len(values))
+    return values.take(pa.array(at, mask=~mask))
 
 
 def read_exactly(column: pa.ChunkedArray | pa.Array) -> bool:

@@ -25,7 +25,7 @@ from cti.engine.layout import IN_COLUMNS, NULLABLE, in_row_to_tuple
 from cti.engine.route import QueryRoute
 from cti.engine.timed import generation_points
 from cti.events import EVENT_KINDS, SHAPE_KINDS, EventShape
-from cti.json_text import value_texts
+from cti.json_text import scattered, value_texts
 from cti.operators.frame import exact_field, payload_objects
 from cti.rows import (
     InRow,
@@ -245,8 +245,8 @@ def routed(route: QueryRoute, group: int, rows: pa.Table, events_only: bool = Fa
             chosen = chosen.filter(pa.array(keyless))
         fields = sorted({over, route.fields.get((g, i)) or over})
         texts = key_payloads(chosen, fields)
-        narrow = _scattered(texts, rows_i) if narrow is None else pc.if_else(
-            pa.array(rows_i), _scattered(texts, rows_i), narrow)
+        narrow = scattered(texts, rows_i) if narrow is None else pc.if_else(
+            pa.array(rows_i), scattered(texts, rows_i), narrow)
     # An edge of a stream the query does not read: shard 0 pairs it (for the metrics).
     own[(own < 0) & ~shared & has_payload & pc.is_in(kind, _EDGE_KINDS).to_numpy(
         zero_copy_only=False)] = 0
@@ -318,13 +318,6 @@ def has_field(payloads: pa.Array, field: str) -> np.ndarray:
                      for p in payloads.to_pylist()], bool)
 
 
-def _scattered(values: pa.Array, mask: np.ndarray) -> pa.Array:
-    """``values`` at the rows of ``mask``, null elsewhere."""
-    at = np.full(len(mask), -1, np.int64)
-    at[mask] = np.arange(len(values))
-    return values.take(pa.array(at, mask=~mask))
-
-
 def routed_cast(table: pa.Table) -> pa.Table:
     """Routed rows as ``ROUTED_ARROW`` columns, then their typed payload columns (decoded,
     where they travelled dictionary-encoded)."""
@@ -343,7 +336,7 @@ def routed_frame(table: pa.Table, group: int | None = None) -> pd.DataFrame:
     ``group`` (None: the table's ``group`` column) as the pandas frame its step takes (with
     ``group``). The typed payload columns stay Arrow arrays (``pd.ArrowDtype``): their values
     and nulls as the adapter gave them."""
-    fixed = table.select(ROUTED_ARROW.names).cast(ROUTED_ARROW)
+    fixed = routed_cast(table)
     few = ("kind", "error", "partition")  # few distinct texts, or none: converted apart
     columns: dict[str, Any] = {}
     for name in ROUTED_ARROW.names:  # column by column: no frame insert, no block copies
@@ -355,8 +348,8 @@ def routed_frame(table: pa.Table, group: int | None = None) -> pd.DataFrame:
             columns[name] = fixed.column(name).to_pandas()
     columns["group"] = (np.full(table.num_rows, group, np.int32) if group is not None
                         else table.column("group").to_numpy().astype(np.int32))
-    for name in field_columns(table):
-        columns[name] = pd.arrays.ArrowExtensionArray(table.column(name).combine_chunks())
+    for name in field_columns(fixed):
+        columns[name] = pd.arrays.ArrowExtensionArray(fixed.column(name).combine_chunks())
     return pd.DataFrame(columns, copy=False)
 
 

@@ -255,12 +255,7 @@ def field_numbers(frame: pd.DataFrame, field: str | Callable[[dict[str, Any]], A
     if not typed and pa.types.is_floating(column.type):
         whole = got.is_float & (np.floor(got.floats) == got.floats)
         if whole.any():  # (Arrow reads a column's integers as floats once a float is among them)
-            again = value_numbers(_row_values(frame[whole], field))
-            parts = [a.copy() for a in (got.ints, got.floats, got.is_int, got.is_float)]
-            for part, new in zip(parts, (again.ints, again.floats, again.is_int,
-                                         again.is_float), strict=True):
-                part[whole] = new
-            got = Numbers(*parts)
+            got = got.replaced(whole, value_numbers(_row_values(frame[whole], field)))
     return got
 
 

@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cti.json_text import float_texts
+from cti.json_text import float_texts, scattered
 
 _INT_LITERAL = r"^\s*[+-]?[0-9]+\s*$"
 _DECIMAL = r"^\s*[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?\s*$"
@@ -52,11 +52,17 @@ class Numbers:
         ints = pc.cast(pa.array(self.ints), pa.string())
         if self.is_int.all():
             return ints
-        at = np.full(len(self.ints), -1, np.int64)  # each float row's place among the floats
-        at[self.is_float] = np.arange(int(self.is_float.sum()))
-        floats = float_texts(pa.array(self.floats[self.is_float])).take(
-            pa.array(at, mask=~self.is_float))  # (the floats' texts alone: NaN has its own)
+        floats = scattered(float_texts(pa.array(self.floats[self.is_float])), self.is_float)
         return pc.if_else(pa.array(self.is_int), ints, pc.fill_null(floats, "null"))
+
+    def replaced(self, rows: np.ndarray, other: Numbers) -> Numbers:
+        """These numbers with those of ``rows`` (positions or a mask) taken from ``other``
+        (one per row given)."""
+        parts = [a.copy() for a in (self.ints, self.floats, self.is_int, self.is_float)]
+        for part, new in zip(parts, (other.ints, other.floats, other.is_int, other.is_float),
+                             strict=True):
+            part[rows] = new
+        return Numbers(*parts)
 
     def values(self) -> list[Any]:
         """Each row's number as a Python ``int`` or ``float``, or None."""
@@ -104,12 +110,11 @@ def value_numbers(values: list[Any]) -> Numbers:
             floats[i], is_float[i] = v, v == v
         elif kind is str:
             texts[i] = v
+    got = Numbers(ints, floats, is_int, is_float)
     if texts:
-        at = np.fromiter(texts, np.int64, len(texts))
-        got = _text_numbers(pa.array(list(texts.values()), pa.string()))
-        ints[at], floats[at] = got.ints, got.floats
-        is_int[at], is_float[at] = got.is_int, got.is_float
-    return Numbers(ints, floats, is_int, is_float)
+        got = got.replaced(np.fromiter(texts, np.int64, len(texts)), _text_numbers(
+            pa.array(list(texts.values()), pa.string())))
+    return got
 
 
 def _text_numbers(texts: pa.Array) -> Numbers:
