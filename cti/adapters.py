@@ -54,12 +54,22 @@ class InvalidInput:
 
 AdapterItem = StreamItem | Arriving | InvalidInput
 
-# A columnar adapter's ``read_frame`` may add its payloads as typed columns: ``field:<name>``,
+# A columnar adapter's ``read_frame`` may give its payloads as typed columns: ``field:<name>``,
 # payload field <name>'s value per row in the type ``json.loads`` gives it (int64, float64,
-# bool or string; null: JSON null), one column for EVERY field of the payloads, and the boolean
-# column ``field:`` itself, true on the rows whose payloads these columns are. The engine then
-# reads fields (keys, aggregates, a frame of payloads) from the columns, not from the text.
+# bool or string; null: JSON null), one column for EVERY field of the payloads, and the string
+# column ``field:`` itself, on each row whose payload these columns are the list of its fields
+# (``field_marker``; null on the other rows). On such a row the ``payload`` may be null: the
+# engine reads fields (keys, aggregates, a frame of payloads) from the columns and writes a
+# payload's JSON text only where it needs it. (The marker names the fields because rows of
+# several streams meet in one batch, each stream's fields null on the others' rows.)
 FIELD_COLUMN = "field:"
+
+
+def field_marker(names: Iterable[str]) -> str:
+    """The ``FIELD_COLUMN`` marker of a payload of these fields: their sorted JSON list."""
+    import json
+
+    return json.dumps(sorted(names), separators=(",", ":"))
 
 
 @runtime_checkable

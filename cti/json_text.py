@@ -3,7 +3,8 @@ writes their values, where it can be written column by column: integers, boolean
 and strings of plain printable ASCII. Adapters build payload texts from columns with
 it, and the join merges payloads column by column. And a column's values in the type
 ``json.loads`` gives them back (``json_typed``): the typed payload columns an adapter gives
-beside the payloads' text (``cti.adapters.FIELD_COLUMN``)."""
+in place of the payloads' text (``cti.adapters.FIELD_COLUMN``), and the payloads' text
+built from those columns where the engine needs it (``payload_texts``, ``filled_payloads``)."""
 
 from __future__ import annotations
 
@@ -13,10 +14,12 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
+from cti.adapters import FIELD_COLUMN
 from cti.rows import PLAIN_JSON_CHARS
 
 if TYPE_CHECKING:
     import numpy as np
+    import pandas as pd
 
 _PLAIN_TEXT = rf"^{PLAIN_JSON_CHARS}*$"  # a string quoted is its own JSON text
 
@@ -136,6 +139,100 @@ def column_texts(column: pa.ChunkedArray | pa.Array) -> pa.Array | pa.ChunkedArr
         return None
     texts, indices = got
     return texts if indices is None else texts.take(indices)
+
+
+def exact_texts(column: pa.ChunkedArray | pa.Array) -> pa.Array:
+    """Each value's JSON text exactly as ``json.dumps`` writes it (null: ``null``): column-wise
+    where it can (``value_texts``), else one ``json.dumps`` per distinct value. A string
+    column's comes dictionary-encoded (its texts once per distinct value)."""
+    got = value_texts(column)
+    if got is None:
+        if isinstance(column, pa.ChunkedArray):
+            column = column.combine_chunks()
+        encoded = column.dictionary_encode()
+        got = (pa.array([json.dumps(v) for v in encoded.dictionary.to_pylist()] + ["null"],
+                        pa.string()), encoded.indices.fill_null(len(encoded.dictionary)))
+    texts, indices = got
+    return texts if indices is None else pa.DictionaryArray.from_arrays(indices, texts)
+
+
+def payload_texts(columns: Mapping[str, pa.Array | pa.ChunkedArray], rows: int) -> pa.Array:
+    """Each row's canonical JSON object (``payload_to_json``'s text) of the typed payload
+    columns ``columns`` (``FIELD_COLUMN``'s: one per field, null a JSON null)."""
+    import pyarrow.compute as pc
+
+    if not columns:
+        return pa.array(["{}"] * rows, pa.string())
+    parts: list = []
+    for i, name in enumerate(sorted(columns)):
+        texts = exact_texts(columns[name])
+        if pa.types.is_dictionary(texts.type):  # (the separators joined once per value)
+            sep = ("{" if i == 0 else ",") + json.dumps(name) + ":"
+            parts.append(pc.binary_join_element_wise(sep, texts.dictionary, "").take(
+                texts.indices))
+        else:
+            parts += [("{" if i == 0 else ",") + json.dumps(name) + ":", texts]
+    joined = pc.binary_join_element_wise(*parts, "}", "")
+    return joined.combine_chunks() if isinstance(joined, pa.ChunkedArray) else joined
+
+
+def filled_payloads(table: pa.Table) -> pa.Table:
+    """A batch of input rows (``payload`` and maybe typed payload columns) whose payload is
+    null on rows whose typed columns are their payload (the marker ``FIELD_COLUMN``: the
+    fields' list): there with its text built from those columns (``payload_texts``)."""
+    import pyarrow.compute as pc
+
+    if FIELD_COLUMN not in table.column_names:
+        return table
+    payload = table.column("payload").combine_chunks()
+    lazy = pc.and_(pc.is_null(payload), pc.is_valid(table.column(FIELD_COLUMN))).to_numpy(
+        zero_copy_only=False)
+    if not lazy.any():
+        return table
+    written = [payload]
+    for fields, rows in _marked(table.column(FIELD_COLUMN), lazy):
+        part = table.filter(pa.array(rows))
+        written.append(scattered(payload_texts(
+            {f: part.column(FIELD_COLUMN + f) for f in fields}, part.num_rows), rows))
+    at = table.schema.get_field_index("payload")
+    return table.set_column(at, table.schema.field(at), pc.coalesce(*written))
+
+
+def frame_payloads(pdf: pd.DataFrame, rows: np.ndarray | None = None) -> np.ndarray:
+    """The ``payload`` column (an object array) of a pandas batch of rows (at ``rows``:
+    positions or a mask; else all), with the text of each payload that is its typed columns
+    (``filled_payloads``) written."""
+    import numpy as np
+    import pandas as pd
+
+    if rows is not None and np.asarray(rows).dtype == bool:
+        rows = np.flatnonzero(rows)
+    out = pdf["payload"].to_numpy(object)
+    out = out.copy() if rows is None else out[rows]
+    if FIELD_COLUMN not in pdf.columns or not len(out):
+        return out
+    at = np.arange(len(pdf)) if rows is None else np.asarray(rows, np.int64)
+    marker = pa.array(pdf[FIELD_COLUMN].array).take(pa.array(at))
+    lazy = pd.isna(out) & marker.is_valid().to_numpy(zero_copy_only=False)
+    for fields, these in _marked(marker, lazy):
+        taken = pa.array(at[these])
+        out[these] = payload_texts({f: pa.array(pdf[FIELD_COLUMN + f].array).take(taken)
+                                    for f in fields}, len(taken)).to_pylist()
+    return out
+
+
+def _marked(marker: pa.Array | pa.ChunkedArray, rows: np.ndarray
+            ) -> list[tuple[list[str], np.ndarray]]:
+    """Of the ``rows`` (a mask) whose ``FIELD_COLUMN`` marker is set, each list of fields
+    the marker names and the mask of the rows it names them on."""
+    if not rows.any():
+        return []
+    if isinstance(marker, pa.ChunkedArray):
+        marker = marker.combine_chunks()
+    encoded = marker.dictionary_encode()
+    codes = encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False)
+    return [(json.loads(value), these) for code, value in enumerate(
+        encoded.dictionary.to_pylist()) if (these := rows & (codes == code)).any()]
 
 
 def objects(fields: Mapping[str, pa.Array | pa.ChunkedArray], rows: int) -> list[str]:

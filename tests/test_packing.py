@@ -12,10 +12,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cti.adapters import FIELD_COLUMN
+from cti.adapters import FIELD_COLUMN, field_marker
 from cti.engine.batch import field_texts, key_shards, routed, text_hashes
 from cti.engine.route import QueryRoute
+from cti.json_text import frame_payloads
 from cti.operators.frame import repeats
+from cti.rows import payload_to_json
 from cti.runtime.spark.packing import pack, unpack
 from cti.runtime.spark.schema import IN_SCHEMA, arrow_schema
 from cti.runtime.spark.source import MIN_PIECE, READ_CHUNK, cuts
@@ -177,13 +179,20 @@ def typed_values(draw, min_size=1, max_size=30):
 @settings(max_examples=60, deadline=None)
 @given(typed_values(), st.integers(2, 4))
 def test_a_shard_gets_the_typed_columns_of_its_own_events(typed, shards):
-    """Where the adapter gives typed payload columns, each shard's own events carry them
-    through the pack, and no other row does; the events go where their payloads send them."""
+    """Where the adapter gives typed payload columns (and no text: the columns are the
+    payload), each shard's own events carry them through the pack, and no other row does;
+    the events go where their payloads send them, and their texts are written back exactly."""
     kind, values, given = typed
     n = len(values)
-    rows = _rows(["point"] * n + ["cti"], [*_payloads(values).to_pylist(), None])
-    rows = rows.append_column(FIELD_COLUMN, pa.array([*given, None], pa.bool_())
-                              ).append_column(FIELD_COLUMN + "k", pa.array([*values, None], kind))
+    texts = [payload_to_json(json.loads(t)) for t in _payloads(values).to_pylist()]
+    marker = field_marker(["k", "n"])
+    rows = _rows(["point"] * n + ["cti"], [None if g else t for t, g in zip(
+        texts, given, strict=True)] + [None])
+    rows = rows.append_column(FIELD_COLUMN, pa.array([marker if g else None for g in given]
+                                                     + [None], pa.string())
+                              ).append_column(FIELD_COLUMN + "k", pa.array([*values, None], kind)
+                                              ).append_column(FIELD_COLUMN + "n", pa.array(
+                                                  [*range(n), None], pa.int64()))
     route = QueryRoute(0, shards, {(0, 0): "k"}, with_inputs=False)
     owners = key_shards(_payloads(values), "k", shards)
     for shard, part in routed(route, 0, rows):
@@ -191,7 +200,10 @@ def test_a_shard_gets_the_typed_columns_of_its_own_events(typed, shards):
         mine = [o == shard for o in owners] + [False]
         assert (got["own"].to_numpy()[:n] == owners).all()
         marks = pa.array(got[FIELD_COLUMN].array).to_pylist()
-        assert [m if own else None for m, own in zip([*given, None], mine, strict=True)] == marks
+        assert [marker if g and own else None for g, own in zip(
+            [*given, False], mine, strict=True)] == marks
+        assert frame_payloads(got).tolist()[:n] == [t if own else None for t, own in zip(
+            texts, mine[:n], strict=True)]
         column = pa.array(got[FIELD_COLUMN + "k"].array)
         assert column.type == kind
         assert column.to_pylist() == [v if own else None for v, own in zip(

@@ -35,8 +35,9 @@ from cti.adapters import FIELD_COLUMN
 from cti.io.files import CsvInputAdapterFactory, FileInputConfig, JsonLinesInputAdapterFactory
 from cti.io.memory import MemoryInputAdapterFactory
 from cti.io.parquet import ParquetInputAdapterFactory, ParquetInputConfig, _payloads
-from cti.json_text import json_typed
+from cti.json_text import filled_payloads, json_typed, payload_texts
 from cti.operators import frame
+from cti.rows import adapter_item_to_row, payload_to_json
 
 # A column's Arrow type and values of it as a Parquet file may hold them.
 COLUMNS = {
@@ -74,10 +75,13 @@ def test_json_typed_gives_the_type_json_loads_gives_back():
 @given(table=tables())
 def test_every_field_reader_gives_from_the_columns_what_it_gives_from_the_text(table):
     """The Parquet adapter's payload texts and typed columns of the same rows: numbers,
-    values, codes and the frame of payloads are the same read either way."""
-    texts, typed = _payloads(table, table.column_names)
-    assert sorted(typed) == table.column_names
+    values, codes and the frame of payloads are the same read either way; and the text the
+    engine writes from the columns (``payload_texts``) is the payload's canonical JSON."""
+    texts = _payloads(table, table.column_names)
+    typed = {name: json_typed(table.column(name)) for name in table.column_names}
     payloads = np.asarray(texts.to_pylist(), object)
+    assert payload_texts(typed, table.num_rows).to_pylist() == [
+        payload_to_json(json.loads(p)) for p in payloads]
     ev = frame.make(["point"] * len(payloads), np.arange(len(payloads)),
                     np.arange(len(payloads)) + 1, payloads, [""] * len(payloads))
     event("large frame" if len(ev) >= 256 else "small frame")
@@ -249,10 +253,15 @@ def test_a_file_row_built_from_its_record_has_no_typed_columns(tmp_path):
     adapter = CsvInputAdapterFactory().create(FileInputConfig(path, "t", cti_column="c"),
                                               EventShape.POINT)
     table = adapter.read_frame(0, 4)
-    assert table.column(FIELD_COLUMN).to_pylist() == [True, False, False, True]
+    assert table.column(FIELD_COLUMN).to_pylist() == ['["v"]', None, None, '["v"]']
+    # A marked row's payload is its columns (no text); the others' is their text.
+    assert [p is None for p in table.column("payload").to_pylist()] == [True, False, True, True]
+    written = filled_payloads(table)
+    assert written.column("payload").to_pylist() == [
+        adapter_item_to_row(0, 0, item).payload for item in adapter.read(0, 4)]
     for row, marked in enumerate(table.column(FIELD_COLUMN).to_pylist()):
-        if marked:
-            payload = json.loads(table.column("payload")[row].as_py())
+        if marked is not None:
+            payload = json.loads(written.column("payload")[row].as_py())
             assert table.column(FIELD_COLUMN + "v")[row].as_py() == payload["v"]
 
 

@@ -25,8 +25,8 @@ from cti.engine.layout import IN_COLUMNS, NULLABLE, in_row_to_tuple
 from cti.engine.route import QueryRoute
 from cti.engine.timed import generation_points
 from cti.events import EVENT_KINDS, SHAPE_KINDS, EventShape
-from cti.json_text import scattered, value_texts
-from cti.operators.frame import exact_field, payload_objects
+from cti.json_text import exact_texts, filled_payloads, scattered
+from cti.operators.frame import exact_field, framed, payload_objects
 from cti.rows import (
     InRow,
     adapter_item_to_row,
@@ -82,6 +82,12 @@ def piece(adapter: Any, index: int, start: int, end: int, eos: bool,
     return pa.concat_tables(tables, promote_options="default") if len(tables) > 1 else tables[0]
 
 
+def text_rows(table: pa.Table) -> pa.Table:
+    """A batch's ``IN_ARROW`` columns alone, each payload as its text (``filled_payloads``:
+    written from the typed columns where it was left out)."""
+    return filled_payloads(table).select(IN_ARROW.names)
+
+
 def _in_table(frame: pa.Table, index: int, first_seq: int) -> pa.Table:
     """A columnar adapter's rows (``read_frame``: kind, start, end, payload, arrival,
     partition, error, and maybe typed payload columns) as ``IN_ARROW`` columns and those."""
@@ -105,17 +111,12 @@ def field_columns(table: pa.Table) -> list[str]:
 def field_texts(values: pa.Array, given: np.ndarray) -> pa.Array:
     """Each row's JSON text of its value of a typed payload column (``json.dumps``'s: the text
     ``key_shards`` hashes), null on the rows not ``given``; dictionary-encoded where the
-    column's values are texts of their own (``value_texts``), else one per row."""
-    got = value_texts(values)
-    if got is None:  # (strings that JSON escapes: one text per distinct value)
-        encoded = values.dictionary_encode()
-        got = (pa.array([json.dumps(v) for v in encoded.dictionary.to_pylist()] + ["null"],
-                        pa.string()), encoded.indices.fill_null(len(encoded.dictionary)))
-    texts, indices = got
-    if indices is None:
+    column's values are texts of their own (``exact_texts``), else one per row."""
+    texts = exact_texts(values)
+    if not pa.types.is_dictionary(texts.type):
         return pc.if_else(pa.array(given), texts, None)
-    codes = indices.to_numpy(zero_copy_only=False).astype(np.int32)
-    return pa.DictionaryArray.from_arrays(pa.array(codes, mask=~given), texts)
+    codes = texts.indices.to_numpy(zero_copy_only=False).astype(np.int32)
+    return pa.DictionaryArray.from_arrays(pa.array(codes, mask=~given), texts.dictionary)
 
 
 def key_shards(payloads: pa.Array, field: str, shards: int, texts: pa.Array | None = None
@@ -205,10 +206,17 @@ def routed(route: QueryRoute, group: int, rows: pa.Table, events_only: bool = Fa
     payload = rows.column("payload").combine_chunks()
     n = rows.num_rows
     own = np.full(n, -1, np.int32)
-    has_payload = payload.is_valid().to_numpy(zero_copy_only=False)
     typed = field_columns(rows)  # (the marker first)
-    given = (rows.column(FIELD_COLUMN).combine_chunks().fill_null(False).to_numpy(
-        zero_copy_only=False) if typed else np.zeros(n, bool))
+    given = rows.column(FIELD_COLUMN).combine_chunks().is_valid().to_numpy(
+        zero_copy_only=False) if typed else np.zeros(n, bool)
+    # (an event whose typed columns are its payload may have no text: ``full`` writes it)
+    has_payload = payload.is_valid().to_numpy(zero_copy_only=False) | given
+    written: list[pa.Array] = []
+
+    def full() -> pa.Array:
+        if not written:
+            written.append(filled_payloads(rows).column("payload").combine_chunks())
+        return written[0]
     # Rows of no event (CTIs, the end of input, rows the adapter could not read, whose
     # payload is the raw text) go to every shard whole; only an event has an owner.
     shared = ~pc.is_in(kind, _EVENT_KINDS).to_numpy(zero_copy_only=False)
@@ -225,16 +233,18 @@ def routed(route: QueryRoute, group: int, rows: pa.Table, events_only: bool = Fa
             return values if every else values.filter(pa.array(mine))
 
         column = FIELD_COLUMN + field
-        texts = (field_texts(chosen(rows.column(column).combine_chunks()), given[mine])
-                 if column in typed else None)
-        own[mine] = owners(chosen(payload), field, route.shards, texts)
+        if column in typed:
+            own[mine] = owners(chosen(payload), field, route.shards, field_texts(
+                chosen(rows.column(column).combine_chunks()), given[mine]))
+        else:
+            own[mine] = owners(chosen(full()), field, route.shards)
     narrow = None  # of an event whose key a shard keeps the timeline of, the key
     keyed = route.keyed_substreams(group)
     for (g, i), over in route.substreams.items():
         rows_i = (stream == i) & (g == group) & has_payload & ~shared
         if not rows_i.any() or route.shards == 1:
             continue
-        chosen = payload.filter(pa.array(rows_i))
+        chosen = full().filter(pa.array(rows_i))
         if i in keyed:
             # A key's events and timeline are its owner's: the other shards need an event's
             # times alone, but where the key is missing (bad input, which each must see).
@@ -350,7 +360,7 @@ def routed_frame(table: pa.Table, group: int | None = None) -> pd.DataFrame:
                         else table.column("group").to_numpy().astype(np.int32))
     for name in field_columns(fixed):
         columns[name] = pd.arrays.ArrowExtensionArray(fixed.column(name).combine_chunks())
-    return pd.DataFrame(columns, copy=False)
+    return framed(columns)
 
 
 def _few_texts(column: pa.ChunkedArray) -> np.ndarray:

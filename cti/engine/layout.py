@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from cti.adapters import FIELD_COLUMN
 from cti.rows import InRow, OutRow
 from cti.time import MIN_TIME
 
@@ -55,11 +56,18 @@ def in_row_to_tuple(r: InRow) -> tuple:
 
 
 def in_rows_from_pandas(pdf: pd.DataFrame) -> list[InRow]:
+    """Input rows of a batch (``IN_COLUMNS``, maybe typed payload columns: each payload left
+    out is written from them, ``cti.json_text.frame_payloads``) as ``InRow`` tuples."""
+    payloads = pdf["payload"]
+    if FIELD_COLUMN in pdf.columns:
+        from cti.json_text import frame_payloads
+
+        payloads = frame_payloads(pdf)
     return [
         InRow(int(s), int(q), _dec(a), k, _dec(st), _dec(e), _text(p), _text(err), _text(part))
         for s, q, a, k, st, e, p, err, part in zip(
             pdf["stream"], pdf["seq"], pdf["arrival"], pdf["kind"], pdf["start"], pdf["end"],
-            pdf["payload"], pdf["error"], pdf["partition"], strict=True)
+            payloads, pdf["error"], pdf["partition"], strict=True)
     ]
 
 

@@ -33,6 +33,7 @@ from cti.ingress import ordered, vectorized
 from cti.ingress.machine import IngressMachine
 from cti.ingress.spec import StreamSpec
 from cti.ingress.vectorized import known_columns
+from cti.json_text import frame_payloads
 from cti.operators import frame
 from cti.operators.machine import QueryMachine
 
@@ -113,7 +114,7 @@ class Shard:
                 if done is not None:
                     got, direct[(g, 0)] = done
             if got is None:
-                got = ingress_step(ingress, part, None if passing else shard)
+                got = ingress_step(ingress, written(part), None if passing else shard)
             ingress.settle()  # (the first bad input in arrival order raises)
             _weighted(got)
             state["ingress"][g] = ingress.state
@@ -126,6 +127,13 @@ class Shard:
         events, ctis = machine.step(chunks)
         state["machine"] = machine.state
         return ShardOutput(reports, events, list(ctis))
+
+
+def written(rows: pd.DataFrame) -> pd.DataFrame:
+    """Input rows with each payload's text, where it was left out for its typed columns
+    (``cti.json_text.frame_payloads``): what the ingress paths that keep rows, pair edges or
+    report events take (the two that build a shard's chunk from the arrays read the columns)."""
+    return rows.assign(payload=frame_payloads(rows)) if FIELD_COLUMN in rows.columns else rows
 
 
 def _weighted(got: pd.DataFrame) -> pd.DataFrame:
@@ -155,13 +163,13 @@ def _timed(ingress: IngressMachine, rows: pd.DataFrame, shard: int, route: Query
         elif single and (done := vectorized.shard_chunk(ingress, part, shard)) is not None:
             got, step = done
         else:  # (the fast stream's CTIs are imported on the way)
-            got = _weighted(ingress_step(ingress, part, shard, settle=False))
+            got = _weighted(ingress_step(ingress, written(part), shard, settle=False))
             step = chunk(got, index, shard, fields[index], route.shards, part)
         outs.append(got)
         reports.append(got if compact else _counted(got, shard, route, group))
         chunks.append(step)
     if not single:
-        got = _weighted(vectorized.importers_step(ingress, rows[~mine], index))
+        got = _weighted(vectorized.importers_step(ingress, written(rows[~mine]), index))
         outs.append(got)
         reports.append(_counted(got, shard, route, group))
     every = frame.stack(outs)

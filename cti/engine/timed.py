@@ -41,7 +41,7 @@ import pyarrow.compute as pc
 from cti.errors import BadInputError
 from cti.ingress.columns import judged, output_frame, saturating_sub, span_points
 from cti.ingress.machine import IngressMachine
-from cti.ingress.vectorized import kept_chunk, known_columns, status_rows
+from cti.ingress.vectorized import kept_chunk, status_rows
 from cti.operators.frame import Chunk, filled, stack
 from cti.time import MAX_TIME, MIN_TIME
 
@@ -202,8 +202,7 @@ def timed_step(machine: IngressMachine, pdf: pd.DataFrame, owner: int, index: in
     _, adjust, dropped, accepted = judged(spec, True, e_start, e_end, before)
     kept = np.flatnonzero(~dropped)
     chunk = kept_chunk(spec.shape.value, e_start[kept], e_end[kept], before[kept],
-                       adjust[kept], pdf["payload"].to_numpy(object)[ev][kept], ctis.tolist(),
-                       known_columns(pdf, ev[kept]))
+                       adjust[kept], pdf, ev[kept], ctis.tolist())
 
     # Output rows: the CTIs (shard 0's count), the own events' counts.
     events_upto = np.minimum(g_seq[emits] - first + 1, n_events)
@@ -244,8 +243,7 @@ def merged(chunks: list[Chunk]) -> Chunk:
     """Consecutive chunks of one stream as one (a run of pieces sent as generation points is
     one chunk, ``segments``), with their typed payload columns where each chunk of events has
     the same ones."""
-    chunks = [c for c in chunks if len(c.events) or c.ctis]
+    chunks = [c for c in chunks if len(c.raw_events) or c.ctis]
     if len(chunks) <= 1:
         return chunks[0] if chunks else Chunk.empty()
-    return Chunk(stack([c.events for c in chunks]), [t for c in chunks for t in c.ctis],
-                 Chunk.stacked_columns(chunks))
+    return Chunk.stacked(chunks, [t for c in chunks for t in c.ctis])

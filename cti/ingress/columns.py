@@ -23,6 +23,7 @@ from cti.ingress.machine import (
     tick_without_time,
 )
 from cti.ingress.spec import StreamSpec
+from cti.operators.frame import framed
 from cti.rows import CLOCK, EOS, INVALID, InRow, payload_to_json
 from cti.settings import AdvanceTimePolicy
 from cti.time import MAX_TIME, MIN_TIME, add
@@ -182,14 +183,14 @@ def output_frame(cols: dict[str, Any], index: int) -> pd.DataFrame:
     given)."""
     n = len(cols.get("seq", ()))
     times = ("seq", "in_seq", "start", "end", "orig_start", "orig_end", "cti")
-    return pd.DataFrame({
+    return framed({
         "stream": np.full(n, index, np.int32),
         **{c: np.asarray(cols.get(c, np.zeros(0)), np.int64 if c in times else object)
            for c in ("seq", "in_seq", "kind", "start", "end", "payload", "status",
                      "orig_start", "orig_end", "cti", "reason")},
         "partition": np.asarray(cols["partition"], object) if "partition" in cols
         else np.full(n, None, object),
-    }, copy=False)
+    })
 
 
 @attrs.frozen

@@ -27,6 +27,7 @@ missing time is ``NULL_TIME``).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -62,6 +63,7 @@ from cti.ingress.machine import (
     unpoliced,
 )
 from cti.ingress.spec import StreamSpec, rooted_at
+from cti.json_text import frame_payloads
 from cti.operators.frame import Chunk, filled, make, stack
 from cti.time import MAX_TIME, MIN_TIME
 
@@ -306,8 +308,7 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
     if events_apart and owner is not None:  # the chunk from the arrays; no event rows
         kept = rows_ev[~dropped[rows_ev]]
         chunk = kept_chunk(ev_kind, start[kept], end[kept], before[kept], adjust[kept],
-                           payload[kept], candidate[emits_cti].tolist(),
-                           known_columns(pdf, kept))
+                           pdf, kept, candidate[emits_cti].tolist())
         rows_ev = rows_ev[:0]
     rows_bad = np.flatnonzero(bad)
     order = np.argsort(np.concatenate([rows_ev * 2, rows_bad * 2, rows_cti * 2 + 1]),
@@ -402,7 +403,7 @@ def dead_letters(pdf: pd.DataFrame, rows: np.ndarray, rule: np.ndarray, before: 
 
     null = np.full(len(rows), NULL, np.int64)
     return {"in_seq": at("seq", np.int64), "kind": at("kind", object), "start": null,
-            "end": null, "payload": at("payload", object),
+            "end": null, "payload": frame_payloads(pdf, rows),
             "status": np.full(len(rows), "invalid", object), "orig_start": at("start", np.int64),
             "orig_end": at("end", np.int64),
             "cti": np.where(before[rows] == MIN_TIME, NULL, before[rows]),
@@ -411,28 +412,35 @@ def dead_letters(pdf: pd.DataFrame, rows: np.ndarray, rule: np.ndarray, before: 
 
 
 def kept_chunk(ev_kind: str, start: np.ndarray, end: np.ndarray, before: np.ndarray,
-               adjust: np.ndarray, payload: np.ndarray, ctis: list[int],
-               columns: dict[str, pa.Array]) -> Chunk:
+               adjust: np.ndarray, pdf: pd.DataFrame, rows: np.ndarray, ctis: list[int]
+               ) -> Chunk:
     """The chunk of the events a shard keeps (their starts, ends, CTI in force, adjusted
-    mask, payloads and typed payload columns) and the stream's new CTIs: an adjusted event
-    starts at the CTI."""
+    mask; the ``rows`` of ``pdf`` they are, for their payloads) and the stream's new CTIs:
+    an adjusted event starts at the CTI. Where those rows have typed payload columns
+    (``known_columns``) the chunk carries them, and a payload left out stays so (the chunk
+    writes it where an operator needs it); else each payload's text (``{}``: none)."""
     kept_start = np.where(adjust, before, start)
+    columns = known_columns(pdf, rows)
+    payload = pdf["payload"].to_numpy(object)[rows] if columns else frame_payloads(pdf, rows)
+    if len(payload) and not columns:
+        payload = np.where(payload == None, "{}", payload)  # noqa: E711
     return Chunk(make(filled(len(start), ev_kind), kept_start,
                       kept_start + 1 if ev_kind == "point" else end,
-                      np.where(payload == None, "{}", payload) if len(payload)  # noqa: E711
-                      else payload, filled(len(start), "")), ctis, columns)
+                      payload, filled(len(start), "")), ctis, columns)
 
 
 def known_columns(pdf: pd.DataFrame, kept: np.ndarray) -> dict[str, pa.Array]:
-    """The typed payload columns (``cti.adapters.FIELD_COLUMN``) of the ``kept`` rows, if
-    each of them has them; else none."""
+    """The typed payload columns (``cti.adapters.FIELD_COLUMN``) of the ``kept`` rows: the
+    fields their marker names, where each of them has the same marker; else none."""
     if FIELD_COLUMN not in pdf or not len(kept):
         return {}
     at = pa.array(kept)
-    if not pc.all(pa.array(pdf[FIELD_COLUMN].array).take(at).fill_null(False)).as_py():
-        return {}  # (null: not given)
-    return {name[len(FIELD_COLUMN):]: pa.array(pdf[name].array).take(at)
-            for name in pdf.columns if name.startswith(FIELD_COLUMN) and name != FIELD_COLUMN}
+    marker = pa.array(pdf[FIELD_COLUMN].array).take(at)
+    names = pc.unique(marker)
+    if marker.null_count or len(names) != 1:
+        return {}  # (null: not given; several: rows of several streams)
+    return {name: pa.array(pdf[FIELD_COLUMN + name].array).take(at)
+            for name in json.loads(names[0].as_py())}
 
 
 def status_rows(masks: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -49,7 +49,7 @@ from typing import Any
 
 import attrs
 
-from cti.adapters import FIELD_COLUMN, AdapterItem, Arriving, InvalidInput
+from cti.adapters import FIELD_COLUMN, AdapterItem, Arriving, InvalidInput, field_marker
 from cti.errors import InvalidEventError, InvalidSettingsError
 from cti.events import Cti, EdgeEvent, EdgeType, EventShape, IntervalEvent, PointEvent, StreamItem
 from cti.io.checks import check_columns, check_readable_directory, check_readable_file
@@ -532,15 +532,16 @@ def _data_lines(path: str) -> Any:
 def _joined(frames: list[Any]) -> Any:
     """Files' ``read_frame`` tables one under the other; their typed payload columns only
     where the files' types agree (a field of integers in one file and of strings in another:
-    none, and the engine reads the payloads' text)."""
+    none, and the engine reads the payloads' text, written here)."""
     import pyarrow as pa
+
+    from cti.json_text import filled_payloads
 
     try:
         return pa.concat_tables(frames, promote_options="default")
     except (pa.ArrowInvalid, pa.ArrowTypeError):
-        return pa.concat_tables([f.drop_columns([c for c in f.column_names
-                                                 if c.startswith(FIELD_COLUMN)])
-                                 for f in frames])
+        return pa.concat_tables([filled_payloads(f).drop_columns([
+            c for c in f.column_names if c.startswith(FIELD_COLUMN)]) for f in frames])
 
 
 _FRAME_KINDS = {EventShape.POINT: "point", EventShape.INTERVAL: "interval",
@@ -863,8 +864,8 @@ class FileInputAdapter:
         """``read_frame`` of one file's rows [start, end), which arrive at ``arrives`` (its
         modification time in a directory; None: no such arrival time); with the payloads as
         typed columns (``cti.adapters.FIELD_COLUMN``) where every payload column has a type
-        JSON gives back, true on the rows whose payloads they are (not a row built from its
-        record, not a CTI)."""
+        JSON gives back, the marker true on the rows whose payloads they are (not a row built
+        from its record, not a CTI), whose payload text is left out (null)."""
         cfg = self.config
         table = arrow_table(path, self.format, cfg.delimiter)
         times = [cfg.start_column] + ([cfg.end_column] if self.shape is not EventShape.POINT
@@ -907,7 +908,13 @@ class FileInputAdapter:
         if cfg.partition_column:
             partition, plain_partition = _plain_partitions(table.column(cfg.partition_column))
             plain &= plain_partition
-        payloads = np.asarray(column_payloads(table.select(payload)), object)
+        from cti.json_text import json_typed
+
+        typed = {name: json_typed(table.column(name)) for name in payload}
+        if not payload or any(column is None for column in typed.values()):
+            typed = {}  # (else a plain row's payload is its typed columns: no text)
+        payloads = np.full(n, None, object) if typed else np.asarray(
+            column_payloads(table.select(payload)), object)
         payloads[is_cti] = None
         error = np.full(n, None, object)
         if not plain.all():  # built as ``read`` builds them, from their records
@@ -919,12 +926,8 @@ class FileInputAdapter:
                 partition[i] = row.partition
                 t0[i], t1[i], arrival[i] = (NULL_TIME if t is None else t
                                             for t in (row.start, row.end, row.arrival))
-        from cti.json_text import json_typed
-
-        typed = {name: json_typed(table.column(name)) for name in payload}
-        if not payload or any(column is None for column in typed.values()):
-            typed = {}  # (the rows built from their records: not these columns' payloads)
-        marker = {FIELD_COLUMN: pa.array(plain & ~is_cti)} if typed else {}
+        marker = {FIELD_COLUMN: pa.array(np.where(plain & ~is_cti, field_marker(typed), None),
+                                         pa.string())} if typed else {}
         return pa.table({
             "kind": pa.array(kind, pa.string()), "start": t0, "end": t1,
             "payload": pa.array(payloads, pa.string()), "arrival": arrival,

@@ -28,11 +28,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from cti.adapters import FIELD_COLUMN, AdapterItem, Arriving, InvalidInput
+from cti.adapters import FIELD_COLUMN, AdapterItem, Arriving, InvalidInput, field_marker
 from cti.errors import InvalidSettingsError
 from cti.events import EventShape, item_from_kind
 from cti.io.checks import check_columns, check_readable_file
-from cti.json_text import json_typed, value_texts
+from cti.json_text import filled_payloads, json_typed, value_texts
 from cti.schema import check_field
 from cti.time import MAX_TIME, MIN_TIME, to_time_zone
 
@@ -96,20 +96,15 @@ def _table(path: str) -> pa.Table:
         return _CACHE[key]
 
 
-def _payloads(table: pa.Table, cols: list[str]) -> tuple[pa.Array, dict[str, pa.Array]]:
+def _payloads(table: pa.Table, cols: list[str]) -> pa.Array:
     """Each row's payload columns as canonical JSON (sorted keys, no spaces), joined by
-    Arrow's string kernels; a column whose Arrow text is not exact is written by pandas. And
-    the columns as ``json.loads`` gives their values back (``json_typed``: ``read_frame``'s
-    ``field:`` columns), where every one has such a type (else none).
+    Arrow's string kernels; a column whose Arrow text is not exact is written by pandas.
     A string column's distinct values carry the separators around them (``{"k":`` before,
     ``,"next":`` or ``}`` after), so the rows' join has fewer parts."""
     import pyarrow.compute as pc
 
-    typed = {name: json_typed(table.column(name)) for name in cols}
-    if any(column is None for column in typed.values()):
-        typed = {}
     if not cols or not table.num_rows:
-        return pa.array(["{}"] * table.num_rows, pa.string()), typed
+        return pa.array(["{}"] * table.num_rows, pa.string())
     parts: list[Any] = []
     joined_sep = False  # this column's separator went with the previous column's values
     for i, name in enumerate(cols):
@@ -134,7 +129,7 @@ def _payloads(table: pa.Table, cols: list[str]) -> tuple[pa.Array, dict[str, pa.
         parts.append("}")
     parts = [p for p in parts if not isinstance(p, str) or p]
     joined = parts[0] if len(parts) == 1 else pc.binary_join_element_wise(*parts, "")
-    return (joined.combine_chunks() if isinstance(joined, pa.ChunkedArray) else joined), typed
+    return joined.combine_chunks() if isinstance(joined, pa.ChunkedArray) else joined
 
 
 def _ticks(column: pd.Series, zone: tzinfo | None) -> tuple[np.ndarray, np.ndarray, str]:
@@ -187,9 +182,10 @@ class ParquetInputAdapter:
         """Rows [start, end) in cti's row form, as an Arrow table: kind, start, end, payload,
         arrival, partition, error (the rule a bad row breaks, else null); and the payload
         columns as typed columns (``cti.adapters.FIELD_COLUMN``), where each has a type that
-        JSON gives back (integers, floats, booleans, strings: ``json_typed``), so the engine
-        reads fields without parsing the payloads. ``fields``: only these payload columns (the
-        ones a run needs), else all."""
+        JSON gives back (integers, floats, booleans, strings: ``json_typed``): then the
+        payload is null, the columns are the payloads (the engine reads fields from them and
+        writes a payload's text only where it needs it). ``fields``: only these payload
+        columns (the ones a run needs), else all."""
         import pyarrow.compute as pc
 
         c = self.config
@@ -223,17 +219,20 @@ class ParquetInputAdapter:
         arrival = times[c.arrival_column][0] if c.arrival_column else np.full(n, NULL)
         part = (df[c.partition_column].astype(str).to_numpy(object) if c.partition_column
                 else np.full(n, None, object))
-        payload, typed = _payloads(table, cols)
+        typed = {name: json_typed(table.column(name)) for name in cols}
+        if not cols or any(column is None for column in typed.values()):
+            typed = {}
+        payload = pa.nulls(n, pa.string()) if typed else _payloads(table, cols)
         return pa.table({"kind": kind, "start": t0, "end": t1, "payload": payload,
                          "arrival": arrival.astype(np.int64),
                          "partition": pa.array(part, pa.string()),
                          "error": pa.array(error, pa.string()),
-                         **({FIELD_COLUMN: pa.array(np.ones(n, bool))} if cols and typed
+                         **({FIELD_COLUMN: pa.repeat(field_marker(typed), n)} if typed
                             else {}),
                          **{FIELD_COLUMN + name: column for name, column in typed.items()}})
 
     def read(self, start: int, end: int) -> Iterable[AdapterItem]:
-        rows = self.read_frame(start, end).select(
+        rows = filled_payloads(self.read_frame(start, end)).select(
             ["kind", "start", "end", "payload", "arrival", "partition", "error"]).to_pandas()
         for kind, t0, t1, payload, arr, part, err in rows.itertuples(index=False):
             if err is not None:

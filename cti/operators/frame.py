@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
 from cti.errors import CtiError
+from cti.json_text import payload_texts
 from cti.operators.numbers import Numbers, column_numbers, value_numbers
 from cti.rows import OutRow, payload_from_json, payload_to_json
 from cti.schema import shown
@@ -54,14 +55,23 @@ def filled(n: int, value: Any) -> np.ndarray:
 def make(kind: Iterable[str], start: Iterable[int], end: Iterable[int],
          payload: Iterable[str], key: Iterable[str]) -> pd.DataFrame:
     """A frame of these columns; numpy arrays become its columns as they are (no copy)."""
-    return pd.DataFrame({
+    return framed({
         "kind": _objects(kind),
         "start": np.asarray(start if isinstance(start, np.ndarray) else list(start),
                             dtype=np.int64),
         "end": np.asarray(end if isinstance(end, np.ndarray) else list(end), dtype=np.int64),
         "payload": _objects(payload),
         "key": _objects(key),
-    }, copy=False)
+    })
+
+
+def framed(columns: dict[str, Any]) -> pd.DataFrame:
+    """A pandas frame of these columns as they are (no copy); an object array stays one,
+    without pandas' look through it for times (a pass over each object column that holds no
+    string, such as payloads left out: ``Chunk``)."""
+    return pd.DataFrame({name: pd.Series(values, dtype=object, copy=False)
+                         if isinstance(values, np.ndarray) and values.dtype == object
+                         else values for name, values in columns.items()}, copy=False)
 
 
 def concat(frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
@@ -376,26 +386,70 @@ class Chunk:
     ``cti.adapters.FIELD_COLUMN``), and ``keys`` each event's code for its ``key`` with the
     key of each code (``key_codes_with``), known already. An operator that makes new payloads
     gives a chunk without them; one that passes events on as they are (``where``) keeps
-    them."""
+    them.
 
-    events: pd.DataFrame
+    Where ``columns`` are known, an event's payload text may be left out (null) of the frame
+    as given (``raw_events``): ``events`` writes it from the columns, once, when an operator
+    asks for it. An operator that reads only the columns (a window's built-in aggregates, a
+    ``group_by`` key, a frame of payloads) or passes the events on with them takes
+    ``raw_events``, and no text is written."""
+
+    _events: pd.DataFrame
     ctis: list[int]
     columns: dict[str, pa.Array] = attrs.field(factory=dict)
     keys: tuple[np.ndarray, np.ndarray] | None = None
+    _written: bool = attrs.field(default=False, init=False)
+
+    @property
+    def events(self) -> pd.DataFrame:
+        """The events, each payload's text written."""
+        if not self._written:
+            self._written = True
+            payload = self._events["payload"].to_numpy(object)
+            lazy = pd.isna(payload) if self.columns and len(payload) else None
+            if lazy is not None and lazy.any():
+                texts = payload.copy()
+                texts[lazy] = self.payload_texts(np.flatnonzero(lazy))
+                self._events = self._events.assign(payload=texts)
+        return self._events
+
+    @property
+    def raw_events(self) -> pd.DataFrame:
+        """The events as given: a payload may be null where ``columns`` are its payload."""
+        return self._events
+
+    def payload_texts(self, rows: np.ndarray) -> np.ndarray:
+        """The payload texts of the events at ``rows`` (positions)."""
+        texts = self._events["payload"].to_numpy(object)[rows]
+        lazy = pd.isna(texts)
+        if self.columns and lazy.any():
+            at = pa.array(np.asarray(rows, np.int64)[lazy])
+            texts = texts.copy()
+            texts[lazy] = payload_texts({name: column.take(at) for name, column in
+                                         self.columns.items()}, len(at)).to_pylist()
+        return texts
+
+    def reads(self, fields: Iterable[Any]) -> pd.DataFrame:
+        """The events for an operator that reads ``fields`` of the payloads: as given where
+        the typed columns hold each of them (names), else with their texts (``events``)."""
+        return self._events if self.columns and all(
+            isinstance(f, str) and f in self.columns for f in fields) else self.events
 
     @classmethod
     def empty(cls) -> Chunk:
         return cls(empty(), [])
 
     @staticmethod
-    def stacked_columns(chunks: Sequence[Chunk]) -> dict[str, pa.Array]:
-        """The typed columns of chunks' events one under the other (``concat``), where every
-        chunk with events has the same ones; else none."""
-        full = [c for c in chunks if len(c.events)]
+    def stacked(chunks: Sequence[Chunk], ctis: list[int]) -> Chunk:
+        """Chunks' events one under the other (``concat``) with ``ctis``: with their typed
+        columns where every chunk with events has the same ones, else with their texts."""
+        full = [c for c in chunks if len(c.raw_events)]
         kinds = {tuple((name, column.type) for name, column in sorted(c.columns.items()))
                  for c in full}
-        return {name: pa.concat_arrays([c.columns[name] for c in full])
-                for name, _ in kinds.pop()} if len(kinds) == 1 else {}
+        if len(kinds) == 1 and (kind := kinds.pop()):
+            return Chunk(concat([c.raw_events for c in full]), ctis, {
+                name: pa.concat_arrays([c.columns[name] for c in full]) for name, _ in kind})
+        return Chunk(concat([c.events for c in full]), ctis)
 
     def taken(self, rows: np.ndarray) -> dict[str, pa.Array]:
         """``columns`` of the events at ``rows`` (positions or a mask)."""

@@ -88,11 +88,11 @@ class QueryMachine:
         """Each event's key gains the value of ``field``; the body runs keyed; the key's last
         part goes back into the output payloads (``cti.operators.group``)."""
         chunks, memo = self._step
-        ev, keys, columns = chunk.events, None, chunk.columns
+        ev, keys, columns = chunk.reads([node.field]), None, chunk.columns
         if len(ev):
             codes, values = frame.field_codes(ev, node.field, chunk.columns.get(node.field)
                                               if isinstance(node.field, str) else None)
-            kept = _null_keys(node, ev, codes, values)
+            kept = _null_keys(node, chunk, codes, values)
             if kept is not None:
                 ev, codes, columns = ev[kept].reset_index(drop=True), codes[kept], chunk.taken(
                     kept)
@@ -143,7 +143,7 @@ class QueryMachine:
         return _with_release(released, release), ctis
 
 
-def _null_keys(node: plan.GroupApply, ev: pd.DataFrame, codes: np.ndarray, values: list[Any]
+def _null_keys(node: plan.GroupApply, chunk: Chunk, codes: np.ndarray, values: list[Any]
                ) -> np.ndarray | None:
     """Which events ``group_by`` groups (None: all): an event whose key is null (or lacks
     it, where its stream's fields were known) raises ``NullKeyError``, is left out or kept as
@@ -151,24 +151,20 @@ def _null_keys(node: plan.GroupApply, ev: pd.DataFrame, codes: np.ndarray, value
     known to have raises ``UnknownFieldError``."""
     is_null = np.fromiter((v is None for v in values), bool, len(values))
     nulls = is_null[codes] if len(values) else np.zeros(len(codes), bool)
-    if not nulls.any() or node.nulls == "group":
-        if nulls.any():
-            _check_present(node, ev, nulls)
+    if not nulls.any():
         return None
-    _check_present(node, ev, nulls)
+    payloads = chunk.payload_texts(np.flatnonzero(nulls))
+    check_events(payloads, node.field, f"group_by({node.field!r})", node.source.label,
+                 node.source.fields)
+    if node.nulls == "group":
+        return None
     if node.nulls == "raise":
-        payload = ev["payload"].to_numpy(object)[nulls][0]
         raise NullKeyError(
             f"group_by({node.field!r}) on stream {node.source.label}: an event whose "
-            f"{node.field!r} is null: {shown(payload)}. Null keys are not equal to each other; "
-            f"pass group_by({node.field!r}, nulls='group') to group them together, or "
+            f"{node.field!r} is null: {shown(payloads[0])}. Null keys are not equal to each "
+            f"other; pass group_by({node.field!r}, nulls='group') to group them together, or "
             "nulls='drop' to leave such events out")
     return ~nulls
-
-
-def _check_present(node: plan.GroupApply, ev: pd.DataFrame, nulls: np.ndarray) -> None:
-    check_events(ev["payload"].to_numpy(object)[nulls], node.field,
-                 f"group_by({node.field!r})", node.source.label, node.source.fields)
 
 
 def _key_list(key: str) -> list[Any]:

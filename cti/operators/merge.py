@@ -11,7 +11,7 @@ import bisect
 from collections.abc import Sequence
 from typing import Any
 
-from cti.operators import frame, plan
+from cti.operators import plan
 from cti.operators.frame import Chunk
 from cti.operators.unit import OperatorUnit, both_fields, same_shape
 from cti.time import MIN_TIME
@@ -44,8 +44,7 @@ def union(node: plan.Union, inputs: list[Chunk], state: dict[str, Any], machine:
     """Both inputs' events as they are (and their typed columns, where they agree); the
     output CTIs of ``step``."""
     left, right = inputs
-    return Chunk(frame.concat([left.events, right.events]), step(state, [left.ctis, right.ctis]),
-                 Chunk.stacked_columns(inputs))
+    return Chunk.stacked(inputs, step(state, [left.ctis, right.ctis]))
 
 
 UNITS = [OperatorUnit(plan.Union, union, new_state=lambda node: new_state(2), keeps_payload=True,

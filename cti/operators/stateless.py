@@ -43,18 +43,18 @@ def _on_frame(node: plan.Where | plan.Select, operator: str, fn: Any, chunk: Chu
               ) -> tuple[pd.DataFrame, Any]:
     """The events' payloads as a frame (``frame.payload_frame``), and ``fn`` of it; an
     exception of ``fn`` noted with the operator, the stream and the frame's first payload."""
-    payloads = chunk.events["payload"].to_numpy(object)
-    df = frame.payload_frame(payloads, chunk.columns)
+    df = frame.payload_frame((chunk.raw_events if chunk.columns else chunk.events)[
+        "payload"].to_numpy(object), chunk.columns)  # (from the columns where known)
     try:
         return df, fn(df)
     except Exception as exc:
-        usercode.note(exc, operator, node.source.label, payloads[0],
+        usercode.note(exc, operator, node.source.label, chunk.payload_texts(np.arange(1))[0],
                       f"frame of {len(df)} payloads; the first")
         raise
 
 
 def where(node: plan.Where, chunk: Chunk) -> Chunk:
-    ev = chunk.events
+    ev = chunk.raw_events if node.frame else chunk.events  # (a frame: from the columns)
     if not len(ev):
         return chunk
     def test(p: dict[str, Any]) -> bool:
@@ -76,7 +76,7 @@ def where(node: plan.Where, chunk: Chunk) -> Chunk:
 
 
 def select(node: plan.Select, chunk: Chunk) -> Chunk:
-    ev = chunk.events
+    ev = chunk.raw_events if node.frame else chunk.events
     if not len(ev):
         return chunk
 
@@ -103,7 +103,7 @@ def select(node: plan.Select, chunk: Chunk) -> Chunk:
 
 def shift(node: plan.ShiftEventTime, chunk: Chunk) -> Chunk:
     d = node.offset
-    ev = chunk.events.copy()
+    ev = chunk.raw_events.copy()
     ev["start"] = _shift_times(ev["start"].to_numpy(), d)
     ev["end"] = _shift_times(ev["end"].to_numpy(), d)
     return Chunk(ev, _map_ctis(chunk.ctis, lambda c: c + d), chunk.columns)
@@ -112,7 +112,7 @@ def shift(node: plan.ShiftEventTime, chunk: Chunk) -> Chunk:
 def _as_intervals(chunk: Chunk, start: np.ndarray, duration: int, ctis: list[int]) -> Chunk:
     """Every event but edge ends, as the interval [start, start + duration), with ``ctis``
     (the payloads and their typed columns unchanged)."""
-    ev = chunk.events
+    ev = chunk.raw_events
     keep = ev["kind"].to_numpy() != "edge_end"
     start = start[keep]
     end = _shift_times(start, duration)
@@ -121,11 +121,12 @@ def _as_intervals(chunk: Chunk, start: np.ndarray, duration: int, ctis: list[int
 
 
 def alter_duration(node: plan.AlterEventDuration, chunk: Chunk) -> Chunk:
-    return _as_intervals(chunk, chunk.events["start"].to_numpy(), node.duration, chunk.ctis)
+    return _as_intervals(chunk, chunk.raw_events["start"].to_numpy(), node.duration,
+                         chunk.ctis)
 
 
 def alter_lifetime(node: plan.AlterEventLifetime, chunk: Chunk) -> Chunk:
-    ev = chunk.events
+    ev = chunk.raw_events
     def start(s: int) -> int:
         try:
             return int(node.start_fn(s))
@@ -138,7 +139,7 @@ def alter_lifetime(node: plan.AlterEventLifetime, chunk: Chunk) -> Chunk:
 
 
 def to_point(node: plan.ToPointEventStream, chunk: Chunk) -> Chunk:
-    ev = chunk.events
+    ev = chunk.raw_events
     keep = ev["kind"].to_numpy() != "edge_end"
     start = ev["start"].to_numpy()[keep]
     return Chunk(frame.make(["point"] * int(keep.sum()), start, start + 1, ev["payload"][keep],

@@ -48,6 +48,11 @@ def _last_complete(node: plan.Window, c: int) -> int:
     return (c - node.alignment - node.size) // node.hop
 
 
+def _read_fields(node: plan.Window) -> list[Any]:
+    """The payload fields (or functions) the window's built-in aggregates read."""
+    return [a.field for a in _builtins(node).values() if a.op != "count"]
+
+
 def _builtins(node: plan.Window) -> dict[str, Aggregate]:
     return {n: a for n, a in node.aggregates.items() if isinstance(a, Aggregate)}
 
@@ -190,11 +195,14 @@ def window(node: plan.Window, chunk: Chunk, state: dict[str, Any],
            group_field: str | None = None) -> Chunk:
     """One step. ``group_field``: the window is the whole query of a ``group_by(group_field)``
     (keys are one-value JSON lists), and its payloads carry the group's value."""
-    ev = chunk.events
-    kind = ev["kind"].to_numpy()
+    kind = chunk.raw_events["kind"].to_numpy()
+    is_start, is_end = kind == "edge_start", kind == "edge_end"
+    # The payloads' text where an edge (paired by it) or a user's aggregate reads it
+    columns_do = len(node.aggregates) == len(_builtins(node)) and node.source.fields \
+        is not None and not (is_start.any() or is_end.any())
+    ev = chunk.reads(_read_fields(node)) if columns_do else chunk.events
     k_first = _last_complete(node, state["cti"]) + 1 if state["cti"] != MIN_TIME else None
     a, size, hop = node.alignment, node.size, node.hop
-    is_start, is_end = kind == "edge_start", kind == "edge_end"
     if is_start.any():  # an open edge's value: the first window it has not fed yet
         for s, p, key in ev.loc[is_start, ["start", "payload", "key"]].itertuples(index=False):
             open_edge(state["open"], (int(s), p, key), (int(s) - a - size) // hop + 1)

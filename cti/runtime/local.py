@@ -24,7 +24,15 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from cti.engine.batch import IN_ARROW, piece, read_rows, routed, routed_frame, rows_table
+from cti.engine.batch import (
+    IN_ARROW,
+    piece,
+    read_rows,
+    routed,
+    routed_frame,
+    rows_table,
+    text_rows,
+)
 from cti.engine.layout import OUT_COLUMNS, out_rows_from_pandas, out_rows_to_pandas
 from cti.engine.route import routes, stream_reads
 from cti.engine.shard import Shard, ShardOutput, ingress_step
@@ -156,7 +164,7 @@ class LocalRuntime:
         """``batches``' output rows of each batch, as the frame the ingress step gives."""
         machine = IngressMachine(group.specs())
         for table in self.input_batches(group, inputs):
-            yield ingress_step(machine, frame.arrow_to_pandas(table.select(IN_ARROW.names)))
+            yield ingress_step(machine, frame.arrow_to_pandas(text_rows(table)))
 
     def run(self, group: IngressGroup) -> RunResult:
         return RunResult.from_frame(group.names, _stacked(list(self._frames(group))),

@@ -19,7 +19,7 @@ import pandas as pd
 import pyarrow as pa
 
 from cti.adapters import FIELD_COLUMN
-from cti.engine.batch import IN_ARROW, ROUTED_ARROW, routed, routed_cast, routed_frame
+from cti.engine.batch import ROUTED_ARROW, routed, routed_cast, routed_frame, text_rows
 from cti.engine.route import QueryRoute
 from cti.io.dataframes import key_order
 from cti.operators.output import OUTPUT_ARROW, ordered_table, step_table
@@ -27,8 +27,9 @@ from cti.runtime.spark.partitioning import shard_slots
 
 
 def with_group(table: pa.Table, group: int) -> pa.Table:
-    """A piece's ``IN_ARROW`` columns and its ``group``."""
-    return table.select(IN_ARROW.names).append_column(
+    """A piece's ``IN_ARROW`` columns (its payloads' text written: ``text_rows``) and its
+    ``group``."""
+    return text_rows(table).append_column(
         pa.field("group", pa.int32(), nullable=False),
         pa.array(np.full(table.num_rows, group, np.int32)))
 
