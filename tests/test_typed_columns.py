@@ -364,3 +364,104 @@ def test_a_union_passes_the_typed_columns_on_where_both_sides_have_them(tmp_path
     monkeypatch.setattr(frame, "_field_column", _fails)
     monkeypatch.setattr(frame, "_row_values", _fails)
     assert both.collect("local") == want
+
+
+def test_a_query_that_reads_only_fields_never_writes_a_payloads_text(tmp_path, monkeypatch):
+    """A frame ``where``, a ``group_by`` and a window's built-in aggregates over a Parquet
+    input read the typed columns alone: the adapter writes no payload text, and neither does
+    the engine (writing one fails here), in one shard or three; the results are the ones from
+    memory."""
+    import cti.io.parquet
+    import cti.json_text
+
+    columnar, memory, config, items = _both(tmp_path, _events(3, 600))
+    want = memory.collect("local")
+    _, one, _, _ = run_shards(memory, {"s": MemoryInputAdapterFactory().create(
+        items, EventShape.POINT)}, [{"s": [(0, 600, True)]}], 1)
+
+    def no_text(*args, **kwargs):
+        raise AssertionError("a payload's JSON text written")
+
+    for module in (cti.json_text, frame):
+        monkeypatch.setattr(module, "payload_texts", no_text)
+    monkeypatch.setattr(cti.io.parquet, "_payloads", no_text)
+    assert columnar.collect("local") == want
+    adapter = ParquetInputAdapterFactory().create(config, EventShape.POINT)
+    batches = [{"s": [(0, 200, False), (200, 450, False)]}, {"s": [(450, 600, True)]}]
+    _, many, _, _ = run_shards(columnar, {"s": adapter}, batches, 3)
+    assert released(o for outs in many for o in outs) == released(one[0])
+
+
+def test_each_stream_of_a_query_reads_its_own_fields(tmp_path):
+    """Two Parquet inputs of different fields in one query (their rows in one batch, each
+    one's typed columns null on the other's rows): a frame of one side's payloads has that
+    side's fields alone, and a join merges each side's own payloads, as from memory."""
+    rng = np.random.default_rng(4)
+    settings = AdvanceTimeSettings(AdvanceTimeGenerationSettings(20, timedelta(0), True))
+    seen: list[list[str]] = []
+
+    def side(name: str, n: int, app: Application, columnar: bool):
+        t = np.sort(rng.integers(0, 500, n))
+        keys = rng.choice(["a", "b"], n)
+        values = rng.integers(0, 9, n)
+        path = tmp_path / f"{name}.parquet"
+        if columnar:
+            pq.write_table(pa.table({"t": t, "k": keys, name: values}), path)
+            stream = CepStream.create(name, ParquetInputAdapterFactory(), ParquetInputConfig(
+                path, "t"), EventShape.POINT, settings, application=app)
+        else:
+            stream = CepStream.create(name, MemoryInputAdapterFactory(), [
+                PointEvent(int(a), {"k": str(k), name: int(v)})
+                for a, k, v in zip(t, keys, values, strict=True)], EventShape.POINT, settings,
+                application=app)
+        return stream.where(lambda df: (seen.append(sorted(df.columns)),
+                                        (df[name] >= 0).to_numpy())[1], frame=True)
+
+    def query(columnar: bool, seed: int):
+        nonlocal rng
+        rng = np.random.default_rng(seed)
+        app = Application()
+        left, right = side("l", 200, app, columnar), side("r", 150, app, columnar)
+        return left.join(right.alter_event_duration(ticks(30)), on="k").collect("local")
+
+    want = query(False, 4)
+    seen.clear()
+    got = query(True, 4)
+    assert got == want and len(got) > 20
+    assert seen and {tuple(s) for s in seen} == {("k", "l"), ("k", "r")}
+
+
+TEXT_READERS = [
+    lambda s: s.where(lambda p: p["flag"] or (p["x"] > 0)),
+    lambda s: s.select(lambda p: {"key": p["key"], "twice": (p["value"] or 0) * 2}),
+    lambda s: s.alter_event_duration(ticks(30)).clip_event_duration(ticks(12)),
+    lambda s: s.shift_event_time(ticks(4)).tumbling_window(ticks(100)).aggregate(
+        keys=agg.udf(lambda ps: sorted({p["key"] for p in ps})), n=agg.count()),
+    lambda s: s.alter_event_duration(ticks(20)).group_by("key").apply(
+        lambda g: g.hopping_window(ticks(60), ticks(30)).aggregate(
+            first=agg.incremental(lambda: None, lambda a, p: a if a is not None else p["x"],
+                                  lambda a: a))),
+    lambda s: s.to_point_event_stream().union(s.where(lambda df: df["flag"].to_numpy(),
+                                                      frame=True)),
+]
+
+
+@pytest.mark.parametrize("query", TEXT_READERS)
+def test_an_operator_that_reads_the_payloads_gets_their_text(tmp_path, query):
+    """Operators that hand a user function each payload, pair events by it or pass events
+    on whose payloads are their typed columns: the same results over Parquet (no payload
+    text from the adapter) as from memory."""
+    events = _events(6, 400)
+    path = tmp_path / "events.parquet"
+    pq.write_table(pa.Table.from_pandas(events, preserve_index=False), path)
+    settings = AdvanceTimeSettings(AdvanceTimeGenerationSettings(30, timedelta(0), True))
+    columnar = CepStream.create("s", ParquetInputAdapterFactory(), ParquetInputConfig(path, "t"),
+                                EventShape.POINT, settings, application=Application())
+    items = [PointEvent(int(r.t), {"key": r.key, "value": None if pd.isna(r.value)
+                                   else int(r.value), "x": float(r.x), "flag": bool(r.flag)})
+             for r in events.itertuples(index=False)]
+    memory = CepStream.create("s", MemoryInputAdapterFactory(), items, EventShape.POINT,
+                              settings, application=Application())
+    want = query(memory).collect("local")
+    assert want
+    assert query(columnar).collect("local") == want
