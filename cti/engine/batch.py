@@ -2,7 +2,8 @@
 routed to the shards of a query.
 
 A batch of input rows has ``IN_ARROW`` columns (``cti.engine.layout.IN_COLUMNS``), maybe with
-the typed payload columns a columnar adapter gives (``cti.adapters.FIELD_COLUMN``). Routed to a
+the typed payload columns a columnar adapter gives (``cti.adapters.FIELD_COLUMN``; where they
+are a row's payload, its text is null: written only where needed, ``text_rows``). Routed to a
 query's shard it has ``own`` (the shard owning each event, -1 for rows that are no events of a
 stream the query spreads: ``ROUTED_ARROW``) and the typed payload columns of the events it
 keeps the payloads of. Both runtimes read and route this way: Spark's source for each piece of
@@ -194,7 +195,8 @@ def routed(route: QueryRoute, group: int, rows: pa.Table, events_only: bool = Fa
            ) -> Iterable[tuple[int, pa.Table]]:
     """One piece of a group's input rows (``IN_ARROW`` columns, maybe typed payload columns),
     for each shard of the query: the rows with ``own`` set, an event's payload (and its typed
-    payload columns) kept only for the shard that owns it (edges too: an edge end finds its
+    payload columns, with the marker: where they are the payload, its text is null) kept only
+    for the shard that owns it (edges too: an edge end finds its
     start by payload, and its start has the same owner; a shard needs others' events for
     their times only; a stream with an event-ordering policy over a key gives the others the
     key too, as each keeps every key's timeline, unless the query is spread by that key).

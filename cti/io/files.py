@@ -864,8 +864,8 @@ class FileInputAdapter:
         """``read_frame`` of one file's rows [start, end), which arrive at ``arrives`` (its
         modification time in a directory; None: no such arrival time); with the payloads as
         typed columns (``cti.adapters.FIELD_COLUMN``) where every payload column has a type
-        JSON gives back, the marker true on the rows whose payloads they are (not a row built
-        from its record, not a CTI), whose payload text is left out (null)."""
+        JSON gives back, the marker (the fields' list) on the rows whose payloads they are
+        (not a row built from its record, not a CTI), whose payload text is left out (null)."""
         cfg = self.config
         table = arrow_table(path, self.format, cfg.delimiter)
         times = [cfg.start_column] + ([cfg.end_column] if self.shape is not EventShape.POINT

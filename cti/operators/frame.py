@@ -1,7 +1,8 @@
 """Event frames: the pandas form in which operators pass events to each other.
 
 A frame has one row per event item: ``kind`` (point, interval, edge_start, edge_end), ``start``,
-``end`` (an edge start's end is MAX_TIME: not known yet), ``payload`` (canonical JSON) and
+``end`` (an edge start's end is MAX_TIME: not known yet), ``payload`` (canonical JSON; null
+in a chunk's frame where its typed columns are the payload: ``Chunk``) and
 ``key`` (the group key inside ``group_by``: a JSON list of the group values, "" outside).
 A chunk is what one input delivers in one step: a frame and the CTIs that came with it.
 """
@@ -405,12 +406,9 @@ class Chunk:
         """The events, each payload's text written."""
         if not self._written:
             self._written = True
-            payload = self._events["payload"].to_numpy(object)
-            lazy = pd.isna(payload) if self.columns and len(payload) else None
-            if lazy is not None and lazy.any():
-                texts = payload.copy()
-                texts[lazy] = self.payload_texts(np.flatnonzero(lazy))
-                self._events = self._events.assign(payload=texts)
+            if self.columns and self._events["payload"].isna().any():
+                self._events = self._events.assign(payload=self.payload_texts(
+                    np.arange(len(self._events))))
         return self._events
 
     @property
