@@ -27,7 +27,7 @@ from cti.engine.route import QueryRoute
 from cti.engine.timed import generation_points
 from cti.events import EVENT_KINDS, SHAPE_KINDS, EventShape
 from cti.json_text import exact_texts, filled_payloads, scattered
-from cti.operators.frame import exact_field, framed, payload_objects
+from cti.operators.frame import exact_field, filled, framed, payload_objects
 from cti.rows import (
     InRow,
     adapter_item_to_row,
@@ -372,6 +372,10 @@ def _few_texts(column: pa.ChunkedArray) -> np.ndarray:
     if column.null_count == n:
         out = np.empty(n, object)
         return out
+    if not column.null_count:  # (usually one value: one kind of event) found by a scan
+        least, most = pc.min_max(column).values()
+        if least == most:
+            return filled(n, least.as_py())
     encoded = column.combine_chunks().dictionary_encode()
     values = np.asarray([*encoded.dictionary.to_pylist(), None], object)
     return values[encoded.indices.fill_null(len(values) - 1).to_numpy(zero_copy_only=False)]

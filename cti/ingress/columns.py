@@ -92,9 +92,10 @@ def policed(verdict: tuple[np.ndarray, ...], start: np.ndarray, end: np.ndarray,
     dropped, an adjusted start moved to the CTI in force ``before`` it; and the reason
     (``cti_violation`` where an event violated the CTI, else None)."""
     violates, adjust, dropped, _ = verdict
+    reason = np.empty(len(start), object)  # (None: filled in C, not a string array cast)
+    reason[violates] = "cti_violation"
     return (np.where(dropped, NULL, np.where(adjust, before, start)),
-            np.where(dropped, NULL, end),
-            np.where(violates, "cti_violation", None).astype(object))
+            np.where(dropped, NULL, end), reason)
 
 
 def edges_paired(book: dict, spec: StreamSpec, starts: np.ndarray, ends: np.ndarray,

@@ -435,12 +435,13 @@ def known_columns(pdf: pd.DataFrame, kept: np.ndarray) -> dict[str, pa.Array]:
     if FIELD_COLUMN not in pdf or not len(kept):
         return {}
     at = pa.array(kept)
-    marker = pa.array(pdf[FIELD_COLUMN].array).take(at)
-    names = pc.unique(marker)
-    if marker.null_count or len(names) != 1:
-        return {}  # (null: not given; several: rows of several streams)
+    marker = pa.array(pdf[FIELD_COLUMN].array)
+    if marker.null_count or not pc.all(pc.equal(marker, marker[0])).as_py():
+        marker = marker.take(at)  # (the rows' own, where the batch's are not all one)
+        if marker.null_count or len(pc.unique(marker)) != 1:
+            return {}  # (null: not given; several: rows of several streams)
     return {name: pa.array(pdf[FIELD_COLUMN + name].array).take(at)
-            for name in json.loads(names[0].as_py())}
+            for name in json.loads(marker[0].as_py())}
 
 
 def status_rows(masks: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
