@@ -133,7 +133,8 @@ def written(rows: pd.DataFrame) -> pd.DataFrame:
     """Input rows with each payload's text, where it was left out for its typed columns
     (``cti.json_text.frame_payloads``): what the ingress paths that keep rows, pair edges or
     report events take (the two that build a shard's chunk from the arrays read the columns)."""
-    return rows.assign(payload=frame_payloads(rows)) if FIELD_COLUMN in rows.columns else rows
+    return frame.with_payloads(rows, frame_payloads(rows)) if FIELD_COLUMN in rows.columns \
+        else rows
 
 
 def _weighted(got: pd.DataFrame) -> pd.DataFrame:

@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
 from cti.errors import CtiError
-from cti.json_text import payload_texts
+from cti.json_text import payload_objects, payload_texts
 from cti.operators.numbers import Numbers, column_numbers, value_numbers
 from cti.rows import OutRow, payload_from_json, payload_to_json
 from cti.schema import shown
@@ -73,6 +73,13 @@ def framed(columns: dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame({name: pd.Series(values, dtype=object, copy=False)
                          if isinstance(values, np.ndarray) and values.dtype == object
                          else values for name, values in columns.items()}, copy=False)
+
+
+def with_payloads(frame: pd.DataFrame, payloads: np.ndarray) -> pd.DataFrame:
+    """``frame`` with these payloads (its other columns shared, not copied)."""
+    out = frame.copy(deep=False)
+    out["payload"] = pd.Series(payloads, dtype=object, index=frame.index, copy=False)
+    return out
 
 
 def concat(frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
@@ -181,21 +188,6 @@ def arrow_to_pandas(table: pa.Table) -> pd.DataFrame:
     out = table.remove_column(at).to_pandas()
     out.insert(at, "payload", payload_objects(table.column(at)))
     return out
-
-
-def payload_objects(payload: pa.ChunkedArray) -> np.ndarray:
-    """Payload texts as an object array of Python strings, shared by equal texts where they
-    repeat (``repeats``)."""
-    return payload.to_pandas(deduplicate_objects=repeats(payload)).to_numpy()
-
-
-def repeats(texts: pa.ChunkedArray | pa.Array, sample: int = 5000) -> bool:
-    """Whether texts repeat enough that pandas is better off making one Python string per
-    distinct text (hashing them all) than one per row: judged by the repeats in a sample of
-    5,000 (drawn from 10,000 distinct texts, a fifth of it repeats; from 500,000, half a
-    percent). It pays below about three rows per distinct text."""
-    seen = texts.slice(0, 4 * sample).drop_null().slice(0, sample).to_pylist()
-    return len(seen) - len(set(seen)) > 0.015 * len(seen)
 
 
 def exact_field(payloads: pa.Array, field: str) -> pa.Array | None:
@@ -407,7 +399,7 @@ class Chunk:
         if not self._written:
             self._written = True
             if self.columns and self._events["payload"].isna().any():
-                self._events = self._events.assign(payload=self.payload_texts(
+                self._events = with_payloads(self._events, self.payload_texts(
                     np.arange(len(self._events))))
         return self._events
 
@@ -423,8 +415,8 @@ class Chunk:
         if self.columns and lazy.any():
             at = pa.array(np.asarray(rows, np.int64)[lazy])
             texts = texts.copy()
-            texts[lazy] = payload_texts({name: column.take(at) for name, column in
-                                         self.columns.items()}, len(at)).to_pylist()
+            texts[lazy] = payload_objects(payload_texts(
+                {name: column.take(at) for name, column in self.columns.items()}, len(at)))
         return texts
 
     def reads(self, fields: Iterable[Any]) -> pd.DataFrame:
