@@ -465,3 +465,23 @@ def test_an_operator_that_reads_the_payloads_gets_their_text(tmp_path, query):
     want = query(memory).collect("local")
     assert want
     assert query(columnar).collect("local") == want
+
+
+def test_stacked_chunks_keep_their_columns_only_where_they_agree():
+    """Chunks one under the other (a union, a merged run of pieces): with their typed
+    columns where every chunk with events has the same ones, payload texts left out and
+    all; else every payload's text written and no columns (in either order)."""
+    def chunk(fields: dict[str, list]) -> frame.Chunk:
+        n = len(next(iter(fields.values())))
+        return frame.Chunk(frame.make(["point"] * n, range(n), range(1, n + 1), [None] * n,
+                                      [""] * n), [], {k: pa.array(v) for k, v in fields.items()})
+
+    a, b, c = chunk({"k": ["x", "y"]}), chunk({"k": ["z"]}), chunk({"v": [1]})
+    same = frame.Chunk.stacked([a, frame.Chunk.empty(), b], [3])
+    assert same.columns["k"].to_pylist() == ["x", "y", "z"] and same.ctis == [3]
+    assert same.raw_events["payload"].isna().all()
+    assert same.events["payload"].tolist() == ['{"k":"x"}', '{"k":"y"}', '{"k":"z"}']
+    for chunks in ([a, c], [c, a]):
+        mixed = frame.Chunk.stacked(chunks, [])
+        assert mixed.columns == {}
+        assert sorted(mixed.raw_events["payload"]) == ['{"k":"x"}', '{"k":"y"}', '{"v":1}']
