@@ -74,6 +74,14 @@ def json_typed(column: pa.ChunkedArray | pa.Array) -> pa.Array | None:
     return None
 
 
+def typed_payloads(table: pa.Table, names: list[str]) -> dict[str, pa.Array]:
+    """The payload columns ``names`` of an adapter's table as typed payload columns
+    (``json_typed``), where there are some and each has such a type; else none (the
+    payloads are then written as text)."""
+    typed = {name: json_typed(table.column(name)) for name in names}
+    return typed if names and all(c is not None for c in typed.values()) else {}
+
+
 def float_texts(column: pa.ChunkedArray | pa.Array) -> pa.Array:
     """Each float's JSON text as ``json.dumps`` writes it: Python's ``repr`` of it, ``NaN``,
     ``Infinity`` or ``-Infinity``; null as ``null``. Arrow's own text has the same shortest

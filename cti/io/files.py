@@ -908,11 +908,9 @@ class FileInputAdapter:
         if cfg.partition_column:
             partition, plain_partition = _plain_partitions(table.column(cfg.partition_column))
             plain &= plain_partition
-        from cti.json_text import json_typed
+        from cti.json_text import typed_payloads
 
-        typed = {name: json_typed(table.column(name)) for name in payload}
-        if not payload or any(column is None for column in typed.values()):
-            typed = {}  # (else a plain row's payload is its typed columns: no text)
+        typed = typed_payloads(table, payload)  # (a plain row's payload: its typed columns)
         payloads = np.full(n, None, object) if typed else np.asarray(
             column_payloads(table.select(payload)), object)
         payloads[is_cti] = None

@@ -32,7 +32,7 @@ from cti.adapters import FIELD_COLUMN, AdapterItem, Arriving, InvalidInput, fiel
 from cti.errors import InvalidSettingsError
 from cti.events import EventShape, item_from_kind
 from cti.io.checks import check_columns, check_readable_file
-from cti.json_text import filled_payloads, json_typed, value_texts
+from cti.json_text import filled_payloads, typed_payloads, value_texts
 from cti.schema import check_field
 from cti.time import MAX_TIME, MIN_TIME, to_time_zone
 
@@ -219,9 +219,7 @@ class ParquetInputAdapter:
         arrival = times[c.arrival_column][0] if c.arrival_column else np.full(n, NULL)
         part = (df[c.partition_column].astype(str).to_numpy(object) if c.partition_column
                 else np.full(n, None, object))
-        typed = {name: json_typed(table.column(name)) for name in cols}
-        if not cols or any(column is None for column in typed.values()):
-            typed = {}
+        typed = typed_payloads(table, cols)
         payload = pa.nulls(n, pa.string()) if typed else _payloads(table, cols)
         return pa.table({"kind": kind, "start": t0, "end": t1, "payload": payload,
                          "arrival": arrival.astype(np.int64),
