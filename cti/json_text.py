@@ -245,7 +245,11 @@ def _marked(marker: pa.Array | pa.ChunkedArray, rows: np.ndarray
 
 def payload_objects(payload: pa.ChunkedArray) -> np.ndarray:
     """Payload texts as an object array of Python strings, shared by equal texts where they
-    repeat (``repeats``)."""
+    repeat (``repeats``); all null (typed columns are the payloads): Nones, made at once."""
+    if payload.null_count == len(payload):
+        import numpy as np
+
+        return np.empty(len(payload), object)  # (an object array starts as Nones)
     return payload.to_pandas(deduplicate_objects=repeats(payload)).to_numpy()
 
 

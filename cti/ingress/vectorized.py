@@ -244,9 +244,10 @@ def _process(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, index: int
     back = (arrival != NULL) & (arrival < data[:-1])
     at = np.flatnonzero(suspects(spec, kind, start, end, pdf["error"].to_numpy(object), rest)
                         | back)
-    rule = np.full(n, None, object)
+    rule = np.empty(n, object)  # (Nones)
     rule[at] = worded(spec, in_rows_from_pandas(pdf.iloc[at]), back[at], data[:-1][at])[0]
-    bad = rule != None  # noqa: E711 (per row)
+    bad = np.zeros(n, bool)  # (a rule only where one was worded: the suspects alone checked)
+    bad[at] = rule[at] != None  # noqa: E711 (per row)
     if bad.any():
         good = ~bad
         is_ev, is_end, is_cti = is_ev & good, is_end & good, is_cti & good
@@ -415,13 +416,15 @@ def kept_chunk(ev_kind: str, start: np.ndarray, end: np.ndarray, before: np.ndar
                adjust: np.ndarray, pdf: pd.DataFrame, rows: np.ndarray, ctis: list[int]
                ) -> Chunk:
     """The chunk of the events a shard keeps (their starts, ends, CTI in force, adjusted
-    mask; the ``rows`` of ``pdf`` they are, for their payloads) and the stream's new CTIs:
-    an adjusted event starts at the CTI. Where those rows have typed payload columns
+    mask; the ``rows`` of ``pdf`` they are, increasing, for their payloads) and the stream's
+    new CTIs: an adjusted event starts at the CTI. Where those rows have typed payload columns
     (``known_columns``) the chunk carries them, and a payload left out stays so (the chunk
     writes it where an operator needs it); else each payload's text (``{}``: none)."""
     kept_start = np.where(adjust, before, start)
     columns = known_columns(pdf, rows)
-    payload = pdf["payload"].to_numpy(object)[rows] if columns else frame_payloads(pdf, rows)
+    payload = pdf["payload"].to_numpy(object)
+    payload = (payload if len(rows) == len(pdf) else payload[rows]) if columns \
+        else frame_payloads(pdf, rows)
     if len(payload) and not columns:
         payload = np.where(payload == None, "{}", payload)  # noqa: E711
     return Chunk(make(filled(len(start), ev_kind), kept_start,
@@ -430,8 +433,9 @@ def kept_chunk(ev_kind: str, start: np.ndarray, end: np.ndarray, before: np.ndar
 
 
 def known_columns(pdf: pd.DataFrame, kept: np.ndarray) -> dict[str, pa.Array]:
-    """The typed payload columns (``cti.adapters.FIELD_COLUMN``) of the ``kept`` rows: the
-    fields their marker names, where each of them has the same marker; else none."""
+    """The typed payload columns (``cti.adapters.FIELD_COLUMN``) of the ``kept`` rows
+    (increasing positions): the fields their marker names, where each of them has the same
+    marker; else none."""
     if FIELD_COLUMN not in pdf or not len(kept):
         return {}
     at = pa.array(kept)
@@ -440,8 +444,10 @@ def known_columns(pdf: pd.DataFrame, kept: np.ndarray) -> dict[str, pa.Array]:
         marker = marker.take(at)  # (the rows' own, where the batch's are not all one)
         if marker.null_count or len(pc.unique(marker)) != 1:
             return {}  # (null: not given; several: rows of several streams)
-    return {name: pa.array(pdf[FIELD_COLUMN + name].array).take(at)
-            for name in json.loads(marker[0].as_py())}
+    every = len(kept) == len(pdf)  # (distinct positions: all of them, in order)
+    return {name: column if every else column.take(at)
+            for name in json.loads(marker[0].as_py())
+            for column in [pa.array(pdf[FIELD_COLUMN + name].array)]}
 
 
 def status_rows(masks: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -214,17 +214,18 @@ class ParquetInputAdapter:
             for i in np.flatnonzero(unzoned):
                 error[i] = f"{c.path}, row {start + i}: {rule}"
             bad_zone |= unzoned
-        kind = pc.if_else(pa.array(bad_end | bad_start | bad_zone), "invalid",
-                          _KINDS[self.shape])
+        bad = bad_end | bad_start | bad_zone
+        kind = pc.if_else(pa.array(bad), "invalid", _KINDS[self.shape])
         arrival = times[c.arrival_column][0] if c.arrival_column else np.full(n, NULL)
-        part = (df[c.partition_column].astype(str).to_numpy(object) if c.partition_column
-                else np.full(n, None, object))
+        part = (pa.array(df[c.partition_column].astype(str).to_numpy(object), pa.string())
+                if c.partition_column else pa.nulls(n, pa.string()))
         typed = typed_payloads(table, cols)
         payload = pa.nulls(n, pa.string()) if typed else _payloads(table, cols)
         return pa.table({"kind": kind, "start": t0, "end": t1, "payload": payload,
                          "arrival": arrival.astype(np.int64),
-                         "partition": pa.array(part, pa.string()),
-                         "error": pa.array(error, pa.string()),
+                         "partition": part,
+                         "error": pa.array(error, pa.string()) if bad.any()
+                         else pa.nulls(n, pa.string()),
                          **({FIELD_COLUMN: pa.repeat(field_marker(typed), n)} if typed
                             else {}),
                          **{FIELD_COLUMN + name: column for name, column in typed.items()}})

@@ -196,7 +196,10 @@ def window(node: plan.Window, chunk: Chunk, state: dict[str, Any],
     """One step. ``group_field``: the window is the whole query of a ``group_by(group_field)``
     (keys are one-value JSON lists), and its payloads carry the group's value."""
     kind = chunk.raw_events["kind"].to_numpy()
-    is_start, is_end = kind == "edge_start", kind == "edge_end"
+    if node.source.shape in (EventShape.POINT, EventShape.INTERVAL):  # (no edges: no pass)
+        is_start = is_end = np.zeros(len(kind), bool)
+    else:
+        is_start, is_end = kind == "edge_start", kind == "edge_end"
     # The payloads' text where an edge (paired by it) or a user's aggregate reads it
     columns_do = len(node.aggregates) == len(_builtins(node)) and node.source.fields \
         is not None and not (is_start.any() or is_end.any())
