@@ -221,7 +221,7 @@ def routed(route: QueryRoute, group: int, rows: pa.Table, events_only: bool = Fa
         return written[0]
     # Rows of no event (CTIs, the end of input, rows the adapter could not read, whose
     # payload is the raw text) go to every shard whole; only an event has an owner.
-    shared = ~pc.is_in(kind, _EVENT_KINDS).to_numpy(zero_copy_only=False)
+    shared = ~_kinds_in(kind, _EVENT_KINDS)
     for (g, i), field in route.fields.items():
         mine = (stream == i) & (g == group) & has_payload & ~shared
         if not mine.any():
@@ -260,8 +260,7 @@ def routed(route: QueryRoute, group: int, rows: pa.Table, events_only: bool = Fa
         narrow = scattered(texts, rows_i) if narrow is None else pc.if_else(
             pa.array(rows_i), scattered(texts, rows_i), narrow)
     # An edge of a stream the query does not read: shard 0 pairs it (for the metrics).
-    own[(own < 0) & ~shared & has_payload & pc.is_in(kind, _EDGE_KINDS).to_numpy(
-        zero_copy_only=False)] = 0
+    own[(own < 0) & ~shared & has_payload & _kinds_in(kind, _EDGE_KINDS)] = 0
     timed = route.timed.get((group, int(stream[0]))) if n and events_only else None
     points = generation_points(rows, *timed, ROUTED_ARROW) if timed else None
     if points is not None:  # (events of a stream read for its CTIs only: shard 0 counts them)
@@ -343,6 +342,14 @@ def routed_cast(table: pa.Table) -> pa.Table:
     return fixed
 
 
+def _kinds_in(kind: pa.Array, kinds: pa.Array) -> np.ndarray:
+    """Which rows' kind is one of ``kinds``: decided once where every row has the same kind
+    (as a piece of one stream's events does), else row by row."""
+    if len(kind) and not kind.null_count and pc.all(pc.equal(kind, kind[0])).as_py():
+        return np.full(len(kind), kind[0].as_py() in kinds.to_pylist())
+    return pc.is_in(kind, kinds).to_numpy(zero_copy_only=False)
+
+
 def routed_frame(table: pa.Table, group: int | None = None) -> pd.DataFrame:
     """A shard's routed rows (``ROUTED_ARROW``, maybe typed payload columns) of group
     ``group`` (None: the table's ``group`` column) as the pandas frame its step takes (with
@@ -373,9 +380,9 @@ def _few_texts(column: pa.ChunkedArray) -> np.ndarray:
         out = np.empty(n, object)
         return out
     if not column.null_count:  # (usually one value: one kind of event) found by a scan
-        least, most = pc.min_max(column).values()
-        if least == most:
-            return filled(n, least.as_py())
+        first = column[0]
+        if pc.all(pc.equal(column, first)).as_py():
+            return filled(n, first.as_py())
     encoded = column.combine_chunks().dictionary_encode()
     values = np.asarray([*encoded.dictionary.to_pylist(), None], object)
     return values[encoded.indices.fill_null(len(values) - 1).to_numpy(zero_copy_only=False)]
