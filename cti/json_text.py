@@ -263,13 +263,18 @@ def repeats(texts: pa.ChunkedArray | pa.Array, sample: int = 5000) -> bool:
 
 
 def objects(fields: Mapping[str, pa.Array | pa.ChunkedArray], rows: int) -> list[str]:
+    """``object_texts`` as Python strings."""
+    return object_texts(fields, rows).to_pylist()
+
+
+def object_texts(fields: Mapping[str, pa.Array | pa.ChunkedArray], rows: int) -> pa.Array:
     """Each row's canonical JSON object (sorted keys, no spaces: ``payload_to_json``) from
     each field's JSON value texts."""
     import pyarrow.compute as pc
 
     if not fields:
-        return ["{}"] * rows
+        return pa.repeat("{}", rows)
     parts: list = []
     for i, name in enumerate(sorted(fields)):
         parts += [("{" if i == 0 else ",") + json.dumps(name) + ":", fields[name]]
-    return pc.binary_join_element_wise(*parts, "}", "").to_pylist()
+    return pc.binary_join_element_wise(*parts, "}", "")

@@ -14,6 +14,7 @@ import pandas as pd
 from cti.engine.batch import ROUTED_ARROW, piece, routed, routed_frame
 from cti.engine.route import QueryRoute, routes
 from cti.engine.shard import Shard, ShardOutput
+from cti.operators import frame
 from cti.operators.output import step_table
 from cti.runtime.base import query_inputs
 
@@ -61,7 +62,8 @@ def run_shards(query: Any, adapters: Mapping[str, Any],
 
 def released(outs: Any) -> list[tuple]:
     """The released events of these outputs, as sorted rows of text."""
-    table = step_table(pd.concat([o.events for o in outs], ignore_index=True), [])
+    events = [o.events for o in outs]
+    table = step_table(frame.stack([e for e in events if len(e)] or events[:1]), [])
     return sorted(map(tuple, table.to_pandas().astype(str).itertuples(index=False)))
 
 

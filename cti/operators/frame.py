@@ -37,7 +37,8 @@ def empty() -> pd.DataFrame:
 
 
 def _objects(values: Iterable[Any]) -> np.ndarray:
-    if isinstance(values, np.ndarray) and values.dtype == object:
+    if isinstance(values, np.ndarray) and values.dtype == object or isinstance(
+            values, pd.arrays.ArrowExtensionArray):
         return values
     out = np.empty(len(values) if hasattr(values, "__len__") else 0, dtype=object)
     if not hasattr(values, "__len__"):
@@ -94,8 +95,26 @@ def stack(frames: list[pd.DataFrame]) -> pd.DataFrame:
     checks every value of an object column for missing values: seconds for millions)."""
     if len(frames) == 1:
         return frames[0].reset_index(drop=True)
-    return pd.DataFrame({c: np.concatenate([f[c].to_numpy() for f in frames])
-                         for c in frames[0].columns}, copy=False)
+    return pd.DataFrame({c: _stacked([f[c] for f in frames]) for c in frames[0].columns},
+                        copy=False)
+
+
+def _stacked(columns: list[pd.Series]) -> Any:
+    """One column of several frames one under the other: an Arrow string column where one
+    of them is (``arrow_texts``), else a numpy array."""
+    if not any(isinstance(c.dtype, pd.ArrowDtype) for c in columns):
+        return np.concatenate([c.to_numpy() for c in columns])
+    return pd.arrays.ArrowExtensionArray(pa.concat_arrays([arrow_texts(c) for c in columns]))
+
+
+def arrow_texts(column: pd.Series) -> pa.Array:
+    """A text column (payloads) as an Arrow string array: as it is where it is one (the
+    payloads a window of built-in aggregates writes: ``json_text.object_texts``), else from
+    its Python strings."""
+    if isinstance(column.dtype, pd.ArrowDtype):
+        texts = pa.array(column.array)  # (chunked where pandas stacked several)
+        return texts.combine_chunks() if isinstance(texts, pa.ChunkedArray) else texts
+    return pa.array(column.to_numpy(object), pa.string())
 
 
 def sync(frame: pd.DataFrame) -> np.ndarray:

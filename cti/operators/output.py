@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cti.events import Cti, StreamItem, items_from_rows, kind_of
-from cti.operators.frame import KIND_RANK, arrow_to_pandas
+from cti.operators.frame import KIND_RANK, arrow_texts, arrow_to_pandas
 from cti.rows import payload_to_json
 
 OutputRow = tuple[int, str, int, int, str | None]
@@ -35,8 +35,7 @@ def step_table(events: pd.DataFrame, ctis: Sequence[int]) -> pa.Table:
                                          np.full(m, "cti", object)]), pa.string()),
         "start": np.concatenate([events["start"].to_numpy(np.int64), c]),
         "end": np.concatenate([events["end"].to_numpy(np.int64), c]),
-        "payload": pa.array(np.concatenate([events["payload"].to_numpy(object),
-                                            np.full(m, None, object)]), pa.string()),
+        "payload": pa.concat_arrays([arrow_texts(events["payload"]), pa.nulls(m, pa.string())]),
     }, schema=OUTPUT_ARROW)
 
 

@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 
 from cti.edges import close_edge, open_edge, open_values
 from cti.events import EventShape
-from cti.json_text import objects
+from cti.json_text import object_texts
 from cti.operators import exact_sum, frame, plan, usercode
 from cti.operators.aggregates import Aggregate
 from cti.operators.frame import Chunk
@@ -338,10 +338,13 @@ def _result(out: pd.DataFrame, name: str, agg: Aggregate) -> Numbers:
 
 
 def _numeric_payloads(node: plan.Window, columns: dict[str, Numbers],
-                      group_field: str | None, keys: np.ndarray) -> list[str] | None:
+                      group_field: str | None, keys: np.ndarray
+                      ) -> pd.arrays.ArrowExtensionArray | None:
     """The payloads' canonical JSON built column-wise (``json_text``: each number as
     ``json.dumps`` writes it), where every aggregate is a built-in, with the group's value
-    (the JSON inside each one-value key) under ``group_field``; None otherwise."""
+    (the JSON inside each one-value key) under ``group_field``; None otherwise. An Arrow
+    column: the output takes it as it is, with no Python string per result
+    (``frame.arrow_texts``)."""
     if len(columns) < len(node.aggregates):
         return None
     texts: dict[str, Any] = {name: numbers.texts() for name, numbers in columns.items()}
@@ -349,7 +352,7 @@ def _numeric_payloads(node: plan.Window, columns: dict[str, Numbers],
         texts[group_field] = pc.utf8_slice_codeunits(pa.array(keys, pa.string()), 1, -1)
     if not texts:
         return None
-    return objects(texts, len(keys))
+    return pd.arrays.ArrowExtensionArray(object_texts(texts, len(keys)))
 
 
 UNITS = [OperatorUnit(
