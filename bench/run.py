@@ -445,6 +445,9 @@ def run_cti_local(root: Path, opts: argparse.Namespace) -> dict[str, Any]:
     from cti.runtime.local import LocalRuntime
 
     _check_cti_api()
+    # The warm-up query the Spark systems run too (imports, first use of each code path).
+    _cti_run(*_cti_source(root / "warmup", opts.cti_input, opts.cti_by)[:2], LocalRuntime(),
+             opts.where, opts.cti_by, _reference(root / "warmup", opts))
     factory, config, load = _cti_source(root / "events", opts.cti_input, opts.cti_by)
     runs = [_cti_run(factory, config, LocalRuntime(_batch_sizes(opts)), opts.where, opts.cti_by,
                      _reference(root / "events", opts)) for _ in range(opts.repeat)]
