@@ -203,14 +203,18 @@ class OutputAdapter(Protocol):
     An adapter of a query's output may also have ``write_frame(frame, batch_id)``: it then
     receives each batch as one pandas frame in output order, columns ``kind`` (point, interval,
     edge_start, edge_end or cti), ``start``, ``end`` (ticks) and ``payload`` (canonical JSON;
-    None on CTIs), instead of items: no Python object per event (columnar sinks, counts).
+    None on CTIs), instead of items: no Python object per event (columnar sinks, counts). Or
+    ``write_table(table, batch_id)``, preferred to both: the same columns as one Arrow table
+    (``cti.io.outputs.ROWS_ARROW``; payload null on CTIs), no pandas frame and no Python
+    string per event (the Parquet, Delta and JSON-lines outputs).
 
     Parallel output: a factory with ``partitioned = True`` promises that its adapters'
-    ``write`` and ``write_frame`` take ``partition=`` (an int, or None for the whole batch) and
-    land each (batch id, partition) exactly once, whatever the other partitions do (a file per
-    batch and partition, a transaction per partition). On Spark each shard partition of a
-    query's output then writes its own rows, in output order, in its own task, all at once;
-    other factories get each micro-batch's output whole, in one task.
+    ``write``, ``write_frame`` and ``write_table`` take ``partition=`` (an int, or None for
+    the whole batch) and land each (batch id, partition) exactly once, whatever the other
+    partitions do (a file per batch and partition, a transaction per partition). On Spark
+    each shard partition of a query's output then writes its own rows, in output order, in
+    its own task, all at once; other factories get each micro-batch's output whole, in one
+    task.
     """
 
     def write(self, items: Sequence[StreamItem], batch_id: int) -> None: ...

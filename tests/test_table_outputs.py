@@ -15,22 +15,28 @@ from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cti import (
     AdvanceTimeGenerationSettings,
     AdvanceTimeSettings,
     Application,
     CepStream,
+    Cti,
     EdgeEvent,
     EventShape,
     PointEvent,
     agg,
 )
 from cti.errors import InvalidSettingsError
+from cti.events import kind_of
 from cti.io.delta import DeltaOutputAdapterFactory, DeltaOutputConfig, committed_batch
 from cti.io.memory import MemoryInputAdapterFactory
 from cti.io.tables import ParquetOutputAdapterFactory, read_parquet_output
+from cti.rows import payload_to_json
 from cti.runtime.local import LocalRuntime
 from cti.time import MAX_TIME
 
@@ -228,3 +234,62 @@ def test_partitions_of_a_batch_commit_in_parallel_each_once(tmp_path):
     assert committed_batch(str(tmp_path / "t")) == 0
     adapter.write([PointEvent(99, {"p": 9})], 1, partition=2)
     assert committed_batch(str(tmp_path / "t")) == 1
+
+
+def _kinds_rows(draw_rows: list[tuple[str, int, int, dict]]) -> list:
+    """Stream items of (kind, start, length, payload) rows; a CTI after each third."""
+    from cti import EdgeType, IntervalEvent
+
+    items: list = []
+    for i, (kind, start, length, payload) in enumerate(draw_rows):
+        if kind == "point":
+            items.append(PointEvent(start, payload))
+        elif kind == "interval":
+            items.append(IntervalEvent(start, start + length, payload))
+        elif kind == "edge_start":
+            items.append(EdgeEvent(EdgeType.START, start, MAX_TIME, payload))
+        else:
+            items.append(EdgeEvent(EdgeType.END, start, start + length, payload))
+        if i % 3 == 2:
+            items.append(Cti(start))
+    return items
+
+
+@settings(max_examples=40, deadline=None)
+@given(rows=st.lists(st.tuples(
+    st.sampled_from(["point", "interval", "edge_start", "edge_end"]),
+    st.integers(-10**12, 10**12), st.integers(1, 10**6),
+    st.fixed_dictionaries({"k": st.sampled_from(["a", "é", "x\"y"]),
+                           "v": st.integers(-2**53, 2**53) | st.floats(allow_nan=False)})),
+    min_size=1, max_size=12))
+def test_table_frame_and_items_write_the_same(rows, tmp_path_factory):
+    """Each shipped output writes a batch the same whether it comes as an Arrow table (what
+    the runtimes give an adapter with ``write_table``), as a frame or as items."""
+    from cti.io.outputs import JsonLinesOutputAdapterFactory, frame_rows
+    from cti.io.tables import items_frame
+    from cti.operators.output import items_of_frame
+
+    items = _kinds_rows(rows)
+    frame = pd.DataFrame({
+        "kind": ["cti" if isinstance(i, Cti) else kind_of(i) for i in items],
+        "start": [i.time if isinstance(i, Cti) else i.start for i in items],
+        "end": [i.time if isinstance(i, Cti) else i.end for i in items],
+        "payload": [None if isinstance(i, Cti) else payload_to_json(i.payload) for i in items]})
+    assert items_of_frame(frame) == items
+    root = tmp_path_factory.mktemp("out")
+    for name, factory in [("jsonl", JsonLinesOutputAdapterFactory()),
+                          ("parquet", ParquetOutputAdapterFactory())]:
+        written = []
+        for way in ("table", "frame", "items"):
+            adapter = factory.create(str(root / f"{name}-{way}"), EventShape.POINT)
+            if way == "table":
+                adapter.write_table(frame_rows(frame), 0)
+            elif way == "frame":
+                adapter.write_frame(frame, 0)
+            else:
+                adapter.write(items, 0)
+            written.append(sorted((p.name, p.read_bytes() if name == "jsonl" else
+                                   pq.read_table(p).to_pylist())
+                                  for p in (root / f"{name}-{way}").iterdir()))
+        assert written[0] == written[1] == written[2], name
+    assert len(items_frame(items)) == len(rows)

@@ -36,6 +36,7 @@ import pyarrow.compute as pc
 
 from cti.errors import InvalidSettingsError
 from cti.events import EventShape, StreamItem
+from cti.io.outputs import frame_rows
 from cti.io.tables import items_frame, output_table
 
 
@@ -97,9 +98,13 @@ class DeltaOutputAdapter:
 
     def write(self, items: Sequence[StreamItem], batch_id: int,
               partition: int | None = None) -> None:
-        self.write_frame(items_frame(items), batch_id, partition)
+        self.write_table(frame_rows(items_frame(items)), batch_id, partition)
 
     def write_frame(self, frame: pd.DataFrame, batch_id: int,
+                    partition: int | None = None) -> None:
+        self.write_table(frame_rows(frame), batch_id, partition)
+
+    def write_table(self, rows: pa.Table, batch_id: int,
                     partition: int | None = None) -> None:
         """Commit the batch's events (or a partition's of them) with the transaction (app id,
         batch id), the app id ``<app_id>/<partition>`` for a partition, unless a commit
@@ -116,10 +121,10 @@ class DeltaOutputAdapter:
             if done is not None and batch_id <= done:
                 return  # a replayed batch: it is in the table already
             schema = None if table is None else pa.schema(table.schema().to_arrow())
-            rows = output_table(frame, schema)
+            events = output_table(rows, schema)
             try:
                 write_deltalake(
-                    table if table is not None else self.config.path, rows, mode="append",
+                    table if table is not None else self.config.path, events, mode="append",
                     schema_mode="merge",  # (also where another partition created it meanwhile)
                     commit_properties=CommitProperties(
                         max_commit_retries=0,  # (a lost race is retried here, not by deltalake)
@@ -136,7 +141,7 @@ class DeltaOutputAdapter:
         pass
 
 
-_ATTEMPTS = 30  # commits of a batch's partitions racing each other (see ``write_frame``)
+_ATTEMPTS = 30  # commits of a batch's partitions racing each other (see ``write_table``)
 
 
 class DeltaOutputAdapterFactory:

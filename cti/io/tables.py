@@ -1,7 +1,7 @@
 """Table outputs: a stream's events as typed columns, and a Parquet directory sink.
 
-``output_table(frame)`` turns one batch of output rows (``kind``, ``start``, ``end`` in ticks,
-``payload`` as canonical JSON text: what ``write_frame`` receives) into an Arrow table whose
+``output_table(rows)`` turns one batch of output rows (``kind``, ``start``, ``end`` in ticks,
+``payload`` as canonical JSON text: the Arrow table ``write_table`` receives) into one whose
 columns are ``kind``, ``start``, ``end`` (UTC timestamps, microseconds: exactly the ticks; an
 open end, ``MAX_TIME``, is null, as is a point's or a start edge's end) and one typed column per
 payload field, parsed by Arrow's JSON reader for the whole batch at once (nested objects become
@@ -14,7 +14,6 @@ exactly once. ``read_parquet_output(directory)`` reads them back as one table.
 
 from __future__ import annotations
 
-import io
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -28,7 +27,8 @@ import pyarrow.parquet as pq
 
 from cti.errors import InvalidSettingsError
 from cti.events import EventShape, StreamItem, kind_of
-from cti.io.outputs import batch_file
+from cti.io.outputs import batch_file, frame_rows
+from cti.json_text import json_lines
 from cti.rows import payload_to_json
 from cti.time import MAX_TIME, MIN_TIME
 
@@ -64,31 +64,31 @@ def payload_columns(payloads: pa.Array, schema: pa.Schema | None = None) -> pa.T
     field that is null in every row becomes a string column (a table cannot store nulls)."""
     if len(payloads) == 0:
         return pa.table({})
-    data = "\n".join(payloads.to_pylist()).encode()
+    data = json_lines(payloads)
     options = pajson.ParseOptions(explicit_schema=schema, unexpected_field_behavior="infer") \
         if schema is not None and len(schema) else None
     try:
-        table = pajson.read_json(io.BytesIO(data), parse_options=options,
-                                 read_options=pajson.ReadOptions(block_size=len(data) + 1))
+        table = pajson.read_json(pa.BufferReader(data), parse_options=options,
+                                 read_options=pajson.ReadOptions(block_size=data.size + 1))
     except pa.ArrowInvalid as exc:
         raise InvalidSettingsError(f"payloads do not fit the table's columns: {exc}") from None
     return pa.table({name: col.cast(pa.string()) if pa.types.is_null(col.type) else col
                      for name, col in zip(table.column_names, table.columns, strict=True)})
 
 
-def output_table(frame: pd.DataFrame, schema: pa.Schema | None = None) -> pa.Table:
-    """One batch of output rows (CTIs left out) as a table: kind, start, end, payload fields."""
-    events = frame[frame["kind"] != "cti"]
-    kind = pa.array(events["kind"].to_numpy(object), pa.string())
+def output_table(rows: pa.Table, schema: pa.Schema | None = None) -> pa.Table:
+    """One batch of output rows (``outputs.ROWS_ARROW``; CTIs left out) as a table: kind,
+    start, end, payload fields."""
+    events = rows.filter(pc.not_equal(rows.column("kind"), "cti"))
+    kind = events.column("kind").combine_chunks()
     open_end = pc.is_in(kind, value_set=pa.array(_OPEN_KINDS))
-    fields = payload_columns(pa.array(events["payload"].to_numpy(object), pa.string()),
-                             _payload_schema(schema))
+    fields = payload_columns(events.column("payload"), _payload_schema(schema))
     clash = [c for c in fields.column_names if c in ROW_COLUMNS]
     if clash:
         raise InvalidSettingsError(f"payload field {clash[0]!r} has the name of a row column "
                                    f"{ROW_COLUMNS}: rename it with select(...)")
-    columns = {"kind": kind, "start": _times(events["start"].to_numpy("int64")),
-               "end": _times(events["end"].to_numpy("int64"), open_end)}
+    columns = {"kind": kind, "start": _times(events.column("start").combine_chunks()),
+               "end": _times(events.column("end").combine_chunks(), open_end)}
     for name in fields.column_names:
         columns[name] = fields.column(name)
     return pa.table(columns)
@@ -106,13 +106,17 @@ class ParquetOutputAdapter:
 
     def write(self, items: Sequence[StreamItem], batch_id: int,
               partition: int | None = None) -> None:
-        self.write_frame(items_frame(items), batch_id, partition)
+        self.write_table(frame_rows(items_frame(items)), batch_id, partition)
 
     def write_frame(self, frame: pd.DataFrame, batch_id: int, partition: int | None = None
                     ) -> None:
+        self.write_table(frame_rows(frame), batch_id, partition)
+
+    def write_table(self, rows: pa.Table, batch_id: int, partition: int | None = None
+                    ) -> None:
         """One batch (or one partition of it) as one Parquet file, atomically (a replayed
         batch replaces it)."""
-        table = output_table(frame)
+        table = output_table(rows)
         if not table.num_rows:
             return
         self.directory.mkdir(parents=True, exist_ok=True)

@@ -18,11 +18,10 @@ import attrs
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
 from cti.errors import CtiError
-from cti.json_text import payload_objects, payload_texts
+from cti.json_text import json_lines, payload_objects, payload_texts
 from cti.operators.numbers import Numbers, column_numbers, value_numbers
 from cti.rows import OutRow, payload_from_json, payload_to_json
 from cti.schema import shown
@@ -213,10 +212,7 @@ def exact_field(payloads: pa.Array, field: str) -> pa.Array | None:
     """``field`` of each JSON payload of a string array (``lines_field``), or None."""
     if not len(payloads) or payloads.null_count:
         return None
-    lines = pc.binary_join_element_wise(payloads, "\n", "")
-    offsets = np.frombuffer(lines.buffers()[1], np.int32)
-    body = lines.buffers()[2][int(offsets[lines.offset]):int(offsets[lines.offset + len(lines)])]
-    return lines_field(pa.BufferReader(body), len(payloads), field)
+    return lines_field(pa.BufferReader(json_lines(payloads)), len(payloads), field)
 
 
 def lines_field(lines: Any, rows: int, field: str) -> pa.Array | None:

@@ -120,19 +120,26 @@ def items_of_rows(rows: Iterable[OutputRow]) -> list[StreamItem]:
 
 def deliver(adapter: Any, rows: pd.DataFrame | pa.Table, batch_id: int,
             partition: int | None = None) -> None:
-    """One batch of a query's output rows (a frame or an Arrow table), in output order, to an
-    output adapter: as a frame (kind, start, end, payload) to an adapter with
-    ``write_frame``, else as items; ``partition``: the part of the batch they are, for a
-    partitioned adapter (``cti.adapters.OutputAdapter``), else None (the whole batch)."""
+    """One batch of a query's output rows (an Arrow table or a frame), in output order, to an
+    output adapter: as an Arrow table (kind, start, end, payload) to an adapter with
+    ``write_table``, as a pandas frame of them to one with ``write_frame``, else as items;
+    ``partition``: the part of the batch they are, for a partitioned adapter
+    (``cti.adapters.OutputAdapter``), else None (the whole batch)."""
     if not len(rows):
         return
-    rows = (arrow_to_pandas(ordered_table(rows)) if isinstance(rows, pa.Table)
-            else ordered(rows))
+    if not isinstance(rows, pa.Table):
+        rows = pa.Table.from_pandas(rows[list(COLUMNS)], schema=OUTPUT_ARROW,
+                                    preserve_index=False)
+    table = ordered_table(rows).select(["kind", "start", "end", "payload"])
     where = {} if partition is None else {"partition": partition}
+    if hasattr(adapter, "write_table"):
+        adapter.write_table(table, batch_id, **where)
+        return
+    frame = arrow_to_pandas(table)
     if hasattr(adapter, "write_frame"):
-        adapter.write_frame(rows[["kind", "start", "end", "payload"]], batch_id, **where)
+        adapter.write_frame(frame, batch_id, **where)
     else:
-        adapter.write(items_of_frame(rows), batch_id, **where)
+        adapter.write(items_of_frame(frame), batch_id, **where)
 
 
 COLUMNS = ("release", "kind", "start", "end", "payload")
