@@ -2,12 +2,14 @@
 3 minutes, written as one CSV file per batch by pyarrow (no pandas frame, no Python object per
 result).
 
-An output adapter needs ``write(items, batch_id)`` and ``close()``. A query's output goes to
-``write_table(table, batch_id)`` instead where the adapter has it: the batch in output order,
-an Arrow table of ``kind``, ``start``, ``end`` (ticks) and ``payload`` (canonical JSON; null
-on CTIs). A batch may come again (Spark replays a micro-batch after a failure): writing it
-must replace, not append, and one file per batch id does that. ``partitioned = True`` lets
-each of Spark's tasks write its shard partition's part of a batch at once (``partition=``).
+An output adapter needs ``write(items, batch_id)`` and ``close()``
+(``cti.io.outputs.TableOutputAdapter`` gives both from ``write_table``). A query's output
+goes to ``write_table(table, batch_id)`` instead where the adapter has it: the batch in
+output order, an Arrow table of ``kind``, ``start``, ``end`` (ticks) and ``payload``
+(canonical JSON; null on CTIs). A batch may come again (Spark replays a micro-batch after a
+failure): writing it must replace, not append, and one file per batch id does that.
+``partitioned = True`` lets each of Spark's tasks write its shard partition's part of a
+batch at once (``partition=``).
 
 Run: ``python examples/custom_output_adapter.py`` (in-process with ``--runtime local``).
 """
@@ -19,7 +21,6 @@ import json
 import tempfile
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -28,12 +29,13 @@ from _tolldata import bind_entries, hhmm, read_json, ticks
 from toll_booth import MINUTE, per_booth
 
 from cti import Application, EventShape, agg
-from cti.io.outputs import frame_rows
-from cti.io.tables import items_frame
+from cti.io.outputs import TableOutputAdapter
 
 
-class CsvOutputAdapter:
-    """Each batch's events (CTIs are punctuation, not rows) as ``batch-NNNNNN.csv``."""
+class CsvOutputAdapter(TableOutputAdapter):
+    """Each batch's events (CTIs are punctuation, not rows) as ``batch-NNNNNN.csv``. The
+    base class gives ``write`` (items, as a plain stream's output comes) and ``write_frame``,
+    both through ``write_table``."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
@@ -45,13 +47,6 @@ class CsvOutputAdapter:
         tmp = self.directory / f".{name}.tmp"
         pacsv.write_csv(events, tmp)
         tmp.replace(self.directory / f"{name}.csv")  # atomic: a replayed batch replaces it
-
-    def write(self, items: list[Any], batch_id: int, partition: int | None = None) -> None:
-        """A plain stream's output (no operators) comes as items: the same columns."""
-        self.write_table(frame_rows(items_frame(items)), batch_id, partition)
-
-    def close(self) -> None:
-        pass
 
 
 class CsvOutputAdapterFactory:

@@ -265,8 +265,7 @@ def _kinds_rows(draw_rows: list[tuple[str, int, int, dict]]) -> list:
 def test_table_frame_and_items_write_the_same(rows, tmp_path_factory):
     """Each shipped output writes a batch the same whether it comes as an Arrow table (what
     the runtimes give an adapter with ``write_table``), as a frame or as items."""
-    from cti.io.outputs import JsonLinesOutputAdapterFactory, frame_rows
-    from cti.io.tables import items_frame
+    from cti.io.outputs import JsonLinesOutputAdapterFactory, frame_rows, items_frame
     from cti.operators.output import items_of_frame
 
     items = _kinds_rows(rows)

@@ -221,7 +221,8 @@ def routed(route: QueryRoute, group: int, rows: pa.Table, events_only: bool = Fa
         return written[0]
     # Rows of no event (CTIs, the end of input, rows the adapter could not read, whose
     # payload is the raw text) go to every shard whole; only an event has an owner.
-    shared = ~_kinds_in(kind, _EVENT_KINDS)
+    one_kind = _one_value(kind)  # (usually one: a piece of one stream's events)
+    shared = ~_kinds_in(kind, _EVENT_KINDS, one_kind)
     for (g, i), field in route.fields.items():
         mine = (stream == i) & (g == group) & has_payload & ~shared
         if not mine.any():
@@ -260,7 +261,7 @@ def routed(route: QueryRoute, group: int, rows: pa.Table, events_only: bool = Fa
         narrow = scattered(texts, rows_i) if narrow is None else pc.if_else(
             pa.array(rows_i), scattered(texts, rows_i), narrow)
     # An edge of a stream the query does not read: shard 0 pairs it (for the metrics).
-    own[(own < 0) & ~shared & has_payload & _kinds_in(kind, _EDGE_KINDS)] = 0
+    own[(own < 0) & ~shared & has_payload & _kinds_in(kind, _EDGE_KINDS, one_kind)] = 0
     timed = route.timed.get((group, int(stream[0]))) if n and events_only else None
     points = generation_points(rows, *timed, ROUTED_ARROW) if timed else None
     if points is not None:  # (events of a stream read for its CTIs only: shard 0 counts them)
@@ -342,11 +343,20 @@ def routed_cast(table: pa.Table) -> pa.Table:
     return fixed
 
 
-def _kinds_in(kind: pa.Array, kinds: pa.Array) -> np.ndarray:
-    """Which rows' kind is one of ``kinds``: decided once where every row has the same kind
-    (as a piece of one stream's events does), else row by row."""
-    if len(kind) and not kind.null_count and pc.all(pc.equal(kind, kind[0])).as_py():
-        return np.full(len(kind), kind[0].as_py() in kinds.to_pylist())
+def _one_value(column: pa.Array | pa.ChunkedArray) -> Any:
+    """The value every row of a column has (none null), found by one equality scan; else
+    None."""
+    if not len(column) or column.null_count:
+        return None
+    first = column[0]
+    return first.as_py() if pc.all(pc.equal(column, first)).as_py() else None
+
+
+def _kinds_in(kind: pa.Array, kinds: pa.Array, one_kind: str | None) -> np.ndarray:
+    """Which rows' kind is one of ``kinds``: decided once where every row has the same kind,
+    ``one_kind`` (``_one_value``), else row by row."""
+    if one_kind is not None:
+        return np.full(len(kind), one_kind in kinds.to_pylist())
     return pc.is_in(kind, kinds).to_numpy(zero_copy_only=False)
 
 
@@ -379,10 +389,8 @@ def _few_texts(column: pa.ChunkedArray) -> np.ndarray:
     if column.null_count == n:
         out = np.empty(n, object)
         return out
-    if not column.null_count:  # (usually one value: one kind of event) found by a scan
-        first = column[0]
-        if pc.all(pc.equal(column, first)).as_py():
-            return filled(n, first.as_py())
+    if (one := _one_value(column)) is not None:  # (usually: one kind of event)
+        return filled(n, one)
     encoded = column.combine_chunks().dictionary_encode()
     values = np.asarray([*encoded.dictionary.to_pylist(), None], object)
     return values[encoded.indices.fill_null(len(values) - 1).to_numpy(zero_copy_only=False)]

@@ -26,7 +26,6 @@ from __future__ import annotations
 import os
 import random
 import time
-from collections.abc import Sequence
 from typing import Any
 
 import attrs
@@ -35,9 +34,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cti.errors import InvalidSettingsError
-from cti.events import EventShape, StreamItem
-from cti.io.outputs import frame_rows
-from cti.io.tables import items_frame, output_table
+from cti.events import EventShape
+from cti.io.outputs import TableOutputAdapter
+from cti.io.tables import output_table
 
 
 @attrs.frozen
@@ -92,17 +91,9 @@ def table_rows(path: str) -> int:
     return int(pc.sum(counts).as_py() or 0)
 
 
-class DeltaOutputAdapter:
+class DeltaOutputAdapter(TableOutputAdapter):
     def __init__(self, config: DeltaOutputConfig) -> None:
         self.config = config
-
-    def write(self, items: Sequence[StreamItem], batch_id: int,
-              partition: int | None = None) -> None:
-        self.write_table(frame_rows(items_frame(items)), batch_id, partition)
-
-    def write_frame(self, frame: pd.DataFrame, batch_id: int,
-                    partition: int | None = None) -> None:
-        self.write_table(frame_rows(frame), batch_id, partition)
 
     def write_table(self, rows: pa.Table, batch_id: int,
                     partition: int | None = None) -> None:
@@ -136,9 +127,6 @@ class DeltaOutputAdapter:
                 if attempt == _ATTEMPTS - 1:
                     raise
                 time.sleep(random.uniform(0.02, 0.2) * (attempt + 1))
-
-    def close(self) -> None:
-        pass
 
 
 _ATTEMPTS = 30  # commits of a batch's partitions racing each other (see ``write_table``)

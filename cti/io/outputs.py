@@ -18,20 +18,52 @@ import pyarrow.compute as pc
 
 from cti.events import EventShape, StreamItem, item_from_kind, kind_of
 from cti.json_text import json_lines
-from cti.operators.output import in_output_order
+from cti.operators.output import ROWS_ARROW, in_output_order
 from cti.results import Diagnostic
 from cti.rows import payload_to_json
 
-_OPEN = ("point", "edge_start")  # kinds whose JSON line has no end
-# A batch of a query's output rows as ``write_table`` receives it (``cti.adapters.OutputAdapter``).
-ROWS_ARROW = pa.schema([("kind", pa.string()), ("start", pa.int64()), ("end", pa.int64()),
-                        ("payload", pa.string())])
+OPEN_KINDS = ("point", "edge_start")  # kinds whose end is not a time of the event
 
 
 def frame_rows(frame: pd.DataFrame) -> pa.Table:
-    """Output rows as ``write_frame`` receives them (a pandas frame) as ``write_table`` does."""
+    """Output rows as ``write_frame`` receives them (a pandas frame) as ``write_table`` does
+    (``ROWS_ARROW``)."""
     return pa.Table.from_pandas(frame[list(ROWS_ARROW.names)], schema=ROWS_ARROW,
                                 preserve_index=False)
+
+
+def items_frame(items: Sequence[StreamItem]) -> pd.DataFrame:
+    """Stream items as the frame ``write_frame`` receives (for adapters written to by a plain
+    stream's ``write``); anything but events and CTIs (diagnostics) is refused by name."""
+    events = [i for i in items if kind_of(i) != "cti"]
+    return pd.DataFrame({
+        "kind": [kind_of(i) for i in events],
+        "start": pd.array([i.start for i in events], dtype="int64"),
+        "end": pd.array([i.end for i in events], dtype="int64"),
+        "payload": [payload_to_json(i.payload) for i in events],
+    })
+
+
+class TableOutputAdapter:
+    """Base of an output adapter that writes each batch from the Arrow table of its rows
+    (``write_table(rows, batch_id, partition)``, ``ROWS_ARROW``): a batch given as items
+    (``write``: a plain stream's; its events) or as a frame (``write_frame``) comes to
+    ``write_table`` as that table."""
+
+    def write_table(self, rows: pa.Table, batch_id: int, partition: int | None = None
+                    ) -> None:
+        raise NotImplementedError
+
+    def write(self, items: Sequence[StreamItem], batch_id: int,
+              partition: int | None = None) -> None:
+        self.write_table(frame_rows(items_frame(items)), batch_id, partition)
+
+    def write_frame(self, frame: pd.DataFrame, batch_id: int, partition: int | None = None
+                    ) -> None:
+        self.write_table(frame_rows(frame), batch_id, partition)
+
+    def close(self) -> None:
+        pass
 
 
 def item_to_json(item: StreamItem | Diagnostic) -> str:
@@ -40,7 +72,7 @@ def item_to_json(item: StreamItem | Diagnostic) -> str:
     kind = kind_of(item)
     if kind == "cti":
         return f'{{"kind":"cti","time":{item.time}}}'
-    end = None if kind in _OPEN else item.end
+    end = None if kind in OPEN_KINDS else item.end
     return (f'{{"kind":"{kind}","start":{item.start},"end":{json.dumps(end)},'
             f'"payload":{payload_to_json(item.payload)}}}')
 
@@ -54,17 +86,15 @@ def item_from_json(line: str) -> StreamItem | Diagnostic:
     return item_from_kind(d["kind"], d["start"], d["end"], d["payload"])
 
 
-class JsonLinesOutputAdapter:
+class JsonLinesOutputAdapter(TableOutputAdapter):
     def __init__(self, directory: Path) -> None:
         self.directory = directory
 
     def write(self, items: Sequence[StreamItem | Diagnostic], batch_id: int,
               partition: int | None = None) -> None:
+        """Items as lines, CTIs and diagnostics (``diagnostics_to``) included."""
         self._save("".join(item_to_json(item) + "\n" for item in items).encode(), batch_id,
                    partition)
-
-    def write_frame(self, frame: Any, batch_id: int, partition: int | None = None) -> None:
-        self.write_table(frame_rows(frame), batch_id, partition)
 
     def write_table(self, rows: pa.Table, batch_id: int, partition: int | None = None
                     ) -> None:
@@ -76,7 +106,7 @@ class JsonLinesOutputAdapter:
         rows = rows.combine_chunks()
         kind = rows.column("kind")
         start = pc.cast(rows.column("start"), pa.string())
-        end = pc.if_else(pc.is_in(kind, value_set=pa.array(_OPEN)), "null",
+        end = pc.if_else(pc.is_in(kind, value_set=pa.array(OPEN_KINDS)), "null",
                          pc.cast(rows.column("end"), pa.string()))
         lines = pc.if_else(
             pc.equal(kind, "cti"),
@@ -92,9 +122,6 @@ class JsonLinesOutputAdapter:
         tmp = final.with_suffix(".tmp")
         tmp.write_bytes(data)
         os.replace(tmp, final)  # atomic: a replayed batch replaces the earlier attempt
-
-    def close(self) -> None:
-        pass
 
 
 class JsonLinesOutputAdapterFactory:

@@ -15,38 +15,22 @@ exactly once. ``read_parquet_output(directory)`` reads them back as one table.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
 from cti.errors import InvalidSettingsError
-from cti.events import EventShape, StreamItem, kind_of
-from cti.io.outputs import batch_file, frame_rows
+from cti.events import EventShape
+from cti.io.outputs import OPEN_KINDS, TableOutputAdapter, batch_file
 from cti.json_text import json_lines
-from cti.rows import payload_to_json
 from cti.time import MAX_TIME, MIN_TIME
 
 TIME = pa.timestamp("us", tz="UTC")
 ROW_COLUMNS = ("kind", "start", "end")
-_OPEN_KINDS = ("point", "edge_start")  # kinds whose end is not a time of the event
-
-
-def items_frame(items: Sequence[StreamItem]) -> pd.DataFrame:
-    """Stream items as the frame ``write_frame`` receives (for adapters written to by a plain
-    stream's ``write``); anything but events and CTIs (diagnostics) is refused by name."""
-    events = [i for i in items if kind_of(i) != "cti"]
-    return pd.DataFrame({
-        "kind": [kind_of(i) for i in events],
-        "start": pd.array([i.start for i in events], dtype="int64"),
-        "end": pd.array([i.end for i in events], dtype="int64"),
-        "payload": [payload_to_json(i.payload) for i in events],
-    })
 
 
 def _times(ticks: pa.Array, open_end: pa.Array | None = None) -> pa.Array:
@@ -81,7 +65,7 @@ def output_table(rows: pa.Table, schema: pa.Schema | None = None) -> pa.Table:
     start, end, payload fields."""
     events = rows.filter(pc.not_equal(rows.column("kind"), "cti"))
     kind = events.column("kind").combine_chunks()
-    open_end = pc.is_in(kind, value_set=pa.array(_OPEN_KINDS))
+    open_end = pc.is_in(kind, value_set=pa.array(OPEN_KINDS))
     fields = payload_columns(events.column("payload"), _payload_schema(schema))
     clash = [c for c in fields.column_names if c in ROW_COLUMNS]
     if clash:
@@ -100,17 +84,9 @@ def _payload_schema(schema: pa.Schema | None) -> pa.Schema | None:
     return pa.schema([f for f in schema if f.name not in ROW_COLUMNS])
 
 
-class ParquetOutputAdapter:
+class ParquetOutputAdapter(TableOutputAdapter):
     def __init__(self, directory: Path) -> None:
         self.directory = directory
-
-    def write(self, items: Sequence[StreamItem], batch_id: int,
-              partition: int | None = None) -> None:
-        self.write_table(frame_rows(items_frame(items)), batch_id, partition)
-
-    def write_frame(self, frame: pd.DataFrame, batch_id: int, partition: int | None = None
-                    ) -> None:
-        self.write_table(frame_rows(frame), batch_id, partition)
 
     def write_table(self, rows: pa.Table, batch_id: int, partition: int | None = None
                     ) -> None:
@@ -124,9 +100,6 @@ class ParquetOutputAdapter:
         tmp = self.directory / f".{final.name}.{os.getpid()}.tmp"  # hidden: readers skip it
         pq.write_table(table, tmp)
         os.replace(tmp, final)
-
-    def close(self) -> None:
-        pass
 
 
 class ParquetOutputAdapterFactory:

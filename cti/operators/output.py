@@ -53,8 +53,12 @@ def ordered(rows: pd.DataFrame) -> pd.DataFrame:
     """Output rows (columns release, kind, start, end, payload) in output order: by release;
     within a release block the events by sync time, kind, start, end and payload, then the
     CTI that releases them."""
-    table = pa.Table.from_pandas(rows[list(COLUMNS)], schema=OUTPUT_ARROW, preserve_index=False)
-    return rows.iloc[_order(table)].reset_index(drop=True)
+    return rows.iloc[_order(_rows_table(rows))].reset_index(drop=True)
+
+
+def _rows_table(rows: pd.DataFrame) -> pa.Table:
+    """Output rows as a frame (``COLUMNS``) as an Arrow table (``OUTPUT_ARROW``)."""
+    return pa.Table.from_pandas(rows[list(COLUMNS)], schema=OUTPUT_ARROW, preserve_index=False)
 
 
 def ordered_table(rows: pa.Table) -> pa.Table:
@@ -127,10 +131,8 @@ def deliver(adapter: Any, rows: pd.DataFrame | pa.Table, batch_id: int,
     (``cti.adapters.OutputAdapter``), else None (the whole batch)."""
     if not len(rows):
         return
-    if not isinstance(rows, pa.Table):
-        rows = pa.Table.from_pandas(rows[list(COLUMNS)], schema=OUTPUT_ARROW,
-                                    preserve_index=False)
-    table = ordered_table(rows).select(["kind", "start", "end", "payload"])
+    table = ordered_table(rows if isinstance(rows, pa.Table) else _rows_table(rows)).select(
+        ROWS_ARROW.names)
     where = {} if partition is None else {"partition": partition}
     if hasattr(adapter, "write_table"):
         adapter.write_table(table, batch_id, **where)
@@ -145,3 +147,5 @@ def deliver(adapter: Any, rows: pd.DataFrame | pa.Table, batch_id: int,
 COLUMNS = ("release", "kind", "start", "end", "payload")
 OUTPUT_ARROW = pa.schema([("release", pa.int64()), ("kind", pa.string()),  # COLUMNS in Arrow
                           ("start", pa.int64()), ("end", pa.int64()), ("payload", pa.string())])
+# A batch of output rows as an adapter's ``write_table`` receives it (``cti.adapters``).
+ROWS_ARROW = pa.schema([f for f in OUTPUT_ARROW if f.name != "release"])
