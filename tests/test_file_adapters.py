@@ -441,13 +441,13 @@ def test_directory_reads_files_by_modification_time_arriving_then(tmp_path):
 
 def test_live_directory_scans_each_file_once_and_refuses_a_file_from_the_past(tmp_path,
                                                                               monkeypatch):
-    from cti.io import files
+    from cti.io.files import arrow_tables, scan
 
     scanned, tabled = [], []  # the files' contents parsed row by row, the files Arrow read
-    real, real_table = files._scan_json_lines, files._json_table
-    monkeypatch.setattr(files, "_scan_json_lines", lambda data: scanned.append(data) or
+    real, real_table = scan._scan_json_lines, arrow_tables._json_table
+    monkeypatch.setattr(scan, "_scan_json_lines", lambda data: scanned.append(data) or
                         real(data))
-    monkeypatch.setattr(files, "_json_table", lambda path: tabled.append(os.path.basename(
+    monkeypatch.setattr(arrow_tables, "_json_table", lambda path: tabled.append(os.path.basename(
         path)) or real_table(path))
     config = FileInputConfig(tmp_path, start_column="t", time_format="ticks", live=True)
     _put(tmp_path, "1.json", [{"t": 1}, {"t": 2}], 1000)
@@ -496,7 +496,8 @@ def test_arrows_csv_reader_gives_the_scanners_rows_or_declines(tmp_path_factory,
                                                                delimiter, header, bad):
     """``csv_table`` (Arrow's reader, taken where it is certain to agree) gives exactly the
     fields of the row-by-row scanner's records, all good, or None."""
-    from cti.io.files import _scan_csv, csv_table
+    from cti.io.files.arrow_tables import csv_table
+    from cti.io.files.csv_scanner import _scan_csv
 
     text = header.format(d=delimiter) + "".join(nl + delimiter.join(f) for f, nl in lines)
     data = text.encode() + b"\xff" * bad
@@ -515,7 +516,8 @@ def test_arrows_csv_reader_gives_the_scanners_rows_or_declines(tmp_path_factory,
     ("\ufeffa;b\r\n1;2\r\n3;4", ";"),
 ])
 def test_a_plain_csv_file_is_read_by_arrow(tmp_path, text, delimiter):
-    from cti.io.files import _scan_csv, csv_table
+    from cti.io.files.arrow_tables import csv_table
+    from cti.io.files.csv_scanner import _scan_csv
 
     path = tmp_path / "f.csv"
     path.write_text(text, encoding="utf-8")
@@ -532,7 +534,7 @@ def test_a_plain_csv_file_is_read_by_arrow(tmp_path, text, delimiter):
     (b"h1,h2\na,b\nc\n", ","),        # a row with too few fields (a bad row)
 ])
 def test_arrows_csv_reader_is_not_taken_where_it_could_differ(tmp_path, data, delimiter):
-    from cti.io.files import csv_table
+    from cti.io.files.arrow_tables import csv_table
 
     path = tmp_path / "f.csv"
     path.write_bytes(data)
@@ -917,7 +919,7 @@ def test_every_edge_form_reads_by_columns_as_row_by_row(tmp_path):
 
 
 def _parses(cell: str, fmt: str | None, config: FileInputConfig) -> bool:
-    from cti.io.files import _RowError, parse_time
+    from cti.io.files.cells import _RowError, parse_time
 
     try:
         parse_time(cell, fmt, "t", config.time_zone)

@@ -8,7 +8,7 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cti.io.files import _RowError, parse_time
+from cti.io.files.cells import _RowError, parse_time
 from cti.io.iso_times import iso_ticks
 
 # The common form (``iso_times``' module doc), which every time ``parse_time`` gives must be

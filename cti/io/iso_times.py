@@ -4,9 +4,10 @@
 ``:SS`` and a fraction (after ``.`` or ``,``; digits past microseconds cut off, as .NET's seven
 are), then ``Z``, an offset ``+HH:MM``/``-HH:MM`` (under a day) or nothing, maybe between spaces
 or tabs, with Arrow's regular expressions and numpy arithmetic: the time
-``datetime.fromisoformat`` and ``cti.time.to_ticks`` give (``cti.io.files.parse_time``). A cell
-in any other form, a date or time out of range, or a naive time without a zone, or one that the
-zone skips or repeats, is left to the caller, which reads it (or finds its error) one by one.
+``datetime.fromisoformat`` and ``cti.time.to_ticks`` give (``cti.io.files.cells.parse_time``).
+A cell in any other form, a date or time out of range, or a naive time without a zone, or one
+that the zone skips or repeats, is left to the caller, which reads it (or finds its error) one
+by one.
 """
 
 from __future__ import annotations

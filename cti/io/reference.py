@@ -35,7 +35,9 @@ import pyarrow as pa
 from cti.adapters import AdapterItem, Arriving, InvalidInput
 from cti.errors import InvalidSettingsError
 from cti.events import EdgeEvent, EventShape
-from cti.io.files import _scan, arrow_table, column_payloads
+from cti.io.files.arrow_tables import arrow_table
+from cti.io.files.frame_columns import column_payloads
+from cti.io.files.scan import _scan
 from cti.rows import INVALID, payload_to_json
 from cti.time import MAX_TIME, MIN_TIME, TimeLike, to_ticks
 

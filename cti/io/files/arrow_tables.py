@@ -1,0 +1,130 @@
+"""Files read by Arrow's readers (``csv_table``, ``json_table``, ``arrow_table``), taken only
+where they give exactly the scanners' rows, and the lines of such a CSV file's data rows."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from cti.io.files.cache import _cached, _identity
+from cti.io.files.csv_scanner import _header_error
+from cti.io.files.records import _BOM, _RAW_LIMIT, _first_char, _without_bom
+
+
+def csv_table(path: str, delimiter: str = ",") -> Any:
+    """A CSV file's data rows as an Arrow table of string columns named by its header, read by
+    Arrow's CSV reader: exactly the rows and fields ``_scan_csv`` gives, or None where that is
+    not certain (the caller scans the file row by row, which also finds its bad rows).
+
+    Certain means: no quote or lone carriage return in the file and no byte order mark
+    after its start, a first line that is a header of two or more distinct names, a delimiter
+    that is not whitespace (a line of whitespace is blank, never a row), and every line valid
+    UTF-8 with as many fields as the header (Arrow's reader refuses the file otherwise).
+    """
+    return _cached((*_identity(path), "csv-table", delimiter), lambda: _csv_table(path, delimiter))
+
+
+def _csv_table(path: str, delimiter: str) -> Any:
+    with open(path, "rb") as f:
+        data = _without_bom(f.read())
+    if delimiter.isspace() or b'"' in data or \
+            data.count(b"\r") != data.count(b"\r\n"):
+        return None
+    first, _, body = data.partition(b"\n")
+    if _BOM in body:
+        return None  # Arrow's reader would skip it at the start, as the file's byte order mark
+    try:
+        header = [h.strip() for h in first.decode("utf-8").rstrip("\r").split(delimiter)]
+    except UnicodeDecodeError:
+        return None
+    if len(header) < 2 or not all(header) or _header_error(header):
+        return None
+    import pyarrow as pa
+    from pyarrow import csv as pa_csv
+
+    try:
+        return pa_csv.read_csv(
+            pa.py_buffer(body),
+            read_options=pa_csv.ReadOptions(column_names=header, use_threads=False),
+            parse_options=pa_csv.ParseOptions(delimiter=delimiter, quote_char=False,
+                                              ignore_empty_lines=True),
+            convert_options=pa_csv.ConvertOptions(
+                column_types={h: pa.string() for h in header}, strings_can_be_null=False,
+                quoted_strings_can_be_null=False, check_utf8=True))
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return None
+
+
+def json_table(path: str) -> Any:
+    """A JSON-lines file's rows as an Arrow table read by Arrow's JSON reader: exactly the rows
+    and field values ``_scan_json_lines`` gives, or None where that is not certain (the caller
+    scans the file row by row, which also finds its bad rows).
+
+    Certain means: not a JSON array, no lone carriage return, Arrow reads the file (valid
+    UTF-8, every line one object or JSON whitespace, no key twice in an object), one row per
+    line that is not blank, every field of a type whose values Arrow reads as ``json.loads``
+    does, none null or missing from a row (``cti.json_text.read_exactly``: not nested values,
+    not integers among floats, and Arrow cannot tell a missing field from a null one).
+    """
+    return _cached((*_identity(path), "json-table"), lambda: _json_table(path))
+
+
+_PROBE_BYTES = 1 << 20  # the first rows of a JSON-lines file whose types Arrow infers first
+_BLANK_LINE = re.compile(rb"^[ \t\r]*(?:\n|\Z)", re.MULTILINE)  # (JSON whitespace alone)
+
+
+def _json_table(path: str) -> Any:
+    import pyarrow as pa
+    from pyarrow import json as pa_json
+
+    from cti.json_text import read_exactly
+
+    with open(path, "rb") as f:
+        data = _without_bom(f.read())
+    if _first_char(data) in ("[", "") or data.count(b"\r") != data.count(b"\r\n"):
+        return None
+    read = pa_json.ReadOptions(use_threads=False)
+    try:
+        # Arrow's reader takes text that looks like a time for a timestamp: the fields it takes
+        # so in the first rows are read as the strings they are.
+        head = data[:data.rfind(b"\n", 0, _PROBE_BYTES) + 1] or data
+        probe = pa_json.read_json(pa.py_buffer(head), read_options=read).schema
+        texts = [pa.field(f.name, pa.string()) for f in probe if pa.types.is_temporal(f.type)]
+        table = pa_json.read_json(pa.py_buffer(data), read_options=read, parse_options=(
+            pa_json.ParseOptions(explicit_schema=pa.schema(texts)) if texts else None))
+    except (pa.ArrowInvalid, UnicodeDecodeError):
+        return None
+    lines = data.count(b"\n") + 1 - len(_BLANK_LINE.findall(data))  # (rows, if one per line)
+    if table.num_rows != lines or not all(map(read_exactly, table.columns)):
+        return None
+    return table
+
+
+def _data_lines(path: str) -> Any:
+    """For a file ``csv_table`` reads: a function of a data row's index giving its line number
+    and text (as its record has them, ``_scan_csv``), found from the positions of the line
+    breaks: in such a file a data row is a non-empty line after the header (no quote, no lone
+    carriage return; a line of whitespace would be a row of too few fields)."""
+    import numpy as np
+
+    def make() -> Any:
+        with open(path, "rb") as f:
+            data = _without_bom(f.read())
+        breaks = np.flatnonzero(np.frombuffer(data, np.uint8) == ord("\n"))
+        starts = np.concatenate([[0], breaks + 1])
+        ends = np.concatenate([breaks, [len(data)]])
+        ends = ends - (ends > starts) * (np.frombuffer(data, np.uint8)[
+            np.maximum(ends - 1, 0)] == ord("\r")) if len(data) else ends
+        rows = np.flatnonzero(ends > starts)[1:]  # (the first non-empty line: the header)
+
+        def line(i: int) -> tuple[int, str]:
+            at = int(rows[i])
+            return at + 1, data[starts[at]:ends[at]].decode("utf-8")[:_RAW_LIMIT]
+        return line
+
+    return _cached((*_identity(path), "csv-lines"), make)
+
+
+def arrow_table(path: str, fmt: str, delimiter: str = ",") -> Any:
+    """A file's rows as Arrow reads them exactly (``csv_table``, ``json_table``), or None."""
+    return csv_table(path, delimiter) if fmt == "csv" else json_table(path)
