@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from cti.cli import cli as main
-from cti.query_file import QueryFileError, load_streams
+from cti.cli.query_file import QueryFileError, load_streams
 
 pytestmark = pytest.mark.processes
 

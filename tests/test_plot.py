@@ -25,10 +25,10 @@ from cti import (
     EventShape,
     PointEvent,
 )
+from cti.cli.plot import plot
+from cti.cli.query_file import QueryFileError, load_streams
 from cti.io.memory import MemoryInputAdapterFactory
 from cti.plot import plot_time, stream_pictures
-from cti.plot_command import plot
-from cti.query_file import QueryFileError, load_streams
 from cti.time import MAX_TIME
 
 

@@ -1,7 +1,7 @@
-"""The ``cti`` command: ``cti run QUERY.py`` runs a query file's streams as a job.
+"""``cti run QUERY.py``: runs a query file's streams as a job.
 
 ``cti run QUERY.py [--runtime spark|local] [--master M] [--checkpoint DIR] [--output DIR]
-[--until-idle]``: loads the streams the file names (``cti.query_file``), writes each to a Delta
+[--until-idle]``: loads the streams the file names (``cti.cli.query_file``), writes each to a Delta
 table ``DIR/<name>`` (``--output``; without it the rows are counted, not kept), and shows
 progress per input and output while it runs. On Spark each output is a streaming query with its
 own checkpoint ``<checkpoint>/<name>`` (by default ``DIR/_checkpoints``): running the same
@@ -27,11 +27,10 @@ from typing import Any
 import attrs
 import click
 
+from cti.cli.progress import Display, RunProgress
+from cti.cli.query_file import QueryFileError, load_streams
 from cti.errors import CtiError
 from cti.events import EventShape
-from cti.plot_command import plot
-from cti.progress import Display, RunProgress
-from cti.query_file import QueryFileError, load_streams
 
 BATCH_SIZE_ENV = "CTI_RUN_BATCH_SIZE"  # caps each source's micro-batches (tests, back-pressure)
 
@@ -316,28 +315,7 @@ def ingress_metrics(result: Any) -> dict[str, Any]:
 # ---- the command ------------------------------------------------------------------------------
 
 
-@click.group()
-def cli() -> None:
-    """cti: Microsoft StreamInsight's temporal model on Apache Spark."""
-
-
-cli.add_command(plot)
-
-
-def main() -> None:
-    """The console script: ``cli``, then an exit that skips interpreter teardown, where the
-    Rust and Arrow thread pools of ``deltalake`` can abort a finished run (delta-rs #2184)."""
-    try:
-        cli()
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
-
-
-@cli.command("run")
+@click.command("run")
 @click.argument("query_file", type=click.Path(path_type=Path))
 @click.option("--runtime", type=click.Choice(["spark", "local"]), default="spark",
               show_default=True, help="Spark (embedded local[*] unless --master or an active "
@@ -388,6 +366,3 @@ def run(query_file: Path, runtime: str, master: str | None, checkpoint: Path | N
         if temporary:
             shutil.rmtree(checkpoint, ignore_errors=True)
 
-
-if __name__ == "__main__":  # spark-submit .../cti/cli.py run QUERY.py ...
-    main()

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import click
 
+from cti.cli.query_file import load_streams
 from cti.errors import CtiError
-from cti.query_file import load_streams
 
 
 @click.command("plot")
