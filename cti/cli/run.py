@@ -27,9 +27,15 @@ from typing import Any
 import attrs
 import click
 
-from cti.cli.progress import Display, RunProgress
+from cti.cli.dead_letters import (
+    DEAD_LETTERS,
+    DeadLetterConfig,
+    DeadLetterOutputAdapterFactory,
+    read_dead_letters,
+)
+from cti.cli.errors import user_error
+from cti.cli.progress import Display, RunProgress, frame_metrics
 from cti.cli.query_file import QueryFileError, load_streams
-from cti.errors import CtiError
 from cti.events import EventShape
 
 BATCH_SIZE_ENV = "CTI_RUN_BATCH_SIZE"  # caps each source's micro-batches (tests, back-pressure)
@@ -77,6 +83,12 @@ class Output:
     config: Any
     checkpoint: Path
     rows: Callable[[], int]
+    dead_letters_of: str | None = None  # the input whose dead letters this writes
+
+    def query(self) -> Any:
+        if self.dead_letters_of is not None:
+            return self.stream.diagnostics_to(self.factory, self.config)
+        return self.stream.to(self.factory, self.config)
 
 
 def _delta_rows(path: Path) -> int:
@@ -90,6 +102,8 @@ def _counted_rows(path: Path) -> int:
 
 
 def _outputs(streams: dict[str, Any], output: Path | None, checkpoint: Path) -> list[Output]:
+    """The job's outputs: each stream, then the dead letters of each input that keeps them
+    (``on_bad_input="dead_letter"``)."""
     from cti.io.delta import DeltaOutputAdapterFactory, DeltaOutputConfig
 
     outs = []
@@ -103,7 +117,28 @@ def _outputs(streams: dict[str, Any], output: Path | None, checkpoint: Path) -> 
             path = checkpoint / "_counts" / name
             outs.append(Output(name, stream, CountingOutputAdapterFactory(), str(path),
                                checkpoint / name, lambda p=path: _counted_rows(p)))
+    for stream in _dead_letter_inputs(streams.values()):
+        name = f"{DEAD_LETTERS}/{stream.name}"
+        counted = output is None
+        path = (checkpoint / "_counts" if counted else output) / name
+        rows = (lambda p=path: _counted_rows(p)) if counted else \
+            (lambda p=path: read_dead_letters(p).num_rows)
+        outs.append(Output(name, stream, DeadLetterOutputAdapterFactory(),
+                           DeadLetterConfig(path, f"cti:{name}", counted), checkpoint / name,
+                           rows, stream.name))
     return outs
+
+
+def _dead_letter_inputs(streams: Any) -> list[Any]:
+    """The input streams the job's streams read that dead-letter bad rows, once each."""
+    from cti.query import CepStream
+
+    found: dict[int, Any] = {}
+    for s in streams:
+        for i in [s] if isinstance(s, CepStream) else s.inputs():
+            if i.dead_letter:
+                found.setdefault(id(i), i)
+    return list(found.values())
 
 
 def _check_fresh(outs: list[Output], output: Path | None, resumable: bool) -> None:
@@ -157,7 +192,7 @@ def run_pass(outs: list[Output], make_runtime: Callable[[Output], Any], stop: St
         if stop.requested.is_set():
             return
         on_output(o)
-        o.stream.to(o.factory, o.config).run(make_runtime(o))
+        o.query().run(make_runtime(o))
 
 
 class Job:
@@ -262,8 +297,8 @@ def _Listener(job: Job) -> Any:  # noqa: N802 - a class made on demand (pyspark 
 
 
 class _MeasuredLocalRuntime:
-    """The in-process runtime, one pass; its inputs' metrics computed from their ingress
-    results (the same numbers Spark reports per micro-batch)."""
+    """The in-process runtime, one pass, reporting each micro-batch as it is written: its time
+    and its inputs' metrics computed from its ingress rows (the numbers Spark reports)."""
 
     def __init__(self, job: Job, output: Output) -> None:
         from cti.runtime.local import LocalRuntime
@@ -271,45 +306,42 @@ class _MeasuredLocalRuntime:
         self.job, self.output = job, output
         self.inner = LocalRuntime([job.batch_size] if job.batch_size else None)
 
-    def _measured(self, run: Callable[[], None], groups: list[Any]) -> None:
-        t0 = time.perf_counter()
-        run()
-        seconds = time.perf_counter() - t0
-        metrics: dict[str, Any] = {}
-        for group in groups:
-            metrics |= ingress_metrics(self.inner.run(group))
-        self.job.progress.add_batch(self.output.name, 0, seconds, metrics)
+    def _report(self, batch_id: int, seconds: float, metrics: dict[str, Any]) -> None:
+        self.job.progress.add_batch(self.output.name, batch_id, seconds, metrics)
         self.job._count_rows(self.output.name)
         self.job.display.refresh()
 
     def write(self, group: Any, outputs: Any) -> None:
-        self._measured(lambda: self.inner.write(group, outputs), [group])
+        from cti.engine.layout import out_rows_from_pandas
+
+        adapters = [o.factory.create(o.config, o.shape) for o in outputs]
+        t0 = time.perf_counter()
+        for batch_id, frame in enumerate(self.inner._frames(group)):
+            out = out_rows_from_pandas(frame)
+            for o, adapter in zip(outputs, adapters, strict=True):
+                selected = o.select(out)
+                if selected:
+                    adapter.write(selected, batch_id)
+            self._report(batch_id, time.perf_counter() - t0, frame_metrics(group.names, frame))
+            t0 = time.perf_counter()
+        for adapter in adapters:
+            adapter.close()
 
     def write_query(self, bound: Any) -> None:
+        from cti.operators.output import deliver, step_table
         from cti.runtime.base import queries_inputs
 
         groups, _ = queries_inputs([bound.stream])
-        self._measured(lambda: self.inner.write_query(bound), groups)
-
-
-def ingress_metrics(result: Any) -> dict[str, Any]:
-    """An in-process ingress result's counts as ``<stream>.<metric>`` (Spark's names)."""
-    from cti.events import INPUT_STATUSES, ORDERING_REASONS, Cti
-    from cti.time import MAX_TIME
-
-    out: dict[str, Any] = {}
-    for name, s in result.streams.items():
-        for key in INPUT_STATUSES:
-            out[f"{name}.{key}"] = s.metrics.get(key, 0)
-        for reason in ORDERING_REASONS:
-            out[f"{name}.{reason}"] = sum(1 for d in s.diagnostics if d.reason == reason
-                                          and d.status in ("adjusted", "dropped"))
-        ctis = [i.time for i in s.items if isinstance(i, Cti) and i.time < MAX_TIME]
-        out[f"{name}.watermark"] = ctis[-1] if ctis else None
-        snap = s.ordering or {}
-        if snap.get("arrival_clock") is not None and snap.get("cti") is not None:
-            out[f"{name}.watermark_delay"] = snap["arrival_clock"] - snap["cti"]
-    return out
+        adapter = bound.factory.create(bound.config, bound.stream.shape)
+        t0 = time.perf_counter()
+        for batch_id, done in enumerate(self.inner.query_steps(bound.stream, with_inputs=True)):
+            deliver(adapter, step_table(done.events, done.ctis), batch_id)
+            metrics: dict[str, Any] = {}
+            for g, frame in done.ingress.items():
+                metrics |= frame_metrics(groups[g].names, frame)
+            self._report(batch_id, time.perf_counter() - t0, metrics)
+            t0 = time.perf_counter()
+        adapter.close()
 
 
 # ---- the command ------------------------------------------------------------------------------
@@ -333,18 +365,23 @@ def ingress_metrics(result: Any) -> dict[str, Any]:
               default="auto", show_default=True,
               help="A table refreshed in place (live), a line per micro-batch (log), or live "
               "on a terminal and log otherwise (auto).")
+@click.option("--strict", is_flag=True,
+              help="Exit with status 1 if any input row was dead-lettered.")
+@click.option("--debug", is_flag=True, help="Show the whole traceback of an error.")
 @click.option("--batch-size", type=click.IntRange(min=1), envvar=BATCH_SIZE_ENV, hidden=True)
 def run(query_file: Path, runtime: str, master: str | None, checkpoint: Path | None,
         output: Path | None, until_idle: bool, interval: float, progress_mode: str,
-        batch_size: int | None) -> None:
+        strict: bool, debug: bool, batch_size: int | None) -> None:
     """Run the streams QUERY_FILE names (a function streams() or a mapping STREAMS of name ->
-    stream) and write each one."""
+    stream) and write each one, and each input's dead letters."""
     if runtime == "local" and master:
         raise click.UsageError("--master is for --runtime spark")
     try:
         streams = load_streams(query_file)
     except QueryFileError as exc:
         raise click.ClickException(str(exc)) from None
+    except Exception as exc:  # the query file's own code
+        raise user_error(exc, query_file, debug) from None
     temporary = checkpoint is None and output is None
     if checkpoint is None:
         checkpoint = (output / "_checkpoints" if output is not None
@@ -356,13 +393,36 @@ def run(query_file: Path, runtime: str, master: str | None, checkpoint: Path | N
     job = Job(outs, runtime, master, batch_size, display, progress)
     try:
         job.run(until_idle or runtime == "local", interval)
-        stopped = " (stopped)" if job.stop.requested.is_set() else ""
-        for o in outs:
-            where = f" -> {output / o.name}" if output is not None else ""
-            click.echo(f"{o.name}: {o.rows()} rows{where}{stopped}")
-    except CtiError as exc:
-        raise click.ClickException(f"{type(exc).__name__}: {exc}") from None
+        dead = _summary(job, outs, output)
+    except Exception as exc:
+        raise user_error(exc, query_file, debug) from None
     finally:
         if temporary:
             shutil.rmtree(checkpoint, ignore_errors=True)
+    if strict and dead:
+        raise click.ClickException(f"--strict: {dead} input rows were dead-lettered")
 
+
+def _summary(job: Job, outs: list[Output], output: Path | None) -> int:
+    """Print each output's rows and each input's counts; warn of an input whose rows were all
+    invalid. The dead letters in all."""
+    stopped = " (stopped)" if job.stop.requested.is_set() else ""
+    for o in outs:
+        if o.dead_letters_of is None:
+            where = f" -> {output / o.name}" if output is not None else ""
+            click.echo(f"{o.name}: {o.rows()} rows{where}{stopped}")
+    letters = {o.dead_letters_of: o for o in outs if o.dead_letters_of is not None}
+    dead = 0
+    for name, p in job.progress.per_input().items():
+        line = f"input {name}: {p.events} rows, {p.invalid} invalid"
+        if name in letters:
+            rows = letters[name].rows()
+            dead += rows
+            kept = f" -> {output / letters[name].name}" if output is not None and rows else ""
+            line += f", {rows} dead letters{kept}"
+        click.echo(line)
+        if p.events and p.invalid == p.events:
+            click.echo(f"Warning: every row of input {name!r} was invalid ({p.events} rows): "
+                       "the outputs got nothing from it; see its dead letters for why",
+                       err=True)
+    return dead
