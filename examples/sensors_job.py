@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -114,6 +115,11 @@ def check(runtime: str, out: Path) -> None:
                      table["temp"].round(9), strict=True))
     assert [(int(s), r, int(n), float(t)) for s, r, n, t in got] == want
     assert f"per_minute: {len(want)} rows -> {out / 'per_minute'}" in proc.stdout
+    # The log: a line per micro-batch (each once), with that micro-batch's rows read.
+    logged = re.findall(r"^\[[\d:]+\] per_minute micro-batch (\d+): .*?; readings: (\d+) in,",
+                        proc.stderr, re.MULTILINE)
+    assert len({b for b, _ in logged}) == len(logged) >= 1, proc.stderr
+    assert sum(int(n) for _, n in logged) == rows, proc.stderr
     for d in letters:
         print(f"dead letter: line {d['line']}: {d['rule']}")
 
