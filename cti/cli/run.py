@@ -376,6 +376,10 @@ def run(query_file: Path, runtime: str, master: str | None, checkpoint: Path | N
     stream) and write each one, and each input's dead letters."""
     if runtime == "local" and master:
         raise click.UsageError("--master is for --runtime spark")
+    if runtime == "local" and not until_idle:
+        click.echo("--runtime local: one pass over the input available now (it keeps no "
+                   "checkpoint, so it neither resumes nor watches live input: that is "
+                   "--runtime spark)", err=True)
     try:
         streams = load_streams(query_file)
     except QueryFileError as exc:
