@@ -101,8 +101,14 @@ def test_run_local_writes_delta_tables_and_logs_progress(tmp_path):
         assert f"{name}: {rows} rows -> {out / name}" in result.stdout
     assert "readings: 40 in, invalid 0, watermark 1970-01-01 00:00:39" in result.stderr
     again = CliRunner().invoke(main, ["run", str(path), "--runtime", "local",
-                                      "--output", str(out)])
-    assert again.exit_code == 1 and "does not resume" in again.output
+                                      "--output", str(out)])  # resumes: nothing new
+    assert again.exit_code == 0 and "micro-batch" not in again.stderr, again.output
+    for name, rows in want.items():
+        assert len(delta(out / name)) == rows
+    shutil.rmtree(out / "_checkpoints")
+    refused = CliRunner().invoke(main, ["run", str(path), "--runtime", "local",
+                                        "--output", str(out)])
+    assert refused.exit_code == 1 and "no checkpoint to resume from" in refused.output
 
 
 def test_run_local_with_the_live_display(tmp_path):
@@ -389,3 +395,102 @@ def test_mistakes_print_the_message_and_the_users_frame(tmp_path, query, error, 
     assert "--debug shows the traceback" in result.output
     debug = CliRunner().invoke(main, ["run", str(path), "--runtime", "local", "--debug"])
     assert debug.exit_code == 1 and type(debug.exception).__name__ == error
+
+
+# ---- the local runtime, live: resumes from its checkpoint, Ctrl-C stops it -------------------
+
+LIVE_QUERY = """
+from datetime import timedelta
+
+from cti import AdvanceTimeSettings, Application, CepStream, EventShape, agg
+from cti.io.files import FileInputConfig, JsonLinesInputAdapterFactory
+
+
+def streams():
+    s = CepStream.create("readings", JsonLinesInputAdapterFactory(),
+                         FileInputConfig({data!r}, start_column="t", time_format="ticks",
+                                         live=True),
+                         EventShape.POINT, AdvanceTimeSettings.increasing_start_time(),
+                         application=Application(), on_bad_input="dead_letter")
+    return {{"per_key": s.group_by("k").apply(
+        lambda g: g.tumbling_window(timedelta(seconds=10)).aggregate(n=agg.count())),
+        "raw": s}}
+"""
+
+
+def live_rows(lo: int, hi: int) -> str:
+    import json
+
+    return "".join(json.dumps({"t": t * 1_000_000, "k": "ab"[t % 2]}) + "\n" if t % 17
+                   else "not json\n" for t in range(lo, hi))
+
+
+def test_run_local_resumes_a_live_input_without_duplicates(tmp_path):
+    """Three runs over a growing file, each from the last one's checkpoint: the tables hold
+    what one run over the whole file gives, each row once; the dead letters too."""
+    from cti.cli.dead_letters import read_dead_letters
+
+    data = tmp_path / "in.jsonl"
+    path = tmp_path / "live_job.py"
+    path.write_text(LIVE_QUERY.format(data=str(data)))
+    out = tmp_path / "out"
+    data.write_text(live_rows(1, 30))
+    for hi in (30, 55, 80):
+        if hi > 30:
+            with data.open("a") as f:
+                f.write(live_rows(hi - 25, hi))
+        run = CliRunner().invoke(main, ["run", str(path), "--runtime", "local", "--until-idle",
+                                        "--output", str(out), "--progress", "log"])
+        assert run.exit_code == 0, run.output
+    whole = tmp_path / "whole"
+    once = CliRunner().invoke(main, ["run", str(path), "--runtime", "local", "--until-idle",
+                                     "--output", str(whole)])
+    assert once.exit_code == 0, once.output
+    for name in ("per_key", "raw"):
+        got, want = delta(out / name), delta(whole / name)
+        assert len(got) == len(want) > 0
+        key = ["start", "k", "n"] if name == "per_key" else ["start", "k"]
+        assert sorted(map(tuple, got[key].astype(str).values.tolist())) == \
+            sorted(map(tuple, want[key].astype(str).values.tolist()))
+    letters = read_dead_letters(out / "_dead_letters" / "readings").to_pylist()
+    assert [d["line"] for d in letters] == [t for t in range(1, 80) if t % 17 == 0]
+    assert len({d["batch"] for d in letters}) == 3  # a micro-batch per run
+
+
+def test_run_local_live_until_ctrl_c(tmp_path):
+    """Without --until-idle the local runtime watches a live input, writing what is appended,
+    until Ctrl-C, which stops it cleanly (status 0, the tables as a run over the whole file
+    gives them)."""
+    import signal
+    import time
+
+    data = tmp_path / "in.jsonl"
+    data.write_text(live_rows(1, 10))
+    path = tmp_path / "live_job.py"
+    path.write_text(LIVE_QUERY.format(data=str(data)))
+    out, log = tmp_path / "out", tmp_path / "stderr.log"
+    cti = Path(sys.executable).with_name("cti")
+    with log.open("w") as sink:
+        proc = subprocess.Popen([str(cti), "run", str(path), "--runtime", "local", "--output",
+                                 str(out), "--interval", "0.2", "--progress", "log"],
+                                text=True, stdout=subprocess.PIPE, stderr=sink)
+        deadline = time.monotonic() + 120
+        for batch in (0, 1):
+            while f"raw micro-batch {batch}:" not in log.read_text():
+                assert proc.poll() is None, log.read_text()[-3000:]
+                assert time.monotonic() < deadline
+                time.sleep(0.2)
+            if batch == 0:
+                with data.open("a") as f:
+                    f.write(live_rows(10, 30))
+        time.sleep(1)  # passes that find nothing new
+        assert proc.poll() is None, "the job stopped by itself"
+        proc.send_signal(signal.SIGINT)
+        stdout, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 0, log.read_text()[-3000:]
+    assert "stopping after the current micro-batch" in log.read_text()
+    whole = CliRunner().invoke(main, ["run", str(path), "--runtime", "local", "--until-idle",
+                                      "--output", str(tmp_path / "whole")])
+    rows = len(delta(tmp_path / "whole" / "raw"))
+    assert len(delta(out / "raw")) == rows > 0 and whole.exit_code == 0
+    assert f"raw: {rows} rows -> {out / 'raw'} (stopped)" in stdout

@@ -4,7 +4,8 @@
 [--until-idle]``: loads the streams the file names (``cti.cli.query_file``), writes each to a Delta
 table ``DIR/<name>`` (``--output``; without it the rows are counted, not kept), and shows
 progress per input and output while it runs. On Spark each output is a streaming query with its
-own checkpoint ``<checkpoint>/<name>`` (by default ``DIR/_checkpoints``): running the same
+own checkpoint ``<checkpoint>/<name>`` (by default ``DIR/_checkpoints``; on the local runtime
+the in-process engine's, ``cti.cli.local_job``): running the same
 command again resumes where the last run stopped, exactly once (the Delta commits record the
 micro-batch ids). ``--until-idle`` stops once all available input is processed; otherwise the
 job looks for new input every ``--interval`` seconds until interrupted (Ctrl-C stops after the
@@ -19,7 +20,6 @@ import signal
 import sys
 import tempfile
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -141,20 +141,22 @@ def _dead_letter_inputs(streams: Any) -> list[Any]:
     return list(found.values())
 
 
-def _check_fresh(outs: list[Output], output: Path | None, resumable: bool) -> None:
+def _check_fresh(outs: list[Output], output: Path | None) -> None:
     """A run that cannot resume an output's checkpoint must not write into an existing table
     (its batch ids would start again at 0 and be skipped as written)."""
+    from cti.cli.local_job import CHECKPOINT
+
     if output is None:
         return
     for o in outs:
         table = output / o.name
-        started = resumable and any((o.checkpoint / "commits").glob("[0-9]*"))
+        started = any((o.checkpoint / "commits").glob("[0-9]*")) or \
+            (o.checkpoint / CHECKPOINT).exists()
         if table.exists() and not started:
-            how = ("the local runtime does not resume a run: remove it or use another "
-                   "--output" if not resumable else
-                   f"there is no checkpoint to resume from in {o.checkpoint}: remove it or use "
-                   "another --output, or pass the --checkpoint of the run that wrote it")
-            raise click.ClickException(f"{table} exists and {how}")
+            raise click.ClickException(
+                f"{table} exists and there is no checkpoint to resume from in {o.checkpoint}: "
+                "remove it or use another --output, or pass the --checkpoint of the run that "
+                "wrote it")
 
 
 # ---- running ----------------------------------------------------------------------------------
@@ -226,8 +228,32 @@ class Job:
         return SparkRuntime(self._spark, checkpoint_location=str(o.checkpoint),
                             batch_sizes=[self.batch_size] if self.batch_size else None)
 
-    def _local_runtime(self, o: Output) -> Any:
-        return _MeasuredLocalRuntime(self, o)
+    def _local_jobs(self) -> list[tuple[Output, Any]]:
+        return [(o, local_output_job(o, self.batch_size)) for o in self.outs]
+
+    def _run_local(self, until_idle: bool, interval: float) -> None:
+        """Each output's new input as micro-batches, pass after pass, until idle or stopped."""
+        jobs = self._local_jobs()
+        with self.stop, self.display:
+            while True:
+                for o, job in jobs:
+                    self.current = o
+                    while not self.stop.requested.is_set() and job.step(
+                            lambda b, s, done, o=o, job=job: self._on_local_batch(o, job, b, s,
+                                                                                  done)):
+                        pass
+                if until_idle or all(job.finished for _, job in jobs) or \
+                        self.stop.requested.wait(interval):
+                    return
+
+    def _on_local_batch(self, o: Output, job: Any, batch: int, seconds: float,
+                        done: Any) -> None:
+        metrics: dict[str, Any] = {}
+        for g, frame in done.ingress.items():
+            metrics |= frame_metrics(job.groups[g].names, frame)
+        self.progress.add_batch(o.name, batch, seconds, metrics)
+        self._count_rows(o.name)
+        self.display.refresh()
 
     def _on_spark_batch(self, p: Any) -> None:
         name = self.query_names.get(str(p.id)) or (self.current.name if self.current else "?")
@@ -248,8 +274,7 @@ class Job:
 
     def run(self, until_idle: bool, interval: float) -> None:
         if self.runtime == "local":
-            with self.stop, self.display:
-                run_pass(self.outs, self._local_runtime, self.stop, self._started)
+            self._run_local(until_idle, interval)
             return
         from cti.runtime.spark import get_spark
 
@@ -296,52 +321,26 @@ def _Listener(job: Job) -> Any:  # noqa: N802 - a class made on demand (pyspark 
     return Listener()
 
 
-class _MeasuredLocalRuntime:
-    """The in-process runtime, one pass, reporting each micro-batch as it is written: its time
-    and its inputs' metrics computed from its ingress rows (the numbers Spark reports)."""
+def local_output_job(o: Output, batch_size: int | None) -> Any:
+    """An output on the in-process engine (``cti.cli.local_job``): a query's events, a plain
+    stream's own output, or an input's dead letters (from its ingress rows)."""
+    from cti.cli.local_job import LocalOutputJob
+    from cti.engine.layout import out_rows_from_pandas
+    from cti.operators.output import deliver, step_table
+    from cti.query import CepStream
 
-    def __init__(self, job: Job, output: Output) -> None:
-        from cti.runtime.local import LocalRuntime
+    adapter = o.factory.create(o.config, o.stream.shape)
+    if o.dead_letters_of is not None:
+        group = o.stream.ingress_group()
+        binding = o.query().output_binding(group)
 
-        self.job, self.output = job, output
-        self.inner = LocalRuntime([job.batch_size] if job.batch_size else None)
-
-    def _report(self, batch_id: int, seconds: float, metrics: dict[str, Any]) -> None:
-        self.job.progress.add_batch(self.output.name, batch_id, seconds, metrics)
-        self.job._count_rows(self.output.name)
-        self.job.display.refresh()
-
-    def write(self, group: Any, outputs: Any) -> None:
-        from cti.engine.layout import out_rows_from_pandas
-
-        adapters = [o.factory.create(o.config, o.shape) for o in outputs]
-        t0 = time.perf_counter()
-        for batch_id, frame in enumerate(self.inner._frames(group)):
-            out = out_rows_from_pandas(frame)
-            for o, adapter in zip(outputs, adapters, strict=True):
-                selected = o.select(out)
-                if selected:
-                    adapter.write(selected, batch_id)
-            self._report(batch_id, time.perf_counter() - t0, frame_metrics(group.names, frame))
-            t0 = time.perf_counter()
-        for adapter in adapters:
-            adapter.close()
-
-    def write_query(self, bound: Any) -> None:
-        from cti.operators.output import deliver, step_table
-        from cti.runtime.base import queries_inputs
-
-        groups, _ = queries_inputs([bound.stream])
-        adapter = bound.factory.create(bound.config, bound.stream.shape)
-        t0 = time.perf_counter()
-        for batch_id, done in enumerate(self.inner.query_steps(bound.stream, with_inputs=True)):
-            deliver(adapter, step_table(done.events, done.ctis), batch_id)
-            metrics: dict[str, Any] = {}
-            for g, frame in done.ingress.items():
-                metrics |= frame_metrics(groups[g].names, frame)
-            self._report(batch_id, time.perf_counter() - t0, metrics)
-            t0 = time.perf_counter()
-        adapter.close()
+        def write(done: Any, batch: int) -> None:
+            adapter.write(binding.select(out_rows_from_pandas(done.ingress[0])), batch)
+    else:
+        def write(done: Any, batch: int) -> None:
+            deliver(adapter, step_table(done.events, done.ctis), batch)
+    query = o.stream.as_query() if isinstance(o.stream, CepStream) else o.stream
+    return LocalOutputJob(query, write, o.checkpoint, batch_size)
 
 
 # ---- the command ------------------------------------------------------------------------------
@@ -351,7 +350,7 @@ class _MeasuredLocalRuntime:
 @click.argument("query_file", type=click.Path(path_type=Path))
 @click.option("--runtime", type=click.Choice(["spark", "local"]), default="spark",
               show_default=True, help="Spark (embedded local[*] unless --master or an active "
-              "session) or the in-process runtime (one pass over the input).")
+              "session) or the in-process runtime (the same engine in this process).")
 @click.option("--master", help="Spark master URL (default: $CTI_SPARK_MASTER or local[*]).")
 @click.option("--checkpoint", type=click.Path(path_type=Path),
               help="Checkpoint folder (default: OUTPUT/_checkpoints, or a temporary one).")
@@ -376,10 +375,6 @@ def run(query_file: Path, runtime: str, master: str | None, checkpoint: Path | N
     stream) and write each one, and each input's dead letters."""
     if runtime == "local" and master:
         raise click.UsageError("--master is for --runtime spark")
-    if runtime == "local" and not until_idle:
-        click.echo("--runtime local: one pass over the input available now (it keeps no "
-                   "checkpoint, so it neither resumes nor watches live input: that is "
-                   "--runtime spark)", err=True)
     try:
         streams = load_streams(query_file)
     except QueryFileError as exc:
@@ -391,12 +386,12 @@ def run(query_file: Path, runtime: str, master: str | None, checkpoint: Path | N
         checkpoint = (output / "_checkpoints" if output is not None
                       else Path(tempfile.mkdtemp(prefix="cti-run-")))
     outs = _outputs(streams, output, checkpoint)
-    _check_fresh(outs, output, resumable=runtime == "spark")
+    _check_fresh(outs, output)
     progress = RunProgress()
     display = Display(progress, live={"auto": None, "live": True, "log": False}[progress_mode])
     job = Job(outs, runtime, master, batch_size, display, progress)
     try:
-        job.run(until_idle or runtime == "local", interval)
+        job.run(until_idle, interval)
         dead = _summary(job, outs, output)
     except Exception as exc:
         raise user_error(exc, query_file, debug) from None
