@@ -105,6 +105,8 @@ def test_run_local_writes_delta_tables_and_logs_progress(tmp_path):
     assert again.exit_code == 0 and "micro-batch" not in again.stderr, again.output
     for name, rows in want.items():
         assert len(delta(out / name)) == rows
+    other = CliRunner().invoke(main, ["run", str(path), "--output", str(out)])  # on Spark
+    assert other.exit_code == 1 and "checkpoint of a --runtime local run" in other.output
     shutil.rmtree(out / "_checkpoints")
     refused = CliRunner().invoke(main, ["run", str(path), "--runtime", "local",
                                         "--output", str(out)])

@@ -141,22 +141,25 @@ def _dead_letter_inputs(streams: Any) -> list[Any]:
     return list(found.values())
 
 
-def _check_fresh(outs: list[Output], output: Path | None) -> None:
+def _check_fresh(outs: list[Output], output: Path | None, runtime: str) -> None:
     """A run that cannot resume an output's checkpoint must not write into an existing table
-    (its batch ids would start again at 0 and be skipped as written)."""
+    (its batch ids would start again at 0 and be skipped as written); nor may one runtime
+    resume the other's checkpoint (they keep different things)."""
     from cti.cli.local_job import CHECKPOINT
 
-    if output is None:
-        return
     for o in outs:
-        table = output / o.name
-        started = any((o.checkpoint / "commits").glob("[0-9]*")) or \
-            (o.checkpoint / CHECKPOINT).exists()
-        if table.exists() and not started:
+        spark = any((o.checkpoint / "commits").glob("[0-9]*"))
+        local = (o.checkpoint / CHECKPOINT).exists()
+        if (spark, local) == (runtime == "local", runtime == "spark"):
+            other = "spark" if spark else "local"
             raise click.ClickException(
-                f"{table} exists and there is no checkpoint to resume from in {o.checkpoint}: "
-                "remove it or use another --output, or pass the --checkpoint of the run that "
-                "wrote it")
+                f"{o.checkpoint} is the checkpoint of a --runtime {other} run: resume it with "
+                f"--runtime {other}, or start afresh with another --output or --checkpoint")
+        if output is not None and (output / o.name).exists() and not (spark or local):
+            raise click.ClickException(
+                f"{output / o.name} exists and there is no checkpoint to resume from in "
+                f"{o.checkpoint}: remove it or use another --output, or pass the --checkpoint "
+                "of the run that wrote it")
 
 
 # ---- running ----------------------------------------------------------------------------------
@@ -386,7 +389,7 @@ def run(query_file: Path, runtime: str, master: str | None, checkpoint: Path | N
         checkpoint = (output / "_checkpoints" if output is not None
                       else Path(tempfile.mkdtemp(prefix="cti-run-")))
     outs = _outputs(streams, output, checkpoint)
-    _check_fresh(outs, output)
+    _check_fresh(outs, output, runtime)
     progress = RunProgress()
     display = Display(progress, live={"auto": None, "live": True, "log": False}[progress_mode])
     job = Job(outs, runtime, master, batch_size, display, progress)
