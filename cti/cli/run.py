@@ -14,6 +14,7 @@ current micro-batch). See docs/cli.md.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import signal
@@ -241,9 +242,8 @@ class Job:
             while True:
                 for o, job in jobs:
                     self.current = o
-                    while not self.stop.requested.is_set() and job.step(
-                            lambda b, s, done, o=o, job=job: self._on_local_batch(o, job, b, s,
-                                                                                  done)):
+                    report = functools.partial(self._on_local_batch, o, job)
+                    while not self.stop.requested.is_set() and job.step(report):
                         pass
                 if until_idle or all(job.finished for _, job in jobs) or \
                         self.stop.requested.wait(interval):
