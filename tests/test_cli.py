@@ -359,7 +359,8 @@ def test_an_input_whose_rows_are_all_invalid_ends_with_a_warning(tmp_path):
 MISTAKES = '''
 from datetime import datetime, timedelta
 
-from cti import AdvanceTimeSettings, Application, CepStream, EventShape, PointEvent, agg
+from cti import (AdvanceTimeSettings, Application, CepStream, EventShape, InvalidInput,
+                 PointEvent, agg)
 from cti.io.files import CsvInputAdapterFactory, FileInputConfig
 from cti.io.memory import MemoryInputAdapterFactory
 
@@ -373,7 +374,7 @@ def streams():
 '''
 
 
-@pytest.mark.parametrize("query, error, message", [  # (a null key: no frame of the user's)
+@pytest.mark.parametrize("query, error, message", [  # (a null key, bad input: no user frame)
     ('s.group_by("kk")', "UnknownFieldError", "stream 's' has no field 'kk'"),
     ("s.where(lambda p: p['w'] > 1)", "KeyError", "cti: where on stream 's' raised KeyError"),
     ('s.group_by("k").apply(lambda g: g.tumbling_window("1s").aggregate(n=agg.count()))',
@@ -384,6 +385,9 @@ def streams():
      "naive datetime"),
     ('CepStream.create("f", CsvInputAdapterFactory(), FileInputConfig("nope.csv", "t"), '
      '"point", application=Application())', "BindingError", "input file nope.csv does not exist"),
+    ('CepStream.create("m", MemoryInputAdapterFactory(), [InvalidInput("no time", "x,y")], '
+     '"point", AdvanceTimeSettings.increasing_start_time(), application=Application())',
+     "BadInputError", "stream 'm'"),
 ])
 def test_mistakes_print_the_message_and_the_users_frame(tmp_path, query, error, message):
     path = tmp_path / "mistake.py"
@@ -393,7 +397,7 @@ def test_mistakes_print_the_message_and_the_users_frame(tmp_path, query, error, 
     assert f"Error: {error}: " in result.output and message in result.output
     assert "Traceback" not in result.output and "site-packages" not in result.output
     frame = re.search(rf'File "{re.escape(str(path))}", line \d+', result.output)
-    assert bool(frame) == (error != "NullKeyError"), result.output
+    assert bool(frame) == (error not in ("NullKeyError", "BadInputError")), result.output
     assert "--debug shows the traceback" in result.output
     debug = CliRunner().invoke(main, ["run", str(path), "--runtime", "local", "--debug"])
     assert debug.exit_code == 1 and type(debug.exception).__name__ == error
