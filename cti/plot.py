@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -360,18 +360,100 @@ def draw_panel(ax: Axes, picture: StreamPicture, tid: str) -> None:
     if yd:
         times = [t for e in picture.events for t in (e.original, e.assigned) if _finite(t)]
         _date_axis(ax.yaxis, max(times) - min(times))
+    _own_range(ax, [e.x for e in picture.events], xd, "x")
+    _own_range(ax, [t for e in picture.events for t in (e.original, e.assigned)], yd, "y")
     ax.grid(True, color="0.92")
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
 
 
+_MINUTE = 60_000_000
+
+
+def _own_range(ax: Axes, ticks: Iterable[int | None], dates: bool, which: str) -> None:
+    """An axis whose times are all one time (reference data loaded at once) spans a minute
+    either side of it, not the years matplotlib widens a single date to."""
+    finite = {t for t in ticks if _finite(t)}
+    if len(finite) == 1:
+        (t,) = finite
+        lo, hi = _coords([t - _MINUTE, t + _MINUTE], dates)
+        (ax.set_xlim if which == "x" else ax.set_ylim)(lo, hi)
+
+
+def _label(payload: Any, fields: Sequence[str]) -> str:
+    return ", ".join(f"{f}={payload.get(f)}" for f in fields)[:40] or "events"
+
+
+def _row_fields(events: Sequence[Any], most: int = 12) -> list[str]:
+    """The payload fields that name a result's row (a group's key, a booth): the text fields
+    with a few values (2 to ``most``), at most two; without one, the integer field with the
+    most values up to ``most``."""
+    values: dict[str, set[Any]] = {}
+    for e in events:
+        for k, v in (e.payload or {}).items():
+            if isinstance(v, str | int) and not isinstance(v, bool):
+                values.setdefault(k, set()).add(v)
+    few = {k: v for k, v in values.items() if 2 <= len(v) <= most}
+    texts = sorted(k for k, v in few.items() if all(isinstance(x, str) for x in v))
+    if texts:
+        return texts[:2]
+    return sorted(few, key=lambda k: (-len(few[k]), k))[:1]
+
+
+def draw_results(ax: Axes, name: str, items: Sequence[Any]) -> None:
+    """A query's output: each event's lifetime as a bar from its start to its end (a point
+    as a dot), a row per value of its text fields (a group's key, a join's names), the
+    output CTIs as ticks along the top; numbers written beside the bars when there are few."""
+    from cti.events import Cti
+
+    events = [i for i in items if hasattr(i, "start")]
+    ctis = [i.time for i in items if isinstance(i, Cti) and _finite(i.time)]
+    texts = _row_fields(events)
+    rows = sorted({_label(e.payload or {}, texts) for e in events})
+    at = {label: k for k, label in enumerate(rows)}
+    times = [t for e in events for t in (e.start, getattr(e, "end", None)) if _finite(t)]
+    dates = _axis(times + ctis)
+    for e in events:
+        y = at[_label(e.payload or {}, texts)]
+        end = getattr(e, "end", None)
+        start = _coords([e.start], dates)[0]
+        if _finite(end) and end > e.start + 1:
+            ax.plot(_coords([e.start, end], dates), [y, y], color="C0", lw=5,
+                    solid_capstyle="butt", alpha=0.8)
+        else:
+            ax.plot([start], [y], "o", color="C0", ms=5)
+        if len(events) <= 60:
+            numbers = ", ".join(f"{v:g}" if isinstance(v, float) else str(v)
+                                for v in (e.payload or {}).values()
+                                if isinstance(v, int | float) and not isinstance(v, bool))
+            ax.annotate(numbers, (start, y), xytext=(2, 5), textcoords="offset points",
+                        fontsize=6)
+    top = max(len(rows), 1) - 0.45
+    if ctis:  # a tick per output CTI along the top (there may be one per input event)
+        ax.plot(_coords(ctis, dates), [top] * len(ctis), "|", color="k", ms=8,
+                label="output CTI")
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    ax.set_yticks(range(len(rows)), rows, fontsize=7)
+    ax.set_ylim(-0.7, top + 0.25)
+    ax.set_title(f"{name}: {len(events)} results, their lifetimes", fontsize=9, loc="left")
+    ax.set_xlabel("application time", fontsize=8)
+    ax.tick_params(labelsize=7)
+    if dates:
+        _date_axis(ax.xaxis)
+    _own_range(ax, times, dates, "x")
+    ax.grid(True, color="0.92")
+
+
 def plot_time(source: Any, path: str | os.PathLike[str] | None = None, *,
               streams: Sequence[str] | None = None, title: str | None = None,
-              max_steps: int = 2000) -> Figure:
+              max_steps: int = 2000, results: Mapping[str, Sequence[Any]] | None = None
+              ) -> Figure:
     """Draw the input streams that ``source`` (a bound stream, a query, or several) reads:
     per event, application time against arrival time; the CTI line (and, with an
     event-ordering policy, each timeline's watermark) as steps; adjusted events as an arrow
     from the time they came with to the time they were given; dropped events as crosses; one
     panel per partition or substream. ``streams`` names the inputs to draw (default all).
+    ``results`` (name -> a query's output items, such as ``query.collect()``) adds a panel
+    per query below the inputs: its events' lifetimes (``draw_results``).
     With ``path`` (``.png`` or ``.svg``) the figure is also written there."""
     from matplotlib.figure import Figure
 
@@ -382,10 +464,14 @@ def plot_time(source: Any, path: str | os.PathLike[str] | None = None, *,
             raise ValueError(f"plot path {os.fspath(path)!r}: the file name ends in .png or .svg")
     pictures = stream_pictures(source, streams, max_steps)
     panels = [(p, tid) for p in pictures for tid in p.timelines]
-    figure = Figure(figsize=(9, 0.6 + 2.9 * len(panels)), layout="constrained")
-    axes = figure.subplots(len(panels), 1, squeeze=False)[:, 0]
-    for ax, (picture, tid) in zip(axes, panels, strict=True):
+    results = dict(results or {})
+    figure = Figure(figsize=(9, 0.6 + 2.9 * (len(panels) + len(results))),
+                    layout="constrained")
+    axes = figure.subplots(len(panels) + len(results), 1, squeeze=False)[:, 0]
+    for ax, (picture, tid) in zip(axes, panels, strict=False):
         draw_panel(ax, picture, tid)
+    for ax, (name, items) in zip(axes[len(panels):], results.items(), strict=True):
+        draw_results(ax, name, items)
     if title:
         figure.suptitle(title, fontsize=11)
     if path is not None:

@@ -169,7 +169,9 @@ class AdvanceTimeSettings:
     @classmethod
     def unordered_start_time(cls, delay: DurationLike) -> AdvanceTimeSettings:
         """A CTI at every event, ``delay`` behind the largest start (tolerates that disorder)."""
-        return cls(AdvanceTimeGenerationSettings(1, delay, True), None, AdvanceTimePolicy.DROP)
+        count = to_duration_ticks(delay, "AdvanceTimeSettings.unordered_start_time: delay")
+        return cls(AdvanceTimeGenerationSettings(1, ticks(count), True), None,
+                   AdvanceTimePolicy.DROP)
 
 
 @attrs.frozen

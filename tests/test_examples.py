@@ -32,3 +32,12 @@ def test_example_runs_in_process(path):
 def test_quickstart_on_embedded_spark():
     out = run_example(ROOT / "examples" / "quickstart.py")
     assert "registrations imported all" in out and "runtime: spark" in out
+
+
+@pytest.mark.spark
+def test_sensors_job_on_spark():
+    """``cti run`` of the sensors job on Spark: its dead letters, counts and averages (the
+    example checks them against the file and the in-process run)."""
+    out = run_example(ROOT / "examples" / "sensors_job.py", "--runtime", "spark")
+    assert "input readings: 222 rows, 3 invalid, 3 dead letters" in out
+    assert "runtime: spark: checked" in out

@@ -24,11 +24,12 @@ from cti import (
     EventOrderingPolicy,
     EventShape,
     PointEvent,
+    agg,
 )
+from cti.cli.plot import plot
+from cti.cli.query_file import QueryFileError, load_streams
 from cti.io.memory import MemoryInputAdapterFactory
 from cti.plot import plot_time, stream_pictures
-from cti.plot_command import plot
-from cti.query_file import QueryFileError, load_streams
 from cti.time import MAX_TIME
 
 
@@ -210,15 +211,17 @@ def query_file(tmp_path, expose):
 
 
 @pytest.mark.parametrize("expose", [
-    'STREAMS = {"kept": readings.where(lambda e: e.payload["k"] == "a"), "other": other}',
+    'STREAMS = {"kept": readings.where(lambda p: p["k"] == "a"), "other": other}',
     'def streams():\n    return {"kept": readings.where(lambda e: True), "other": other}',
 ])
 def test_plot_command_draws_every_input(tmp_path, expose):
     path, out = query_file(tmp_path, expose), tmp_path / "time.svg"
-    result = CliRunner().invoke(plot, [str(path), "--out", str(out)])
+    result = CliRunner().invoke(plot, [str(path), "--out", str(out), "--no-results"])
     assert result.exit_code == 0, result.output
     assert result.output == f"wrote {out}: readings, other (2 panels)\n"
     assert "<svg" in out.read_text()
+    result = CliRunner().invoke(plot, [str(path), "--out", str(out)])  # and the query's results
+    assert result.output == f"wrote {out}: readings, other, kept (3 panels)\n"
 
 
 def test_plot_command_one_input_and_the_errors(tmp_path):
@@ -269,3 +272,54 @@ def test_docs_show_a_picture_of_every_conformance_case(tmp_path):
     assert sorted(p.name for p in (root / "docs" / "images").glob("*.png")) == cases
     page = (root / "docs" / "plots.md").read_text()
     assert sorted(re.findall(r"\(images/([\w.]+\.png)\)", page)) == cases
+
+
+def test_results_are_drawn_as_lifetimes_beside_the_inputs(tmp_path):
+    """A window query's panel: a bar per result from its start to its end, a row per group,
+    an output CTI tick per finite CTI; a reference input loaded at one time spans two
+    minutes around it, not years."""
+    from cti import (
+        AdvanceTimeImportSettings,
+        AdvanceTimePolicy,
+        AdvanceTimeSettings,
+        WindowOutputPolicy,
+    )
+    from cti.io.reference import reference_data
+
+    t0 = 1_700_000_000_000_000
+    app = Application()
+    s = CepStream.create("s", MemoryInputAdapterFactory(),
+                         [PointEvent(t0 + k * 7_000_000, {"g": "ab"[k % 2], "v": k})
+                          for k in range(20)], EventShape.POINT,
+                         AdvanceTimeSettings.increasing_start_time(), application=app)
+    ref = CepStream.create("ref", MemoryInputAdapterFactory(),
+                           reference_data([{"g": "a"}, {"g": "b"}], t0), EventShape.EDGE,
+                           AdvanceTimeSettings(import_settings=AdvanceTimeImportSettings("s"),
+                                               policy=AdvanceTimePolicy.ADJUST),
+                           application=app)
+    joined = s.join(ref, on="g")
+    q = joined.group_by("g").apply(lambda w: w.tumbling_window(
+        "30s", output_policy=WindowOutputPolicy.CLIP_TO_WINDOW_END).aggregate(n=agg.count()))
+    results = {"joined": joined.collect("local"), "q": q.collect("local")}
+    figure = plot_time([q], results=results)
+    ref_ax = figure.axes[1]
+    for ax, (name, items) in zip(figure.axes[2:], results.items(), strict=True):
+        events = [e for e in items if hasattr(e, "start")]
+        long = [e for e in events if e.end is not None and e.end < MAX_TIME
+                and e.end > e.start + 1]
+        bars = [line for line in ax.get_lines() if len(line.get_xdata()) == 2]
+        dots = [line for line in ax.get_lines() if line.get_marker() == "o"]
+        assert (len(bars), len(dots)) == (len(long), len(events) - len(long))
+        assert ax.get_title(loc="left").startswith(f"{name}: {len(events)} results")
+        assert [t.get_text() for t in ax.get_yticklabels()] == ["g=a", "g=b"]
+        for line, e in zip(bars, long, strict=True):
+            assert list(line.get_xdata()) == pytest.approx(
+                [date2num(np.datetime64(t, "us")) for t in (e.start, e.end)])
+        ticks = [line for line in ax.get_lines() if line.get_marker() == "|"]
+        finite = [i for i in items if isinstance(i, Cti) and i.time < MAX_TIME]
+        assert len(ticks[0].get_xdata()) == len(finite) > 0
+    assert any(len([line for line in ax.get_lines() if len(line.get_xdata()) == 2])
+               for ax in figure.axes[2:])  # (the windows' results are intervals)
+    low, high = ref_ax.get_ylim()
+    assert high - low == pytest.approx(date2num(np.datetime64(t0 + 60_000_000, "us"))
+                                       - date2num(np.datetime64(t0 - 60_000_000, "us")))

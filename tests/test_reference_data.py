@@ -4,6 +4,8 @@ fast stream whose CTIs the reference stream imports, on both runtimes."""
 from __future__ import annotations
 
 import json
+import re
+from datetime import UTC, datetime
 
 import pytest
 
@@ -115,3 +117,16 @@ def test_the_columnar_read_gives_the_rows_one_by_one_gives(tmp_path, fmt, text, 
         columnar = _in_table(adapter.read_frame(start, end), 3, start)
         assert columnar.to_pylist() == one_by_one.to_pylist(), (start, end)
     assert one_by_one.num_rows == 0 and n >= 4
+
+
+@pytest.mark.parametrize("call, make", [
+    ("reference_data: load_time", lambda t: reference_data([{"a": 1}], t)),
+    ("ReferenceDataConfig: load_time", lambda t: ReferenceDataConfig("devices.csv", t)),
+])
+def test_a_naive_load_time_is_refused_naming_the_call(call, make):
+    """The message names the call and its parameter (it once read ``time:``)."""
+    with pytest.raises(InvalidSettingsError, match=re.escape(
+            f"{call}: naive datetime 2014-12-11T00:00:00 has no time zone")) as caught:
+        make(datetime(2014, 12, 11))
+    assert "Application(time_zone" not in str(caught.value)  # (no application applies)
+    assert make(datetime(2014, 12, 11, tzinfo=UTC)) is not None

@@ -106,7 +106,7 @@ def _stream(app=None):
     ("AdvanceTimeGenerationSettings duration",
      lambda s: AdvanceTimeGenerationSettings(duration=3)),
     ("AdvanceTimeGenerationSettings delay", lambda s: AdvanceTimeGenerationSettings(1, 3)),
-    ("AdvanceTimeGenerationSettings delay",
+    ("AdvanceTimeSettings.unordered_start_time: delay",
      lambda s: AdvanceTimeSettings.unordered_start_time(3)),
     ("EventOrderingPolicy late_arrival_tolerance",
      lambda s: EventOrderingPolicy(late_arrival_tolerance=3)),

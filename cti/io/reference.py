@@ -46,17 +46,24 @@ NULL = MIN_TIME  # a missing time in cti's row form
 FORMATS = ("json", "csv")
 
 
-def _load_time(value: TimeLike) -> int:
-    ticks = to_ticks(value)
+_LOAD_HINT = ("give it a tzinfo (timezone.utc, ZoneInfo('Europe/Paris')); a load time is read "
+              "before the data is bound, so no application's time zone applies")
+
+
+def _load_time(value: TimeLike, where: str = "ReferenceDataConfig: load_time") -> int:
+    try:
+        ticks = to_ticks(value, where=where, hint=_LOAD_HINT)
+    except (TypeError, ValueError) as exc:
+        raise InvalidSettingsError(str(exc)) from None
     if ticks in (MIN_TIME, MAX_TIME):
-        raise InvalidSettingsError("a reference data load time must be a finite time")
+        raise InvalidSettingsError(f"{where}: a reference data load time must be a finite time")
     return ticks
 
 
 def reference_data(rows: Iterable[Mapping[str, Any]], load_time: TimeLike) -> list[Arriving]:
     """Rows as start edges at ``load_time`` that never end, arriving at ``load_time`` (a
     ``MemoryInputAdapterFactory`` config for an ``EventShape.EDGE`` stream)."""
-    t = _load_time(load_time)
+    t = _load_time(load_time, "reference_data: load_time")
     return [Arriving(EdgeEvent.start_edge(t, dict(row)), t) for row in rows]
 
 

@@ -4,15 +4,16 @@
 ``<stream>.<metric>`` as Spark's query progress reports them, or the same computed in process)
 per input stream, the rows each output holds, and the latest micro-batch's time. It shows them
 as a table refreshed in place on a terminal (``rich``), or one log line per micro-batch
-otherwise.
+otherwise, with that micro-batch's own counts.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
 import attrs
@@ -36,6 +37,19 @@ class InputProgress:
     def events(self) -> int:
         return sum(self.counts[k] for k in INPUT_STATUSES)
 
+    @property
+    def invalid(self) -> int:
+        return self.counts["invalid"]
+
+    def add(self, metric: str, value: int) -> None:
+        """One micro-batch's value of ``metric`` (a count, ``watermark`` or its delay)."""
+        if metric in self.counts:
+            self.counts[metric] += value
+        elif metric == "watermark" and value < MAX_TIME:
+            self.watermark = max(value, self.watermark or value)
+        elif metric == "watermark_delay":
+            self.delay = value
+
 
 @attrs.define
 class RunProgress:
@@ -46,28 +60,34 @@ class RunProgress:
     rows: dict[str, int] = attrs.Factory(dict)
     batches: dict[str, int] = attrs.Factory(dict)
     last: tuple[str, int, float] | None = None  # (output, batch id, seconds) of the latest
+    batch_inputs: dict[str, InputProgress] = attrs.Factory(dict)  # the latest one's inputs
+    batch_rows: int | None = None  # the rows the latest micro-batch wrote, once known
+    seen: int = 0  # micro-batches added
     lock: threading.Lock = attrs.field(factory=threading.Lock, repr=False)
 
     def add_batch(self, output: str, batch_id: int, seconds: float,
                   metrics: Mapping[str, Any]) -> None:
         """One micro-batch of ``output``'s query: its ``<stream>.<metric>`` values."""
         with self.lock:
+            self.batch_inputs = {}
             for key, value in metrics.items():
                 stream, _, metric = key.rpartition(".")
                 if not stream or value is None:
                     continue
-                entry = self.inputs.setdefault((output, stream), InputProgress())
-                if metric in entry.counts:
-                    entry.counts[metric] += int(value)
-                elif metric == "watermark" and int(value) < MAX_TIME:
-                    entry.watermark = max(int(value), entry.watermark or int(value))
-                elif metric == "watermark_delay":
-                    entry.delay = int(value)
+                for entry in (self.inputs.setdefault((output, stream), InputProgress()),
+                              self.batch_inputs.setdefault(stream, InputProgress())):
+                    entry.add(metric, int(value))
             self.batches[output] = self.batches.get(output, 0) + 1
             self.last = (output, batch_id, seconds)
+            self.batch_rows = None
+            self.seen += 1
 
     def set_rows(self, output: str, rows: int) -> None:
+        """The rows ``output``'s table holds now; right after its micro-batch, the difference
+        is that micro-batch's."""
         with self.lock:
+            if self.last and self.last[0] == output and self.batch_rows is None:
+                self.batch_rows = rows - self.rows.get(output, 0)
             self.rows[output] = rows
 
     def per_input(self) -> dict[str, InputProgress]:
@@ -81,23 +101,26 @@ class RunProgress:
 
     # ---- display ------------------------------------------------------------------------------
 
-    def lines(self) -> list[str]:
-        """The latest micro-batch and the output rows, then a line per input (the log)."""
-        head = []
-        if self.last:
-            output, batch, seconds = self.last
-            head.append(f"{output} micro-batch {batch}: {seconds:.2f} s")
+    def line(self) -> str:
+        """The latest micro-batch as one log line: its output's rows written by it (and in
+        all), and each input's counts in it (``add_batch``'s metrics are a micro-batch's)."""
         with self.lock:
-            head.append("rows: " + ", ".join(f"{name} {rows}"
-                                              for name, rows in self.rows.items()))
-        lines = ["; ".join(head)]
-        for name, p in self.per_input().items():
+            last, batch = self.last, self.batch_inputs
+            rows = self.rows.get(last[0], 0) if last else 0
+            new = self.batch_rows
+        if last is None:
+            return "waiting for the first micro-batch"
+        output, batch_id, seconds = last
+        parts = [f"{output} micro-batch {batch_id}: {seconds:.2f} s, "
+                 f"{'?' if new is None else new} rows out ({rows} in all)"]
+        for name, p in batch.items():
             c = p.counts
-            lines.append(f"  {name}: {p.events} events in, watermark {_time(p.watermark)}"
+            parts.append(f"{name}: {p.events} in, invalid {c['invalid']}, watermark "
+                         f"{_time(p.watermark)}"
                          f"{'' if p.delay is None else f' (delay {p.delay / 1e6:g} s)'}, "
                          f"late {c['late']}, early {c['early']}, out of order "
                          f"{c['out_of_order']}, dropped {c['dropped']}")
-        return lines
+        return "; ".join(parts)
 
     def table(self) -> Any:
         """The progress as rich renderables: inputs, outputs, the latest micro-batch."""
@@ -105,13 +128,13 @@ class RunProgress:
         from rich.table import Table
 
         inputs = Table(title="inputs", title_justify="left")
-        for col in ("stream", "events in", "watermark (CTI)", "delay", "late", "early",
-                    "out of order", "dropped"):
+        for col in ("stream", "events in", "invalid", "watermark (CTI)", "delay", "late",
+                    "early", "out of order", "dropped"):
             inputs.add_column(col, justify="left" if col in ("stream", "watermark (CTI)")
                               else "right")
         for name, p in self.per_input().items():
             c = p.counts
-            inputs.add_row(name, str(p.events), _time(p.watermark),
+            inputs.add_row(name, str(p.events), str(c["invalid"]), _time(p.watermark),
                            "-" if p.delay is None else f"{p.delay / 1e6:g} s", str(c["late"]),
                            str(c["early"]), str(c["out_of_order"]), str(c["dropped"]))
         outputs = Table(title="outputs", title_justify="left")
@@ -140,6 +163,7 @@ class Display:
         self.stream = stream or sys.stderr
         self.live = self.stream.isatty() if live is None else live
         self._rich: Any = None
+        self._logged = 0  # micro-batches logged
 
     def __enter__(self) -> Display:
         if self.live:
@@ -157,9 +181,38 @@ class Display:
             self._rich.__exit__(*exc)
 
     def refresh(self) -> None:
+        """Redraw the table; in log mode, a line for a micro-batch not logged yet."""
         if self._rich is not None:
             self._rich.update(self.progress.table())
-        else:
-            first, *rest = self.progress.lines()
-            print("\n".join([f"[{time.strftime('%H:%M:%S')}] {first}", *rest]),
-                  file=self.stream, flush=True)
+        elif self.progress.seen > self._logged:
+            self._logged = self.progress.seen
+            print(f"[{time.strftime('%H:%M:%S')}] {self.progress.line()}", file=self.stream,
+                  flush=True)
+
+
+def frame_metrics(names: Sequence[str], frame: Any) -> dict[str, Any]:
+    """A micro-batch's ingress metrics from its ingress output rows (a pandas frame of
+    ``OUT_COLUMNS``; ``weight``: rows each stands for, if there), as ``<stream>.<metric>``:
+    what ``cti.runtime.spark.metrics`` observes on Spark, computed in process."""
+    import numpy as np
+
+    out: dict[str, Any] = {}
+    weight = frame["weight"].to_numpy() if "weight" in frame else np.ones(len(frame), np.int64)
+    stream, status = frame["stream"].to_numpy(), frame["status"].to_numpy(object)
+    reason, start = frame["reason"].to_numpy(object), frame["start"].to_numpy()
+    payload = frame["payload"].to_numpy(object)
+    for i, name in enumerate(names):
+        mine = stream == i
+        for key in INPUT_STATUSES:
+            out[f"{name}.{key}"] = int(weight[mine & (status == key)].sum())
+        judged = mine & np.isin(status, ("adjusted", "dropped"))
+        for r in ORDERING_REASONS:
+            out[f"{name}.{r}"] = int(weight[judged & (reason == r)].sum())
+        ctis = start[mine & (status == "cti")].astype(np.int64)
+        ctis = ctis[ctis < MAX_TIME]
+        out[f"{name}.watermark"] = int(ctis.max()) if len(ctis) else None
+        snaps = payload[mine & (status == "metrics")]
+        snap = json.loads(snaps[-1]) if len(snaps) else {}
+        if snap.get("arrival_clock") is not None and snap.get("cti") is not None:
+            out[f"{name}.watermark_delay"] = snap["arrival_clock"] - snap["cti"]
+    return out

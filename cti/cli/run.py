@@ -1,10 +1,11 @@
-"""The ``cti`` command: ``cti run QUERY.py`` runs a query file's streams as a job.
+"""``cti run QUERY.py``: runs a query file's streams as a job.
 
 ``cti run QUERY.py [--runtime spark|local] [--master M] [--checkpoint DIR] [--output DIR]
-[--until-idle]``: loads the streams the file names (``cti.query_file``), writes each to a Delta
+[--until-idle]``: loads the streams the file names (``cti.cli.query_file``), writes each to a Delta
 table ``DIR/<name>`` (``--output``; without it the rows are counted, not kept), and shows
 progress per input and output while it runs. On Spark each output is a streaming query with its
-own checkpoint ``<checkpoint>/<name>`` (by default ``DIR/_checkpoints``): running the same
+own checkpoint ``<checkpoint>/<name>`` (by default ``DIR/_checkpoints``; on the local runtime
+the in-process engine's, ``cti.cli.local_job``): running the same
 command again resumes where the last run stopped, exactly once (the Delta commits record the
 micro-batch ids). ``--until-idle`` stops once all available input is processed; otherwise the
 job looks for new input every ``--interval`` seconds until interrupted (Ctrl-C stops after the
@@ -13,13 +14,13 @@ current micro-batch). See docs/cli.md.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import signal
 import sys
 import tempfile
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -27,11 +28,16 @@ from typing import Any
 import attrs
 import click
 
-from cti.errors import CtiError
+from cti.cli.dead_letters import (
+    DEAD_LETTERS,
+    DeadLetterConfig,
+    DeadLetterOutputAdapterFactory,
+    read_dead_letters,
+)
+from cti.cli.errors import user_error
+from cti.cli.progress import Display, RunProgress, frame_metrics
+from cti.cli.query_file import QueryFileError, load_streams
 from cti.events import EventShape
-from cti.plot_command import plot
-from cti.progress import Display, RunProgress
-from cti.query_file import QueryFileError, load_streams
 
 BATCH_SIZE_ENV = "CTI_RUN_BATCH_SIZE"  # caps each source's micro-batches (tests, back-pressure)
 
@@ -78,6 +84,12 @@ class Output:
     config: Any
     checkpoint: Path
     rows: Callable[[], int]
+    dead_letters_of: str | None = None  # the input whose dead letters this writes
+
+    def query(self) -> Any:
+        if self.dead_letters_of is not None:
+            return self.stream.diagnostics_to(self.factory, self.config)
+        return self.stream.to(self.factory, self.config)
 
 
 def _delta_rows(path: Path) -> int:
@@ -91,6 +103,8 @@ def _counted_rows(path: Path) -> int:
 
 
 def _outputs(streams: dict[str, Any], output: Path | None, checkpoint: Path) -> list[Output]:
+    """The job's outputs: each stream, then the dead letters of each input that keeps them
+    (``on_bad_input="dead_letter"``)."""
     from cti.io.delta import DeltaOutputAdapterFactory, DeltaOutputConfig
 
     outs = []
@@ -104,23 +118,49 @@ def _outputs(streams: dict[str, Any], output: Path | None, checkpoint: Path) -> 
             path = checkpoint / "_counts" / name
             outs.append(Output(name, stream, CountingOutputAdapterFactory(), str(path),
                                checkpoint / name, lambda p=path: _counted_rows(p)))
+    for stream in _dead_letter_inputs(streams.values()):
+        name = f"{DEAD_LETTERS}/{stream.name}"
+        counted = output is None
+        path = (checkpoint / "_counts" if counted else output) / name
+        rows = (lambda p=path: _counted_rows(p)) if counted else \
+            (lambda p=path: read_dead_letters(p).num_rows)
+        outs.append(Output(name, stream, DeadLetterOutputAdapterFactory(),
+                           DeadLetterConfig(path, f"cti:{name}", counted), checkpoint / name,
+                           rows, stream.name))
     return outs
 
 
-def _check_fresh(outs: list[Output], output: Path | None, resumable: bool) -> None:
+def _dead_letter_inputs(streams: Any) -> list[Any]:
+    """The input streams the job's streams read that dead-letter bad rows, once each."""
+    from cti.query import CepStream
+
+    found: dict[int, Any] = {}
+    for s in streams:
+        for i in [s] if isinstance(s, CepStream) else s.inputs():
+            if i.dead_letter:
+                found.setdefault(id(i), i)
+    return list(found.values())
+
+
+def _check_fresh(outs: list[Output], output: Path | None, runtime: str) -> None:
     """A run that cannot resume an output's checkpoint must not write into an existing table
-    (its batch ids would start again at 0 and be skipped as written)."""
-    if output is None:
-        return
+    (its batch ids would start again at 0 and be skipped as written); nor may one runtime
+    resume the other's checkpoint (they keep different things)."""
+    from cti.cli.local_job import CHECKPOINT
+
     for o in outs:
-        table = output / o.name
-        started = resumable and any((o.checkpoint / "commits").glob("[0-9]*"))
-        if table.exists() and not started:
-            how = ("the local runtime does not resume a run: remove it or use another "
-                   "--output" if not resumable else
-                   f"there is no checkpoint to resume from in {o.checkpoint}: remove it or use "
-                   "another --output, or pass the --checkpoint of the run that wrote it")
-            raise click.ClickException(f"{table} exists and {how}")
+        spark = any((o.checkpoint / "commits").glob("[0-9]*"))
+        local = (o.checkpoint / CHECKPOINT).exists()
+        if (spark, local) == (runtime == "local", runtime == "spark"):
+            other = "spark" if spark else "local"
+            raise click.ClickException(
+                f"{o.checkpoint} is the checkpoint of a --runtime {other} run: resume it with "
+                f"--runtime {other}, or start afresh with another --output or --checkpoint")
+        if output is not None and (output / o.name).exists() and not (spark or local):
+            raise click.ClickException(
+                f"{output / o.name} exists and there is no checkpoint to resume from in "
+                f"{o.checkpoint}: remove it or use another --output, or pass the --checkpoint "
+                "of the run that wrote it")
 
 
 # ---- running ----------------------------------------------------------------------------------
@@ -158,7 +198,7 @@ def run_pass(outs: list[Output], make_runtime: Callable[[Output], Any], stop: St
         if stop.requested.is_set():
             return
         on_output(o)
-        o.stream.to(o.factory, o.config).run(make_runtime(o))
+        o.query().run(make_runtime(o))
 
 
 class Job:
@@ -192,8 +232,31 @@ class Job:
         return SparkRuntime(self._spark, checkpoint_location=str(o.checkpoint),
                             batch_sizes=[self.batch_size] if self.batch_size else None)
 
-    def _local_runtime(self, o: Output) -> Any:
-        return _MeasuredLocalRuntime(self, o)
+    def _local_jobs(self) -> list[tuple[Output, Any]]:
+        return [(o, local_output_job(o, self.batch_size)) for o in self.outs]
+
+    def _run_local(self, until_idle: bool, interval: float) -> None:
+        """Each output's new input as micro-batches, pass after pass, until idle or stopped."""
+        jobs = self._local_jobs()
+        with self.stop, self.display:
+            while True:
+                for o, job in jobs:
+                    self.current = o
+                    report = functools.partial(self._on_local_batch, o, job)
+                    while not self.stop.requested.is_set() and job.step(report):
+                        pass
+                if until_idle or all(job.finished for _, job in jobs) or \
+                        self.stop.requested.wait(interval):
+                    return
+
+    def _on_local_batch(self, o: Output, job: Any, batch: int, seconds: float,
+                        done: Any) -> None:
+        metrics: dict[str, Any] = {}
+        for g, frame in done.ingress.items():
+            metrics |= frame_metrics(job.groups[g].names, frame)
+        self.progress.add_batch(o.name, batch, seconds, metrics)
+        self._count_rows(o.name)
+        self.display.refresh()
 
     def _on_spark_batch(self, p: Any) -> None:
         name = self.query_names.get(str(p.id)) or (self.current.name if self.current else "?")
@@ -214,8 +277,7 @@ class Job:
 
     def run(self, until_idle: bool, interval: float) -> None:
         if self.runtime == "local":
-            with self.stop, self.display:
-                run_pass(self.outs, self._local_runtime, self.stop, self._started)
+            self._run_local(until_idle, interval)
             return
         from cti.runtime.spark import get_spark
 
@@ -262,86 +324,36 @@ def _Listener(job: Job) -> Any:  # noqa: N802 - a class made on demand (pyspark 
     return Listener()
 
 
-class _MeasuredLocalRuntime:
-    """The in-process runtime, one pass; its inputs' metrics computed from their ingress
-    results (the same numbers Spark reports per micro-batch)."""
+def local_output_job(o: Output, batch_size: int | None) -> Any:
+    """An output on the in-process engine (``cti.cli.local_job``): a query's events, a plain
+    stream's own output, or an input's dead letters (from its ingress rows)."""
+    from cti.cli.local_job import LocalOutputJob
+    from cti.engine.layout import out_rows_from_pandas
+    from cti.operators.output import deliver, step_table
+    from cti.query import CepStream
 
-    def __init__(self, job: Job, output: Output) -> None:
-        from cti.runtime.local import LocalRuntime
+    adapter = o.factory.create(o.config, o.stream.shape)
+    if o.dead_letters_of is not None:
+        group = o.stream.ingress_group()
+        binding = o.query().output_binding(group)
 
-        self.job, self.output = job, output
-        self.inner = LocalRuntime([job.batch_size] if job.batch_size else None)
-
-    def _measured(self, run: Callable[[], None], groups: list[Any]) -> None:
-        t0 = time.perf_counter()
-        run()
-        seconds = time.perf_counter() - t0
-        metrics: dict[str, Any] = {}
-        for group in groups:
-            metrics |= ingress_metrics(self.inner.run(group))
-        self.job.progress.add_batch(self.output.name, 0, seconds, metrics)
-        self.job._count_rows(self.output.name)
-        self.job.display.refresh()
-
-    def write(self, group: Any, outputs: Any) -> None:
-        self._measured(lambda: self.inner.write(group, outputs), [group])
-
-    def write_query(self, bound: Any) -> None:
-        from cti.runtime.base import queries_inputs
-
-        groups, _ = queries_inputs([bound.stream])
-        self._measured(lambda: self.inner.write_query(bound), groups)
-
-
-def ingress_metrics(result: Any) -> dict[str, Any]:
-    """An in-process ingress result's counts as ``<stream>.<metric>`` (Spark's names)."""
-    from cti.events import INPUT_STATUSES, ORDERING_REASONS, Cti
-    from cti.time import MAX_TIME
-
-    out: dict[str, Any] = {}
-    for name, s in result.streams.items():
-        for key in INPUT_STATUSES:
-            out[f"{name}.{key}"] = s.metrics.get(key, 0)
-        for reason in ORDERING_REASONS:
-            out[f"{name}.{reason}"] = sum(1 for d in s.diagnostics if d.reason == reason
-                                          and d.status in ("adjusted", "dropped"))
-        ctis = [i.time for i in s.items if isinstance(i, Cti) and i.time < MAX_TIME]
-        out[f"{name}.watermark"] = ctis[-1] if ctis else None
-        snap = s.ordering or {}
-        if snap.get("arrival_clock") is not None and snap.get("cti") is not None:
-            out[f"{name}.watermark_delay"] = snap["arrival_clock"] - snap["cti"]
-    return out
+        def write(done: Any, batch: int) -> None:
+            adapter.write(binding.select(out_rows_from_pandas(done.ingress[0])), batch)
+    else:
+        def write(done: Any, batch: int) -> None:
+            deliver(adapter, step_table(done.events, done.ctis), batch)
+    query = o.stream.as_query() if isinstance(o.stream, CepStream) else o.stream
+    return LocalOutputJob(query, write, o.checkpoint, batch_size)
 
 
 # ---- the command ------------------------------------------------------------------------------
 
 
-@click.group()
-def cli() -> None:
-    """cti: Microsoft StreamInsight's temporal model on Apache Spark."""
-
-
-cli.add_command(plot)
-
-
-def main() -> None:
-    """The console script: ``cli``, then an exit that skips interpreter teardown, where the
-    Rust and Arrow thread pools of ``deltalake`` can abort a finished run (delta-rs #2184)."""
-    try:
-        cli()
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
-
-
-@cli.command("run")
+@click.command("run")
 @click.argument("query_file", type=click.Path(path_type=Path))
 @click.option("--runtime", type=click.Choice(["spark", "local"]), default="spark",
               show_default=True, help="Spark (embedded local[*] unless --master or an active "
-              "session) or the in-process runtime (one pass over the input).")
+              "session) or the in-process runtime (the same engine in this process).")
 @click.option("--master", help="Spark master URL (default: $CTI_SPARK_MASTER or local[*]).")
 @click.option("--checkpoint", type=click.Path(path_type=Path),
               help="Checkpoint folder (default: OUTPUT/_checkpoints, or a temporary one).")
@@ -355,39 +367,64 @@ def main() -> None:
               default="auto", show_default=True,
               help="A table refreshed in place (live), a line per micro-batch (log), or live "
               "on a terminal and log otherwise (auto).")
+@click.option("--strict", is_flag=True,
+              help="Exit with status 1 if any input row was dead-lettered.")
+@click.option("--debug", is_flag=True, help="Show the whole traceback of an error.")
 @click.option("--batch-size", type=click.IntRange(min=1), envvar=BATCH_SIZE_ENV, hidden=True)
 def run(query_file: Path, runtime: str, master: str | None, checkpoint: Path | None,
         output: Path | None, until_idle: bool, interval: float, progress_mode: str,
-        batch_size: int | None) -> None:
+        strict: bool, debug: bool, batch_size: int | None) -> None:
     """Run the streams QUERY_FILE names (a function streams() or a mapping STREAMS of name ->
-    stream) and write each one."""
+    stream) and write each one, and each input's dead letters."""
     if runtime == "local" and master:
         raise click.UsageError("--master is for --runtime spark")
     try:
         streams = load_streams(query_file)
     except QueryFileError as exc:
         raise click.ClickException(str(exc)) from None
+    except Exception as exc:  # the query file's own code
+        raise user_error(exc, query_file, debug) from None
     temporary = checkpoint is None and output is None
     if checkpoint is None:
         checkpoint = (output / "_checkpoints" if output is not None
                       else Path(tempfile.mkdtemp(prefix="cti-run-")))
     outs = _outputs(streams, output, checkpoint)
-    _check_fresh(outs, output, resumable=runtime == "spark")
+    _check_fresh(outs, output, runtime)
     progress = RunProgress()
     display = Display(progress, live={"auto": None, "live": True, "log": False}[progress_mode])
     job = Job(outs, runtime, master, batch_size, display, progress)
     try:
-        job.run(until_idle or runtime == "local", interval)
-        stopped = " (stopped)" if job.stop.requested.is_set() else ""
-        for o in outs:
-            where = f" -> {output / o.name}" if output is not None else ""
-            click.echo(f"{o.name}: {o.rows()} rows{where}{stopped}")
-    except CtiError as exc:
-        raise click.ClickException(f"{type(exc).__name__}: {exc}") from None
+        job.run(until_idle, interval)
+        dead = _summary(job, outs, output)
+    except Exception as exc:
+        raise user_error(exc, query_file, debug) from None
     finally:
         if temporary:
             shutil.rmtree(checkpoint, ignore_errors=True)
+    if strict and dead:
+        raise click.ClickException(f"--strict: {dead} input rows were dead-lettered")
 
 
-if __name__ == "__main__":  # spark-submit .../cti/cli.py run QUERY.py ...
-    main()
+def _summary(job: Job, outs: list[Output], output: Path | None) -> int:
+    """Print each output's rows and each input's counts; warn of an input whose rows were all
+    invalid. The dead letters in all."""
+    stopped = " (stopped)" if job.stop.requested.is_set() else ""
+    for o in outs:
+        if o.dead_letters_of is None:
+            where = f" -> {output / o.name}" if output is not None else ""
+            click.echo(f"{o.name}: {o.rows()} rows{where}{stopped}")
+    letters = {o.dead_letters_of: o for o in outs if o.dead_letters_of is not None}
+    dead = 0
+    for name, p in job.progress.per_input().items():
+        line = f"input {name}: {p.events} rows, {p.invalid} invalid"
+        if name in letters:
+            rows = letters[name].rows()
+            dead += rows
+            kept = f" -> {output / letters[name].name}" if output is not None and rows else ""
+            line += f", {rows} dead letters{kept}"
+        click.echo(line)
+        if p.events and p.invalid == p.events:
+            click.echo(f"Warning: every row of input {name!r} was invalid ({p.events} rows): "
+                       "the outputs got nothing from it; see its dead letters for why",
+                       err=True)
+    return dead
