@@ -6,7 +6,7 @@ streams up its chain).
 The row machine merges the stream's rows with the CTIs it imports in arrival order (the
 merge key: arrival, stream, sequence). A row waits until every stream up its chain has
 received a row later than it and processed everything before it (its CTI in force is then
-known: ``IngressMachine.done_below``); an imported CTI waits until the stream has received a
+known: ``GroupRun.done_below``); an imported CTI waits until the stream has received a
 row later than it. So what is processed in a batch is every queued row and imported CTI below
 the first that must wait, in key order, and each event is judged against the last CTI
 imported before it: a search, not a step per row. This module computes exactly the row
@@ -14,9 +14,9 @@ machine's output rows and new state for that, and the CTIs the stream passes dow
 with their places. The stream may also have CTIs of its own, generated (SPEC 4) or from its
 adapter: in processing order, each CTI, imported or its own, moves the stream's time where it
 is later (a running maximum). A bad row (SPEC 9; an edge end that closes nothing too) is
-dead-lettered in its place, worded by the row machine's rules (``machine.problem``), or, in
+dead-lettered in its place, worded by the row machine's rules (``rules.problem``), or, in
 a stream that raises, the first the stream processes is the machine's fault (the group's
-first in arrival order raises: ``IngressMachine.settle``). Edge ends are paired with their
+first in arrival order raises: ``GroupRun.settle``). Edge ends are paired with their
 starts as ``columns.edges_paired`` does. A wall-clock tick waits in its place as a row does
 and moves the merge arrival only.
 """
@@ -29,7 +29,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cti.engine.layout import IN_COLUMNS, in_row_to_tuple, in_rows_from_pandas
 from cti.ingress.columns import (
     NULL,
     STARTS,
@@ -43,24 +42,20 @@ from cti.ingress.columns import (
     suspects,
     worded,
 )
-from cti.ingress.machine import (
-    DONE,
-    STRAY_END,
-    IngressMachine,
-    bad_input,
-    cti_regression,
-)
+from cti.ingress.group import DONE, GroupRun
+from cti.ingress.layout import IN_COLUMNS, in_row_to_tuple, in_rows_from_pandas
+from cti.ingress.rules import STRAY_END, bad_input, cti_regression
 from cti.rows import CLOCK, EOS
 from cti.time import MAX_TIME, MIN_TIME
 
 
-def process(machine: IngressMachine, pdf: pd.DataFrame, exporter: int, j: int
+def process(machine: GroupRun, pdf: pd.DataFrame, exporter: int, j: int
             ) -> tuple[pd.DataFrame, list[tuple[tuple, int]]] | None:
     """The output rows of stream ``j``, which imports the CTIs of stream ``exporter``, for its
     input rows ``pdf`` (the exporter processed and its CTIs queued already), and each CTI it
     emitted with its place in arrival order (to queue in the streams that import from it), or
     None for a stream that binding never makes (no policy, or an event-ordering policy)."""
-    specs, streams = machine.specs, machine.state["streams"]
+    specs, streams = machine.specs, machine.state.streams
     spec, st = specs[j], streams[j]
     if spec.import_from != exporter or spec.ordering is not None:
         return None
@@ -68,7 +63,7 @@ def process(machine: IngressMachine, pdf: pd.DataFrame, exporter: int, j: int
     pdf = got[3].among(got[0], j)  # (clock ticks as rows of their own, in their places)
     n = len(pdf) - len(got[3].at)  # (rows received: a tick takes no sequence number)
     # The rows held from earlier batches (received already: their keys are known) first.
-    held = list(st["pending"])
+    held = list(st.pending)
     queued = pd.concat([pd.DataFrame([in_row_to_tuple(row) for _, row in held],
                                      columns=[c for c, _ in IN_COLUMNS]), pdf],
                        ignore_index=True) if held else pdf
@@ -92,7 +87,7 @@ def process(machine: IngressMachine, pdf: pd.DataFrame, exporter: int, j: int
     new_eos = is_eos[h:]
     own = np.where(explicit, arrival, np.where(new_eos, MAX_TIME, np.where(
         is_end[h:], end[h:], start[h:])))
-    data = np.maximum.accumulate(np.concatenate([[st["data_arrival"]],
+    data = np.maximum.accumulate(np.concatenate([[st.data_arrival],
                                                  np.where(tick, MIN_TIME, own)]))
     back = np.zeros(total, bool)
     back[h:] = explicit & (arrival < data[:-1]) & ~tick
@@ -114,17 +109,17 @@ def process(machine: IngressMachine, pdf: pd.DataFrame, exporter: int, j: int
     is_end &= ~bad
     is_cti = (kind == "cti") & ~bad
     merge = np.concatenate([np.asarray([key[0] for key, _ in held], np.int64),
-                            np.maximum.accumulate(np.concatenate([[st["last_arrival"]],
+                            np.maximum.accumulate(np.concatenate([[st.last_arrival],
                                                                   own]))[1:]])
-    last_key = (int(merge[-1]), j, int(seq[-1])) if total > h else st["last_key"]
-    eos = st["eos"] or bool(new_eos.any())
+    last_key = (int(merge[-1]), j, int(seq[-1])) if total > h else st.last_key
+    eos = st.eos or bool(new_eos.any())
 
     # What is processed: rows below what the streams up the chain have received and
     # processed, imported CTIs below this stream's last key, in key order up to the first
     # that must wait.
     bound = machine.done_below(exporter)
     ready = total if bound is DONE else _count_below(merge, j, seq, bound)
-    queue = list(st["imported"])
+    queue = list(st.imported)
     waiting = next((q for q, (key, _) in enumerate(queue)
                     if not eos and (last_key is None or key >= last_key)), len(queue))
     if ready < total and waiting < len(queue):  # whichever comes first stops the other
@@ -157,7 +152,7 @@ def process(machine: IngressMachine, pdf: pd.DataFrame, exporter: int, j: int
     imp_at = at + np.arange(k)
     candidate = np.full(ready + k, MIN_TIME, np.int64)
     candidate[row_at], candidate[imp_at] = own, ctis
-    run = np.maximum.accumulate(np.concatenate([[st["cti"]], candidate]))
+    run = np.maximum.accumulate(np.concatenate([[st.cti], candidate]))
     moves = candidate > run[:-1]
     final = int(run[-1])
     before = run[:-1][row_at]
@@ -174,7 +169,7 @@ def process(machine: IngressMachine, pdf: pd.DataFrame, exporter: int, j: int
         return None  # (a stream that imports CTIs has a policy: ``StreamSpec``)
     if event_kind == "edge_start":
         out_start, out_end, reason, accepted, adjusted, dropped, stray = edges_paired(
-            st["open_edges"], spec, judge, ends, s, e, p, before,
+            st.open_edges, spec, judge, ends, s, e, p, before,
             (violates, adjusted, dropped, accepted), strays=True)
         judge |= ends & ~stray
         rule[:ready][stray] = STRAY_END  # (an end that closes nothing: bad input)
@@ -217,7 +212,7 @@ def process(machine: IngressMachine, pdf: pd.DataFrame, exporter: int, j: int
         return np.concatenate([np.asarray(rows_values), np.asarray(cti_values)])[order]
 
     out = output_frame({
-        "seq": st["out_seq"] + np.arange(m, dtype=np.int64),
+        "seq": st.out_seq + np.arange(m, dtype=np.int64),
         "in_seq": pick(seq[done][emits], cti_seq),
         "kind": pick(kind[done][emits], np.full(c, "cti", object)),
         "start": pick(np.where(gone | back, NULL, out_start[emits]), new_ctis),
@@ -238,32 +233,33 @@ def process(machine: IngressMachine, pdf: pd.DataFrame, exporter: int, j: int
 
     # The row machine's state after the same rows (the edge book's: ``edges_paired``).
     if is_ev.any():
-        st["max_start"] = int(max_start[-1])
-    st["count"], st["gen_ref"] = count, gen_ref
-    metrics = st["metrics"]
+        st.max_start = int(max_start[-1])
+    st.count, st.gen_ref = count, gen_ref
+    metrics = st.metrics
     metrics["accepted"] += int(accepted.sum())
     metrics["adjusted"] += int(adjusted.sum())
     metrics["dropped"] += int(dropped.sum())
     metrics["ctis"] += c
     metrics["cti_regressions"] += int(regression.sum())
     metrics["invalid"] += int(dead.sum())
-    st["cti"] = final
-    # (the waiting imports the stream's time has reached are dropped: ``machine._drop_passed``)
-    st["imported"] = deque(q for q in queue[waiting:] if q[1] > final)
-    st["out_seq"] += m
-    st["next_in_seq"] += n
+    st.cti = final
+    # (the waiting imports the stream's time has reached are dropped, as the row machine's
+    # ``_drop_passed`` drops them)
+    st.imported = deque(q for q in queue[waiting:] if q[1] > final)
+    st.out_seq += m
+    st.next_in_seq += n
     if total > h:
-        st["last_arrival"] = int(merge[-1])
-        st["data_arrival"] = int(data[-1])
-        st["last_key"] = last_key
-    st["eos"] = eos
+        st.last_arrival = int(merge[-1])
+        st.data_arrival = int(data[-1])
+        st.last_key = last_key
+    st.eos = eos
     # The rows that wait, as the row machine holds them (those held before, as they were).
     first = max(ready, h)
     waiting_rows = held[ready:] + list(zip(
         [(int(merge[r]), j, int(seq[r])) for r in range(first, total)],
         [received.get(r, row) for r, row in enumerate(
             in_rows_from_pandas(queued.iloc[first:]), first)], strict=True))
-    st["pending"] = deque(waiting_rows)
+    st.pending = deque(waiting_rows)
     return out, exported
 
 
