@@ -31,6 +31,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import attrs
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -203,6 +204,56 @@ def shard_chunk(machine: GroupRun, pdf: pd.DataFrame, owner: int
     return None if done is None else (done[0], done[2])
 
 
+@attrs.define(slots=True)
+class _Rows:
+    """A micro-batch of one common stream's rows in sequence (``in_sequence``) as arrays: the
+    kinds as masks, the merge arrival ``run`` and the data's own arrival ``data`` before and
+    after each row, and the rule each row breaks (``rule``, None: none; ``bad``)."""
+
+    pdf: pd.DataFrame
+    kind: np.ndarray
+    seq: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    payload: np.ndarray
+    is_ev: np.ndarray
+    is_end: np.ndarray
+    is_cti: np.ndarray
+    is_eos: np.ndarray
+    run: np.ndarray
+    data: np.ndarray
+    tick_floor: np.ndarray
+    rule: np.ndarray
+    bad: np.ndarray
+
+
+@attrs.define(slots=True)
+class _Decided:
+    """What ingress decides on a batch's rows (``_decide``): each row's candidate CTI and the
+    stream's time before and after it, the policy on the events (their output times, reasons
+    and status masks), the events behind an adapter's CTI in a stream without a policy
+    (``violated``), and the generation state after the batch."""
+
+    is_ev: np.ndarray  # the events judged (not bad, not violated)
+    shown: np.ndarray  # the rows whose event row is output (an edge: its owner's)
+    candidate: np.ndarray
+    before: np.ndarray
+    after: np.ndarray
+    emits_cti: np.ndarray
+    regression: np.ndarray
+    violated: np.ndarray
+    out_start: np.ndarray
+    out_end: np.ndarray
+    reason: np.ndarray
+    accepted: np.ndarray
+    adjust: np.ndarray
+    dropped: np.ndarray
+    max_start: np.ndarray
+    count: int
+    gen_ref: int | None
+    has_events: bool
+
+
 def _process(spec: StreamSpec, st: StreamState, pdf: pd.DataFrame, index: int,
              machine: GroupRun, owner: int | None = None, events_apart: bool = False
              ) -> tuple[pd.DataFrame, list[tuple[tuple, int]], Chunk] | None:
@@ -215,17 +266,32 @@ def _process(spec: StreamSpec, st: StreamState, pdf: pd.DataFrame, index: int,
     counted."""
     if st.pending or st.imported:
         return None
-    edges = spec.shape is EventShape.EDGE
-    ev_kind = STARTS[spec.shape]
-    pdf, kind, rest, ticks = in_sequence(spec, st, pdf, ev_kind)
-    n = len(pdf)
-    if n == 0:
+    pdf, kind, rest, ticks = in_sequence(spec, st, pdf, STARTS[spec.shape])
+    if len(pdf) == 0:
         if len(ticks.at):  # (a tick alone moves the merge arrival: ``_receive_clock``)
             st.last_arrival = max(st.last_arrival, int(ticks.arrival.max()))
             st.last_key = (st.last_arrival, index, int(ticks.seq[-1]))
         empty = output_frame({}, index)
         return ((empty if owner is None else empty.assign(weight=np.zeros(0, np.int64))), [],
                 Chunk.empty())
+    r = _read(spec, st, pdf, kind, rest, ticks)
+    d = _decide(spec, st, r)
+    if r.bad.any() and not spec.dead_letter:  # the batch fails: none is output or counted
+        first = int(np.argmax(r.bad))
+        row = in_rows_from_pandas(pdf.iloc[first:first + 1])[0]
+        machine.fault((int(r.run[first + 1]), index, int(r.seq[first])), row,
+                      CtiViolationError(r.rule[first]) if d.violated[first]
+                      else bad_input(spec, row, r.rule[first]))
+        r.bad = np.zeros(len(pdf), bool)
+    out, cti_keys, chunk, m = _output(spec, st, r, d, index, owner, events_apart)
+    _moved_state(st, r, d, index, ticks, m)
+    return out, cti_keys, chunk
+
+
+def _read(spec: StreamSpec, st: StreamState, pdf: pd.DataFrame, kind: np.ndarray,
+          rest: np.ndarray, ticks: Any) -> _Rows:
+    """The batch's rows (``in_sequence``'s) as arrays, their arrivals and bad rows."""
+    n = len(pdf)
     seq = pdf["seq"].to_numpy(np.int64)
     start = pdf["start"].to_numpy(np.int64)
     end = pdf["end"].to_numpy(np.int64)
@@ -255,16 +321,26 @@ def _process(spec: StreamSpec, st: StreamState, pdf: pd.DataFrame, index: int,
     if bad.any():
         good = ~bad
         is_ev, is_end, is_cti = is_ev & good, is_end & good, is_cti & good
+    return _Rows(pdf, kind, seq, start, end, payload, is_ev, is_end, is_cti, is_eos, run, data,
+                 tick_floor, rule, bad)
 
-    ev_idx = np.flatnonzero(is_ev)
+
+def _decide(spec: StreamSpec, st: StreamState, r: _Rows) -> _Decided:
+    """The CTIs the rows make and the policy on the events (an edge stream's ends paired
+    with their starts, ``st.open_edges`` moving on); the rules broken found here (an end that
+    closes nothing, an event behind its adapter's CTI without a policy) go into ``r``."""
+    edges = spec.shape is EventShape.EDGE
+    start, end, payload, is_ev, is_end = r.start, r.end, r.payload, r.is_ev, r.is_end
+    n = len(start)
+    has_events = bool(is_ev.any())
     candidate, max_start, count, gen_ref = generated(spec, st, is_ev, start)
-    candidate[is_cti] = start[is_cti]
-    if is_eos.any() and spec.generates and spec.advance_to_infinity_on_shutdown:
+    candidate[r.is_cti] = start[r.is_cti]
+    if r.is_eos.any() and spec.generates and spec.advance_to_infinity_on_shutdown:
         candidate[-1] = MAX_TIME
     after = np.maximum.accumulate(np.concatenate([[st.cti], candidate]))
     before, after = after[:-1], after[1:]
     emits_cti = candidate > before
-    regression = is_cti & ~emits_cti
+    regression = r.is_cti & ~emits_cti
     # Events of a stream without a policy behind its adapter's CTI: errors (SPEC 3).
     # Of an edge stream, the owner's starts behind the CTI are known now (never opened;
     # another shard's edge is its owner's to judge); an end is behind it only if it closes a
@@ -284,30 +360,39 @@ def _process(spec: StreamSpec, st: StreamState, pdf: pd.DataFrame, index: int,
             late = is_end & owned & ~stray & (out_start == NULL) & (reason == "cti_violation")
             violated |= late
             owned, dropped = owned & ~late, dropped & ~late
-        rule[stray], bad, owned = STRAY_END, bad | stray, owned & ~stray  # (closes nothing)
+        r.rule[stray], r.bad, owned = STRAY_END, r.bad | stray, owned & ~stray  # (no start)
     else:
         verdict = judged(spec, is_ev, start, end, before)
         _, adjust, dropped, accepted = verdict
         out_start, out_end, reason = policed(verdict, start, end, before)
+        owned = is_ev
     if violated.any():
         at = np.flatnonzero(violated)
-        rule[at] = [unpoliced(spec, row, int(c)) for row, c in zip(
-            in_rows_from_pandas(pdf.iloc[at]), before[at].tolist(), strict=True)]
-        bad = bad | violated
-    if bad.any() and not spec.dead_letter:  # the batch fails: none is output or counted
-        first = int(np.argmax(bad))
-        row = in_rows_from_pandas(pdf.iloc[first:first + 1])[0]
-        machine.fault((int(run[first + 1]), index, int(seq[first])), row,
-                      CtiViolationError(rule[first]) if violated[first]
-                      else bad_input(spec, row, rule[first]))
-        bad = np.zeros(n, bool)
+        r.rule[at] = [unpoliced(spec, row, int(c)) for row, c in zip(
+            in_rows_from_pandas(r.pdf.iloc[at]), before[at].tolist(), strict=True)]
+        r.bad = r.bad | violated
+    return _Decided(is_ev, owned, candidate, before, after, emits_cti, regression, violated,
+                    out_start, out_end, reason, accepted, adjust, dropped, max_start, count,
+                    gen_ref, has_events)
 
-    # Output rows: each input row's event row, then the CTI it generated (or its regression).
-    rows_ev = np.flatnonzero(owned if edges else is_ev)
+
+def _output(spec: StreamSpec, st: StreamState, r: _Rows, d: _Decided, index: int,
+            owner: int | None, events_apart: bool
+            ) -> tuple[pd.DataFrame, list[tuple[tuple, int]], Chunk, int]:
+    """The output rows (each input row's event row, then the CTI it generated or its
+    regression; the dead letters in their place), each CTI with its place in arrival order,
+    the owner's chunk (``events_apart``) and how many rows the whole output has."""
+    edges = spec.shape is EventShape.EDGE
+    ev_kind = STARTS[spec.shape]
+    pdf, seq, start, end, kind, payload = r.pdf, r.seq, r.start, r.end, r.kind, r.payload
+    before, after, candidate = d.before, d.after, d.candidate
+    emits_cti, regression = d.emits_cti, d.regression
+    accepted, adjust, dropped = d.accepted, d.adjust, d.dropped
+    rows_ev = np.flatnonzero(d.shown)
     rows_cti = np.flatnonzero(emits_cti | regression)
     others = None
     if owner is not None and not edges:  # events of other shards: counted, not output
-        rows_ev = np.flatnonzero(is_ev & (pdf["own"].to_numpy(np.int32) == owner))
+        rows_ev = np.flatnonzero(d.is_ev & (pdf["own"].to_numpy(np.int32) == owner))
         others = status_rows({"accepted": accepted, "adjusted": adjust, "dropped": dropped})
     chunk = Chunk.empty()
     if events_apart and owner is not None:  # the chunk from the arrays; no event rows
@@ -315,7 +400,7 @@ def _process(spec: StreamSpec, st: StreamState, pdf: pd.DataFrame, index: int,
         chunk = kept_chunk(ev_kind, start[kept], end[kept], before[kept], adjust[kept],
                            pdf, kept, candidate[emits_cti].tolist())
         rows_ev = rows_ev[:0]
-    rows_bad = np.flatnonzero(bad)
+    rows_bad = np.flatnonzero(r.bad)
     order = np.argsort(np.concatenate([rows_ev * 2, rows_bad * 2, rows_cti * 2 + 1]),
                        kind="stable")
 
@@ -327,28 +412,28 @@ def _process(spec: StreamSpec, st: StreamState, pdf: pd.DataFrame, index: int,
         tail = [others[column]] if extra else []
         return np.concatenate([ev_values, dead[column], cti_values, *tail])[order]
 
-    dead = dead_letters(pdf, rows_bad, rule, before)
+    dead = dead_letters(pdf, rows_bad, r.rule, before)
 
     null_cti = np.full(len(rows_cti), NULL, np.int64)
     point = ev_kind == "point"
-    ev_start = out_start[rows_ev]
-    ev_end = np.full(len(rows_ev), NULL, np.int64) if point else out_end[rows_ev]
+    ev_start = d.out_start[rows_ev]
+    ev_end = np.full(len(rows_ev), NULL, np.int64) if point else d.out_end[rows_ev]
     status_ev = statuses(accepted[rows_ev], adjust[rows_ev])
     regression_cti = regression[rows_cti]
     status_cti = _CTI_STATUS[regression_cti.astype(np.int8)]
     cti_start = np.where(regression_cti, NULL, candidate[rows_cti])
     in_cti = np.where(regression_cti, seq[rows_cti], -1)
     reasons_cti = np.asarray([
-        cti_regression(int(v), int(c)) if r else None
-        for v, c, r in zip(start[rows_cti], before[rows_cti], regression[rows_cti],
+        cti_regression(int(v), int(c)) if g else None
+        for v, c, g in zip(start[rows_cti], before[rows_cti], regression[rows_cti],
                            strict=True)], dtype=object)
     cti_ev = np.where(before[rows_ev] == MIN_TIME, NULL, before[rows_ev])
     cti_cti = np.where(after[rows_cti] == MIN_TIME, NULL, after[rows_cti])
     emitted = np.flatnonzero(emits_cti)
-    cti_keys = [((int(run[r + 1]), index, int(seq[r])), int(candidate[r])) for r in emitted]
+    cti_keys = [((int(r.run[k + 1]), index, int(seq[k])), int(candidate[k])) for k in emitted]
     # Row numbers as in the whole output: each input row's event row, then its CTI row.
     cti_row = emits_cti | regression
-    upto = np.cumsum((owned if edges else is_ev).astype(np.int64) + bad + cti_row)
+    upto = np.cumsum(d.shown.astype(np.int64) + r.bad + cti_row)
     m = int(upto[-1])
     ev_seq = st.out_seq + upto[rows_ev] - 1 - cti_row[rows_ev]
     cti_seq = st.out_seq + upto[rows_cti] - 1
@@ -366,36 +451,40 @@ def _process(spec: StreamSpec, st: StreamState, pdf: pd.DataFrame, index: int,
         "orig_end": pick(np.full(len(rows_ev), NULL, np.int64) if point else end[rows_ev],
                          null_cti, "orig_end"),
         "cti": pick(cti_ev, cti_cti, "cti"),
-        "reason": pick(reason[rows_ev], reasons_cti, "reason"),
+        "reason": pick(d.reason[rows_ev], reasons_cti, "reason"),
         "partition": pick(np.full(len(rows_ev), None, object),
                           np.full(len(rows_cti), None, object), "partition"),
     }, index)
     if owner is not None:  # (an edge's row is reported by its owner: it weighs 1)
         out["weight"] = pick(np.full(len(rows_ev), int(edges), np.int64),
                              np.ones(len(rows_cti), np.int64), "weight")
+    return out, cti_keys, chunk, m
 
-    # The row machine's state after the same rows.
+
+def _moved_state(st: StreamState, r: _Rows, d: _Decided, index: int, ticks: Any, m: int
+                 ) -> None:
+    """The row machine's state after the same rows (``m``: the output rows they made)."""
+    n = len(r.seq)
     metrics = st.metrics
-    metrics["accepted"] += int(accepted.sum())
-    metrics["adjusted"] += int(adjust.sum())
-    metrics["dropped"] += int(dropped.sum())
-    metrics["invalid"] += len(rows_bad)
-    metrics["ctis"] += int(emits_cti.sum())
-    metrics["cti_regressions"] += int(regression.sum())
-    st.cti = int(after[-1])
-    st.count = count
-    st.gen_ref = gen_ref
-    if len(ev_idx):
-        st.max_start = int(max_start[-1])
+    metrics["accepted"] += int(d.accepted.sum())
+    metrics["adjusted"] += int(d.adjust.sum())
+    metrics["dropped"] += int(d.dropped.sum())
+    metrics["invalid"] += int(r.bad.sum())
+    metrics["ctis"] += int(d.emits_cti.sum())
+    metrics["cti_regressions"] += int(d.regression.sum())
+    st.cti = int(d.after[-1])
+    st.count = d.count
+    st.gen_ref = d.gen_ref
+    if d.has_events:
+        st.max_start = int(d.max_start[-1])
     st.out_seq += m
     st.next_in_seq += n
-    st.last_arrival = max(int(run[-1]), int(tick_floor[n]))
-    st.data_arrival = int(data[-1])
+    st.last_arrival = max(int(r.run[-1]), int(r.tick_floor[n]))
+    st.data_arrival = int(r.data[-1])
     trailing = ticks.seq[ticks.at == n]  # (ticks after the last row: the key is theirs)
     st.last_key = (st.last_arrival, index,
-                      int(trailing[-1]) if len(trailing) else int(seq[-1]))
-    st.eos = bool(is_eos.any())
-    return out, cti_keys, chunk
+                   int(trailing[-1]) if len(trailing) else int(r.seq[-1]))
+    st.eos = bool(r.is_eos.any())
 
 
 def dead_letters(pdf: pd.DataFrame, rows: np.ndarray, rule: np.ndarray, before: np.ndarray
