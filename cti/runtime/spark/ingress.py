@@ -1,9 +1,9 @@
 """Ingress as a Spark stateful function: one group key per ingress group.
 
 The rows of all streams of a group (the streams linked by CTI imports) meet in one
-``applyInPandasWithState`` call per micro-batch; the ``GroupRun`` state (plain data,
-pickled into one binary column, since array/map state columns break in PySpark 4.3) lives in
-Spark's state store and is checkpointed with the query.
+``applyInPandasWithState`` call per micro-batch; the group's ingress state (plain data,
+``GroupState.to_data``, pickled into one binary column, since array/map state columns break in
+PySpark 4.3) lives in Spark's state store and is checkpointed with the query.
 """
 
 from __future__ import annotations
