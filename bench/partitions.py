@@ -17,17 +17,21 @@ from __future__ import annotations
 import argparse
 import json
 import resource
+import sys
 import time
+from pathlib import Path
 
 import pandas as pd
 
-from cti.engine.layout import IN_COLUMNS, in_rows_from_pandas, out_rows_to_pandas
 from cti.events import EventShape
 from cti.ingress import ordered
-from cti.ingress.machine import IngressMachine
+from cti.ingress.layout import IN_COLUMNS, in_rows_from_pandas, out_rows_to_pandas
 from cti.ingress.spec import StreamSpec
 from cti.settings import EventOrderingPolicy
 from cti.time import MIN_TIME, ticks
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the row machine
+from ingress_machine import IngressMachine  # noqa: E402
 
 
 def _batch(first: int, events: int, partitions: int) -> pd.DataFrame:

@@ -39,7 +39,7 @@ if str(REPO) not in sys.path:
 from cti import AdvanceTimePolicy, EventOrderingPolicy, EventShape  # noqa: E402
 from cti.engine.batch import IN_ARROW, rows_table  # noqa: E402
 from cti.engine.shard import ingress_step  # noqa: E402
-from cti.ingress.machine import IngressMachine  # noqa: E402
+from cti.ingress.group import GroupRun  # noqa: E402
 from cti.ingress.spec import StreamSpec  # noqa: E402
 from cti.operators.frame import arrow_to_pandas  # noqa: E402
 from cti.rows import InRow, clock_row  # noqa: E402
@@ -58,8 +58,8 @@ def policy(purge: bool = True) -> EventOrderingPolicy:
                                purge_idle_timelines=purge)
 
 
-def machine(purge: bool = True) -> IngressMachine:
-    return IngressMachine([StreamSpec.from_settings("s", EventShape.POINT, None,
+def machine(purge: bool = True) -> GroupRun:
+    return GroupRun([StreamSpec.from_settings("s", EventShape.POINT, None,
                                                     ordering=policy(purge))])
 
 
@@ -95,8 +95,8 @@ def soak(events: int, keys: int, batch: int, seed: int = 0, purge: bool = True,
     for rows in batches(events, keys, batch, seed):
         out += len(ingress_step(m, arrow_to_pandas(rows_table(rows).select(IN_ARROW.names))))
         done += sum(1 for r in rows if r.kind == "point")
-        ost = m.state["streams"][0]["ordering"]
-        size = len(pickle.dumps(m.state, protocol=pickle.HIGHEST_PROTOCOL))
+        ost = m.state.streams[0].ordering
+        size = len(pickle.dumps(m.state.to_data(), protocol=pickle.HIGHEST_PROTOCOL))
         peak_state = max(peak_state, size)
         sizes.append(size)
         line = {"events": done, "timelines": len(ost["timelines"]),

@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
+from ingress_machine import IngressMachine
 
-from cti.ingress.machine import IngressMachine
 from cti.operators import frame
 from cti.operators.machine import QueryMachine
 from cti.operators.output import COLUMNS, OutputRow, deliver, rows_of_step

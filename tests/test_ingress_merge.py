@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from ingress_machine import IngressMachine
+
 from cti import EventShape
-from cti.ingress.machine import IngressMachine
 from cti.ingress.spec import StreamSpec
 from cti.rows import InRow, eos_row
 from cti.settings import AdvanceTimePolicy

@@ -65,3 +65,48 @@ def test_no_import_cycle_inside_cti():
     graph = {m: _imports(p, modules) - {m} for m, p in modules.items()}
     assert "cti.runtime.base" in graph["cti.query"]  # the API does reach the runtime layer
     assert _cycle(graph) is None, " -> ".join(_cycle(graph) or [])
+
+
+# The engine's layers, top down: a package imports only the packages below it. Ingress takes
+# one module of the operators: ``cti.operators.frame``, the event frame and chunk (the data
+# form ingress hands the operators).
+LAYERS = ("cti.engine", "cti.ingress", "cti.operators")
+INGRESS_TAKES = {"cti.operators.frame"}
+
+
+def _layer(module: str) -> int | None:
+    return next((k for k, top in enumerate(LAYERS)
+                 if module == top or module.startswith(top + ".")), None)
+
+
+def _upward(graph: dict[str, set[str]]) -> list[str]:
+    """Each import of a package above the importer's (or of operators by ingress, but for
+    ``INGRESS_TAKES``), as ``importer -> imported``."""
+    bad = []
+    for m, deps in graph.items():
+        here = _layer(m)
+        if here is None:
+            continue
+        for d in sorted(deps):
+            there = _layer(d)
+            if there is None or there == here:
+                continue
+            if there < here or (here == 1 and there == 2 and d not in INGRESS_TAKES):
+                bad.append(f"{m} -> {d}")
+    return bad
+
+
+def test_upward_finder_finds_an_upward_import():
+    assert _upward({"cti.ingress.x": {"cti.engine.shard", "cti.operators.frame"},
+                    "cti.operators.window": {"cti.ingress.state"},
+                    "cti.ingress.y": {"cti.operators.window"},
+                    "cti.engine.shard": {"cti.ingress.x", "cti.operators.window"}}) == [
+        "cti.ingress.x -> cti.engine.shard", "cti.operators.window -> cti.ingress.state",
+        "cti.ingress.y -> cti.operators.window"]
+
+
+def test_engine_ingress_operators_import_only_downward():
+    modules = _modules()
+    graph = {m: _imports(p, modules) - {m} for m, p in modules.items()}
+    assert "cti.ingress.group" in graph["cti.engine.shard"]  # (the engine does use ingress)
+    assert _upward(graph) == []

@@ -12,12 +12,12 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from ingress_machine import IngressMachine
 from sortedcontainers import SortedList
 
 from cti.errors import CtiError
 from cti.events import EventShape
 from cti.ingress import ordered
-from cti.ingress.machine import IngressMachine
 from cti.ingress.spec import StreamSpec
 from cti.runtime.spark.schema import IN_SCHEMA, in_rows_from_pandas, out_rows_to_pandas
 from cti.settings import AdvanceTimePolicy, EventOrderingPolicy
@@ -172,7 +172,7 @@ def test_vectorised_event_ordering_equals_the_row_machine(data):
     event(f"vectorised batches: {min(used, 2)}")
     if any(r[3] == "clock" for r in items):
         event("clock ticks")
-    event(f"timelines purged: {min(mixed.state['streams'][0]['ordering']['purged'], 2)}")
+    event(f"timelines purged: {min(mixed.state.streams[0].ordering['purged'], 2)}")
 
 
 @settings(max_examples=300, deadline=None)
@@ -230,7 +230,7 @@ def test_a_hundred_partitions_combined_take_the_vectorised_path():
              for i in range(400)]
     for a in range(0, 400, 150):
         assert _same_step(rows_machine, machine, items[a:a + 150])
-    assert len(machine.state["streams"][0]["ordering"]["timelines"]) == 100
+    assert len(machine.state.streams[0].ordering["timelines"]) == 100
     assert rows_machine.metrics()[0]["ctis"] > 10
 
 
@@ -258,7 +258,7 @@ def test_the_combined_cti_follows_the_lowest_partition_across_new_ones(cut, rows
     rows_machine, machine = IngressMachine([spec]), IngressMachine([spec])
     for batch in (items[:cut], items[cut:]) if cut else (items,):
         assert _same_step(rows_machine, machine, batch)
-    assert machine.state["streams"][0]["cti"] == cti
+    assert machine.state.streams[0].cti == cti
 
 
 def test_an_arrival_going_back_across_micro_batches_is_dead_lettered():
@@ -280,7 +280,7 @@ def test_an_arrival_going_back_across_micro_batches_is_dead_lettered():
     # A bad row with a good arrival time still moves its partition's clock.
     cti = [(0, 3, 20, "cti", 20, NULL, None, None, "p2")]
     assert _same_step(rows_machine, machine, cti)
-    assert machine.state["streams"][0]["partition_arrival"]["p2"] == 20
+    assert machine.state.streams[0].partition_arrival["p2"] == 20
 
 
 def test_a_declared_partition_whose_first_event_is_dropped_is_forgotten_at_once():
@@ -297,7 +297,7 @@ def test_a_declared_partition_whose_first_event_is_dropped_is_forgotten_at_once(
     got = ordered.process_group(mixed, frame(batch))
     pd.testing.assert_frame_equal(got.reset_index(drop=True), want, check_dtype=False)
     assert canonical(mixed.state) == canonical(row_machine.state)
-    assert "p0" not in mixed.state["streams"][0]["ordering"]["timelines"]
+    assert "p0" not in mixed.state.streams[0].ordering["timelines"]
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])

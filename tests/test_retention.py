@@ -16,6 +16,7 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from ingress_machine import IngressMachine
 from strategies import batch_sizes, bind, stream_defs
 from test_ordering_properties import S, _evolve, cases
 from test_vectorized_ingress import frame, same_step
@@ -35,7 +36,6 @@ from cti import (
     PointEvent,
 )
 from cti.engine.batch import read_rows
-from cti.ingress.machine import IngressMachine
 from cti.io.memory import MemoryInputAdapter, MemoryInputAdapterFactory
 from cti.rows import InRow, clock_row, eos_row
 from cti.runtime.local import LocalRuntime
@@ -103,9 +103,9 @@ def test_purging_idle_timelines_never_changes_the_output(case, data):
         machine = IngressMachine([spec])
         got = [r for b in batches for r in machine.process(b)]
         outputs.append([r for r in got if r.status != "metrics"])
-        snapshots.append(machine.state["streams"][0]["ordering"])
+        snapshots.append(machine.state.streams[0].ordering)
         if purge and (policy.over or policy.partitioned):
-            ost = machine.state["streams"][0]["ordering"]
+            ost = machine.state.streams[0].ordering
             limit = ost["A"] - policy.late_arrival_tolerance
             # What is left can still change something: its max lifts its watermark.
             assert all(tl["max"] is not None and tl["max"] > limit
@@ -186,7 +186,7 @@ def test_ticks_keep_the_imported_queue_short_and_a_replay_gives_the_same_output(
     first, again = [], []
     for batch in batches:
         first += machine.process(batch)
-        assert len(machine.state["streams"][1]["imported"]) <= 10
+        assert len(machine.state.streams[1].imported) <= 10
         again += replayed.process(batch)
         again += replayed.process(batch)  # delivered twice: the rows and the tick change nothing
     assert [r for r in again if r.status != "metrics"] == [r for r in first
@@ -234,8 +234,8 @@ def test_imported_ctis_the_importer_has_passed_are_not_queued():
     group = ahead.ingress_group()
     machine = IngressMachine(group.specs())
     machine.process([r for rows in _rows(group, eos=False) for r in rows])
-    assert machine.state["streams"][1]["cti"] == 1000
-    assert len(machine.state["streams"][1]["imported"]) == 0
+    assert machine.state.streams[1].cti == 1000
+    assert len(machine.state.streams[1].imported) == 0
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
@@ -306,7 +306,7 @@ def test_the_spark_ingress_function_takes_ticks_through_its_pickled_state():
         pd.testing.assert_frame_equal(
             got.sort_values(order, kind="stable").reset_index(drop=True),
             want.sort_values(order, kind="stable").reset_index(drop=True), check_dtype=False)
-    assert sum(1 for r in machine.state["streams"][1]["imported"]) <= 10
+    assert sum(1 for r in machine.state.streams[1].imported) <= 10
 
 
 @pytest.mark.spark

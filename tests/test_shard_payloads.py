@@ -38,6 +38,7 @@ from cti import (
 from cti.adapters import InvalidInput
 from cti.engine.batch import owners
 from cti.errors import BadInputError, CtiViolationError
+from cti.ingress.state import GroupState
 from cti.io.memory import MemoryInputAdapter, MemoryInputAdapterFactory
 from cti.runtime.base import query_inputs
 from cti.runtime.local import LocalRuntime
@@ -133,7 +134,8 @@ def test_edges_reach_their_owner_alone_and_the_shards_equal_one(case):
         assert sorted(rows["seq"][edge]) == list(range(len(case["edges"])))  # every time
         own, kept = rows["own"].to_numpy()[edge], rows["payload"].notna().to_numpy()[edge]
         assert ((own == shard) == kept).all()  # a payload: the owner's alone
-        open_edges = states[shard]["ingress"][0]["streams"][index]["open_edges"]
+        open_edges = GroupState.from_data(states[shard]["ingress"][0], []).streams[
+            index].open_edges
         assert all(_owner(payload, route.shards) == shard for _, payload in open_edges)
 
 
@@ -199,7 +201,8 @@ def test_substreams_over_the_shards_equal_one_shard(case):
                 assert [sorted(json.loads(p)) for p in others["payload"]] == [
                     [f for f in keys if f in case["items"][q].item.payload]
                     for q in others["seq"]]
-        timelines = states[shard]["ingress"][0]["streams"][0]["ordering"]["timelines"]
+        timelines = GroupState.from_data(states[shard]["ingress"][0], []).streams[
+            0].ordering["timelines"]
         if case["over"] == "k":  # each key's timeline on its owner alone
             assert all(_owner(json.dumps({"k": json.loads(t)}), case["shards"]) == shard
                        for t in timelines)

@@ -13,6 +13,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from ingress_machine import IngressMachine
 from strategies import POLICIES, SHAPES, StreamDef, arrivals, batch_sizes, bind, stream_defs
 
 from cti.adapters import Arriving
@@ -20,7 +21,6 @@ from cti.engine.batch import read_rows
 from cti.errors import BadInputError, CtiError
 from cti.events import EdgeEvent, EventShape, IntervalEvent, PointEvent
 from cti.ingress import columns, importing, vectorized
-from cti.ingress.machine import IngressMachine
 from cti.ingress.spec import StreamSpec
 from cti.rows import clock_row, eos_row
 from cti.runtime.spark.schema import (
@@ -101,11 +101,11 @@ def test_vectorised_ingress_equals_the_row_machine(data):
             want.append(out_rows_to_pandas(row_machine.process(in_rows_from_pandas(frame(batch)))))
         except CtiError as exc:  # bad input raises: the vectorised path raises the same
             with pytest.raises(type(exc)) as raised:
-                vectorized.process(spec, mixed.state["streams"][0], frame(batch))
+                vectorized.process(spec, mixed.state.streams[0], frame(batch))
             assert str(raised.value) == str(exc)
             event(f"raised: {type(exc).__name__}")
             return
-        fast = vectorized.process(spec, mixed.state["streams"][0], frame(batch))
+        fast = vectorized.process(spec, mixed.state.streams[0], frame(batch))
         if fast is None:
             fast = out_rows_to_pandas(mixed.process(in_rows_from_pandas(frame(batch))))
         else:
@@ -129,7 +129,7 @@ def test_the_common_case_takes_the_vectorised_path():
     batch = [(0, k, NULL, "point", t, NULL, "{}", None, None) for k, t in enumerate([5, 3, 9, 1])]
     batch.append((0, 4, NULL, "eos", NULL, NULL, None, None, None))
     machine = IngressMachine([spec])
-    out = vectorized.process(spec, machine.state["streams"][0], frame(batch))
+    out = vectorized.process(spec, machine.state.streams[0], frame(batch))
     assert out is not None
     assert list(out["status"]) == ["accepted", "accepted", "cti", "accepted", "dropped", "cti",
                                    "cti"]
@@ -150,7 +150,7 @@ def test_a_stream_without_settings_raises_for_what_comes_first(bad_first):
     with pytest.raises(CtiError) as want:
         IngressMachine([spec]).process(in_rows_from_pandas(frame(batch)))
     with pytest.raises(type(want.value), match="unreadable" if bad_first else "violates CTI"):
-        vectorized.process(spec, IngressMachine([spec]).state["streams"][0], frame(batch))
+        vectorized.process(spec, IngressMachine([spec]).state.streams[0], frame(batch))
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
@@ -179,7 +179,7 @@ def test_group_path_equals_the_row_machine(defs, sizes, noise):
         return got
 
     def spy_fast(spec, st_, *args, **kwargs):
-        behind = st_["data_arrival"] < st_["last_arrival"]
+        behind = st_.data_arrival < st_.last_arrival
         got = process(spec, st_, *args, **kwargs)
         ahead.append(behind and got is not None)
         return got
@@ -602,7 +602,7 @@ def test_span_points_are_the_generators_of_the_rule(starts, span, gen_ref, befor
 
 def _books(machine: IngressMachine) -> list[list]:
     """Each stream's open edges in the book's order (``==`` on dicts ignores it)."""
-    return [list(s["open_edges"].items()) for s in machine.state["streams"]]
+    return [list(s.open_edges.items()) for s in machine.state.streams]
 
 
 @settings(max_examples=250, deadline=None, suppress_health_check=list(HealthCheck))
@@ -649,12 +649,12 @@ def test_an_edge_stream_with_ends_takes_the_vectorised_path():
              (0, 3, NULL, "edge_end", 5, 9, p, None, None),     # closes the start at 5
              (0, 4, NULL, "edge_start", 3, NULL, p, None, None)]  # behind CTI 7: dropped
     machine = IngressMachine([spec])
-    out = vectorized.process(spec, machine.state["streams"][0], frame(batch))
+    out = vectorized.process(spec, machine.state.streams[0], frame(batch))
     assert out is not None
     events = out[out["status"] != "cti"]
     assert list(events["status"]) == ["accepted", "accepted", "dropped", "accepted", "dropped"]
     assert list(events["end"])[3] == 9
-    assert machine.state["streams"][0]["open_edges"] == {(7, q): [7], (3, p): [None]}
+    assert machine.state.streams[0].open_edges == {(7, q): [7], (3, p): [None]}
 
 
 @pytest.mark.parametrize("dead_letter", [True, False])
@@ -677,12 +677,12 @@ def test_an_edge_stream_without_settings_takes_its_adapters_ctis_vectorised(dead
         with pytest.raises(CtiError) as want:
             rows.process(in_rows_from_pandas(frame(batch)))
         with pytest.raises(type(want.value)) as got:
-            vectorized.process(spec, mixed.state["streams"][0], frame(batch))
+            vectorized.process(spec, mixed.state.streams[0], frame(batch))
         assert str(got.value) == str(want.value)
         assert "input #2" in str(got.value) and "violates CTI" in str(got.value)
         return
     want = out_rows_to_pandas(rows.process(in_rows_from_pandas(frame(batch))))
-    out = vectorized.process(spec, mixed.state["streams"][0], frame(batch))
+    out = vectorized.process(spec, mixed.state.streams[0], frame(batch))
     assert out is not None
     pd.testing.assert_frame_equal(out, want, check_dtype=False)
     events = out[out["status"] != "cti"].set_index("in_seq")

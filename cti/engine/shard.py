@@ -6,9 +6,9 @@ payloads of the events it owns (``cti.engine.batch.routed``), or, for a stream w
 can compute from the source's generation points, only its own events and those points
 (``cti.engine.timed``). Per group it runs the group's
 ingress: straight to the chunk its operators take where the group is one common stream
-(``vectorized.shard_chunk``), else vectorised (``vectorized.process_group``,
-``ordered.process_group``); then the ``QueryMachine`` over the events it owns. (The row
-machine, ``IngressMachine.process``, is their definition, the oracle tests check them
+(``vectorized.shard_chunk``), else through the array path that takes the group
+(``cti.ingress.paths``); then the ``QueryMachine`` over the events it owns. (The row
+machine, ``tests/ingress_machine.py``, is their definition, the oracle tests check them
 against; no runtime runs it.) Every shard computes the same CTIs.
 The in-process runtime runs this step with one shard; Spark runs it in its stateful function,
 one call per shard and micro-batch.
@@ -29,33 +29,22 @@ from cti.engine import timed
 from cti.engine.batch import owners
 from cti.engine.route import QueryRoute
 from cti.events import EVENT_KINDS, INPUT_STATUSES, SHAPE_KINDS, EventShape
-from cti.ingress import ordered, vectorized
-from cti.ingress.machine import IngressMachine
+from cti.ingress import paths, vectorized
+from cti.ingress.group import GroupRun
 from cti.ingress.spec import StreamSpec
+from cti.ingress.state import GroupState
 from cti.ingress.vectorized import known_columns
 from cti.json_text import frame_payloads
 from cti.operators import frame
 from cti.operators.machine import QueryMachine
 
 
-def ingress_step(machine: IngressMachine, rows: pd.DataFrame, owner: int | None = None,
+def ingress_step(machine: GroupRun, rows: pd.DataFrame, owner: int | None = None,
                  settle: bool = True) -> pd.DataFrame:
     """A group's ingress output rows of a batch of its input rows (``IN_ARROW`` columns, as
-    pandas), vectorised: a group rooted at a stream whose CTIs are generated or its
-    adapter's (``vectorized``), or at a stream with an event-ordering policy (``ordered``).
-    ``owner``, ``settle``: see ``vectorized.process_group``."""
-    got = vectorized.process_group(machine, rows, owner, settle)
-    if got is None:
-        got = ordered.process_group(machine, rows, settle)
-    if got is None:  # (binding makes every group one of those)
-        raise RuntimeError(f"no vectorised ingress for the group of streams "
-                           f"{[s.name for s in machine.specs]}: a bug in cti")
-    return got
-
-
-def next_in_seq(machine_state: dict | None, stream: int) -> int:
-    """The sequence number a stream's next input row gets (the ingress machine's state)."""
-    return 0 if machine_state is None else machine_state["streams"][stream]["next_in_seq"]
+    pandas), through the array path that takes the group (``cti.ingress.paths``).
+    ``owner``, ``settle``: see ``IngressPath.step``."""
+    return paths.step(machine, rows, owner, settle).rows
 
 
 @attrs.frozen
@@ -100,7 +89,8 @@ class Shard:
         route, shard, groups = self.route, self.shard, self.groups
         ingress_out, reports, direct, parts = {}, {}, {}, {}
         for g in groups:
-            ingress = IngressMachine(self.specs[g], state["ingress"][g])
+            specs = self.specs[g]
+            ingress = GroupRun(specs, GroupState.from_data(state["ingress"][g], specs))
             part = parts[g] = rows if len(groups) == 1 else rows[rows["group"].to_numpy() == g]
             passing = g in self.passing
             got = None
@@ -117,7 +107,7 @@ class Shard:
                 got = ingress_step(ingress, written(part), None if passing else shard)
             ingress.settle()  # (the first bad input in arrival order raises)
             _weighted(got)
-            state["ingress"][g] = ingress.state
+            state["ingress"][g] = ingress.state.to_data()
             ingress_out[g] = got
             reports[g] = got if passing else report if report is not None else _counted(
                 got, shard, route, g)
@@ -144,7 +134,7 @@ def _weighted(got: pd.DataFrame) -> pd.DataFrame:
     return got
 
 
-def _timed(ingress: IngressMachine, rows: pd.DataFrame, shard: int, route: QueryRoute,
+def _timed(ingress: GroupRun, rows: pd.DataFrame, shard: int, route: QueryRoute,
            group: int, index: int
            ) -> tuple[pd.DataFrame, pd.DataFrame, dict[int, frame.Chunk]]:
     """A group whose stream ``index`` may come as generation points (``cti.engine.timed``),

@@ -40,7 +40,7 @@ import pyarrow.compute as pc
 
 from cti.errors import BadInputError
 from cti.ingress.columns import judged, output_frame, saturating_sub, span_points
-from cti.ingress.machine import IngressMachine
+from cti.ingress.group import GroupRun
 from cti.ingress.vectorized import kept_chunk, status_rows
 from cti.operators.frame import Chunk, filled, stack
 from cti.time import MAX_TIME, MIN_TIME
@@ -128,18 +128,18 @@ def segments(pdf: pd.DataFrame) -> list[tuple[bool, pd.DataFrame]]:
             for r in range(runs[-1] + 1)]
 
 
-def timed_step(machine: IngressMachine, pdf: pd.DataFrame, owner: int, index: int = 0
+def timed_step(machine: GroupRun, pdf: pd.DataFrame, owner: int, index: int = 0
                ) -> tuple[pd.DataFrame, Chunk, list[tuple[tuple, int]]]:
     """Shard ``owner``'s step of stream ``index`` of a group over pieces sent as generation
     points (``generation_points``): its output rows (the stream's CTIs where ``owner`` is 0,
     whose output CTIs count; one summary row per status of its own events, weighted), the
     chunk its operators take (its accepted and adjusted events, every CTI), as
     ``vectorized.shard_chunk`` gives them from every row, and each CTI with its place in
-    arrival order (for the streams that import them, ``IngressMachine.import_ctis``); the
+    arrival order (for the streams that import them, ``GroupRun.import_ctis``); the
     ingress state as the row machine leaves it, but for the counts of events, which are this
     shard's own."""
     spec = machine.specs[index]
-    st = machine.state["streams"][index]
+    st = machine.state.streams[index]
     n_gen = spec.event_count  # (None: CTIs by time span)
     name = spec.name
     kind = pdf["kind"].to_numpy(object)
@@ -150,16 +150,16 @@ def timed_step(machine: IngressMachine, pdf: pd.DataFrame, owner: int, index: in
     is_eos = kind == "eos"
     order = np.argsort(seq[piece], kind="stable")
     p_first, p_stop, p_max = (a[piece][order] for a in (seq, end, start))
-    keep = p_stop > st["next_in_seq"]  # pieces seen before are replays
+    keep = p_stop > st.next_in_seq  # pieces seen before are replays
     p_first, p_stop, p_max = p_first[keep], p_stop[keep], p_max[keep]
     if len(p_first) == 0:
         return output_frame({}, index).assign(weight=np.zeros(0, np.int64)), Chunk.empty(), []
-    if p_first[0] != st["next_in_seq"] or (p_first[1:] != p_stop[:-1]).any():
+    if p_first[0] != st.next_in_seq or (p_first[1:] != p_stop[:-1]).any():
         raise RuntimeError(f"stream {name!r}: input pieces from sequence number "
                            f"{int(p_first[0])} do not follow on from {st['next_in_seq']}")
-    if st["eos"] or (n_gen is not None and st["count"] != st["next_in_seq"] % n_gen) \
-            or st["pending"] \
-            or st["imported"] or st["open_edges"]:
+    if st.eos or (n_gen is not None and st.count != st.next_in_seq % n_gen) \
+            or st.pending \
+            or st.imported or st.open_edges:
         raise BadInputError(
             f"stream {name!r}, input #{int(p_first[0])}: its adapter says events_only, but an "
             "earlier row was no event (a CTI, an arrival time or a dead letter): set events_only "
@@ -170,25 +170,25 @@ def timed_step(machine: IngressMachine, pdf: pd.DataFrame, owner: int, index: in
     n_events = last - first - int(eos)
 
     # Every CTI: each generation point's largest start so far, less the delay; end of input.
-    prev_max = MIN_TIME if st["max_start"] is None else st["max_start"]
+    prev_max = MIN_TIME if st.max_start is None else st.max_start
     before_piece = np.maximum(prev_max, np.maximum.accumulate(
         np.concatenate([[MIN_TIME], p_max[:-1]])))
     g = np.flatnonzero(gen & mine)
     g = g[np.argsort(seq[g], kind="stable")]
     g_seq = seq[g]
     if n_gen is None:  # which of the pieces' records generate (the earlier ones carried in)
-        generates, gen_ref = span_points(start[g], prev_max, st["gen_ref"], spec.duration)
+        generates, gen_ref = span_points(start[g], prev_max, st.gen_ref, spec.duration)
         g, g_seq = g[generates], g_seq[generates]
     in_piece = np.searchsorted(p_first, g_seq, side="right") - 1
     most = np.maximum(before_piece[in_piece], start[g])  # the largest start up to each point
     candidate = saturating_sub(most, spec.delay)
     # Each point's place in arrival order: an event's arrival is its start (no arrival times).
-    arrival = np.maximum(st["last_arrival"], most)
+    arrival = np.maximum(st.last_arrival, most)
     if eos and spec.advance_to_infinity_on_shutdown:
         g_seq = np.append(g_seq, last - 1)
         candidate = np.append(candidate, MAX_TIME)
         arrival = np.append(arrival, MAX_TIME)
-    after = np.maximum.accumulate(np.concatenate([[st["cti"]], candidate]))
+    after = np.maximum.accumulate(np.concatenate([[st.cti], candidate]))
     emits = candidate > after[:-1]
     ctis = candidate[emits]
     keys = [((int(a), index, int(q)), int(c)) for a, q, c in zip(
@@ -206,7 +206,7 @@ def timed_step(machine: IngressMachine, pdf: pd.DataFrame, owner: int, index: in
 
     # Output rows: the CTIs (shard 0's count), the own events' counts.
     events_upto = np.minimum(g_seq[emits] - first + 1, n_events)
-    cti_seq = st["out_seq"] + events_upto + np.arange(1, len(ctis) + 1) - 1
+    cti_seq = st.out_seq + events_upto + np.arange(1, len(ctis) + 1) - 1
     n = len(ctis) if owner == 0 else 0
     null = np.full(n, NULL, np.int64)
     rows = output_frame({
@@ -218,24 +218,24 @@ def timed_step(machine: IngressMachine, pdf: pd.DataFrame, owner: int, index: in
     counted = status_rows({"accepted": accepted, "adjusted": adjust, "dropped": dropped})
     out = stack([rows, output_frame(counted, index).assign(weight=counted["weight"])])
 
-    metrics = st["metrics"]
+    metrics = st.metrics
     metrics["accepted"] += int(accepted.sum())
     metrics["adjusted"] += int(adjust.sum())
     metrics["dropped"] += int(dropped.sum())
     metrics["ctis"] += len(ctis)
-    st["cti"] = int(after[-1])
+    st.cti = int(after[-1])
     if n_gen is None:
-        st["gen_ref"] = gen_ref
+        st.gen_ref = gen_ref
     else:
-        st["count"] = int((st["count"] + n_events) % n_gen)
+        st.count = int((st.count + n_events) % n_gen)
     if n_events:
-        st["max_start"] = int(max(prev_max, p_max.max()))
-    st["out_seq"] += n_events + len(ctis)
-    st["next_in_seq"] = last
-    last_arrival = MAX_TIME if eos else max(st["last_arrival"], int(p_max.max()))
-    st["last_arrival"] = st["data_arrival"] = last_arrival
-    st["last_key"] = (last_arrival, index, last - 1)
-    st["eos"] = eos
+        st.max_start = int(max(prev_max, p_max.max()))
+    st.out_seq += n_events + len(ctis)
+    st.next_in_seq = last
+    last_arrival = MAX_TIME if eos else max(st.last_arrival, int(p_max.max()))
+    st.last_arrival = st.data_arrival = last_arrival
+    st.last_key = (last_arrival, index, last - 1)
+    st.eos = eos
     return out, chunk, keys
 
 

@@ -14,7 +14,7 @@ import pandas as pd
 from cti.edges import open_edges
 from cti.events import EVENT_STATUSES, SHAPE_KINDS, EventShape
 from cti.ingress import ordering
-from cti.ingress.machine import (
+from cti.ingress.rules import (
     after_end,
     arrival_back,
     out_of_sequence,
@@ -23,6 +23,7 @@ from cti.ingress.machine import (
     tick_without_time,
 )
 from cti.ingress.spec import StreamSpec
+from cti.ingress.state import StreamState
 from cti.operators.frame import framed
 from cti.rows import CLOCK, EOS, INVALID, InRow, payload_to_json
 from cti.settings import AdvanceTimePolicy
@@ -42,7 +43,7 @@ def statuses(accepted: np.ndarray, adjusted: np.ndarray) -> np.ndarray:
 
 def suspects(spec: StreamSpec, kind: np.ndarray, start: np.ndarray, end: np.ndarray,
              error: np.ndarray, rare: np.ndarray | None = None) -> np.ndarray:
-    """The rows that may break a rule of ``machine.problem`` (a few more at most: the rules are
+    """The rows that may break a rule of ``rules.problem`` (a few more at most: the rules are
     worded on these alone, ``worded``): an error carried in, a kind the stream does not take
     (a CTI from its adapter it does), a missing or sentinel time, a missing or empty
     lifetime where there must be one. Never the end of input. ``rare``: the rows whose kind
@@ -63,7 +64,7 @@ def suspects(spec: StreamSpec, kind: np.ndarray, start: np.ndarray, end: np.ndar
 
 def worded(spec: StreamSpec, rows: list[InRow], back: np.ndarray, data: np.ndarray
            ) -> tuple[list[str | None], list[InRow]]:
-    """The rule each of these rows breaks as the row machine words it (``machine.problem``;
+    """The rule each of these rows breaks as the row machine words it (``rules.problem``;
     None: none) and the rows as it receives them: a row whose arrival goes ``back`` behind
     the stream's data arrival ``data`` before it (unless unreadable anyway) carries that
     problem (``IngressMachine._receive``)."""
@@ -234,20 +235,20 @@ class Ticks:
         return np.maximum.accumulate(out)
 
 
-def metrics_row(spec: StreamSpec, st: dict[str, Any], index: int) -> pd.DataFrame:
+def metrics_row(spec: StreamSpec, st: StreamState, index: int) -> pd.DataFrame:
     """An event-ordering stream's output row of the policy's metrics snapshot, as the row
     machine adds it after each batch (``IngressMachine._emit_ordering_metrics``)."""
     out = output_frame({
-        "seq": [st["out_seq"]], "in_seq": [-1], "kind": ["metrics"], "start": [NULL],
+        "seq": [st.out_seq], "in_seq": [-1], "kind": ["metrics"], "start": [NULL],
         "end": [NULL], "status": ["metrics"], "orig_start": [NULL], "orig_end": [NULL],
-        "cti": [NULL if st["cti"] == MIN_TIME else st["cti"]], "reason": [None],
-        "payload": [payload_to_json(ordering.snapshot(spec.ordering, st["ordering"]))]},
+        "cti": [NULL if st.cti == MIN_TIME else st.cti], "reason": [None],
+        "payload": [payload_to_json(ordering.snapshot(spec.ordering, st.ordering))]},
         index)
-    st["out_seq"] += 1
+    st.out_seq += 1
     return out
 
 
-def in_sequence(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, common: str
+def in_sequence(spec: StreamSpec, st: StreamState, pdf: pd.DataFrame, common: str
                 ) -> tuple[pd.DataFrame, np.ndarray, np.ndarray, Ticks]:
     """A stream's new rows of the batch in sequence (rows seen before and a row given twice
     are replays: skipped), their kinds, where the kind is not ``common`` (the few other
@@ -272,18 +273,18 @@ def in_sequence(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, common:
             pdf, seq = pdf[first], seq[first]
         kind = pdf["kind"].to_numpy(object)
         rest = np.flatnonzero(kind != common)
-    expected = st["next_in_seq"]
+    expected = st.next_in_seq
     at = int(np.searchsorted(seq, expected))
     if at:
         pdf, seq, kind = pdf.iloc[at:], seq[at:], kind[at:]
         rest = rest[rest >= at] - at
     n = len(seq)
-    usual = not len(rest) and (not n or seq[-1] == expected + n - 1) and not st["eos"]
+    usual = not len(rest) and (not n or seq[-1] == expected + n - 1) and not st.eos
     if usual and not len(clock):
         return pdf, kind, rest, ticks
     gap = np.flatnonzero(seq != expected + np.arange(n))
     ends = rest[kind[rest] == EOS]
-    after = 0 if st["eos"] else int(ends[0]) + 1 if len(ends) else n
+    after = 0 if st.eos else int(ends[0]) + 1 if len(ends) else n
     row_error = min(int(gap[0]) if len(gap) and gap[0] <= after else n, after)
     if len(clock):
         t_seq = tick_rows["seq"].to_numpy(np.int64)
@@ -291,7 +292,7 @@ def in_sequence(spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame, common:
         t_at = np.searchsorted(seq, t_seq, side="left")
         # (a tick is received before the row it precedes: after the end, or replayed, it is
         # ignored; else it must be the next row's, and have a time)
-        last = -1 if st["eos"] else int(ends[0]) if len(ends) else n  # (the last it precedes)
+        last = -1 if st.eos else int(ends[0]) if len(ends) else n  # (the last it precedes)
         taken = (t_seq >= expected) & (t_at <= last)
         wrong = taken & ((t_seq > expected + t_at) | (t_arrival == NULL)) & (t_at <= row_error)
         if wrong.any():
@@ -352,17 +353,17 @@ def _first_at(ordered: np.ndarray, t: int) -> int:
     return len(ordered) if t > MAX_TIME else int(np.searchsorted(ordered, t, side="left"))
 
 
-def generated(spec: StreamSpec, st: dict[str, Any], is_ev: np.ndarray, start: np.ndarray
+def generated(spec: StreamSpec, st: StreamState, is_ev: np.ndarray, start: np.ndarray
               ) -> tuple[np.ndarray, np.ndarray, int, int | None]:
     """CTI generation (SPEC 4) over rows in processing order, ``is_ev`` the events it counts
     (all events, whatever the policy does): the CTI each row's event generates (``MIN_TIME``:
     none), the largest start up to each row, and the stream's new ``count`` and ``gen_ref``
     (``st``: its state before)."""
-    prev_max = MIN_TIME if st["max_start"] is None else st["max_start"]
+    prev_max = MIN_TIME if st.max_start is None else st.max_start
     max_start = np.maximum(np.maximum.accumulate(np.where(is_ev, start, MIN_TIME)), prev_max)
     generating = np.zeros(len(start), bool)
     ev_idx = np.flatnonzero(is_ev)
-    count, gen_ref = st["count"], st["gen_ref"]
+    count, gen_ref = st.count, st.gen_ref
     if spec.event_count is not None:
         # The events whose ordinal (count + 1, count + 2, ...) is a multiple of the count.
         generating[ev_idx[(-count - 1) % spec.event_count::spec.event_count]] = True

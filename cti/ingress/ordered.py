@@ -1,6 +1,6 @@
 """Ingress of an event-ordering stream (SPEC 7) as array operations.
 
-The row machine (``IngressMachine`` with ``cti.ingress.ordering``) is the definition; this
+The row machine (``GroupRun`` with ``cti.ingress.ordering``) is the definition; this
 computes exactly its output rows and its new state with numpy over a whole micro-batch, for a
 group of one stream with an event-ordering policy (its timelines the stream's partitions,
 combined by their minimum watermark or each alone, or its substreams, maybe purged), on a
@@ -8,7 +8,7 @@ batch of events with arrival times and maybe the end of input. Bad rows (SPEC 9:
 CTI from the adapter, no arrival time or one that goes back within its partition, a time that
 breaks a rule, a payload without the substream key) are found by the arrays and worded by the
 row machine's rules on those rows: dead letters in their place (the clocks move as the row
-machine moves them), or the first is the machine's fault (``IngressMachine.fault``, see
+machine moves them), or the first is the machine's fault (``GroupRun.fault``, see
 ``cti.ingress.vectorized``). A wall-clock tick is a row that moves the arrival clock and
 nothing else, as another shard's event of another shard's substream does.
 
@@ -37,7 +37,6 @@ import pandas as pd
 import pyarrow as pa
 from sortedcontainers import SortedList
 
-from cti.engine.layout import in_rows_from_pandas
 from cti.ingress import ordering
 from cti.ingress.columns import (
     NULL,
@@ -47,15 +46,11 @@ from cti.ingress.columns import (
     output_frame,
     suspects,
 )
-from cti.ingress.machine import (
-    ORDERED_CTI,
-    IngressMachine,
-    bad_input,
-    ordering_arrival_problem,
-    problem,
-    validate,
-)
+from cti.ingress.group import GroupRun
+from cti.ingress.layout import in_rows_from_pandas
+from cti.ingress.rules import ORDERED_CTI, bad_input, ordering_arrival_problem, problem, validate
 from cti.ingress.spec import StreamSpec, rooted_at
+from cti.ingress.state import StreamState
 from cti.ingress.vectorized import EVENT_KIND, with_importers
 from cti.operators.frame import exact_field, stack
 from cti.rows import CLOCK, EOS, INVALID, InRow, payload_to_json
@@ -122,7 +117,7 @@ def ordered_stream(specs: list[StreamSpec]) -> int | None:
     return None
 
 
-def process_group(machine: IngressMachine, pdf: pd.DataFrame, settle: bool = True
+def process_group(machine: GroupRun, pdf: pd.DataFrame, settle: bool = True
                   ) -> pd.DataFrame | None:
     """A micro-batch of a group whose event-ordering stream runs vectorised: its output rows,
     as the row machine gives them, or None where the group is not rooted at one. The streams
@@ -132,10 +127,10 @@ def process_group(machine: IngressMachine, pdf: pd.DataFrame, settle: bool = Tru
     if i is None:
         return None
     if len(machine.specs) == 1:
-        done = process(machine, machine.specs[0], machine.state["streams"][0], pdf)
+        done = process(machine, machine.specs[0], machine.state.streams[0], pdf)
     else:  # (the policy's snapshot comes after the other streams' rows: ``importers_step``)
         done = with_importers(machine, pdf, i, lambda rows: process(
-            machine, machine.specs[i], machine.state["streams"][i], rows, i, snapshot=False))
+            machine, machine.specs[i], machine.state.streams[i], rows, i, snapshot=False))
     if done is None:
         return None
     if settle:
@@ -348,11 +343,11 @@ class _Batch:
     dead: dict[str, np.ndarray]
 
 
-def _batch(machine: IngressMachine, spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame,
+def _batch(machine: GroupRun, spec: StreamSpec, st: StreamState, pdf: pd.DataFrame,
            index: int) -> _Batch:
     """The batch as ``_Batch``, clock ticks as rows among its events; raises for rows out of
     sequence or after the end of input, as the row machine does; in a stream that raises for
-    bad input, its first bad row is ``machine``'s fault (``IngressMachine.fault``)."""
+    bad input, its first bad row is ``machine``'s fault (``GroupRun.fault``)."""
     policy, keyed = spec.ordering, spec.ordering.over is not None
     got = in_sequence(spec, st, pdf, EVENT_KIND[spec.shape])
     # Clock ticks as rows of their own, in their places: each moves the arrival clock, as
@@ -376,11 +371,11 @@ def _batch(machine: IngressMachine, spec: StreamSpec, st: dict[str, Any], pdf: p
     # partitions' clocks; any other row with an arrival that does not go back does.
     invalid, timed, tick = kind == INVALID, arrival != NULL, kind == CLOCK
     back, last = _arrival_back(partition, arrival, ~invalid & timed & ~tick,
-                               st["partition_arrival"])
+                               st.partition_arrival)
     recorded = ~invalid & timed & ~back & ~tick
-    merge = np.maximum.accumulate(_ints([st["last_arrival"]], np.where(
+    merge = np.maximum.accumulate(_ints([st.last_arrival], np.where(
         (invalid & timed) | recorded | tick, arrival, MIN_TIME)))[1:]
-    data_arrival = max(st["data_arrival"], int(arrival[invalid & timed].max(initial=MIN_TIME)))
+    data_arrival = max(st.data_arrival, int(arrival[invalid & timed].max(initial=MIN_TIME)))
     parts = _partition_arrivals(partition[recorded], arrival[recorded])
 
     # Bad rows, found by the arrays and worded by the row machine's rules on those flagged.
@@ -415,7 +410,7 @@ def _batch(machine: IngressMachine, spec: StreamSpec, st: dict[str, Any], pdf: p
                   start[good], end[good], arrival[good], payload[good], partition[good], parts,
                   light[good], tids[good], total, total - int(tick.sum()),
                   int(seq[-1]) if total else -1, good,
-                  merge[good], int(merge[-1]) if rows else st["last_arrival"], data_arrival,
+                  merge[good], int(merge[-1]) if rows else st.last_arrival, data_arrival,
                   dead)
 
 
@@ -429,7 +424,7 @@ def _rule(spec: StreamSpec, row: InRow, last: int | None) -> str | None:
     return ordering_arrival_problem(row, last) or row.error or validate(spec, row)
 
 
-def process(machine: IngressMachine, spec: StreamSpec, st: dict[str, Any], pdf: pd.DataFrame,
+def process(machine: GroupRun, spec: StreamSpec, st: StreamState, pdf: pd.DataFrame,
             index: int = 0, snapshot: bool = True
             ) -> tuple[pd.DataFrame, list[tuple[tuple, int]]] | None:
     """Stream ``index``'s output rows for a batch of its input rows (with the policy's metrics
@@ -437,12 +432,12 @@ def process(machine: IngressMachine, spec: StreamSpec, st: dict[str, Any], pdf: 
     order (the merge key of the row that made it), updating ``st`` as the row machine does;
     None (``st`` untouched) for a state the vectorised path never leaves (rows held, CTIs
     imported, edges open)."""
-    policy, ost = spec.ordering, st["ordering"]
-    if st["eos"]:  # (a row now is a replay or an error, a tick changes nothing)
+    policy, ost = spec.ordering, st.ordering
+    if st.eos:  # (a row now is a replay or an error, a tick changes nothing)
         in_sequence(spec, st, pdf, EVENT_KIND[spec.shape])
         return metrics_row(spec, st, index) if snapshot else output_frame({}, index), []
-    if st["pending"] or st["imported"] or st["open_edges"] or \
-            not st["cti"] == ost["cti"] == ost["rule_cti"]:
+    if st.pending or st.imported or st.open_edges or \
+            not st.cti == ost["cti"] == ost["rule_cti"]:
         return None
     indep = ordering.independent(policy)
     batch = _batch(machine, spec, st, pdf, index)
@@ -646,7 +641,7 @@ def process(machine: IngressMachine, spec: StreamSpec, st: dict[str, Any], pdf: 
             "cti": in_force_dead}[k]]).astype(v.dtype) for k, v in cols.items()}
 
     # The state after the same rows.
-    metrics = st["metrics"]
+    metrics = st.metrics
     statuses = cols["status"][nd:nd + nr]
     metrics["accepted"] += int((statuses == "accepted").sum())
     metrics["adjusted"] += int((statuses == "adjusted").sum())
@@ -655,7 +650,7 @@ def process(machine: IngressMachine, spec: StreamSpec, st: dict[str, Any], pdf: 
     metrics["invalid"] += nb
     if m:
         ost["A"] = int(A[-1])
-    st["partition_arrival"].update(batch.parts)
+    st.partition_arrival.update(batch.parts)
     in_last, alive, last_start, purges = _lives(
         policy.purge_idle_timelines and indep, fc, full, m, known, seed, first_row, after_max,
         a_term, dropped)
@@ -701,22 +696,22 @@ def process(machine: IngressMachine, spec: StreamSpec, st: dict[str, Any], pdf: 
         ost["per_timeline"] = per
     ost["rule_cti"] = int(rule[-1]) if m else rule0
     ost["cti"] = final_cti
-    st["cti"] = final_cti
+    st.cti = final_cti
     merge = batch.merge
     if batch.total:
-        st["last_arrival"] = MAX_TIME if eos else batch.merge_last
-        st["last_key"] = (st["last_arrival"], index, batch.last_seq)
-        st["next_in_seq"] += batch.received
-    st["data_arrival"] = MAX_TIME if eos else batch.data_arrival
-    st["eos"] = st["eos"] or eos
+        st.last_arrival = MAX_TIME if eos else batch.merge_last
+        st.last_key = (st.last_arrival, index, batch.last_seq)
+        st.next_in_seq += batch.received
+    st.data_arrival = MAX_TIME if eos else batch.data_arrival
+    st.eos = st.eos or eos
     if snapshot:
         cols["payload"][nd + nr + nc] = payload_to_json(ordering.snapshot(policy, ost))
     else:  # (the snapshot is the last item)
         order = order[:-1]
     count = len(order)
     cols = {k: v[order] for k, v in cols.items()}
-    cols["seq"] = st["out_seq"] + np.arange(count, dtype=np.int64)
-    st["out_seq"] += count
+    cols["seq"] = st.out_seq + np.arange(count, dtype=np.int64)
+    st.out_seq += count
     out = output_frame({k: v for k, v in cols.items() if k != "partition"}, index)
     out["partition"] = cols["partition"]
     merge_at = _ints(merge, [MAX_TIME] if eos else [])  # each row's place in arrival order

@@ -33,10 +33,10 @@ from cti.engine.batch import (
     rows_table,
     text_rows,
 )
-from cti.engine.layout import OUT_COLUMNS, out_rows_from_pandas, out_rows_to_pandas
 from cti.engine.route import routes, stream_reads
 from cti.engine.shard import Shard, ShardOutput, ingress_step
-from cti.ingress.machine import IngressMachine
+from cti.ingress.group import GroupRun
+from cti.ingress.layout import OUT_COLUMNS, out_rows_from_pandas, out_rows_to_pandas
 from cti.operators import frame
 from cti.operators.output import deliver, step_table, table_rows
 from cti.results import RunResult, derived_result
@@ -162,7 +162,7 @@ class LocalRuntime:
     def _frames(self, group: IngressGroup, inputs: list[list[InRow]] | None = None
                 ) -> Iterator[pd.DataFrame]:
         """``batches``' output rows of each batch, as the frame the ingress step gives."""
-        machine = IngressMachine(group.specs())
+        machine = GroupRun(group.specs())
         for table in self.input_batches(group, inputs):
             yield ingress_step(machine, frame.arrow_to_pandas(text_rows(table)))
 

@@ -1,9 +1,9 @@
 """Ingress as a Spark stateful function: one group key per ingress group.
 
 The rows of all streams of a group (the streams linked by CTI imports) meet in one
-``applyInPandasWithState`` call per micro-batch; the ``IngressMachine`` state (plain data,
-pickled into one binary column, since array/map state columns break in PySpark 4.3) lives in
-Spark's state store and is checkpointed with the query.
+``applyInPandasWithState`` call per micro-batch; the group's ingress state (plain data,
+``GroupState.to_data``, pickled into one binary column, since array/map state columns break in
+PySpark 4.3) lives in Spark's state store and is checkpointed with the query.
 """
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ from pyspark.sql.streaming.state import GroupStateTimeout
 from pyspark.sql.types import BinaryType, IntegerType, StructField, StructType
 
 from cti.engine.shard import ingress_step
-from cti.ingress.machine import IngressMachine
+from cti.ingress.group import GroupRun
 from cti.ingress.spec import StreamSpec
+from cti.ingress.state import GroupState
 from cti.runtime.spark.schema import OUT_SCHEMA
 from cti.runtime.spark.state import dump_state, load_state
 
@@ -32,9 +33,9 @@ def ingress_function(specs: Sequence[Sequence[StreamSpec]]) -> Callable:
     def run(key: tuple, batches: Iterator[pd.DataFrame], state) -> Iterator[pd.DataFrame]:
         group = int(key[0])
         saved = load_state(state.get[0]) if state.exists else None
-        machine = IngressMachine(specs[group], saved)
+        machine = GroupRun(specs[group], GroupState.from_data(saved, specs[group]))
         pdf = ingress_step(machine, pd.concat(list(batches), ignore_index=True))
-        state.update((dump_state(machine.state),))
+        state.update((dump_state(machine.state.to_data()),))
         pdf.insert(0, "group", pd.Series([group] * len(pdf), dtype="int32"))
         yield pdf
 

@@ -46,7 +46,8 @@ from pyspark.sql.types import (
 )
 
 from cti.engine.route import QueryRoute
-from cti.engine.shard import Shard, next_in_seq
+from cti.engine.shard import Shard
+from cti.ingress.state import next_in_seq
 from cti.operators import frame, plan, usercode
 from cti.runtime.spark.ingress import GROUP_OUT_SCHEMA
 from cti.runtime.spark.packing import pack_output, unpack

@@ -1,4 +1,4 @@
-"""Spark schemas of the input and output rows (``cti.engine.layout``'s layouts).
+"""Spark schemas of the input and output rows (``cti.ingress.layout``'s layouts).
 
 Spark hands nullable longs to pandas as float64, which cannot hold every tick (MAX_TIME is
 2**63 - 1). So time columns are never NULL in Spark: a missing time is stored as MIN_TIME,
@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
-from cti.engine.layout import (  # noqa: F401 (the conversions, used with these schemas)
+from cti.ingress.layout import (  # noqa: F401 (the conversions, used with these schemas)
     NULL_TIME,
     in_row_to_tuple,
     in_rows_from_pandas,
