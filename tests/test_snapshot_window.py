@@ -33,11 +33,11 @@ EDGE = EventShape.EDGE
 
 # ---- the brute force --------------------------------------------------------------------------
 
-def snapshot_reference(lives: Sequence[Life], specs: dict[str, ref.Aggregate], clip: bool,
-                       group_by: str | None) -> list[Life]:
+def snapshot_members(lives: Sequence[Life], group_by: str | None
+                     ) -> list[tuple[int, int, list[dict]]]:
     """Tick by tick, per group: a window per maximal run of ticks with the same non-empty set
-    of active events (``start <= t < end``); after the last finite endpoint the events that
-    never end are active up to MAX_TIME (an interval's window; no point at infinity)."""
+    of active events (``start <= t < end``), as (start, end, the members' payloads); after the
+    last finite endpoint the events that never end are active up to MAX_TIME."""
     groups: dict[str, list[Life]] = defaultdict(list)
     for x in lives:
         groups[ref.canon({"g": x.payload[group_by]}) if group_by else ""].append(x)
@@ -53,15 +53,22 @@ def snapshot_reference(lives: Sequence[Life], specs: dict[str, ref.Aggregate], c
                 runs.append((t, t + 1, active))
         if runs and runs[-1][2] and all(members[i].end == MAX_TIME for i in runs[-1][2]):
             runs[-1] = (runs[-1][0], MAX_TIME, runs[-1][2])
-        for start, end, active in runs:
-            if not active or (not clip and end == MAX_TIME):
-                continue
-            payloads = [members[i].payload for i in active]
-            payload = {group_by: payloads[0][group_by]} if group_by else {}
-            payload |= {n: ref.aggregate_value(kind, f, payloads)
-                        for n, (kind, f) in specs.items()}
-            out.append(Life(start, end, payload, False) if clip
-                       else Life(end, end + 1, payload, True))
+        out += [(start, end, [members[i].payload for i in active])
+                for start, end, active in runs if active]
+    return out
+
+
+def snapshot_reference(lives: Sequence[Life], specs: dict[str, ref.Aggregate], clip: bool,
+                       group_by: str | None) -> list[Life]:
+    """The aggregates of each window of ``snapshot_members``: an interval per window, or a
+    point at its end (none at infinity)."""
+    out = []
+    for start, end, payloads in snapshot_members(lives, group_by):
+        if not clip and end == MAX_TIME:
+            continue
+        payload = {group_by: payloads[0][group_by]} if group_by else {}
+        payload |= {n: ref.aggregate_value(kind, f, payloads) for n, (kind, f) in specs.items()}
+        out.append(Life(start, end, payload, False) if clip else Life(end, end + 1, payload, True))
     return out
 
 
