@@ -47,12 +47,14 @@ def count_reference(lives: Sequence[Life], n: int, specs: dict[str, ref.Aggregat
 def count_case(draw: st.DrawFn, grouped: bool | None = None) -> props.Case:
     n = draw(st.integers(1, 4))
     group = draw(st.booleans()) if grouped is None else grouped
-    names = draw(st.lists(st.sampled_from(sorted(props.AGGREGATES)), max_size=3, unique=True))
-    specs: dict[str, ref.Aggregate] = {"id": ("udf", props._udf_ids)}
+    udf = draw(st.booleans())  # (without one, only adding aggregates: summed along windows)
+    names = draw(st.lists(st.sampled_from(sorted(props.AGGREGATES)), min_size=0 if udf else 1,
+                          max_size=3, unique=True))
+    specs: dict[str, ref.Aggregate] = {"id": ("udf", props._udf_ids)} if udf else {}
     specs |= {name: props.AGGREGATES[name][1] for name in names}
 
     def aggs() -> dict[str, Any]:
-        return {"id": agg.udf(props._udf_ids)} | {
+        return ({"id": agg.udf(props._udf_ids)} if udf else {}) | {
             name: props.AGGREGATES[name][0]() for name in names}
 
     def windowed(s: Any) -> Any:

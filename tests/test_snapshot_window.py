@@ -111,15 +111,17 @@ def snapshot_case(draw: st.DrawFn, grouped: bool | None = None) -> props.Case:
     clip = draw(st.booleans())
     group = draw(st.booleans()) if grouped is None else grouped
     duration = draw(st.one_of(st.none(), st.integers(1, 12)))
-    names = draw(st.lists(st.sampled_from(sorted(props.AGGREGATES)), max_size=3, unique=True))
-    incremental = draw(st.booleans())
-    specs: dict[str, ref.Aggregate] = {"id": ("udf", props._udf_ids)}
+    udf = draw(st.booleans())  # (without one, only adding aggregates: summed along windows)
+    names = draw(st.lists(st.sampled_from(sorted(props.AGGREGATES)), min_size=0 if udf else 1,
+                          max_size=3, unique=True))
+    incremental = udf and draw(st.booleans())
+    specs: dict[str, ref.Aggregate] = {"id": ("udf", props._udf_ids)} if udf else {}
     specs |= {n: props.AGGREGATES[n][1] for n in names}
     if incremental:
         specs["inc"] = ("sum", "v")
 
     def aggs() -> dict[str, Any]:
-        out: dict[str, Any] = {"id": agg.udf(props._udf_ids)}
+        out: dict[str, Any] = {"id": agg.udf(props._udf_ids)} if udf else {}
         out |= {n: props.AGGREGATES[n][0]() for n in names}
         if incremental:
             out["inc"] = agg.incremental(lambda: 0, lambda s, p: s + p["v"])

@@ -49,6 +49,7 @@ class _Starts:
 
     of_row: np.ndarray
     time: np.ndarray
+    key: np.ndarray  # each pair's key (code)
     place: np.ndarray  # 0 for a key's first distinct start, 1 for its second, ...
     last: np.ndarray  # each pair's key's last pair (index)
 
@@ -60,7 +61,7 @@ def _starts(key_codes: np.ndarray, start: np.ndarray) -> _Starts:
     key_of = pairs // span
     first = np.searchsorted(key_of, key_of, side="left")
     last = np.searchsorted(key_of, key_of, side="right") - 1
-    return _Starts(of_row, times[pairs % span], np.arange(len(pairs)) - first, last)
+    return _Starts(of_row, times[pairs % span], key_of, np.arange(len(pairs)) - first, last)
 
 
 def _take_events(state: CountState, chunk: Chunk) -> None:
@@ -76,9 +77,11 @@ def _take_events(state: CountState, chunk: Chunk) -> None:
     state.held = frame.stack([state.held, rows]) if len(state.held) else rows
 
 
-def count_window(node: plan.CountWindow, chunk: Chunk, state: CountState) -> Chunk:
+def count_window(node: plan.CountWindow, chunk: Chunk, state: CountState,
+                 group_field: str | None = None) -> Chunk:
     """One step: at the chunk's last CTI c, the windows whose last start is before c (and
-    was not before the previous CTI) are emitted; then what no later window needs leaves."""
+    was not before the previous CTI) are emitted; then what no later window needs leaves.
+    ``group_field``: as the snapshot window's (``window_members.aggregated``)."""
     _take_events(state, chunk)
     if not chunk.ctis:
         return Chunk(frame.empty(), [])
@@ -90,18 +93,23 @@ def count_window(node: plan.CountWindow, chunk: Chunk, state: CountState) -> Chu
     key_codes = key_codes.astype(np.int64)
     starts = _starts(key_codes, taken["start"].to_numpy())
     # Each event's windows: those whose last start is its own or one of the next n - 1 of
-    # its key, among the complete ones not emitted at an earlier CTI.
+    # its key; emitted: the complete ones not emitted at an earlier CTI.
     t = starts.of_row
-    rows, js = window_members.expand(t, np.minimum(t + n, starts.last[t] + 1))
-    new = (starts.place[js] >= n - 1) & (starts.time[js] >= state.cti)
-    rows, js = rows[new], js[new]
+    past = np.minimum(t + n, starts.last[t] + 1)
+    is_new = (starts.place >= n - 1) & (starts.time >= state.cti)
     out = frame.empty()
-    if len(rows):
+    if is_new.any():
         ev = frame.make(frame.filled(len(taken), "interval"), taken["start"].to_numpy(),
                         taken["end"].to_numpy(), taken["payload"].to_numpy(object),
                         taken["key"].to_numpy(object))
-        kk, key_of, payloads = window_members.aggregated(node, ev, rows, js,
-                                                         (key_codes, keys))
+        key_of_k = keys[starts.key]
+        got = window_members.aggregated_by_cover(node, ev, t, past, np.flatnonzero(is_new),
+                                                 key_of_k, group_field)
+        if got is None:
+            rows, js = window_members.expand(t, past)
+            rows, js = rows[is_new[js]], js[is_new[js]]
+            got = window_members.aggregated(node, ev, rows, js, key_of_k, group_field)
+        kk, key_of, payloads = got
         ends = starts.time[kk] + 1
         out = frame.make(frame.filled(len(kk), "point"), ends, ends + 1, payloads, key_of)
     if c == MAX_TIME:
@@ -116,7 +124,8 @@ def count_window(node: plan.CountWindow, chunk: Chunk, state: CountState) -> Chu
 
 UNITS = [OperatorUnit(
     plan.CountWindow,
-    lambda node, inputs, state, machine: count_window(node, inputs[0], state),
+    lambda node, inputs, state, machine: count_window(node, inputs[0], state,
+                                                      machine.group_field_of.get(id(node))),
     new_state=lambda node: CountState(),
     output_fields=lambda node: field_names(node.aggregates),
     input_fields=lambda node, wanted, read: (aggregates_read(node.aggregates),),

@@ -74,9 +74,11 @@ class _Cut:
     key_codes: np.ndarray
     keys: np.ndarray
     i_lo: np.ndarray  # each row's first boundary (its ``lo``)
+    i_end: np.ndarray  # each row's end's boundary
     i_hi: np.ndarray  # each row's last boundary at or before min(end, c)
     floor: np.ndarray  # each row's key's last boundary at or before c
     time: np.ndarray  # each boundary's time
+    bound_key: np.ndarray  # each boundary's key (code)
     same_key: np.ndarray  # boundary i and i + 1 belong to the same key
     known_end: np.ndarray  # a point's or interval's end lies on the boundary
     cover: np.ndarray  # how many rows hold the window [time[i], time[i + 1])
@@ -138,26 +140,38 @@ def _cut(held: pd.DataFrame, c: int) -> _Cut:
     known_end = np.zeros(len(bounds), bool)
     known_end[i_end[rows["known"].to_numpy()]] = True
     diff = np.bincount(i_lo, minlength=len(bounds)) - np.bincount(i_end, minlength=len(bounds))
-    return _Cut(at, key_codes, keys, i_lo, np.where(end <= c, i_end, floor_at),
+    return _Cut(at, key_codes, keys, i_lo, i_end, np.where(end <= c, i_end, floor_at),
                 times[bounds[floor_at] % span] if m else np.empty(0, np.int64),
-                times[bounds % span], b_key[:-1] == b_key[1:], known_end, np.cumsum(diff))
+                times[bounds % span], b_key, b_key[:-1] == b_key[1:], known_end,
+                np.cumsum(diff))
 
 
-def _emit(node: plan.SnapshotWindow, held: pd.DataFrame, cut: _Cut) -> pd.DataFrame:
-    """The results of the windows the CTI completed (every row's windows up to ``i_hi``)."""
+def _emit(node: plan.SnapshotWindow, held: pd.DataFrame, cut: _Cut,
+          group_field: str | None) -> pd.DataFrame:
+    """The results of the windows the CTI completed (every row's windows up to ``i_hi``):
+    summed along the windows where the aggregates only add, else member by member."""
     lo, hi = cut.i_lo, cut.i_hi
     if node.output_policy is plan.WindowOutputPolicy.POINT_ALIGN_TO_WINDOW_END:
         # (a window that ends at MAX_TIME has no point after it)
         hi = np.where(cut.time[hi] == MAX_TIME, hi - 1, hi)
-    rows, ks = window_members.expand(lo, hi)
-    if not len(rows):
+    if not (hi > lo).any():
         return frame.empty()
     taken = held.iloc[cut.at]
-    ev = frame.make(np.full(len(taken), "interval"), taken["start"].to_numpy(),
+    ev = frame.make(frame.filled(len(taken), "interval"), taken["start"].to_numpy(),
                     taken["end"].to_numpy(), taken["payload"].to_numpy(object),
                     taken["key"].to_numpy(object))
-    kk, key_of, payloads = window_members.aggregated(node, ev, rows, ks,
-                                                     (cut.key_codes, cut.keys))
+    key_of_k = cut.keys[cut.bound_key]
+    done = np.zeros(len(cut.time), bool)  # the windows emitted now, by number
+    done[:-1] = cut.same_key & (cut.cover[:-1] > 0)
+    last = np.full(len(cut.time), -1)
+    np.maximum.at(last, cut.bound_key[lo], hi)  # (each key's last window emitted + 1)
+    done &= np.arange(len(cut.time)) < last[cut.bound_key]
+    got = window_members.aggregated_by_cover(node, ev, lo, cut.i_end, np.flatnonzero(done),
+                                             key_of_k, group_field)
+    if got is None:
+        rows, ks = window_members.expand(lo, hi)
+        got = window_members.aggregated(node, ev, rows, ks, key_of_k, group_field)
+    kk, key_of, payloads = got
     starts, ends = cut.time[kk], cut.time[kk + 1]
     if node.output_policy is plan.WindowOutputPolicy.CLIP_TO_WINDOW_END:
         return frame.make(frame.filled(len(kk), "interval"), starts, ends, payloads, key_of)
@@ -202,14 +216,17 @@ def _purge(state: SnapshotState, cut: _Cut, c: int) -> None:
     state.held = held[keep].reset_index(drop=True)
 
 
-def snapshot(node: plan.SnapshotWindow, chunk: Chunk, state: SnapshotState) -> Chunk:
-    """One step: take the events; at the chunk's last CTI emit the windows it completes."""
+def snapshot(node: plan.SnapshotWindow, chunk: Chunk, state: SnapshotState,
+             group_field: str | None = None) -> Chunk:
+    """One step: take the events; at the chunk's last CTI emit the windows it completes.
+    ``group_field``: the window is the whole query of a ``group_by(group_field)``, and its
+    payloads carry the group's value (``window_members.aggregated``)."""
     _take_events(state, chunk)
     if not chunk.ctis:
         return Chunk(frame.empty(), [])
     c = chunk.ctis[-1]
     cut = _cut(state.held, c)
-    out = _emit(node, state.held, cut)
+    out = _emit(node, state.held, cut, group_field)
     if node.output_policy is plan.WindowOutputPolicy.CLIP_TO_WINDOW_END:
         ctis = _out_ctis(cut, chunk.ctis, state.out_cti)
     else:
@@ -221,6 +238,16 @@ def snapshot(node: plan.SnapshotWindow, chunk: Chunk, state: SnapshotState) -> C
     return Chunk(out, ctis)
 
 
+def ctis_from_data(node: Any) -> bool:
+    """Whether ``node``'s output CTIs depend on the events it holds: a snapshot window (or
+    TopK over one) with ``CLIP_TO_WINDOW_END``, whose CTI goes back to the window open at it.
+    Shards holding different keys would give different CTIs, so a plan with one is not
+    spread over shards (``sharding``)."""
+    window = node.window if isinstance(node, plan.TopK) else node
+    return isinstance(window, plan.SnapshotWindow) and \
+        window.output_policy is plan.WindowOutputPolicy.CLIP_TO_WINDOW_END
+
+
 def output_shape(node: Any) -> EventShape:
     """An interval per window (``CLIP_TO_WINDOW_END``) or a point at its end."""
     return EventShape.INTERVAL if node.output_policy is \
@@ -229,7 +256,8 @@ def output_shape(node: Any) -> EventShape:
 
 UNITS = [OperatorUnit(
     plan.SnapshotWindow,
-    lambda node, inputs, state, machine: snapshot(node, inputs[0], state),
+    lambda node, inputs, state, machine: snapshot(node, inputs[0], state,
+                                                  machine.group_field_of.get(id(node))),
     new_state=lambda node: SnapshotState(),
     output_fields=lambda node: field_names(node.aggregates),
     input_fields=lambda node, wanted, read: (aggregates_read(node.aggregates),),
