@@ -182,3 +182,15 @@ def test_mistakes_fail_loudly(args, message):
     s = props.one_stream([PointEvent(1, {"v": 1})])
     with pytest.raises((InvalidSettingsError, UnknownFieldError), match=message):
         s.snapshot_window().top_k(*args)
+
+
+def test_under_group_by_a_payload_without_the_field_gets_the_groups_value():
+    """As ``group_by`` adds its field to every output payload that lacks it (here the null
+    group of events without ``k``), so does TopK, the whole query of the group."""
+    s = props.one_stream([PointEvent(1, {"v": 1}), PointEvent(2, {"k": "x", "v": 2}),
+                          PointEvent(3, {"k": "x", "v": 3})])
+    q = s.group_by("k", nulls="group").apply(
+        lambda g: g.tumbling_window(ticks(10)).top_k(1, [("v", "desc")]))
+    assert sorted((e.payload for e in props.run_items(q) if not isinstance(e, Cti)),
+                  key=lambda p: p["v"]) == [{"k": None, "rank": 1, "v": 1},
+                                            {"k": "x", "rank": 1, "v": 3}]

@@ -74,9 +74,12 @@ class Ranked:
         return 0
 
 
-def top_k(node: plan.TopK, chunk: Chunk, state: Any) -> Chunk:
+def top_k(node: plan.TopK, chunk: Chunk, state: Any, group_field: str | None = None
+          ) -> Chunk:
     """One step: the window's step, then each window's ranked events as events of their own
-    (the window's lifetime and key)."""
+    (the window's lifetime and key). ``group_field``: TopK is the whole query of a
+    ``group_by(group_field)`` (keys are one-value JSON lists), and a payload without the field
+    gets the group's value, as ``group_by`` gives every payload (``QueryMachine._ungroup``)."""
     if isinstance(node.window, plan.SnapshotWindow):
         got = snapshot.snapshot(node.window, chunk, state)
     else:
@@ -85,6 +88,12 @@ def top_k(node: plan.TopK, chunk: Chunk, state: Any) -> Chunk:
     if not len(ev):
         return got
     ranked = [payload_from_json(p)[RESULT] for p in ev["payload"].to_numpy(object)]
+    if group_field is not None:
+        for events, key in zip(ranked, ev["key"].to_numpy(object), strict=True):
+            if any(group_field not in p for p in events):
+                value = payload_from_json(key)[-1]
+                for p in events:
+                    p.setdefault(group_field, value)
     counts = np.fromiter(map(len, ranked), np.int64, len(ranked))
     at = np.repeat(np.arange(len(ev)), counts)
     payloads = [payload_to_json(p) for events in ranked for p in events]
@@ -105,7 +114,8 @@ def _fields(node: plan.TopK) -> tuple[str, ...] | None:
 
 
 UNITS = [OperatorUnit(
-    plan.TopK, lambda node, inputs, state, machine: top_k(node, inputs[0], state),
+    plan.TopK, lambda node, inputs, state, machine: top_k(
+        node, inputs[0], state, machine.group_field_of.get(id(node))),
     new_state=_new_state, output_fields=_fields,
     output_shape=lambda node: EventShape.INTERVAL if node.window.output_policy is
     plan.WindowOutputPolicy.CLIP_TO_WINDOW_END else EventShape.POINT)]
