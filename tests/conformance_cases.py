@@ -141,3 +141,85 @@ def asa_expected(e: dict[str, Any]) -> tuple[int | None, str, str | None]:
     if status == "dropped":
         return None, "dropped", reason
     return ts, "adjusted", action.removesuffix("_adjusted")
+
+
+# ---- win_*.json: snapshot and count windows, TopK (SPEC 8) ----------------------------------
+
+def _win_event(e: dict[str, Any]) -> list[Any]:
+    """A case's event as stream items: an edge gives its start, and its end unless it never
+    closes (``end`` MAX_TIME)."""
+    shape, start, payload = e["shape"], e["start"], e["payload"]
+    if shape == "point":
+        return [PointEvent(start, payload)]
+    if shape == "interval":
+        return [IntervalEvent(start, _time(e["end"]), payload)]
+    out = [EdgeEvent.start_edge(start, payload)]
+    if _time(e["end"]) != MAX_TIME:
+        out.append(EdgeEvent.end_edge(start, _time(e["end"]), payload))
+    return out
+
+
+def bind_win_case(case: dict[str, Any], app: Application, ctis: bool = False) -> CepStream:
+    """The case's one stream. Its only CTI is the final one at MAX_TIME (the case's
+    premise), or with ``ctis`` one after each event as well (the events in sync-time order,
+    so none violates a CTI)."""
+    items = [item for e in case["events"] for item in _win_event(e)]
+    if ctis:
+        items.sort(key=lambda i: i.end if isinstance(i, EdgeEvent) and i.end != MAX_TIME
+                   and i.edge_type.name == "END" else i.start)
+    shapes = {e["shape"] for e in case["events"]}
+    shape = EventShape(shapes.pop()) if len(shapes) == 1 else EventShape.INTERVAL
+    generation = AdvanceTimeGenerationSettings(
+        event_count=1 if ctis else 10**9, delay=ticks(0), advance_to_infinity_on_shutdown=True)
+    return CepStream.create(case["name"], MemoryInputAdapterFactory(), items, shape,
+                            AdvanceTimeSettings(generation, None, "drop"), application=app)
+
+
+def win_query(case: dict[str, Any], stream: CepStream) -> Any:
+    """The case's query over its stream."""
+    from cti import WindowOutputPolicy, agg
+
+    params = case["params"]
+    aggs = {name: getattr(agg, spec[0])(*spec[1:])
+            for name, spec in params.get("aggregate", {}).items()}
+    policy = params.get("output_policy")
+    policy = {} if policy is None else {"output_policy": WindowOutputPolicy[policy]}
+    if case["kind"] == "snapshot":
+        return stream.snapshot_window(**policy).aggregate(**aggs)
+    if case["kind"] == "count_by_start_time":
+        return stream.count_window(params["n"], **policy).aggregate(**aggs)
+    assert case["kind"] == "top_k", case["kind"]
+    w = params["window"]
+    if w["kind"] == "snapshot":
+        windowed = stream.snapshot_window(**policy)
+    elif w["kind"] == "tumbling":
+        windowed = stream.tumbling_window(ticks(w["size"]), **policy)
+    else:
+        windowed = stream.hopping_window(ticks(w["size"]), ticks(w["hop"]), **policy)
+    key = params["key"]
+    order = [(key, "desc" if params.get("descending") else "asc")] if isinstance(key, str) \
+        else [tuple(pair) for pair in key]
+    return windowed.top_k(params["k"], order)
+
+
+def win_expected(case: dict[str, Any]) -> list[tuple[int, int, str]]:
+    """The case's output events as sorted (start, end, payload JSON); a TopK output's rank
+    is a field of its payload."""
+    out = []
+    for e in case["expected"]:
+        payload = dict(e["payload"])
+        if "rank" in e:
+            payload["rank"] = e["rank"]
+        out.append((int(e["start"]), _time(e["end"]), json.dumps(payload, sort_keys=True)))
+    return sorted(out)
+
+
+def win_got(items: list[Any]) -> list[tuple[int, int, str]]:
+    """A run's output events in ``win_expected``'s form."""
+    out = []
+    for i in items:
+        if isinstance(i, Cti):
+            continue
+        end = i.start + 1 if isinstance(i, PointEvent) else i.end
+        out.append((i.start, end, json.dumps(i.payload, sort_keys=True)))
+    return sorted(out)

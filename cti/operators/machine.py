@@ -54,7 +54,8 @@ class QueryMachine:
                   for inner in plan.walk(n.body) if isinstance(inner, plan.GroupApply)}
         self.group_field_of = {id(n.body): n.field for n in self.nodes
                                if isinstance(n, plan.GroupApply) and id(n) not in nested
-                               and isinstance(n.body, plan.Window)}
+                               and isinstance(n.body, plan.Window | plan.SnapshotWindow
+                                              | plan.CountWindow | plan.TopK)}
         self.state = state if state is not None else {
             "nodes": [_new_node_state(n) for n in self.nodes],
             "buffer": frame.empty(), "cti": MIN_TIME}

@@ -209,3 +209,34 @@ def without_inputs(root: Node, inputs: list[Any]) -> Node:
         return new
 
     return rebuild(root)
+
+
+@attrs.frozen(eq=False)
+class SnapshotWindow(Unary):
+    """A snapshot window (StreamInsight's ``SnapshotWindow``) with its aggregates: a window
+    between each two consecutive event endpoints (``cti.operators.snapshot``)."""
+
+    output_policy: WindowOutputPolicy
+    aggregates: dict[str, AnyAggregate]
+
+
+@attrs.frozen(eq=False)
+class CountWindow(Unary):
+    """A count window (StreamInsight's ``CountByStartTimeWindow(n)``) with its aggregates: a
+    window over every ``n`` consecutive distinct start times (``cti.operators.count_window``)."""
+
+    n: int
+    output_policy: WindowOutputPolicy
+    aggregates: dict[str, AnyAggregate]
+
+
+@attrs.frozen(eq=False)
+class TopK(Unary):
+    """The ``k`` best-ranked events of each window (StreamInsight's ``orderby ... Take(k)``):
+    ``window`` is the window (a ``Window`` or ``SnapshotWindow`` over ``source``) whose one
+    aggregate ranks its events (``cti.operators.top_k``)."""
+
+    window: Node
+    k: int
+    order_by: tuple[tuple[str, str], ...]
+    rank_field: str

@@ -12,7 +12,9 @@ with only per-event operators above it. What each operator does here (``keeps_pa
 ``per_event``, ``spreads``) its unit declares (``cti.operators.registry``). Anything else (a
 window outside group_by, a join without keys, two different keys) runs in one shard: correct,
 not spread. CTIs go to every
-shard, so every shard computes the same output CTIs.
+shard, so every shard computes the same output CTIs; a plan with an operator whose output
+CTIs depend on the events it holds (a snapshot window that clips to its windows: SPEC 8,
+``snapshot.ctis_from_data``) would give each shard its own, so it runs in one shard.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 
 from cti.operators import plan
 from cti.operators.registry import UNITS
+from cti.operators.snapshot import ctis_from_data
 
 
 def _unit_says(node: plan.Node, what: str) -> bool:
@@ -46,6 +49,8 @@ def _payload_paths(node: plan.Node) -> list[Any] | None:
 
 def shard_fields(root: plan.Node, inputs: list[Any]) -> list[str | None] | None:
     """Per input (by position in ``inputs``) the field to shard it by, or None: one shard."""
+    if any(ctis_from_data(n) for n in plan.walk(root)):
+        return None
     node = root
     while _unit_says(node, "per_event"):
         node = node.source

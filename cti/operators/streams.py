@@ -250,6 +250,25 @@ class QueryOperators:
         check_field(field, f"group_by({field!r})", self._label(), self.fields)
         return GroupedStream(self, field, nulls)
 
+    def snapshot_window(self, output_policy: plan.WindowOutputPolicy =
+                        plan.WindowOutputPolicy.CLIP_TO_WINDOW_END) -> Any:
+        """Snapshot windows (StreamInsight's ``SnapshotWindow``): a window between each two
+        consecutive event endpoints, so the set of active events is constant inside each;
+        ``.aggregate(...)`` or ``.top_k(...)``. Output: an interval per window
+        (``CLIP_TO_WINDOW_END``) or a point at its end (``POINT_ALIGN_TO_WINDOW_END``)."""
+        from cti.operators import windowed
+
+        return windowed.snapshot_window(self, output_policy)
+
+    def count_window(self, n: int, output_policy: plan.WindowOutputPolicy =
+                     plan.WindowOutputPolicy.POINT_ALIGN_TO_WINDOW_END) -> Any:
+        """Count windows (StreamInsight's ``CountByStartTimeWindow(n)``): a window over every
+        ``n`` consecutive distinct start times, sliding by one; ``.aggregate(...)`` gives a
+        point at its last start + 1 tick."""
+        from cti.operators import windowed
+
+        return windowed.count_window(self, n, output_policy)
+
 
 _NULLS = ("raise", "group", "drop")
 
@@ -292,6 +311,18 @@ class WindowedStream:
         kind = "tumbling_window" if self.hop == self.size else "hopping_window"
         return self.stream._derive(node, self.stream._label(
             f"{kind}(...).aggregate({', '.join(aggregates)})"))
+
+    def top_k(self, k: int, order_by: Any, rank_field: str = "rank") -> DerivedStream:
+        """The events ranked ``k`` or better in each window by ``order_by``, ``[(field,
+        "asc" | "desc"), ...]`` (SQL RANK: ties share a rank, so ties at the cut give more
+        than ``k``), each with its payload and its rank under ``rank_field``; lifetime as
+        the window's output policy says."""
+        from cti.operators import windowed
+
+        inner = plan.Window(self.stream._node(), self.size, self.hop, self.alignment,
+                            self.output_policy, {})
+        kind = "tumbling_window" if self.hop == self.size else "hopping_window"
+        return windowed.top_k_node(self.stream, inner, k, order_by, rank_field, f"{kind}(...)")
 
 
 @attrs.frozen

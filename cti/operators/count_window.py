@@ -1,0 +1,132 @@
+"""Count windows with aggregates (SPEC 8; StreamInsight's ``CountByStartTimeWindow(n)``).
+
+Per key, a window for every ``n`` consecutive distinct start times d_i .. d_{i+n-1}, sliding
+by one distinct start time; its members are the events that start at one of them (events with
+the same start count as one unit, so a window may hold more than ``n`` events; an interval or
+edge belongs by its start alone). Output: a point at d_{i+n-1} + 1 tick
+(``POINT_ALIGN_TO_WINDOW_END``, StreamInsight's only policy). Fewer than ``n`` distinct starts
+left when the input ends form no window.
+
+A window is complete once a CTI passes its last start (an event may still start exactly at
+the CTI). Output CTIs are unchanged: a window still open ends after the CTI. State
+(``CountState``): per key the events of its last ``n - 1`` distinct starts before the CTI
+(the next windows' first members) and every event at or after it; the rest is purged.
+"""
+
+from __future__ import annotations
+
+import attrs
+import numpy as np
+import pandas as pd
+
+from cti.events import EventShape
+from cti.operators import frame, plan, window_members
+from cti.operators.frame import Chunk
+from cti.operators.projection import aggregates_read
+from cti.operators.unit import OperatorUnit
+from cti.schema import field_names
+from cti.time import MAX_TIME, MIN_TIME
+
+
+def _no_rows() -> pd.DataFrame:
+    return frame.framed({"key": np.empty(0, object), "start": np.empty(0, np.int64),
+                         "end": np.empty(0, np.int64), "payload": np.empty(0, object)})
+
+
+@attrs.define
+class CountState:
+    """A count window's state: the input's latest CTI and the events still needed
+    (``key``, ``start``, ``end``, ``payload``)."""
+
+    cti: int = MIN_TIME
+    held: pd.DataFrame = attrs.field(factory=_no_rows)
+
+
+@attrs.frozen
+class _Starts:
+    """The distinct (key, start) pairs of the events before the CTI, sorted by key then
+    start: each event's pair, each pair's time and its place among its key's."""
+
+    of_row: np.ndarray
+    time: np.ndarray
+    key: np.ndarray  # each pair's key (code)
+    place: np.ndarray  # 0 for a key's first distinct start, 1 for its second, ...
+    last: np.ndarray  # each pair's key's last pair (index)
+
+
+def _starts(key_codes: np.ndarray, start: np.ndarray) -> _Starts:
+    times, t_rank = np.unique(start, return_inverse=True)
+    span = max(len(times), 1)
+    pairs, of_row = np.unique(key_codes * span + t_rank, return_inverse=True)
+    key_of = pairs // span
+    first = np.searchsorted(key_of, key_of, side="left")
+    last = np.searchsorted(key_of, key_of, side="right") - 1
+    return _Starts(of_row, times[pairs % span], key_of, np.arange(len(pairs)) - first, last)
+
+
+def _take_events(state: CountState, chunk: Chunk) -> None:
+    """Points, intervals and edge starts join ``held`` (an edge end changes no membership)."""
+    ev = chunk.events
+    if not len(ev):
+        return
+    is_end = ev["kind"].to_numpy() == "edge_end"
+    new = ev[~is_end] if is_end.any() else ev
+    rows = frame.framed({"key": new["key"].to_numpy(object), "start": new["start"].to_numpy(),
+                         "end": new["end"].to_numpy(), "payload": new["payload"].to_numpy(
+                             object)})
+    state.held = frame.stack([state.held, rows]) if len(state.held) else rows
+
+
+def count_window(node: plan.CountWindow, chunk: Chunk, state: CountState,
+                 group_field: str | None = None) -> Chunk:
+    """One step: at the chunk's last CTI c, the windows whose last start is before c (and
+    was not before the previous CTI) are emitted; then what no later window needs leaves.
+    ``group_field``: as the snapshot window's (``window_members.aggregated``)."""
+    _take_events(state, chunk)
+    if not chunk.ctis:
+        return Chunk(frame.empty(), [])
+    c, n = chunk.ctis[-1], node.n
+    held = state.held
+    before = np.flatnonzero(held["start"].to_numpy() < c)
+    taken = held.iloc[before]
+    key_codes, keys = pd.factorize(taken["key"].to_numpy(object))
+    key_codes = key_codes.astype(np.int64)
+    starts = _starts(key_codes, taken["start"].to_numpy())
+    # Each event's windows: those whose last start is its own or one of the next n - 1 of
+    # its key; emitted: the complete ones not emitted at an earlier CTI.
+    t = starts.of_row
+    past = np.minimum(t + n, starts.last[t] + 1)
+    is_new = (starts.place >= n - 1) & (starts.time >= state.cti)
+    out = frame.empty()
+    if is_new.any():
+        ev = frame.make(frame.filled(len(taken), "interval"), taken["start"].to_numpy(),
+                        taken["end"].to_numpy(), taken["payload"].to_numpy(object),
+                        taken["key"].to_numpy(object))
+        key_of_k = keys[starts.key]
+        got = window_members.aggregated_by_cover(node, ev, t, past, np.flatnonzero(is_new),
+                                                 key_of_k, group_field)
+        if got is None:
+            rows, js = window_members.expand(t, past)
+            rows, js = rows[is_new[js]], js[is_new[js]]
+            got = window_members.aggregated(node, ev, rows, js, key_of_k, group_field)
+        kk, key_of, payloads = got
+        ends = starts.time[kk] + 1
+        out = frame.make(frame.filled(len(kk), "point"), ends, ends + 1, payloads, key_of)
+    if c == MAX_TIME:
+        state.held = _no_rows()
+    else:  # a key's last n - 1 distinct starts before c begin its next windows
+        keep = np.ones(len(held), bool)
+        keep[before] = starts.place[t] > starts.place[starts.last[t]] - (n - 1)
+        state.held = held[keep].reset_index(drop=True)
+    state.cti = c
+    return Chunk(out, list(chunk.ctis))
+
+
+UNITS = [OperatorUnit(
+    plan.CountWindow,
+    lambda node, inputs, state, machine: count_window(node, inputs[0], state,
+                                                      machine.group_field_of.get(id(node))),
+    new_state=lambda node: CountState(),
+    output_fields=lambda node: field_names(node.aggregates),
+    input_fields=lambda node, wanted, read: (aggregates_read(node.aggregates),),
+    output_shape=lambda node: EventShape.POINT)]

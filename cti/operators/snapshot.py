@@ -1,0 +1,264 @@
+"""Snapshot windows with aggregates (SPEC 8; StreamInsight's ``SnapshotWindow``).
+
+A window lies between each two consecutive endpoints (starts and ends) of a key's events, so
+the set of active events is constant inside it; a window with no active event gives nothing,
+and equal results of neighbouring windows are not merged. Output: an interval with the
+window's lifetime (``CLIP_TO_WINDOW_END``, StreamInsight's only policy), or a point at its
+end (``POINT_ALIGN_TO_WINDOW_END``, an extension).
+
+State (``SnapshotState``): the events that still reach past the input's CTI, one row each,
+with ``lo``, the start of the first window of theirs not yet emitted. A CTI at c completes
+every window that ends at or before c (a later event starts, and a later edge end ends, at or
+after c): they are emitted, the events that end by c purged, and the rest start their next
+window at the last endpoint at or before c. An edge whose end has not arrived is active up to
+the CTI; one still open when the input ends (CTI at MAX_TIME) lasts to MAX_TIME, so the last
+window of its key is ``[last endpoint, MAX_TIME)`` (no point at infinity under
+``POINT_ALIGN_TO_WINDOW_END``).
+
+Output CTI (``CLIP_TO_WINDOW_END``): each input CTI c goes back to the start of the window
+open at c, the earliest over the keys whose window there holds events; unchanged where none
+does. It is computed from what is certain at c (events with sync time below c), so it does not
+depend on how the input is cut into micro-batches: an event starting exactly at c, or an edge
+ending exactly at c, may arrive after the CTI and does not count there (an interval or point
+that ends at c does). Under ``POINT_ALIGN_TO_WINDOW_END`` every open window ends after the
+CTI, so the CTIs are unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import numpy as np
+import pandas as pd
+
+from cti.edges import close_edge, open_edge
+from cti.events import EventShape
+from cti.operators import frame, plan, window_members
+from cti.operators.frame import Chunk
+from cti.operators.projection import aggregates_read
+from cti.operators.unit import OperatorUnit
+from cti.schema import field_names
+from cti.time import MAX_TIME, MIN_TIME
+
+
+def _no_rows() -> pd.DataFrame:
+    return frame.framed({"id": np.empty(0, np.int64), "key": np.empty(0, object),
+                         "start": np.empty(0, np.int64), "lo": np.empty(0, np.int64),
+                         "end": np.empty(0, np.int64), "known": np.empty(0, bool),
+                         "payload": np.empty(0, object)})
+
+
+@attrs.define
+class SnapshotState:
+    """A snapshot window's state. ``held``: one row per event that reaches past ``cti``
+    (``id``, ``key``, ``start``, ``lo``, ``end``, ``known``,
+    ``payload``; ``known``: its end was known with its start, a point's or an
+    interval's; ``end`` MAX_TIME: an edge still open); ``open``: the open edges' row ids
+    (``cti.edges``); ``out_cti``: the latest output CTI."""
+
+    cti: int = MIN_TIME
+    out_cti: int = MIN_TIME
+    next_id: int = 0
+    held: pd.DataFrame = attrs.field(factory=_no_rows)
+    open: dict[Any, list[Any]] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class _Cut:
+    """The windows of the held events that start before the CTI ``c``: boundaries (each key's
+    endpoints, sorted by key then time), which rows they come from, and what each window
+    holds."""
+
+    at: np.ndarray  # positions in ``held`` of the rows taken
+    key_codes: np.ndarray
+    keys: np.ndarray
+    i_lo: np.ndarray  # each row's first boundary (its ``lo``)
+    i_end: np.ndarray  # each row's end's boundary
+    i_hi: np.ndarray  # each row's last boundary at or before min(end, c)
+    floor: np.ndarray  # each row's key's last boundary at or before c
+    time: np.ndarray  # each boundary's time
+    bound_key: np.ndarray  # each boundary's key (code)
+    same_key: np.ndarray  # boundary i and i + 1 belong to the same key
+    known_end: np.ndarray  # a point's or interval's end lies on the boundary
+    cover: np.ndarray  # how many rows hold the window [time[i], time[i + 1])
+
+
+def _take_events(state: SnapshotState, chunk: Chunk) -> None:
+    """The chunk's events into ``held``; an edge end sets its start's row's end."""
+    ev = chunk.events
+    if not len(ev):
+        return
+    kind = ev["kind"].to_numpy()
+    is_end = kind == "edge_end"
+    new = ev[~is_end] if is_end.any() else ev
+    if len(new):
+        is_start = new["kind"].to_numpy() == "edge_start"
+        ids = state.next_id + np.arange(len(new), dtype=np.int64)
+        state.next_id += len(new)
+        start = new["start"].to_numpy()
+        rows = frame.framed({"id": ids, "key": new["key"].to_numpy(object), "start": start,
+                             "lo": start, "end": np.where(is_start, MAX_TIME,
+                                                          new["end"].to_numpy()),
+                             "known": ~is_start, "payload": new["payload"].to_numpy(object)})
+        for i in np.flatnonzero(is_start).tolist():
+            open_edge(state.open, (int(start[i]), rows["payload"].iat[i], rows["key"].iat[i]),
+                      int(ids[i]))
+        state.held = frame.stack([state.held, rows]) if len(state.held) else rows
+    if is_end.any():
+        closed, ends = [], []
+        for s, e, p, key in ev.loc[is_end, ["start", "end", "payload", "key"]].itertuples(
+                index=False):
+            found, rid = close_edge(state.open, (int(s), p, key))
+            if found:
+                closed.append(rid)
+                ends.append(int(e))
+        if closed:
+            held = state.held.copy()
+            end = held["end"].to_numpy().copy()
+            end[np.searchsorted(held["id"].to_numpy(), closed)] = ends
+            held["end"] = end
+            state.held = held
+
+
+def _cut(held: pd.DataFrame, c: int) -> _Cut:
+    """The boundaries and windows of the held rows whose ``lo`` is before ``c``."""
+    at = np.flatnonzero(held["lo"].to_numpy() < c)
+    rows = held.iloc[at]
+    key_codes, keys = pd.factorize(rows["key"].to_numpy(object))
+    key_codes = key_codes.astype(np.int64)
+    lo, end = rows["lo"].to_numpy(), rows["end"].to_numpy()
+    m = len(rows)
+    times, t_rank = np.unique(np.concatenate([lo, end]), return_inverse=True)
+    span = max(len(times), 1)
+    both = np.concatenate([key_codes, key_codes]) * span + t_rank
+    bounds, b_of = np.unique(both, return_inverse=True)
+    i_lo, i_end = b_of[:m], b_of[m:]
+    b_key = bounds // span
+    c_rank = np.searchsorted(times, c, side="right") - 1
+    floor_at = np.searchsorted(bounds, key_codes * span + c_rank, side="right") - 1
+    known_end = np.zeros(len(bounds), bool)
+    known_end[i_end[rows["known"].to_numpy()]] = True
+    diff = np.bincount(i_lo, minlength=len(bounds)) - np.bincount(i_end, minlength=len(bounds))
+    return _Cut(at, key_codes, keys, i_lo, i_end, np.where(end <= c, i_end, floor_at),
+                times[bounds[floor_at] % span] if m else np.empty(0, np.int64),
+                times[bounds % span], b_key, b_key[:-1] == b_key[1:], known_end,
+                np.cumsum(diff))
+
+
+def _emit(node: plan.SnapshotWindow, held: pd.DataFrame, cut: _Cut,
+          group_field: str | None) -> pd.DataFrame:
+    """The results of the windows the CTI completed (every row's windows up to ``i_hi``):
+    summed along the windows where the aggregates only add, else member by member."""
+    lo, hi = cut.i_lo, cut.i_hi
+    if node.output_policy is plan.WindowOutputPolicy.POINT_ALIGN_TO_WINDOW_END:
+        # (a window that ends at MAX_TIME has no point after it)
+        hi = np.where(cut.time[hi] == MAX_TIME, hi - 1, hi)
+    if not (hi > lo).any():
+        return frame.empty()
+    taken = held.iloc[cut.at]
+    ev = frame.make(frame.filled(len(taken), "interval"), taken["start"].to_numpy(),
+                    taken["end"].to_numpy(), taken["payload"].to_numpy(object),
+                    taken["key"].to_numpy(object))
+    key_of_k = cut.keys[cut.bound_key]
+    done = np.zeros(len(cut.time), bool)  # the windows emitted now, by number
+    done[:-1] = cut.same_key & (cut.cover[:-1] > 0)
+    last = np.full(len(cut.time), -1)
+    np.maximum.at(last, cut.bound_key[lo], hi)  # (each key's last window emitted + 1)
+    done &= np.arange(len(cut.time)) < last[cut.bound_key]
+    got = window_members.aggregated_by_cover(node, ev, lo, cut.i_end, np.flatnonzero(done),
+                                             key_of_k, group_field)
+    if got is None:
+        rows, ks = window_members.expand(lo, hi)
+        got = window_members.aggregated(node, ev, rows, ks, key_of_k, group_field)
+    kk, key_of, payloads = got
+    starts, ends = cut.time[kk], cut.time[kk + 1]
+    if node.output_policy is plan.WindowOutputPolicy.CLIP_TO_WINDOW_END:
+        return frame.make(frame.filled(len(kk), "interval"), starts, ends, payloads, key_of)
+    return frame.make(frame.filled(len(kk), "point"), ends, ends + 1, payloads, key_of)
+
+
+def _out_ctis(cut: _Cut, ctis: list[int], after: int) -> list[int]:
+    """``CLIP_TO_WINDOW_END``'s output CTIs (above ``after``): each CTI c at the start b of
+    the earliest window that holds events, starts before c and ends after c (at c, where
+    what ends there is an edge end or nothing but starts: not certain at c)."""
+    held = np.flatnonzero(cut.same_key & (cut.cover[:-1] > 0)) if len(cut.time) else \
+        np.empty(0, np.int64)
+    b = cut.time[held]
+    q = cut.time[held + 1]
+    q = np.where(cut.known_end[held + 1], q, np.minimum(q, MAX_TIME - 1) + 1)
+    order = np.argsort(b, kind="stable")
+    b, reach = b[order], np.maximum.accumulate(q[order]) if len(q) else q
+    cs = np.asarray(ctis, np.int64)
+    j = np.searchsorted(reach, cs, side="right")
+    first = b[np.minimum(j, len(b) - 1)] if len(b) else cs
+    got = np.where((j < len(b)) & (first < cs), first, cs)
+    out = []
+    for c, t in zip(ctis, got.tolist(), strict=True):
+        t = MAX_TIME if c == MAX_TIME else t
+        if t > after and (not out or t > out[-1]):
+            out.append(t)
+    return out
+
+
+def _purge(state: SnapshotState, cut: _Cut, c: int) -> None:
+    """Rows that end by ``c`` leave; the rest start their next window at their key's last
+    boundary at or before ``c``."""
+    held = state.held
+    if c == MAX_TIME:
+        state.held, state.open = _no_rows(), {}
+        return
+    lo = held["lo"].to_numpy().copy()
+    lo[cut.at] = np.maximum(lo[cut.at], cut.floor)
+    keep = held["end"].to_numpy() > c
+    held = held.copy()
+    held["lo"] = lo
+    state.held = held[keep].reset_index(drop=True)
+
+
+def snapshot(node: plan.SnapshotWindow, chunk: Chunk, state: SnapshotState,
+             group_field: str | None = None) -> Chunk:
+    """One step: take the events; at the chunk's last CTI emit the windows it completes.
+    ``group_field``: the window is the whole query of a ``group_by(group_field)``, and its
+    payloads carry the group's value (``window_members.aggregated``)."""
+    _take_events(state, chunk)
+    if not chunk.ctis:
+        return Chunk(frame.empty(), [])
+    c = chunk.ctis[-1]
+    cut = _cut(state.held, c)
+    out = _emit(node, state.held, cut, group_field)
+    if node.output_policy is plan.WindowOutputPolicy.CLIP_TO_WINDOW_END:
+        ctis = _out_ctis(cut, chunk.ctis, state.out_cti)
+    else:
+        ctis = list(chunk.ctis)
+    if ctis:
+        state.out_cti = ctis[-1]
+    _purge(state, cut, c)
+    state.cti = c
+    return Chunk(out, ctis)
+
+
+def ctis_from_data(node: Any) -> bool:
+    """Whether ``node``'s output CTIs depend on the events it holds: a snapshot window (or
+    TopK over one) with ``CLIP_TO_WINDOW_END``, whose CTI goes back to the window open at it.
+    Shards holding different keys would give different CTIs, so a plan with one is not
+    spread over shards (``sharding``)."""
+    window = node.window if isinstance(node, plan.TopK) else node
+    return isinstance(window, plan.SnapshotWindow) and \
+        window.output_policy is plan.WindowOutputPolicy.CLIP_TO_WINDOW_END
+
+
+def output_shape(node: Any) -> EventShape:
+    """An interval per window (``CLIP_TO_WINDOW_END``) or a point at its end."""
+    return EventShape.INTERVAL if node.output_policy is \
+        plan.WindowOutputPolicy.CLIP_TO_WINDOW_END else EventShape.POINT
+
+
+UNITS = [OperatorUnit(
+    plan.SnapshotWindow,
+    lambda node, inputs, state, machine: snapshot(node, inputs[0], state,
+                                                  machine.group_field_of.get(id(node))),
+    new_state=lambda node: SnapshotState(),
+    output_fields=lambda node: field_names(node.aggregates),
+    input_fields=lambda node, wanted, read: (aggregates_read(node.aggregates),),
+    output_shape=output_shape)]

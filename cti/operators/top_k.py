@@ -1,0 +1,121 @@
+"""TopK over a window (SPEC 8; StreamInsight's ``orderby ... Take(k)`` with ``e.Rank``).
+
+The events of each window (snapshot, hopping or tumbling; StreamInsight refuses count
+windows) ranked by the given fields and directions with SQL RANK (ties share a rank, the next
+rank skips: 1, 1, 3), and every event ranked ``k`` or better returned, so ties at the cut
+return more than ``k``. Each output carries its input payload and its rank under
+``rank_field``; its lifetime, and the output CTIs, are the window's (its output policy).
+
+The window runs as it does for an aggregate (its state, edges, purge and CTI rule are the
+window's own), with one aggregate, ``Ranked``, whose result is the window's ranked events;
+each window's result is then spread into one output event per ranked event. A null (or
+missing) field sorts after every value in either direction; values of a field that do not
+compare (a number and a text) raise ``CtiError`` naming the field.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+import numpy as np
+
+from cti.errors import CtiError
+from cti.events import EventShape
+from cti.operators import frame, plan, snapshot, window
+from cti.operators.frame import Chunk
+from cti.operators.unit import OperatorUnit
+from cti.rows import payload_from_json, payload_to_json
+from cti.schema import field_names
+
+RESULT = "ranked"  # the inner window's one aggregate
+
+
+@attrs.frozen
+class Ranked:
+    """The ranked events of one window: ``[{**payload, rank_field: rank}, ...]`` for every
+    event whose rank is ``k`` or better, best first."""
+
+    k: int
+    order_by: tuple[tuple[str, str], ...]
+    rank_field: str
+
+    def __call__(self, payloads: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        values = [tuple(p.get(f) for f, _ in self.order_by) for p in payloads]
+        order = sorted(range(len(payloads)), key=functools.cmp_to_key(
+            lambda a, b: self._compare(values[a], values[b])))
+        out: list[dict[str, Any]] = []
+        rank = 0
+        for place, i in enumerate(order, 1):
+            if place == 1 or self._compare(values[order[place - 2]], values[i]) != 0:
+                rank = place
+            if rank > self.k:
+                break
+            out.append({**payloads[i], self.rank_field: rank})
+        return out
+
+    def _compare(self, a: tuple[Any, ...], b: tuple[Any, ...]) -> int:
+        """-1 if ``a`` ranks before ``b``, 1 after, 0 a tie."""
+        for (name, direction), x, y in zip(self.order_by, a, b, strict=True):
+            if x is None or y is None:
+                if x is None and y is None:
+                    continue
+                return 1 if x is None else -1
+            try:
+                if x == y:
+                    continue
+                before = x < y
+            except TypeError:
+                raise CtiError(f"top_k(order_by={list(self.order_by)!r}): the values "
+                               f"{x!r} and {y!r} of field {name!r} do not compare") from None
+            return (-1 if before else 1) * (-1 if direction == "desc" else 1)
+        return 0
+
+
+def top_k(node: plan.TopK, chunk: Chunk, state: Any, group_field: str | None = None
+          ) -> Chunk:
+    """One step: the window's step, then each window's ranked events as events of their own
+    (the window's lifetime and key). ``group_field``: TopK is the whole query of a
+    ``group_by(group_field)`` (keys are one-value JSON lists), and a payload without the field
+    gets the group's value, as ``group_by`` gives every payload (``QueryMachine._ungroup``)."""
+    if isinstance(node.window, plan.SnapshotWindow):
+        got = snapshot.snapshot(node.window, chunk, state)
+    else:
+        got = window.window(node.window, chunk, state)
+    ev = got.events
+    if not len(ev):
+        return got
+    ranked = [payload_from_json(p)[RESULT] for p in ev["payload"].to_numpy(object)]
+    if group_field is not None:
+        for events, key in zip(ranked, ev["key"].to_numpy(object), strict=True):
+            if any(group_field not in p for p in events):
+                value = payload_from_json(key)[-1]
+                for p in events:
+                    p.setdefault(group_field, value)
+    counts = np.fromiter(map(len, ranked), np.int64, len(ranked))
+    at = np.repeat(np.arange(len(ev)), counts)
+    payloads = [payload_to_json(p) for events in ranked for p in events]
+    out = frame.make(ev["kind"].to_numpy(object)[at], ev["start"].to_numpy()[at],
+                     ev["end"].to_numpy()[at], payloads, ev["key"].to_numpy(object)[at])
+    return Chunk(out, got.ctis)
+
+
+def _new_state(node: plan.TopK) -> Any:
+    if isinstance(node.window, plan.SnapshotWindow):
+        return snapshot.SnapshotState()
+    return window.new_state()
+
+
+def _fields(node: plan.TopK) -> tuple[str, ...] | None:
+    fields = node.source.fields
+    return None if fields is None else field_names([*fields, node.rank_field])
+
+
+UNITS = [OperatorUnit(
+    plan.TopK, lambda node, inputs, state, machine: top_k(
+        node, inputs[0], state, machine.group_field_of.get(id(node))),
+    new_state=_new_state, output_fields=_fields,
+    output_shape=lambda node: EventShape.INTERVAL if node.window.output_policy is
+    plan.WindowOutputPolicy.CLIP_TO_WINDOW_END else EventShape.POINT)]

@@ -1,0 +1,107 @@
+"""Aggregates of windows whose members are known: each (event row, window) pair given, all at
+once, when the windows are complete (the snapshot and count windows).
+
+The arithmetic is the hopping window's (``cti.operators.window``): built-in aggregates through
+its partial aggregates (exact sums, integer and float results apart, the same payload types),
+user-defined ones over the window's payloads in start-time order. So an aggregate means the
+same in every kind of window.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from cti.operators import window
+from cti.operators.aggregates import Aggregate
+from cti.rows import payload_from_json, payload_to_json
+
+
+def aggregated(node: Any, ev: pd.DataFrame, rows: np.ndarray, ks: np.ndarray,
+               key_of_k: np.ndarray, group_field: str | None = None
+               ) -> tuple[np.ndarray, np.ndarray, Any]:
+    """The windows' results: each window's ``k`` and key, and its payload (JSON texts).
+
+    ``node`` has ``aggregates`` and ``source`` (for messages); ``ev`` is a frame of events
+    (``start``, ``end``, ``payload``, ``key``); ``rows`` and ``ks`` pair each member (a row of
+    ``ev``) with its window's number ``k``, which names one key's window: ``key_of_k[k]``.
+    Windows with no member give nothing. ``group_field``: the window is the whole query of a
+    ``group_by(group_field)`` (keys are one-value JSON lists), and its payloads carry the
+    group's value (``QueryMachine.group_field_of``), as a hopping window's do."""
+    held: dict[str, Any] = {"partials": None, "events": {}}
+    # (k alone tells the windows apart: one key code for all, the keys put back below)
+    window._add(node, held, ev, rows, ks, (np.zeros(len(ev), np.int64), np.asarray([""], object)))
+    out = held["partials"]
+    if out is None or not len(out):
+        return np.empty(0, np.int64), np.empty(0, object), np.empty(0, object)
+    kk = out["k"].to_numpy()
+    key_of = key_of_k[kk]
+    columns = {name: window._result(out, name, agg) for name, agg in node.aggregates.items()
+               if isinstance(agg, Aggregate)}
+    extra = group_field if group_field is not None and group_field not in node.aggregates \
+        else None
+    payloads = window._numeric_payloads(node, columns, extra, key_of)
+    if payloads is None:
+        plain = {name: numbers.values() for name, numbers in columns.items()}
+        texts_of = held["events"]
+        payloads = np.empty(len(out), object)
+        for i, (key, k) in enumerate(zip(key_of, kk.tolist(), strict=True)):
+            p = {name: values[i] for name, values in plain.items()}
+            if extra is not None:
+                p[extra] = payload_from_json(key)[-1]
+            texts = [e[2] for e in sorted(texts_of.pop((key, k), []))]
+            for name, agg in node.aggregates.items():
+                if name not in columns:
+                    p[name] = window._computed(node, name, agg, texts)
+            payloads[i] = payload_to_json(p)
+    return kk, key_of, payloads
+
+
+def expand(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(row, k) for every k in ``[lo, hi)`` of each row (none where ``hi <= lo``)."""
+    counts = np.maximum(hi - lo, 0)
+    rows = np.repeat(np.arange(len(lo)), counts)
+    offsets = np.arange(len(rows)) - np.repeat(np.cumsum(counts) - counts, counts)
+    return rows, lo[rows] + offsets
+
+
+_ADDING = ("count", "sum", "avg")  # aggregates whose partials only add
+
+
+def aggregated_by_cover(node: Any, ev: pd.DataFrame, first: np.ndarray, past: np.ndarray,
+                        ks: np.ndarray, key_of_k: np.ndarray, group_field: str | None = None
+                        ) -> tuple[np.ndarray, np.ndarray, Any] | None:
+    """``aggregated`` where each row of ``ev`` is a member of the consecutive windows
+    ``first .. past - 1`` (numbers ``0 .. len(key_of_k) - 1``), for the windows ``ks`` (each
+    with a member), without pairing each member with each of its windows: where every
+    aggregate only adds (count, sum, avg), each partial (the integers and a float sum's exact
+    limbs) added at a row's first window and taken away after its last, then summed along the
+    windows. None where that does not hold (another aggregate; an infinite or NaN value,
+    which does not take away): the caller pairs them (``expand``)."""
+    if not all(isinstance(a, Aggregate) and a.op in _ADDING for a in node.aggregates.values()):
+        return None
+    rows = np.arange(len(ev))
+    held: dict[str, Any] = {"partials": None, "events": {}}
+    window._add(node, held, ev, rows, rows, (np.zeros(len(ev), np.int64),
+                                             np.asarray([""], object)))
+    each = held["partials"]
+    columns = [c for c in each.columns if c == "n" or ":" in c]
+    if any(c.endswith("!") for c in columns):
+        return None
+    order = each["k"].to_numpy()  # (each row's partials: ``k`` is its row)
+    sums = {}
+    for c in columns:
+        v = np.zeros(len(ev), np.int64)
+        v[order] = each[c].to_numpy()
+        step = np.zeros(len(key_of_k) + 1, np.int64)
+        np.add.at(step, first, v)
+        np.add.at(step, past, -v)
+        sums[c] = np.cumsum(step)[ks]
+    out = pd.DataFrame(sums, copy=False)
+    key_of = key_of_k[ks]
+    results = {name: window._result(out, name, agg) for name, agg in node.aggregates.items()}
+    extra = group_field if group_field is not None and group_field not in node.aggregates \
+        else None
+    return ks, key_of, window._numeric_payloads(node, results, extra, key_of)
