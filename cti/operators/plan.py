@@ -81,13 +81,13 @@ class ShiftEventTime(Unary):
 
 @attrs.frozen(eq=False)
 class AlterEventDuration(Unary):
-    duration: int
+    duration: int | Callable[[Any], Any]  # ticks, or a function of the event (``durations``)
 
 
 @attrs.frozen(eq=False)
 class AlterEventLifetime(Unary):
     start_fn: Callable[[int], int]
-    duration: int
+    duration: int | Callable[[Any], Any]  # ticks, or a function of the event (``durations``)
 
 
 @attrs.frozen(eq=False)
@@ -117,9 +117,15 @@ class GroupApply(Unary):
     ``nulls``: what an event whose ``field`` is null does: ``"raise"`` (``NullKeyError``),
     ``"group"`` (null is a group of its own) or ``"drop"`` (the event is left out)."""
 
-    field: str
+    field: str | Callable[[dict[str, Any]], Any]  # a payload field, or a key function
     body: Node
     nulls: str = attrs.field(default="raise", kw_only=True)
+    name: str | None = attrs.field(default=None, kw_only=True)  # a key function's field name
+
+    @property
+    def key_name(self) -> str:
+        """The payload field the group's value is written to in the output."""
+        return self.name if self.name is not None else self.field
 
 
 @attrs.frozen(eq=False)
