@@ -215,3 +215,12 @@ def without_inputs(root: Node, inputs: list[Any]) -> Node:
         return new
 
     return rebuild(root)
+
+
+@attrs.frozen(eq=False)
+class ClipByStream(Binary):
+    """``left.clip_event_duration(right, on=...)``: each left event ends at the first matching
+    right event that starts after it (``cti.operators.clip``)."""
+
+    left_key: str | None
+    right_key: str | None

@@ -4,12 +4,13 @@ below, and its builder method on the stream API (``cti.operators.streams``)."""
 
 from __future__ import annotations
 
-from cti.operators import group, join, merge, stateless, window
+from cti.operators import clip, group, join, merge, stateless, window
 from cti.operators.projection import leaves_read
 from cti.operators.unit import OperatorUnit, Wanted
 
 UNITS: dict[type, OperatorUnit] = {
-    unit.node: unit for module in (stateless, window, merge, join, group) for unit in module.UNITS}
+    unit.node: unit for module in (stateless, window, merge, join, group, clip)
+    for unit in module.UNITS}
 
 
 def inputs_read(root: object, wanted: Wanted = None) -> dict[int, Wanted]:

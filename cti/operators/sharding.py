@@ -12,7 +12,8 @@ with only per-event operators above it. What each operator does here (``keeps_pa
 ``per_event``, ``spreads``) its unit declares (``cti.operators.registry``). Anything else (a
 window outside group_by, a join without keys, two different keys) runs in one shard: correct,
 not spread. CTIs go to every
-shard, so every shard computes the same output CTIs.
+shard, so every shard computes the same output CTIs; a query with an operator whose output
+CTIs depend on the events it holds (``data_ctis``: a clip by another stream) runs in one shard.
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ def _payload_paths(node: plan.Node) -> list[Any] | None:
 
 def shard_fields(root: plan.Node, inputs: list[Any]) -> list[str | None] | None:
     """Per input (by position in ``inputs``) the field to shard it by, or None: one shard."""
+    if any(_unit_says(n, "data_ctis") for n in plan.walk(root)):
+        return None  # (every shard computes the output CTIs alone: they must agree)
     node = root
     while _unit_says(node, "per_event"):
         node = node.source

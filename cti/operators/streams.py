@@ -155,11 +155,30 @@ class QueryOperators:
         node = plan.AlterEventLifetime(self._node(), _function("start_fn", start_fn), d)
         return self._derive(node, self._label("alter_event_lifetime(...)"))
 
-    def clip_event_duration(self, max_duration: Duration) -> DerivedStream:
-        """Every lifetime ends at most ``max_duration`` after its start."""
+    def clip_event_duration(self, max_duration: Duration | QueryOperators,
+                            on: Any = None) -> DerivedStream:
+        """Every lifetime ends at most ``max_duration`` after its start. Or, given a stream
+        (StreamInsight's ``ClipEventDuration``): each event ends at the start of the first
+        event of that stream whose ``on`` fields match (a field name, or a (this, that) pair)
+        and that starts strictly after it, if that comes before its own end; with
+        ``alter_event_duration(MAX_TIME)`` first, readings become a signal (each lasts until
+        the next reading of its key). Intervals and edges come out as intervals once their
+        end is final (``cti.operators.clip``)."""
+        if isinstance(max_duration, QueryOperators):
+            return self._clip_by(max_duration, on)
+        if on is not None:
+            raise InvalidSettingsError("clip_event_duration: on= goes with a clip stream, not "
+                                       f"with a duration ({max_duration!r})")
         d = _duration("clip_event_duration max_duration", max_duration)
         return self._derive(plan.ClipEventDuration(self._node(), d),
                             self._label("clip_event_duration(...)"))
+
+    def _clip_by(self, other: QueryOperators, on: Any) -> DerivedStream:
+        _same_context(self._node(), other._node(), "clip_event_duration")
+        lk, rk = _join_keys(on)
+        _check_keys("clip_event_duration", self, other, on, lk, rk)
+        node = plan.ClipByStream(self._node(), other._node(), lk, rk)
+        return self._derive(node, self._label(_join_text("clip_event_duration", other, on)))
 
     def to_point_event_stream(self) -> DerivedStream:
         """A point at each event's start."""
