@@ -224,3 +224,13 @@ class ClipByStream(Binary):
 
     left_key: str | None
     right_key: str | None
+
+
+@attrs.frozen(eq=False)
+class WindowOperator(Unary):
+    """``windowed.apply_operator(fn, time_sensitive)``: ``inner`` is the window node (over
+    ``source``) whose one user-defined aggregate calls ``fn`` (``cti.operators.udo``)."""
+
+    inner: Node
+    fn: Callable[..., Any]
+    time_sensitive: bool

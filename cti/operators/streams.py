@@ -338,6 +338,20 @@ class WindowedStream:
         return self.stream._derive(node, self.stream._label(
             f"{kind}(...).aggregate({', '.join(aggregates)})"))
 
+    def apply_operator(self, fn: Callable[..., Any], time_sensitive: bool = False
+                       ) -> DerivedStream:
+        """A user-defined operator per window (and group): ``fn(payloads)`` returns output
+        payloads, each with the window's output lifetime; with ``time_sensitive=True``,
+        ``fn(events, window)`` gets the events with lifetimes clipped to the window and the
+        window (``.start``, ``.end``) and returns ``PointEvent`` / ``IntervalEvent`` inside
+        the window (``cti.operators.udo``)."""
+        from cti.operators import udo
+
+        kind = "tumbling_window" if self.hop == self.size else "hopping_window"
+        return udo.apply_operator(self, _function("apply_operator", fn),
+                                  _flag("apply_operator time_sensitive", time_sensitive),
+                                  f"{kind}(...).apply_operator(...)")
+
 
 @attrs.frozen
 class GroupedStream:
