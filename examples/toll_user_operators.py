@@ -6,7 +6,9 @@
 - ``apply_operator(fn, time_sensitive=True)``: the part of each car's 2-minute stay that falls
   in each 3-minute window, as events of their own inside the window;
 - ``agg.udf(fn, time_sensitive=True)``: how busy each booth is per 3 minutes (car-minutes over
-  window minutes), from the events' lifetimes clipped to the window.
+  window minutes), from the events' lifetimes clipped to the window;
+- ``scan(operator)`` (``CepPointStreamOperator``): each booth's running takings, a
+  ``StreamOperator`` with a state per booth, called per entry in time order.
 
 Each is checked against a plain loop over the file. Run: ``python examples/toll_user_operators.py``
 (in-process with ``--runtime local``).
@@ -20,7 +22,7 @@ from datetime import timedelta
 
 from _tolldata import bind_entries, read_json, ticks
 
-from cti import Application, IntervalEvent, PointEvent, agg
+from cti import Application, IntervalEvent, PointEvent, StreamOperator, agg
 
 MINUTE = 60_000_000
 WINDOW = 3 * MINUTE
@@ -39,6 +41,17 @@ def parts(events: list, window) -> list:
 
 def busy(events: list, window) -> float:
     return sum(e.end - e.start for e in events) / (window.end - window.start)
+
+
+class Takings(StreamOperator):
+    """A booth's takings so far, after each car."""
+
+    def initial_state(self) -> float:
+        return 0.0
+
+    def process(self, event) -> list[dict]:
+        self.state += event.payload["TollAmount"]
+        return [{"takings": self.state}]
 
 
 def windows_of(start: int, end: int) -> list[int]:
@@ -87,6 +100,20 @@ def main() -> None:
     assert all(abs(got_load[k] - want_load[k]) < 1e-12 for k in want_load)
     print(f"agg.udf(time_sensitive=True): busiest booth-window "
           f"{max(got_load.values()):.2f} car-minutes per minute")
+
+    takings = entries.group_by("TollId").apply(lambda g: g.scan(Takings()))
+    got_takings: dict[tuple[int, int], float] = {}  # after the last car of each time
+    for e in takings.collect(args.runtime):
+        if isinstance(e, PointEvent):
+            at = (e.payload["TollId"], e.start)
+            got_takings[at] = max(got_takings.get(at, 0.0), e.payload["takings"])
+    want_takings = {(r["TollId"], ticks(r["EntryTime"])): sum(
+        o["TollAmount"] for o in rows if o["TollId"] == r["TollId"] and
+        ticks(o["EntryTime"]) <= ticks(r["EntryTime"])) for r in rows}
+    assert got_takings.keys() == want_takings.keys()
+    assert all(abs(got_takings[k] - want_takings[k]) < 1e-9 for k in want_takings)
+    print(f"scan: running takings per booth, booth 1 ends at "
+          f"{max(t for (b, _), t in got_takings.items() if b == 1):.2f}")
     print(f"\nuser-defined operators match the data; runtime: {args.runtime}")
 
 

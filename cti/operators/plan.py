@@ -234,3 +234,11 @@ class WindowOperator(Unary):
     inner: Node
     fn: Callable[..., Any]
     time_sensitive: bool
+
+
+@attrs.frozen(eq=False)
+class Scan(Unary):
+    """``stream.scan(operator)``: a ``StreamOperator`` called per event in sync-time order,
+    with a state per group key (``cti.operators.scan``)."""
+
+    operator: Any

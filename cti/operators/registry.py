@@ -4,12 +4,13 @@ below, and its builder method on the stream API (``cti.operators.streams``)."""
 
 from __future__ import annotations
 
-from cti.operators import clip, group, join, merge, stateless, udo, window
+from cti.operators import clip, group, join, merge, scan, stateless, udo, window
 from cti.operators.projection import leaves_read
 from cti.operators.unit import OperatorUnit, Wanted
 
 UNITS: dict[type, OperatorUnit] = {
-    unit.node: unit for module in (stateless, window, merge, join, group, clip, udo)
+    unit.node: unit for module in (stateless, window, merge, join, group, clip, udo,
+                                       scan)
     for unit in module.UNITS}
 
 

@@ -185,6 +185,23 @@ class QueryOperators:
         return self._derive(plan.ToPointEventStream(self._node()),
                             self._label("to_point_event_stream()"))
 
+    def scan(self, operator: Any) -> DerivedStream:
+        """A user-defined stream operator (StreamInsight 2.1's ``CepPointStreamOperator``):
+        ``operator`` (a ``cti.StreamOperator``) has ``process(event)`` called per event in
+        sync-time order, with ``operator.state`` the state of the event's group key (from
+        ``initial_state()``); each payload it returns is a point at the event's start."""
+        from cti.operators.scan import StreamOperator
+
+        if not isinstance(operator, StreamOperator):
+            raise InvalidSettingsError(f"scan needs an instance of a cti.StreamOperator "
+                                       f"subclass, got {operator!r}")
+        if self.shape is EventShape.EDGE:
+            raise InvalidSettingsError(f"scan on stream {self._label()}: an edge stream; scan "
+                                       "takes points and intervals (to_point_event_stream() "
+                                       "first)")
+        return self._derive(plan.Scan(self._node(), operator),
+                            self._label(f"scan({type(operator).__name__})"))
+
     # ---- several streams --------------------------------------------------------------------
 
     def union(self, other: QueryOperators) -> DerivedStream:
