@@ -124,6 +124,13 @@ class QueryMachine:
         res["key"] = pd.Series(keys, dtype=object, index=res.index)
         return res
 
+    def run_inner(self, node: plan.Node, inputs: list[Chunk], holder: dict[str, Any]) -> Chunk:
+        """Run the operator of ``node``, a node inside another operator (a window operator's
+        window: ``cti.operators.udo``), its state kept in ``holder["state"]``."""
+        if "state" not in holder:
+            holder["state"] = _new_node_state(node)
+        return unit_of(node).step(node, inputs, holder["state"], self)
+
     # ---- release --------------------------------------------------------------------------------
 
     def _release(self, out: Chunk) -> tuple[pd.DataFrame, list[int]]:

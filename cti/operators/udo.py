@@ -130,10 +130,9 @@ def apply_operator(windowed: Any, fn: Any, time_sensitive: bool, label: str) -> 
 
 
 def step(node: plan.WindowOperator, chunk: Chunk, state: Any, machine: Any) -> Chunk:
-    """The inner window's step, each window's list of outputs made events."""
-    from cti.operators.registry import unit_of
-
-    out = unit_of(node.inner).step(node.inner, [chunk], state, machine)
+    """The inner window's step (its state in ``state``), each window's list of outputs made
+    events."""
+    out = machine.run_inner(node.inner, [chunk], state)
     ev = out.events
     rows: list[tuple] = []
     for kind, s, e, text, key in zip(ev["kind"].to_numpy(), ev["start"].to_numpy(),
@@ -150,17 +149,10 @@ def step(node: plan.WindowOperator, chunk: Chunk, state: Any, machine: Any) -> C
     return Chunk(events, out.ctis)
 
 
-def _new_state(node: plan.WindowOperator) -> Any:
-    from cti.operators.registry import unit_of
-
-    unit = unit_of(node.inner)
-    return unit.new_state(node.inner) if unit.new_state is not None else None
-
-
 def _shape(node: plan.WindowOperator) -> Any:
     return None if node.time_sensitive else node.inner.shape
 
 
 UNITS = [OperatorUnit(plan.WindowOperator, lambda node, inputs, state, machine: step(
-    node, inputs[0], state, machine), new_state=_new_state, output_fields=lambda node: None,
+    node, inputs[0], state, machine), new_state=lambda node: {}, output_fields=lambda node: None,
     output_shape=_shape, input_fields=lambda node, wanted, read: (None,))]
