@@ -44,7 +44,7 @@ class Counting(StreamOperator):
     def process(self, event: Any) -> list[dict]:
         n, prev = self.state["n"] + 1, self.state["prev"]
         self.state = {"n": n, "prev": event.start}
-        return [{"n": n, "prev": prev, "k": event.payload["k"]}]
+        return [{"n": n, "prev": prev}]
 
 
 class Previous(StreamOperator):
@@ -69,8 +69,8 @@ def counted(lives: list[Life], per_key: bool) -> list[Life]:
         n, prev = 0, None
         for x in sorted(members, key=lambda x: x.start):
             n += 1
-            out.append(Life(x.start, x.start + 1, {"n": n, "prev": prev, "k": x.payload["k"]},
-                            True))
+            extra = {"k": x.payload["k"]} if per_key else {}  # (the group's field)
+            out.append(Life(x.start, x.start + 1, {"n": n, "prev": prev, **extra}, True))
             prev = x.start
     return out
 

@@ -18,9 +18,8 @@ import numpy as np
 import pandas as pd
 
 from cti.errors import CtiError, InvalidSettingsError
-from cti.events import item_from_kind
+from cti.events import items_from_rows
 from cti.operators import usercode
-from cti.rows import payload_from_json
 from cti.schema import shown
 from cti.time import MAX_TIME, to_duration_ticks
 
@@ -50,10 +49,10 @@ def ends(starts: np.ndarray, duration: int | np.ndarray) -> np.ndarray:
 def durations(fn: Any, operator: str, stream: str, events: pd.DataFrame) -> np.ndarray:
     """``fn`` of each event (``kind``, ``start``, ``end``, ``payload`` rows), as ticks."""
     out = np.empty(len(events), np.int64)
-    rows = zip(events["kind"].to_numpy(), events["start"].to_numpy(),
-               events["end"].to_numpy(), events["payload"].to_numpy(object), strict=True)
-    for i, (kind, start, end, text) in enumerate(rows):
-        event = item_from_kind(kind, int(start), int(end), payload_from_json(text))
+    texts = events["payload"].to_numpy(object)
+    items = items_from_rows(events["kind"].to_numpy(), events["start"].to_numpy(),
+                            events["end"].to_numpy(), texts)  # (the engine's own rows)
+    for i, (event, text) in enumerate(zip(items, texts, strict=True)):
         try:
             got = fn(event)
         except Exception as exc:

@@ -23,11 +23,11 @@ import numpy as np
 import pandas as pd
 
 from cti.errors import CtiError
-from cti.events import EventShape, item_from_kind
+from cti.events import EventShape, items_from_rows
 from cti.operators import frame, plan, usercode
 from cti.operators.frame import KIND_RANK, Chunk
 from cti.operators.unit import OperatorUnit
-from cti.rows import payload_from_json, payload_to_json
+from cti.rows import payload_to_json
 from cti.schema import shown
 from cti.time import MIN_TIME
 
@@ -85,13 +85,17 @@ def _outputs(node: plan.Scan, got: Any, event: Any) -> list[str]:
 def scan(node: plan.Scan, chunk: Chunk, state: dict[str, Any]) -> Chunk:
     """One step (the module's docstring)."""
     op, states, rows = node.operator, state["states"], []
-    for kind, s, e, text, key in _ready(state, chunk)[
-            ["kind", "start", "end", "payload", "key"]].itertuples(index=False):
-        if kind in ("edge_start", "edge_end"):
-            raise CtiError(f"scan({type(op).__name__}) on stream {node.source.label}: an edge "
-                           "event; scan takes points and intervals (to_point_event_stream() "
-                           "or alter_event_duration(...) first)")
-        event = item_from_kind(kind, int(s), int(e), payload_from_json(text))
+    ready = _ready(state, chunk)
+    kinds = ready["kind"].to_numpy()
+    if ((kinds == "edge_start") | (kinds == "edge_end")).any():
+        raise CtiError(f"scan({type(op).__name__}) on stream {node.source.label}: an edge "
+                       "event; scan takes points and intervals (to_point_event_stream() or "
+                       "alter_event_duration(...) first)")
+    texts_in = ready["payload"].to_numpy(object)
+    events = items_from_rows(kinds, ready["start"].to_numpy(), ready["end"].to_numpy(),
+                             texts_in)  # (built at once, unchecked: the engine's own rows)
+    for event, text, key in zip(events, texts_in, ready["key"].to_numpy(), strict=True):
+        s = event.start
         op.state = states[key] if key in states else op.initial_state()
         try:
             got = op.process(event)
