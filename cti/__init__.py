@@ -30,6 +30,7 @@ from cti.events import (
 )
 from cti.operators import aggregates as agg
 from cti.operators.plan import WindowOutputPolicy
+from cti.operators.scan import StreamOperator
 from cti.operators.streams import DerivedStream
 from cti.query import Application, CepStream
 from cti.results import Diagnostic, RunResult, StreamResult
@@ -65,7 +66,7 @@ __all__ = [
     "InputAdapter",
     "InputAdapterFactory", "IntervalEvent", "InvalidEventError", "InvalidInput",
     "InvalidSettingsError", "OutputAdapter", "OutputAdapterFactory", "PointEvent", "RunResult",
-    "NullKeyError", "StreamItem", "StreamResult", "Ticks", "UnknownFieldError",
+    "NullKeyError", "StreamItem", "StreamOperator", "StreamResult", "Ticks", "UnknownFieldError",
     "WindowOutputPolicy", "agg", "format_time", "parse_duration", "set_default_runtime", "ticks",
     "to_datetime", "to_duration_ticks", "to_ticks",
 ]

@@ -41,10 +41,14 @@ class Aggregate:
 @attrs.frozen
 class UserDefinedAggregate:
     """``fn(payloads) -> value`` over the payloads of a window's events (in time order);
-    ``frame``: over a pandas frame of them (``cti.operators.frame.payload_frame``)."""
+    ``frame``: over a pandas frame of them (``cti.operators.frame.payload_frame``);
+    ``time_sensitive``: ``fn(events, window)`` over the events with their lifetimes clipped to
+    the window, and the window (StreamInsight's ``CepTimeSensitiveAggregate``:
+    ``cti.operators.udo``)."""
 
-    fn: Callable[[Any], Any]
+    fn: Callable[..., Any]
     frame: bool = False
+    time_sensitive: bool = attrs.field(default=False, kw_only=True)
 
     def compute(self, payloads: Sequence[dict[str, Any]]) -> Any:
         return self.fn(payloads)
@@ -90,14 +94,22 @@ def avg(field: Field) -> Aggregate:
     return Aggregate("avg", field)
 
 
-def udf(fn: Callable[[Any], Any], *, frame: bool = False) -> UserDefinedAggregate:
+def udf(fn: Callable[..., Any], *, frame: bool = False,
+        time_sensitive: bool = False) -> UserDefinedAggregate:
     """A user-defined aggregate: a function over the payloads of the window's events (a list
-    of dicts; ``frame=True``: a pandas frame, a row per event, a column per field)."""
+    of dicts; ``frame=True``: a pandas frame, a row per event, a column per field). With
+    ``time_sensitive=True``, ``fn(events, window)``: the window's events (``PointEvent`` /
+    ``IntervalEvent``, lifetimes clipped to the window, in time order) and the window
+    (``window.start``, ``window.end``, ticks)."""
     if not callable(fn):
         raise InvalidSettingsError(f"udf needs a function, got {fn!r}")
-    if not isinstance(frame, bool):
-        raise InvalidSettingsError(f"udf frame is True or False, got {frame!r}")
-    return UserDefinedAggregate(fn, frame)
+    for name, flag in (("frame", frame), ("time_sensitive", time_sensitive)):
+        if not isinstance(flag, bool):
+            raise InvalidSettingsError(f"udf {name} is True or False, got {flag!r}")
+    if frame and time_sensitive:
+        raise InvalidSettingsError("udf: a time-sensitive aggregate takes events, not a frame "
+                                   "(frame=True and time_sensitive=True together)")
+    return UserDefinedAggregate(fn, frame, time_sensitive=time_sensitive)
 
 
 def incremental(init: Callable[[], Any], add: Callable[[Any, dict[str, Any]], Any],

@@ -21,10 +21,17 @@ def group_apply(node: plan.GroupApply, inputs: list[Chunk], state: Any, machine:
 
 def _fields(node: plan.GroupApply) -> Fields:
     """The body's output fields and the group's field (put back into each payload)."""
-    return None if node.body.fields is None else field_names([*node.body.fields, node.field])
+    return None if node.body.fields is None else field_names([*node.body.fields,
+                                                                        node.key_name])
+
+
+def _spreads(node: plan.GroupApply) -> tuple[tuple[plan.Node, str | None], ...]:
+    """Spread by the group's field; a key function's groups run in one shard (the source
+    routes events by a payload field's value, not by a function of the payload)."""
+    return ((node.source, node.field if isinstance(node.field, str) else None),)
 
 
 UNITS = [OperatorUnit(plan.GroupApply, group_apply,
-                      spreads=lambda node: ((node.source, node.field),), output_fields=_fields,
+                      spreads=_spreads, output_fields=_fields,
                       output_shape=lambda node: node.body.shape,
                       input_fields=lambda node, wanted, read: (group_read(node, wanted, read),))]

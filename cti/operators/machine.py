@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from cti.errors import NullKeyError
-from cti.operators import frame, plan
+from cti.operators import frame, plan, usercode
 from cti.operators.frame import Chunk
 from cti.operators.registry import unit_of
 from cti.rows import payload_from_json, payload_to_json
@@ -52,7 +52,7 @@ class QueryMachine:
         # have several values) puts the group's field into its payloads itself.
         nested = {id(inner) for n in self.nodes if isinstance(n, plan.GroupApply)
                   for inner in plan.walk(n.body) if isinstance(inner, plan.GroupApply)}
-        self.group_field_of = {id(n.body): n.field for n in self.nodes
+        self.group_field_of = {id(n.body): n.key_name for n in self.nodes
                                if isinstance(n, plan.GroupApply) and id(n) not in nested
                                and isinstance(n.body, plan.Window | plan.SnapshotWindow
                                               | plan.CountWindow | plan.TopK)}
@@ -91,8 +91,9 @@ class QueryMachine:
         chunks, memo = self._step
         ev, keys, columns = chunk.reads([node.field]), None, chunk.columns
         if len(ev):
-            codes, values = frame.field_codes(ev, node.field, chunk.columns.get(node.field)
-                                              if isinstance(node.field, str) else None)
+            named = isinstance(node.field, str)
+            codes, values = frame.field_codes(ev, node.field if named else _noted_key(node),
+                                              chunk.columns.get(node.field) if named else None)
             kept = _null_keys(node, chunk, codes, values)
             if kept is not None:
                 ev, codes, columns = ev[kept].reset_index(drop=True), codes[kept], chunk.taken(
@@ -118,11 +119,18 @@ class QueryMachine:
         pays, keys = [], []
         for k, p in zip(res["key"], res["payload"], strict=True):
             parts = _key_list(k)
-            pays.append(payload_to_json({node.field: parts[-1], **payload_from_json(p)}))
+            pays.append(payload_to_json({node.key_name: parts[-1], **payload_from_json(p)}))
             keys.append(frame.key_json(parts[:-1]) if len(parts) > 1 else "")
         res["payload"] = pd.Series(pays, dtype=object, index=res.index)
         res["key"] = pd.Series(keys, dtype=object, index=res.index)
         return res
+
+    def run_inner(self, node: plan.Node, inputs: list[Chunk], holder: dict[str, Any]) -> Chunk:
+        """Run the operator of ``node``, a node inside another operator (a window operator's
+        window: ``cti.operators.udo``), its state kept in ``holder["state"]``."""
+        if "state" not in holder:
+            holder["state"] = _new_node_state(node)
+        return unit_of(node).step(node, inputs, holder["state"], self)
 
     # ---- release --------------------------------------------------------------------------------
 
@@ -155,17 +163,32 @@ def _null_keys(node: plan.GroupApply, chunk: Chunk, codes: np.ndarray, values: l
     if not nulls.any():
         return None
     payloads = chunk.payload_texts(np.flatnonzero(nulls))
-    check_events(payloads, node.field, f"group_by({node.field!r})", node.source.label,
-                 node.source.fields)
+    if isinstance(node.field, str):
+        check_events(payloads, node.field, f"group_by({node.field!r})", node.source.label,
+                     node.source.fields)
     if node.nulls == "group":
         return None
     if node.nulls == "raise":
+        what = repr(node.field) if isinstance(node.field, str) else "key=..."
+        whose = f"{node.field!r} is" if isinstance(node.field, str) else "key function gives"
         raise NullKeyError(
-            f"group_by({node.field!r}) on stream {node.source.label}: an event whose "
-            f"{node.field!r} is null: {shown(payloads[0])}. Null keys are not equal to each "
-            f"other; pass group_by({node.field!r}, nulls='group') to group them together, or "
+            f"group_by({what}) on stream {node.source.label}: an event whose "
+            f"{whose} null: {shown(payloads[0])}. Null keys are not equal to each "
+            f"other; pass group_by({what}, nulls='group') to group them together, or "
             "nulls='drop' to leave such events out")
     return ~nulls
+
+
+def _noted_key(node: plan.GroupApply) -> Any:
+    """A ``group_by(key=fn)``'s function, its exception noted (``usercode``)."""
+    def key(payload: dict[str, Any]) -> Any:
+        try:
+            return node.field(payload)
+        except Exception as exc:
+            usercode.note(exc, "group_by(key=...)", node.source.label, payload_to_json(payload))
+            raise
+
+    return key
 
 
 def _key_list(key: str) -> list[Any]:

@@ -81,13 +81,13 @@ class ShiftEventTime(Unary):
 
 @attrs.frozen(eq=False)
 class AlterEventDuration(Unary):
-    duration: int
+    duration: int | Callable[[Any], Any]  # ticks, or a function of the event (``durations``)
 
 
 @attrs.frozen(eq=False)
 class AlterEventLifetime(Unary):
     start_fn: Callable[[int], int]
-    duration: int
+    duration: int | Callable[[Any], Any]  # ticks, or a function of the event (``durations``)
 
 
 @attrs.frozen(eq=False)
@@ -117,9 +117,15 @@ class GroupApply(Unary):
     ``nulls``: what an event whose ``field`` is null does: ``"raise"`` (``NullKeyError``),
     ``"group"`` (null is a group of its own) or ``"drop"`` (the event is left out)."""
 
-    field: str
+    field: str | Callable[[dict[str, Any]], Any]  # a payload field, or a key function
     body: Node
     nulls: str = attrs.field(default="raise", kw_only=True)
+    name: str | None = attrs.field(default=None, kw_only=True)  # a key function's field name
+
+    @property
+    def key_name(self) -> str:
+        """The payload field the group's value is written to in the output."""
+        return self.name if self.name is not None else self.field
 
 
 @attrs.frozen(eq=False)
@@ -240,3 +246,30 @@ class TopK(Unary):
     k: int
     order_by: tuple[tuple[str, str], ...]
     rank_field: str
+
+
+@attrs.frozen(eq=False)
+class ClipByStream(Binary):
+    """``left.clip_event_duration(right, on=...)``: each left event ends at the first matching
+    right event that starts after it (``cti.operators.clip``)."""
+
+    left_key: str | None
+    right_key: str | None
+
+
+@attrs.frozen(eq=False)
+class WindowOperator(Unary):
+    """``windowed.apply_operator(fn, time_sensitive)``: ``inner`` is the window node (over
+    ``source``) whose one user-defined aggregate calls ``fn`` (``cti.operators.udo``)."""
+
+    inner: Node
+    fn: Callable[..., Any]
+    time_sensitive: bool
+
+
+@attrs.frozen(eq=False)
+class Scan(Unary):
+    """``stream.scan(operator)``: a ``StreamOperator`` called per event in sync-time order,
+    with a state per group key (``cti.operators.scan``)."""
+
+    operator: Any

@@ -53,6 +53,8 @@ def group_read(node: plan.GroupApply, wanted: Wanted,
                read: Callable[[plan.Node, Wanted], dict[int, Wanted]]) -> Wanted:
     """What a ``group_by`` needs of its input: what its body needs of the group's stream,
     and the group's field."""
+    if not isinstance(node.field, str):
+        return None  # a key function reads whole payloads
     need: Wanted = frozenset({node.field})
     for fields in read(node.body, wanted).values():
         need = union(need, fields)  # (the body's only leaves are the group's stream)

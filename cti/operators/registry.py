@@ -4,15 +4,26 @@ below, and its builder method on the stream API (``cti.operators.streams``)."""
 
 from __future__ import annotations
 
-from cti.operators import count_window, group, join, merge, snapshot, stateless, top_k, window
+from cti.operators import (
+    clip,
+    count_window,
+    group,
+    join,
+    merge,
+    scan,
+    snapshot,
+    stateless,
+    top_k,
+    udo,
+    window,
+)
 from cti.operators.projection import leaves_read
 from cti.operators.unit import OperatorUnit, Wanted
 
 UNITS: dict[type, OperatorUnit] = {
-    unit.node: unit for module in (stateless, window, merge, join, group) for unit in module.UNITS}
-# The snapshot and count windows, and TopK over a window
-UNITS.update({unit.node: unit for module in (snapshot, count_window, top_k)
-              for unit in module.UNITS})
+    unit.node: unit for module in (stateless, window, merge, join, group, clip, udo, scan,
+                                   snapshot, count_window, top_k)
+    for unit in module.UNITS}
 
 
 def inputs_read(root: object, wanted: Wanted = None) -> dict[int, Wanted]:

@@ -12,9 +12,9 @@ with only per-event operators above it. What each operator does here (``keeps_pa
 ``per_event``, ``spreads``) its unit declares (``cti.operators.registry``). Anything else (a
 window outside group_by, a join without keys, two different keys) runs in one shard: correct,
 not spread. CTIs go to every
-shard, so every shard computes the same output CTIs; a plan with an operator whose output
-CTIs depend on the events it holds (a snapshot window that clips to its windows: SPEC 8,
-``snapshot.ctis_from_data``) would give each shard its own, so it runs in one shard.
+shard, so every shard computes the same output CTIs; a query with an operator whose output
+CTIs depend on the events it holds (``OperatorUnit.data_ctis``: a clip by another stream, a
+snapshot window that clips to its windows) runs in one shard.
 """
 
 from __future__ import annotations
@@ -23,13 +23,18 @@ from typing import Any
 
 from cti.operators import plan
 from cti.operators.registry import UNITS
-from cti.operators.snapshot import ctis_from_data
 
 
 def _unit_says(node: plan.Node, what: str) -> bool:
     """Whether ``node``'s operator declares ``what`` (``keeps_payload``, ``per_event``)."""
     unit = UNITS.get(type(node))
     return unit is not None and getattr(unit, what)
+
+
+def _data_ctis(node: plan.Node) -> bool:
+    """Whether ``node``'s output CTIs depend on the events it holds (``OperatorUnit.data_ctis``)."""
+    unit = UNITS.get(type(node))
+    return unit is not None and unit.data_ctis is not None and unit.data_ctis(node)
 
 
 def _payload_paths(node: plan.Node) -> list[Any] | None:
@@ -49,8 +54,8 @@ def _payload_paths(node: plan.Node) -> list[Any] | None:
 
 def shard_fields(root: plan.Node, inputs: list[Any]) -> list[str | None] | None:
     """Per input (by position in ``inputs``) the field to shard it by, or None: one shard."""
-    if any(ctis_from_data(n) for n in plan.walk(root)):
-        return None
+    if any(_data_ctis(n) for n in plan.walk(root)):
+        return None  # (every shard computes the output CTIs alone: they must agree)
     node = root
     while _unit_says(node, "per_event"):
         node = node.source

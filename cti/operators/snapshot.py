@@ -258,7 +258,7 @@ UNITS = [OperatorUnit(
     plan.SnapshotWindow,
     lambda node, inputs, state, machine: snapshot(node, inputs[0], state,
                                                   machine.group_field_of.get(id(node))),
-    new_state=lambda node: SnapshotState(),
+    new_state=lambda node: SnapshotState(), data_ctis=ctis_from_data,
     output_fields=lambda node: field_names(node.aggregates),
     input_fields=lambda node, wanted, read: (aggregates_read(node.aggregates),),
     output_shape=output_shape)]

@@ -14,7 +14,7 @@ import pandas as pd
 from cti.edges import close_edge, open_edge
 from cti.errors import CtiError
 from cti.events import EventShape
-from cti.operators import frame, plan, usercode
+from cti.operators import durations, frame, plan, usercode
 from cti.operators.frame import Chunk
 from cti.operators.unit import OperatorUnit
 from cti.rows import payload_to_json
@@ -109,20 +109,27 @@ def shift(node: plan.ShiftEventTime, chunk: Chunk) -> Chunk:
     return Chunk(ev, _map_ctis(chunk.ctis, lambda c: c + d), chunk.columns)
 
 
-def _as_intervals(chunk: Chunk, start: np.ndarray, duration: int, ctis: list[int]) -> Chunk:
+def _as_intervals(chunk: Chunk, start: np.ndarray, duration: Any, ctis: list[int],
+                  node: Any = None) -> Chunk:
     """Every event but edge ends, as the interval [start, start + duration), with ``ctis``
-    (the payloads and their typed columns unchanged)."""
+    (the payloads and their typed columns unchanged). ``duration``: ticks, or a function of
+    each event (``durations``; ``node`` names the operator and stream in its errors)."""
     ev = chunk.raw_events
     keep = ev["kind"].to_numpy() != "edge_end"
     start = start[keep]
-    end = _shift_times(start, duration)
+    if callable(duration):
+        operator = "alter_event_duration" if isinstance(node, plan.AlterEventDuration) \
+            else "alter_event_lifetime"
+        duration = durations.durations(duration, operator, node.source.label,
+                                       chunk.events[keep])
+    end = durations.ends(start, duration)
     return Chunk(frame.make(["interval"] * int(keep.sum()), start, end, ev["payload"][keep],
                             ev["key"][keep]), ctis, chunk.taken(keep))
 
 
 def alter_duration(node: plan.AlterEventDuration, chunk: Chunk) -> Chunk:
     return _as_intervals(chunk, chunk.raw_events["start"].to_numpy(), node.duration,
-                         chunk.ctis)
+                         chunk.ctis, node)
 
 
 def alter_lifetime(node: plan.AlterEventLifetime, chunk: Chunk) -> Chunk:
@@ -135,7 +142,8 @@ def alter_lifetime(node: plan.AlterEventLifetime, chunk: Chunk) -> Chunk:
             raise
 
     starts = np.asarray([start(int(s)) for s in ev["start"]], dtype=np.int64)
-    return _as_intervals(chunk, starts, node.duration, _map_ctis(chunk.ctis, node.start_fn))
+    return _as_intervals(chunk, starts, node.duration, _map_ctis(chunk.ctis, node.start_fn),
+                         node)
 
 
 def to_point(node: plan.ToPointEventStream, chunk: Chunk) -> Chunk:

@@ -15,7 +15,7 @@ import attrs
 
 from cti.errors import BindingError, InvalidSettingsError
 from cti.events import EventShape
-from cti.operators import plan
+from cti.operators import durations, plan
 from cti.operators.aggregates import Aggregate, check_aggregates
 from cti.schema import Fields, check_field
 from cti.time import DurationLike, to_duration_ticks, to_ticks
@@ -136,30 +136,71 @@ class QueryOperators:
         return self._derive(plan.ShiftEventTime(self._node(), d),
                             self._label("shift_event_time(...)"))
 
-    def alter_event_duration(self, duration: Duration) -> DerivedStream:
-        """Every event becomes the interval [start, start + duration)."""
-        d = _duration("alter_event_duration duration", duration)
+    def alter_event_duration(self, duration: Duration | Callable[[Any], Any]) -> DerivedStream:
+        """Every event becomes the interval [start, start + duration). ``duration``: a
+        duration, ``MAX_TIME`` (forever: until ``clip_event_duration(clip_stream, on=...)``
+        ends it), or a function of the event (``PointEvent``, ``IntervalEvent``, ``EdgeEvent``;
+        times in ticks) returning one of those (StreamInsight's ``AlterEventDuration(e =>
+        ...)``)."""
+        d = durations.duration_of(duration, "alter_event_duration")
         return self._derive(plan.AlterEventDuration(self._node(), d),
                             self._label("alter_event_duration(...)"))
 
     def alter_event_lifetime(self, start_fn: Callable[[int], int],
-                             duration: Duration) -> DerivedStream:
+                             duration: Duration | Callable[[Any], Any]) -> DerivedStream:
         """Every event becomes [start_fn(start), start_fn(start) + duration). ``start_fn`` takes
-        and returns ticks and must not decrease (it is applied to the CTIs too)."""
-        d = _duration("alter_event_lifetime duration", duration)
+        and returns ticks and must not decrease (it is applied to the CTIs too). ``duration``
+        as in ``alter_event_duration`` (a function sees the event as it came in)."""
+        d = durations.duration_of(duration, "alter_event_lifetime")
         node = plan.AlterEventLifetime(self._node(), _function("start_fn", start_fn), d)
         return self._derive(node, self._label("alter_event_lifetime(...)"))
 
-    def clip_event_duration(self, max_duration: Duration) -> DerivedStream:
-        """Every lifetime ends at most ``max_duration`` after its start."""
+    def clip_event_duration(self, max_duration: Duration | QueryOperators,
+                            on: Any = None) -> DerivedStream:
+        """Every lifetime ends at most ``max_duration`` after its start. Or, given a stream
+        (StreamInsight's ``ClipEventDuration``): each event ends at the start of the first
+        event of that stream whose ``on`` fields match (a field name, or a (this, that) pair)
+        and that starts strictly after it, if that comes before its own end; with
+        ``alter_event_duration(MAX_TIME)`` first, readings become a signal (each lasts until
+        the next reading of its key). Intervals and edges come out as intervals once their
+        end is final (``cti.operators.clip``)."""
+        if isinstance(max_duration, QueryOperators):
+            return self._clip_by(max_duration, on)
+        if on is not None:
+            raise InvalidSettingsError("clip_event_duration: on= goes with a clip stream, not "
+                                       f"with a duration ({max_duration!r})")
         d = _duration("clip_event_duration max_duration", max_duration)
         return self._derive(plan.ClipEventDuration(self._node(), d),
                             self._label("clip_event_duration(...)"))
+
+    def _clip_by(self, other: QueryOperators, on: Any) -> DerivedStream:
+        _same_context(self._node(), other._node(), "clip_event_duration")
+        lk, rk = _join_keys(on)
+        _check_keys("clip_event_duration", self, other, on, lk, rk)
+        node = plan.ClipByStream(self._node(), other._node(), lk, rk)
+        return self._derive(node, self._label(_join_text("clip_event_duration", other, on)))
 
     def to_point_event_stream(self) -> DerivedStream:
         """A point at each event's start."""
         return self._derive(plan.ToPointEventStream(self._node()),
                             self._label("to_point_event_stream()"))
+
+    def scan(self, operator: Any) -> DerivedStream:
+        """A user-defined stream operator (StreamInsight 2.1's ``CepPointStreamOperator``):
+        ``operator`` (a ``cti.StreamOperator``) has ``process(event)`` called per event in
+        sync-time order, with ``operator.state`` the state of the event's group key (from
+        ``initial_state()``); each payload it returns is a point at the event's start."""
+        from cti.operators.scan import StreamOperator
+
+        if not isinstance(operator, StreamOperator):
+            raise InvalidSettingsError(f"scan needs an instance of a cti.StreamOperator "
+                                       f"subclass, got {operator!r}")
+        if self.shape is EventShape.EDGE:
+            raise InvalidSettingsError(f"scan on stream {self._label()}: an edge stream; scan "
+                                       "takes points and intervals (to_point_event_stream() "
+                                       "first)")
+        return self._derive(plan.Scan(self._node(), operator),
+                            self._label(f"scan({type(operator).__name__})"))
 
     # ---- several streams --------------------------------------------------------------------
 
@@ -236,19 +277,40 @@ class QueryOperators:
                                        f"{output_policy!r}")
         return WindowedStream(self, size_t, hop_t, align, output_policy)
 
-    def group_by(self, field: str, nulls: str = "raise") -> GroupedStream:
-        """Groups of events with equal payload ``field``: ``.apply(fn)`` runs ``fn`` per group.
+    def group_by(self, *fields: str, key: Callable[[Any], Any] | None = None,
+                 name: str = "key", nulls: str = "raise") -> GroupedStream:
+        """Groups of events with equal payload ``fields`` (one or several: events are in one
+        group when every field is equal), or with equal ``key(payload)`` (a function; its
+        value goes into each output payload under ``name``): ``.apply(fn)`` runs ``fn`` per
+        group.
 
-        A null ``field`` (or one an event lacks) is never equal to another null (SQL's rule);
-        ``nulls`` says what such an event does: ``"raise"`` (``NullKeyError`` naming it),
-        ``"group"`` (the nulls make one group of their own) or ``"drop"`` (left out)."""
-        if not isinstance(field, str) or not field:
-            raise InvalidSettingsError(f"group_by needs a payload field name, got {field!r}")
+        A null field or key (or a field an event lacks) is never equal to another null (SQL's
+        rule); ``nulls`` says what such an event does: ``"raise"`` (``NullKeyError`` naming
+        it), ``"group"`` (the nulls make one group of their own) or ``"drop"`` (left out)."""
+        if key is not None:
+            if fields:
+                raise InvalidSettingsError(f"group_by: give payload fields {fields!r} or "
+                                           "key=function, not both")
+            _function("group_by key", key)
+            if not isinstance(name, str) or not name:
+                raise InvalidSettingsError(f"group_by(key=...): name is the payload field "
+                                           f"the key is written to, got {name!r}")
+        elif not fields:
+            raise InvalidSettingsError("group_by needs a payload field name (or several, or "
+                                       "key=function)")
+        for field in fields:
+            if not isinstance(field, str) or not field:
+                raise InvalidSettingsError(f"group_by needs payload field names, got "
+                                           f"{field!r}")
+            check_field(field, f"group_by({field!r})", self._label(), self.fields)
+        if len(set(fields)) < len(fields):
+            raise InvalidSettingsError(f"group_by{fields!r}: a field is named twice")
         if nulls not in _NULLS:
-            raise InvalidSettingsError(f"group_by({field!r}): nulls is one of {list(_NULLS)}, "
+            shown_as = ", ".join(map(repr, fields)) or "key=..."
+            raise InvalidSettingsError(f"group_by({shown_as}): nulls is one of {list(_NULLS)}, "
                                        f"got {nulls!r}")
-        check_field(field, f"group_by({field!r})", self._label(), self.fields)
-        return GroupedStream(self, field, nulls)
+        return GroupedStream(self, fields[0] if fields else key, nulls,
+                             name=name if key is not None else None, more=fields[1:])
 
     def snapshot_window(self, output_policy: plan.WindowOutputPolicy =
                         plan.WindowOutputPolicy.CLIP_TO_WINDOW_END) -> Any:
@@ -324,29 +386,54 @@ class WindowedStream:
         kind = "tumbling_window" if self.hop == self.size else "hopping_window"
         return windowed.top_k_node(self.stream, inner, k, order_by, rank_field, f"{kind}(...)")
 
+    def apply_operator(self, fn: Callable[..., Any], time_sensitive: bool = False
+                       ) -> DerivedStream:
+        """A user-defined operator per window (and group): ``fn(payloads)`` returns output
+        payloads, each with the window's output lifetime; with ``time_sensitive=True``,
+        ``fn(events, window)`` gets the events with lifetimes clipped to the window and the
+        window (``.start``, ``.end``) and returns ``PointEvent`` / ``IntervalEvent`` inside
+        the window (``cti.operators.udo``)."""
+        from cti.operators import udo
+
+        kind = "tumbling_window" if self.hop == self.size else "hopping_window"
+        return udo.apply_operator(self, _function("apply_operator", fn),
+                                  _flag("apply_operator time_sensitive", time_sensitive),
+                                  f"{kind}(...).apply_operator(...)")
+
 
 @attrs.frozen
 class GroupedStream:
+    """A stream grouped by ``field`` (a payload field or a key function, whose value goes to
+    ``name``), then by each of ``more`` within those groups (``group_by("a", "b")``)."""
+
     stream: QueryOperators
-    field: str
+    field: str | Callable[[Any], Any]
     nulls: str = "raise"
+    name: str | None = attrs.field(default=None, kw_only=True)
+    more: tuple[str, ...] = attrs.field(default=(), kw_only=True)
 
     def apply(self, fn: Callable[[DerivedStream], QueryOperators]) -> DerivedStream:
         """``fn(group)`` builds the query of one group; every group runs it. The group's field
-        is added to each output payload."""
+        (or fields, or its key under ``name``) is added to each output payload."""
         _function("apply", fn)
-        label = self.stream._label(f"group_by({self.field!r})")
+        if self.more:  # several fields: a group_by of the rest inside each group of the first
+            inner = attrs.evolve(self, field=self.more[0], more=self.more[1:])
+            outer = attrs.evolve(self, more=())
+            return outer.apply(lambda group: attrs.evolve(inner, stream=group).apply(fn))
+        shown_as = repr(self.field) if isinstance(self.field, str) else "key=..."
+        label = self.stream._label(f"group_by({shown_as})")
         group = GroupInputStream(plan.GroupInput(fields=self.stream.fields,
                                                  shape=self.stream.shape, label=label),
                                  self.stream.shape, getattr(self.stream, "application", None))
         body = fn(group)
         if not isinstance(body, QueryOperators):
-            raise BindingError(f"group_by({self.field!r}).apply: the function must return a "
+            raise BindingError(f"group_by({shown_as}).apply: the function must return a "
                                f"stream, got {body!r}")
         if any(isinstance(n, plan.Input) for n in plan.walk(body._node())):
-            raise BindingError(f"group_by({self.field!r}).apply: the group's query may only "
+            raise BindingError(f"group_by({shown_as}).apply: the group's query may only "
                                "use the group's stream, not other input streams")
-        node = plan.GroupApply(self.stream._node(), self.field, body._node(), nulls=self.nulls)
+        node = plan.GroupApply(self.stream._node(), self.field, body._node(), nulls=self.nulls,
+                               name=self.name)
         return self.stream._derive(node, f"{label}.apply(...)")
 
 

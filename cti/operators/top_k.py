@@ -116,6 +116,6 @@ def _fields(node: plan.TopK) -> tuple[str, ...] | None:
 UNITS = [OperatorUnit(
     plan.TopK, lambda node, inputs, state, machine: top_k(
         node, inputs[0], state, machine.group_field_of.get(id(node))),
-    new_state=_new_state, output_fields=_fields,
+    new_state=_new_state, output_fields=_fields, data_ctis=snapshot.ctis_from_data,
     output_shape=lambda node: EventShape.INTERVAL if node.window.output_policy is
     plan.WindowOutputPolicy.CLIP_TO_WINDOW_END else EventShape.POINT)]

@@ -37,6 +37,10 @@ class OperatorUnit:
     field, each child with the field it is keyed by (None: no such field, one shard).
     ``output_fields(node)``: the payload fields of its output where known when the query is
     built (None: unknown); by default its input's (``node.source.fields``).
+    ``data_ctis(node)``: whether its output CTIs depend on the events it holds (a clip by another
+    stream; a snapshot window that clips to its windows), so shards holding different keys
+    would disagree on them: a query with it runs in one shard (``sharding``) until the runtime
+    combines the shards' CTIs.
     ``output_shape(node)``: its output's ``EventShape`` from its inputs' (None: mixed); by
     default its input's (``node.source.shape``). ``input_fields(node, wanted, read)``: for
     each child, the payload fields of its events that the operator's output needs, given the
@@ -55,6 +59,7 @@ class OperatorUnit:
     output_fields: Callable[[Any], Fields] | None = None
     output_shape: Callable[[Any], EventShape | None] | None = None
     input_fields: Callable[[Any, Wanted, Any], tuple[Wanted, ...]] | None = None
+    data_ctis: Callable[[Any], bool] | None = None
 
     def fields_of(self, node: Any) -> Fields:
         """``output_fields(node)``, or the input's fields."""

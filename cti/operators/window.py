@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 from cti.edges import close_edge, open_edge, open_values
 from cti.events import EventShape
 from cti.json_text import object_texts
-from cti.operators import exact_sum, frame, plan, usercode
+from cti.operators import exact_sum, frame, plan, udo, usercode
 from cti.operators.aggregates import Aggregate
 from cti.operators.frame import Chunk
 from cti.operators.numbers import Numbers
@@ -304,9 +304,13 @@ def _emit(node: plan.Window, state: dict[str, Any], done: int | None,
             if extra:
                 p[group_field] = payload_from_json(key)[-1]
             if len(columns) < len(node.aggregates):
-                texts = [e[2] for e in sorted(state["events"].pop((key, k), []))]
+                events = sorted(state["events"].pop((key, k), []))
+                texts = [e[2] for e in events]
                 for name, agg in node.aggregates.items():
-                    if name not in columns:
+                    if getattr(agg, "time_sensitive", False):  # (events and the window)
+                        p[name] = udo.time_sensitive(node, name, agg, events,
+                                                     int(starts[i]), int(ends[i]))
+                    elif name not in columns:
                         p[name] = _computed(node, name, agg, texts)
             payloads.append(payload_to_json(p))
     if node.output_policy is plan.WindowOutputPolicy.CLIP_TO_WINDOW_END:
