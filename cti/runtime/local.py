@@ -9,7 +9,9 @@ the query shard's step (a micro-batch of a query over one stream in steps of at 
 ``PIECE_ROWS`` rows: the same output, a smaller working set). A stream bound with
 ``arrival_clock="wall"`` that has delivered everything it has (its input not complete) gets a
 clock tick (``cti.rows.clock_row``) in each later batch, and one when the run stops, from
-``clock`` (default: the wall clock); the ticks are kept in ``ticks``.
+``clock`` (default: the wall clock); the ticks are kept in ``ticks``. A query written to an
+output adapter keeps each micro-batch's seconds (read, step and write) in ``batch_seconds``
+(the benchmarks').
 """
 
 from __future__ import annotations
@@ -98,6 +100,7 @@ class LocalRuntime:
         self.batch_sizes = list(batch_sizes) if batch_sizes else None
         self.clock = clock or wall_clock
         self.ticks: list[InRow] = []  # the clock ticks given, in order
+        self.batch_seconds: list[float] = []  # each micro-batch's time (``write_query``)
 
     def input_batches(self, group: IngressGroup, inputs: list[list[InRow]] | None = None,
                       reads: Callable[[int], frozenset[str] | None] | None = None
@@ -215,8 +218,12 @@ class LocalRuntime:
 
     def write_query(self, bound: Any) -> None:
         adapter = bound.factory.create(bound.config, bound.stream.shape)
+        self.batch_seconds, began = [], time.perf_counter()
         for batch_id, done in enumerate(self.query_steps(bound.stream)):
             deliver(adapter, step_table(done.events, done.ctis), batch_id)
+            now = time.perf_counter()
+            self.batch_seconds.append(now - began)
+            began = now
         adapter.close()
 
     def write(self, group: IngressGroup, outputs: Sequence[OutputBinding]) -> None:

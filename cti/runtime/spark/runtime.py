@@ -64,6 +64,12 @@ def _observed(query: StreamingQuery) -> list[dict[str, Any]]:
             if OBSERVATION in p.get("observedMetrics", {})]
 
 
+def batch_seconds(progress: Sequence[Any]) -> list[float]:
+    """Each reported micro-batch's time (``durationMs.triggerExecution``), in seconds."""
+    return [p["durationMs"].get("triggerExecution", 0) / 1000 for p in progress
+            if "durationMs" in p]
+
+
 class SparkRuntime:
     """Runs ingress on Spark: adapters as streaming sources, ingress in the state store.
 
@@ -72,7 +78,8 @@ class SparkRuntime:
     ``batch_sizes``: cap each source's micro-batches to these item counts, in turn (tests,
     back-pressure); by default each micro-batch takes all that is available.
     After a run, ``progress`` holds the ingress metrics Spark reported per micro-batch
-    (``observedMetrics["cti"]``, see ``cti.runtime.spark.metrics``).
+    (``observedMetrics["cti"]``, see ``cti.runtime.spark.metrics``) and ``batch_seconds``
+    each micro-batch's time (Spark's ``triggerExecution``, in seconds; the benchmarks').
     Clock ticks of silent live ``arrival_clock="wall"`` streams (``cti.runtime.spark.source``):
     ``clock`` gives now in ticks (default: the wall clock; called on the driver, pickled with
     cloudpickle); ``tick_interval``, how long such a stream of a long-running query
@@ -111,6 +118,7 @@ class SparkRuntime:
         self.checkpoint_location = checkpoint_location
         self.batch_sizes = list(batch_sizes) if batch_sizes else None
         self.progress: list[dict[str, Any]] = []
+        self.batch_seconds: list[float] = []
 
     @property
     def shard_count(self) -> int:
@@ -202,6 +210,7 @@ class SparkRuntime:
             raise_cti_error(exc)
         finally:
             self.progress = _observed(query)
+            self.batch_seconds = batch_seconds(query.recentProgress)
             query.stop()
 
     def _checkpoint(self) -> str:
