@@ -463,9 +463,11 @@ def _reference(data: Path, opts: argparse.Namespace) -> Path | None:
     return reference_file(data) if opts.query == "reference" else None
 
 
-def _batch_sizes(opts: argparse.Namespace) -> list[int] | None:
-    """Micro-batch sizes that cut the input into ``--batches`` parts (None: one batch)."""
-    return [max(1, -(-opts.events // opts.batches))] if opts.batches > 1 else None
+def _batch_sizes(opts: argparse.Namespace) -> dict[str, list[int]] | None:
+    """Micro-batch sizes that cut the events into ``--batches`` parts (None: one batch); the
+    reference rows (``--query reference``) are not capped: they come whole, as plain Spark's
+    static table is read whole."""
+    return {"events": [max(1, -(-opts.events // opts.batches))]} if opts.batches > 1 else None
 
 
 def run_cti_local(root: Path, opts: argparse.Namespace) -> dict[str, Any]:
