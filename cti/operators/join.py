@@ -179,17 +179,18 @@ def _add(state: JoinState, side: int, chunk: Chunk, field: str | None, node: pla
     """A chunk's events join one side (a new segment); its edge ends close the side's open
     starts. Returns the new rows' columns (``join_side.ROW_COLUMNS``)."""
     events = chunk.events
-    ends_mask = events["kind"].to_numpy() == "edge_end"
+    kind = events["kind"].to_numpy(object)
+    ends_mask = kind == "edge_end"
     column = chunk.columns.get(field) if field is not None else None
     jkeys = np.asarray(_join_key(events, field, node.children[side], "join", column), object)
-    new = events[~ends_mask]
-    n = len(new)
-    cols = {"id": np.arange(state.next_id, state.next_id + n, dtype=np.int64),
-            "kind": new["kind"].to_numpy(object), "start": new["start"].to_numpy(np.int64),
-            "end": new["end"].to_numpy(np.int64),
-            "known": new["kind"].to_numpy() != "edge_start",
-            "payload": new["payload"].to_numpy(object), "key": new["key"].to_numpy(object),
-            "jkey": jkeys[~ends_mask]}
+    keep = ~ends_mask if ends_mask.any() else slice(None)  # (no copy where there are no ends)
+    kind = kind[keep]
+    n = len(kind)
+    cols = {"id": np.arange(state.next_id, state.next_id + n, dtype=np.int64), "kind": kind,
+            "start": events["start"].to_numpy(np.int64)[keep],
+            "end": events["end"].to_numpy(np.int64)[keep].copy(),  # (closed in place)
+            "known": kind != "edge_start", "payload": events["payload"].to_numpy(object)[keep],
+            "key": events["key"].to_numpy(object)[keep], "jkey": jkeys[keep]}
     state.next_id += n
     seg = join_side.make_segment(cols)
     join_side.add(state.sides[side], seg)
