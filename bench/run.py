@@ -269,6 +269,25 @@ def _native_run(spark: Any, data: Path, where: str = "none", query: str = "windo
     return elapsed, progress
 
 
+def batch_times(seconds: list[float]) -> dict[str, Any]:
+    """The micro-batch fields of a result line from each micro-batch's seconds (of the median
+    run): ``first_batch_s``, ``median_batch_s`` (the median of those after the first: what a
+    micro-batch costs once the query holds its state) and ``timed_batches``."""
+    import statistics
+
+    rest = seconds[1:]
+    return {"first_batch_s": round(seconds[0], 4) if seconds else None,
+            "median_batch_s": round(statistics.median(rest), 4) if rest else None,
+            "timed_batches": len(seconds)}
+
+
+def progress_seconds(progress: list[dict[str, Any]]) -> list[float]:
+    """Each micro-batch's seconds in a streaming query's progress reports
+    (``durationMs.triggerExecution``)."""
+    return [p["durationMs"].get("triggerExecution", 0) / 1000 for p in progress
+            if "durationMs" in p]
+
+
 def run_spark_native(root: Path, opts: argparse.Namespace) -> dict[str, Any]:
     """Structured Streaming over the Parquet files: watermark + groupBy(key, window).count(),
     or (``--query reference``) a stream-static join with the reference rows."""
@@ -290,6 +309,7 @@ def run_spark_native(root: Path, opts: argparse.Namespace) -> dict[str, Any]:
         "output_rows": sum(max(p["sink"].get("numOutputRows", 0), 0) for p in progress),
         "micro_batches": len(progress),
         "data_batches": sum(1 for p in progress if p["numInputRows"] > 0),
+        **batch_times(progress_seconds(progress)),
     }
 
 
@@ -371,8 +391,9 @@ def _cti_source(data: Path, cti_input: str, cti_by: str = "count"
 
 
 def _cti_run(factory: Any, config: Any, runtime: Any, where: str = "none", cti_by: str = "count",
-             reference: Path | None = None) -> tuple[float, int]:
-    """Run the cti query into a counting adapter: seconds taken and output events.
+             reference: Path | None = None) -> tuple[float, int, list[float]]:
+    """Run the cti query into a counting adapter: seconds taken, output events and each
+    micro-batch's seconds (the runtime's ``batch_seconds``).
 
     Point events with a CTI every ``CTI_EVERY`` events (``cti_by`` "span": every ``CTI_SPAN``
     of event time) ``DELAY_US`` behind the latest start, policy DROP; or (``cti_by`` "order",
@@ -432,7 +453,7 @@ def _cti_run(factory: Any, config: Any, runtime: Any, where: str = "none", cti_b
                 lambda g: g.hopping_window(WINDOW, HOP).aggregate(count=agg.count()))
         counts.to(CountingOutputAdapterFactory(), str(out)).run(runtime)
         elapsed = time.perf_counter() - t0
-        return elapsed, _counted(out)
+        return elapsed, _counted(out), list(runtime.batch_seconds)
     finally:
         shutil.rmtree(out, ignore_errors=True)
 
@@ -442,9 +463,11 @@ def _reference(data: Path, opts: argparse.Namespace) -> Path | None:
     return reference_file(data) if opts.query == "reference" else None
 
 
-def _batch_sizes(opts: argparse.Namespace) -> list[int] | None:
-    """Micro-batch sizes that cut the input into ``--batches`` parts (None: one batch)."""
-    return [max(1, -(-opts.events // opts.batches))] if opts.batches > 1 else None
+def _batch_sizes(opts: argparse.Namespace) -> dict[str, list[int]] | None:
+    """Micro-batch sizes that cut the events into ``--batches`` parts (None: one batch); the
+    reference rows (``--query reference``) are not capped: they come whole, as plain Spark's
+    static table is read whole."""
+    return {"events": [max(1, -(-opts.events // opts.batches))]} if opts.batches > 1 else None
 
 
 def run_cti_local(root: Path, opts: argparse.Namespace) -> dict[str, Any]:
@@ -458,9 +481,10 @@ def run_cti_local(root: Path, opts: argparse.Namespace) -> dict[str, Any]:
     factory, config, load = _cti_source(root / "events", opts.cti_input, opts.cti_by)
     runs = [_cti_run(factory, config, LocalRuntime(_batch_sizes(opts)), opts.where, opts.cti_by,
                      _reference(root / "events", opts)) for _ in range(opts.repeat)]
-    elapsed, rows = _median(runs)
+    elapsed, rows, seconds = _median(runs)
     return {"startup_s": 0.0, "load_s": load, "run_s": elapsed,
-            "runs_s": [round(r[0], 3) for r in runs], "output_rows": rows}
+            "runs_s": [round(r[0], 3) for r in runs], "output_rows": rows,
+            **batch_times(seconds)}
 
 
 def tree_cpu_s() -> float:
@@ -561,18 +585,18 @@ def run_cti_spark(root: Path, opts: argparse.Namespace) -> dict[str, Any]:
             for _ in range(opts.repeat)]
     metrics = per_run(task_metrics(before, stage_metrics(spark), tree_cpu_s() - cpu),
                       opts.repeat)
-    elapsed, rows = _median(runs)
+    elapsed, rows, seconds = _median(runs)
     return {"shards": shards, "startup_s": startup, "session_s": session, "load_s": load,
             "run_s": elapsed, "runs_s": [round(r[0], 3) for r in runs], "output_rows": rows,
-            **metrics}
+            **metrics, **batch_times(seconds)}
 
 
-def _floor_run(data: Path) -> tuple[float, int, int]:
+def _floor_run(data: Path) -> tuple[float, int, int, list[float]]:
     """The least work the count needs, in one process with Arrow: each micro-batch's file read,
     every event given its windows, counted per (key, window) together with the partials carried
     from earlier files, and the windows the watermark (as spark-native's) has passed emitted
     in (window, key) order; the rest at the end. No disorder handling, CTIs or payloads:
-    seconds taken, windows emitted and the sum of their counts."""
+    seconds taken, windows emitted, the sum of their counts and each file's seconds."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -582,8 +606,9 @@ def _floor_run(data: Path) -> tuple[float, int, int]:
     t0 = time.perf_counter()
     carried = pa.table({"key": pa.array([], pa.string()), "start": pa.array([], pa.int64()),
                         "n": pa.array([], pa.int64())})
-    emitted, counted, high = 0, 0, None
+    emitted, counted, high, seconds = 0, 0, None, []
     for path in sorted(data.glob("part-*.parquet")):
+        began = time.perf_counter()
         table = pq.read_table(path, columns=["time", "key"])
         table = table.filter(pc.is_valid(table.column("key")))  # not the end-of-stream row
         times = table.column("time").to_numpy()
@@ -602,8 +627,9 @@ def _floor_run(data: Path) -> tuple[float, int, int]:
         windows, n = _emitted(counts.filter(closed))
         emitted, counted = emitted + windows, counted + n
         carried = counts.filter(pc.invert(closed))
+        seconds.append(time.perf_counter() - began)
     windows, n = _emitted(carried)  # the end of the input closes the rest
-    return time.perf_counter() - t0, emitted + windows, counted + n
+    return time.perf_counter() - t0, emitted + windows, counted + n, seconds
 
 
 def _emitted(closed: Any) -> tuple[int, int]:
@@ -618,9 +644,9 @@ def _emitted(closed: Any) -> tuple[int, int]:
 def run_arrow_floor(root: Path, opts: argparse.Namespace) -> dict[str, Any]:
     """A yardstick, not a system: ``_floor_run`` over the same micro-batch files."""
     runs = [_floor_run(root / "events") for _ in range(opts.repeat)]
-    elapsed, rows, _counted = _median(runs)
+    elapsed, rows, _counted, seconds = _median(runs)
     return {"startup_s": 0.0, "run_s": elapsed, "runs_s": [round(r[0], 3) for r in runs],
-            "output_rows": rows}
+            "output_rows": rows, **batch_times(seconds)}
 
 
 def _median(runs: list[tuple[Any, ...]]) -> tuple[Any, ...]:

@@ -149,11 +149,11 @@ def test_key_rate_holds_each_keys_events_per_second(tmp_path: Path, keys: int) -
 def test_the_reference_join_joins_every_event_with_its_row() -> None:
     """``--query reference``: the events joined on key with reference rows (more rows than
     keys, so most match no event), by cti and by Spark's stream-static join: each event meets
-    its key's row once."""
+    its key's row once; each line times its micro-batches."""
     proc = subprocess.run(
         [sys.executable, str(BENCH), "--events", str(EVENTS), "--keys", str(KEYS),
          "--systems", "cti-local,spark-native", "--query", "reference",
-         "--reference", str(5 * KEYS)],
+         "--reference", str(5 * KEYS), "--batches", "4"],
         cwd=REPO, capture_output=True, text=True, timeout=600, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = [json.loads(line) for line in proc.stdout.splitlines()]
@@ -161,6 +161,9 @@ def test_the_reference_join_joins_every_event_with_its_row() -> None:
     for line in lines:
         assert (line["query"], line["reference"]) == ("reference", 5 * KEYS), line
         assert line["output_rows"] == EVENTS, line
+        # each micro-batch timed: the first, and the median of the rest
+        assert line["timed_batches"] >= 4 and line["first_batch_s"] > 0, line
+        assert 0 < line["median_batch_s"] < line["run_s"], line
 
 
 @pytest.mark.parametrize("args, message", [

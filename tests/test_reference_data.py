@@ -66,6 +66,44 @@ def test_join_with_reference_data_from_memory_and_file(runtime, tmp_path, reques
         assert [(e.start, e.payload["plate"]) for e in events] == [(10, "A"), (40, "A")]
 
 
+@pytest.mark.parametrize("runtime", ["local", "spark"])
+def test_batch_sizes_by_name_cap_the_events_and_the_table_comes_whole(runtime, request):
+    """``batch_sizes={"cars": [1]}``: the cars come one per micro-batch, the reference rows
+    (not named) all in the first; the output is the uncapped run's."""
+    from cti.runtime.local import LocalRuntime
+
+    if runtime == "spark":
+        from cti.runtime.spark import SparkRuntime
+
+        make = lambda sizes: SparkRuntime(request.getfixturevalue("spark"),  # noqa: E731
+                                          batch_sizes=sizes)
+    else:
+        make = LocalRuntime
+    rows = [{"plate": p, "expired": "1"} for p in "ABCDEFGH"]
+    query = bind(MemoryInputAdapterFactory(), reference_data(rows, 5))
+    whole = query.collect(make(None))
+    capped = make({"cars": [1]})
+    assert query.collect(capped) == whole
+    assert [e.payload["plate"] for e in whole if isinstance(e, PointEvent)] == ["A", "B", "C",
+                                                                                 "A"]
+    if runtime == "local":  # every micro-batch through the engine, one car each
+        machine_batches = []
+        original = LocalRuntime._input_pieces
+
+        def spy(self, *args, **kwargs):
+            for pieces in original(self, *args, **kwargs):
+                machine_batches.append(sum(p.num_rows for p in pieces))
+                yield pieces
+
+        LocalRuntime._input_pieces = spy
+        try:
+            query.collect(LocalRuntime({"cars": [1]}))
+        finally:
+            LocalRuntime._input_pieces = original
+        assert machine_batches[0] == 1 + len(rows) + 1  # a car, every row and their end
+        assert len(machine_batches) == len(CARS) + 1  # then one car each, and the cars' end
+
+
 def test_file_options_and_bad_rows(tmp_path):
     path = tmp_path / "ref.csv"
     path.write_text("plate,expired,extra\nA,1,x\nB,0\n")

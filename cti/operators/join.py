@@ -18,13 +18,15 @@ import attrs
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyarrow import json as pa_json
 
 from cti.edges import pair_ends
 from cti.events import EventShape
-from cti.json_text import column_texts, objects, read_exactly
-from cti.operators import frame, merge, plan, usercode
+from cti.json_text import column_texts, objects, read_exactly, value_texts
+from cti.operators import frame, join_side, merge, plan, usercode
 from cti.operators.frame import Chunk
+from cti.operators.join_side import Side
 from cti.operators.projection import union
 from cti.operators.unit import OperatorUnit, Wanted, both_fields
 from cti.rows import payload_from_json, payload_to_json
@@ -41,8 +43,37 @@ def _empty_side() -> pd.DataFrame:
 
 
 def new_state() -> dict[str, Any]:
+    """An anti-semi-join's state: each side's table, CTIs, the output CTIs' merge."""
     return {"sides": [_empty_side(), _empty_side()], "ctis": [MIN_TIME, MIN_TIME],
             "merge": merge.new_state(2), "pending": [], "open": [], "next_id": 0}
+
+
+@attrs.define(eq=False)
+class JoinState:
+    """A join's state: each side's events (``join_side.Side``: indexed by key), each side's
+    latest CTI, the output CTIs' merge, the pairs whose overlap is not yet certain
+    (``pending``: (left id, right id) rows), the edge pairs whose end is not yet determined
+    (``open``: (left id, right id, start, payload, key)), and the next event id."""
+
+    sides: list[Side] = attrs.Factory(lambda: [Side(), Side()])
+    ctis: list[int] = attrs.Factory(lambda: [MIN_TIME, MIN_TIME])
+    merge: dict[str, Any] = attrs.Factory(lambda: merge.new_state(2))
+    pending: np.ndarray = attrs.Factory(lambda: np.empty((0, 2), np.int64))
+    open: list[tuple] = attrs.Factory(list)
+    next_id: int = 0
+
+
+def resumed(state: JoinState | dict[str, Any]) -> JoinState:
+    """A join's state as this release keeps it, from a checkpoint of an earlier one too (a
+    dict holding each side as one table): the same events, pairs and CTIs."""
+    if isinstance(state, JoinState):
+        for side in state.sides:
+            join_side.reindexed(side)
+        return state
+    state.pop("edges", None)  # older checkpoints' edge books: the table has what they held
+    pending = np.asarray(state["pending"], np.int64).reshape(-1, 2)
+    return JoinState([join_side.of_frame(t) for t in state["sides"]], list(state["ctis"]),
+                     state["merge"], pending, list(state["open"]), int(state["next_id"]))
 
 
 def _join_key(events: pd.DataFrame, field: str | None, source: plan.Node, what: str,
@@ -52,15 +83,37 @@ def _join_key(events: pd.DataFrame, field: str | None, source: plan.Node, what: 
     ``UnknownFieldError``. ``column``: the field's typed column, where known."""
     if field is None:
         return [""] * len(events)
-    codes, values = frame.field_codes(events, field, column)  # (each distinct value's text
-    # made once)
-    texts = np.asarray([None if v is None else "[" + frame.value_json(v) + "]" for v in values],
-                       object)  # (``frame.key_json([v])``)
-    keys = texts[codes] if len(codes) else np.empty(0, object)
+    if column is None and len(events) >= 256 and not events["payload"].isna().any():
+        column = frame.exact_field(frame.arrow_texts(events["payload"]), field)  # (Arrow's
+        # JSON reader, once: a step of reference rows)
+    keys = _typed_keys(column)
+    if keys is None:
+        codes, values = frame.field_codes(events, field, column)  # (each distinct value's
+        # text made once)
+        texts = np.asarray([None if v is None else "[" + frame.value_json(v) + "]"
+                            for v in values], object)  # (``frame.key_json([v])``)
+        keys = texts[codes] if len(codes) else np.empty(0, object)
     nulls = pd.isna(keys)
     if nulls.any():
         check_events(events["payload"].to_numpy(object)[nulls], field, f"{what}(on=...)",
                      source.label, source.fields)
+    return keys
+
+
+def _typed_keys(column: pa.Array | pa.ChunkedArray | None) -> np.ndarray | None:
+    """``_join_key``'s texts from a typed column of strings, integers or booleans, by Arrow
+    (``json_text.value_texts``: the same text ``frame.value_json`` writes), null as None;
+    None where there is no such column."""
+    if column is None or column.type not in (pa.string(), pa.int64(), pa.bool_()):
+        return None
+    got = value_texts(column)
+    if got is None:
+        return None
+    texts, indices = got
+    keys = pc.binary_join_element_wise("[", texts, "]", "").to_numpy(zero_copy_only=False)
+    keys = np.asarray(keys if indices is None else keys[indices.to_numpy()], object)
+    if column.null_count:
+        keys[column.is_null().to_numpy(zero_copy_only=False)] = None
     return keys
 
 
@@ -98,64 +151,103 @@ def _take(state: dict[str, Any], side: int, chunk: Chunk, field: str | None,
     return rows
 
 
-def _candidates(left: pd.DataFrame, right: pd.DataFrame) -> list[tuple[int, int]]:
-    """Pairs with equal keys whose lifetimes may overlap (open ends count as infinite); a
-    null key matches nothing."""
-    left, right = left[left["jkey"].notna()], right[right["jkey"].notna()]
-    if not len(left) or not len(right):
-        return []
-    m = left[["id", "start", "end", "key", "jkey"]].merge(
-        right[["id", "start", "end", "key", "jkey"]], on=["key", "jkey"], suffixes=("_l", "_r"))
-    ok = (np.maximum(m["start_l"], m["start_r"]) < np.minimum(m["end_l"], m["end_r"]))
-    m = m[ok]
-    return list(zip(m["id_l"].tolist(), m["id_r"].tolist(), strict=True))
-
-
-def join(node: plan.Join, left: Chunk, right: Chunk, state: dict[str, Any]) -> Chunk:
-    new_l = _take(state, 0, left, node.left_key, node)
-    new_r = _take(state, 1, right, node.right_key, node)
+def join(node: plan.Join, left: Chunk, right: Chunk, state: JoinState) -> Chunk:
+    """One step: each side's new events join its side (edge ends close their starts); each
+    new event meets the other side's events with its keys (found through the side's index,
+    not by a pass over it); the pairs whose overlap is certain are emitted, and the events no
+    future event can meet leave."""
+    new_l = _add(state, 0, left, node.left_key, node)
+    new_r = _add(state, 1, right, node.right_key, node)
     for side, chunk in ((0, left), (1, right)):
         if chunk.ctis:
-            state["ctis"][side] = chunk.ctis[-1]
-    L, R = state["sides"]
-    old_l = L.loc[~L.index.isin(new_l.index)]
-    state["pending"] += _candidates(new_l, R) + _candidates(old_l, new_r)
-    decided, state["pending"] = _decide(node, state)
+            state.ctis[side] = chunk.ctis[-1]
+    # New left events meet every right one; new right events the left ones that were there.
+    below = int(new_l["id"][0]) if len(new_l["id"]) else state.next_id
+    found = [_candidates(new_l, state.sides[1], False), _candidates(new_r, state.sides[0], True,
+                                                                    below)]
+    state.pending = np.concatenate([state.pending, *found])
+    decided, state.pending = _decide(node, state)
     closed = _close_open_pairs(state)
     _purge(state)
-    ctis = merge.step(state["merge"], [left.ctis, right.ctis])
+    ctis = merge.step(state.merge, [left.ctis, right.ctis])
     return Chunk(frame.concat([decided, frame.make(*zip(*closed, strict=True)) if closed
                                else frame.empty()]), ctis)
 
 
-def _columns(table: pd.DataFrame, ids: np.ndarray, cti: int) -> dict[str, np.ndarray]:
+def _add(state: JoinState, side: int, chunk: Chunk, field: str | None, node: plan.Join
+         ) -> dict[str, np.ndarray]:
+    """A chunk's events join one side (a new segment); its edge ends close the side's open
+    starts. Returns the new rows' columns (``join_side.ROW_COLUMNS``)."""
+    events = chunk.events
+    kind = events["kind"].to_numpy(object)
+    ends_mask = kind == "edge_end"
+    column = chunk.columns.get(field) if field is not None else None
+    jkeys = np.asarray(_join_key(events, field, node.children[side], "join", column), object)
+    keep = ~ends_mask if ends_mask.any() else slice(None)  # (no copy where there are no ends)
+    kind = kind[keep]
+    n = len(kind)
+    cols = {"id": np.arange(state.next_id, state.next_id + n, dtype=np.int64), "kind": kind,
+            "start": events["start"].to_numpy(np.int64)[keep],
+            "end": events["end"].to_numpy(np.int64)[keep].copy(),  # (closed in place)
+            "known": kind != "edge_start", "payload": events["payload"].to_numpy(object)[keep],
+            "key": events["key"].to_numpy(object)[keep], "jkey": jkeys[keep]}
+    state.next_id += n
+    seg = join_side.make_segment(cols)
+    join_side.add(state.sides[side], seg)
+    if ends_mask.any():
+        join_side.close_edges(state.sides[side], events[ends_mask], jkeys[ends_mask])
+    return cols
+
+
+def _candidates(rows: dict[str, np.ndarray], other: Side, right: bool,
+                below: int | None = None) -> np.ndarray:
+    """(left id, right id) of the pairs of new ``rows`` (of the right side if ``right``) and
+    the ``other`` side's events (with ids below ``below``, where given) whose keys are equal
+    and whose lifetimes may overlap (an open end counts as infinite); a null key matches
+    nothing."""
+    ok = np.flatnonzero(pd.notna(rows["jkey"]))
+    if not len(ok) or not len(other):
+        return np.empty((0, 2), np.int64)
+    q, ids, start, end, known = join_side.matches(other, rows["key"][ok], rows["jkey"][ok])
+    q = ok[q]
+    end = np.where(known, end, MAX_TIME)
+    mine_end = np.where(rows["known"][q], rows["end"][q], MAX_TIME)
+    keep = np.maximum(rows["start"][q], start) < np.minimum(mine_end, end)
+    if below is not None:
+        keep &= ids < below
+    mine, theirs = rows["id"][q[keep]], ids[keep]
+    pairs = np.column_stack([theirs, mine] if right else [mine, theirs]).astype(np.int64)
+    return pairs[np.lexsort((pairs[:, 1], pairs[:, 0]))]
+
+
+_READ = ("kind", "start", "end", "known", "payload", "key")
+
+
+def _columns(side: Side, ids: np.ndarray, cti: int) -> dict[str, np.ndarray]:
     """Columns of the rows ``ids`` of one side, with each end's bound: the end if known, else
     the side's CTI (an open edge lasts at least that long)."""
-    rows = table.loc[ids]
-    known = rows["known"].to_numpy(bool)
-    end = rows["end"].to_numpy(np.int64)
-    return {"kind": rows["kind"].to_numpy(object), "start": rows["start"].to_numpy(np.int64),
-            "end": end, "known": known, "bound": np.where(known, end, cti),
-            "payload": rows["payload"].to_numpy(object), "key": rows["key"].to_numpy(object)}
+    cols = join_side.gather(side, ids, _READ)
+    cols["known"] = cols["known"].astype(bool)
+    cols["bound"] = np.where(cols["known"], cols["end"], cti)
+    return cols
 
 
-def _decide(node: plan.Join, state: dict[str, Any]) -> tuple[pd.DataFrame, list[tuple]]:
+def _decide(node: plan.Join, state: JoinState) -> tuple[pd.DataFrame, np.ndarray]:
     """Emit the pending pairs whose overlap is now certain (a frame), drop those that cannot
     overlap, keep the rest pending. Vectorised over the pairs; the user's functions run per
     pair (or over frames of them)."""
-    pending = state["pending"]
-    if not pending:
-        return frame.empty(), []
-    L, R = state["sides"]
-    cl, cr = state["ctis"]
-    ids = np.asarray(pending, dtype=np.int64)
+    pending = state.pending
+    if not len(pending):
+        return frame.empty(), pending
+    L, R = state.sides
+    cl, cr = state.ctis
+    ids = pending
     lc, rc = _columns(L, ids[:, 0], cl), _columns(R, ids[:, 1], cr)
     s = np.maximum(lc["start"], rc["start"])
     # An edge that closed before the other event started: no overlap.
     gone = (lc["known"] & (lc["end"] <= s)) | (rc["known"] & (rc["end"] <= s))
     certain = ~gone & (lc["bound"] > s) & (rc["bound"] > s)
-    unsure = ~gone & ~certain
-    still = [pending[i] for i in np.flatnonzero(unsure)]
+    still = pending[~gone & ~certain]
     pairs = np.flatnonzero(certain)
     joined = np.asarray((_joined_frames if node.frame else _joined)(
         node, lc["payload"][pairs], rc["payload"][pairs]), object)
@@ -165,8 +257,8 @@ def _decide(node: plan.Join, state: dict[str, Any]) -> tuple[pd.DataFrame, list[
     point = (lk == "point") | (rk == "point")
     interval = (lk == "interval") & (rk == "interval")
     edge = np.flatnonzero(~point & ~interval)
-    state["open"] += [(*pending[pairs[i]], int(t[i]), payload[i], key[i])
-                      for i in edge.tolist()]
+    state.open += [(int(pending[pairs[i], 0]), int(pending[pairs[i], 1]), int(t[i]),
+                    payload[i], key[i]) for i in edge.tolist()]
     kind = np.where(point, "point", np.where(interval, "interval", "edge_start")).astype(object)
     end = np.where(point, t + 1, np.where(interval, np.minimum(lc["end"][pairs],
                                                                rc["end"][pairs]), MAX_TIME))
@@ -268,36 +360,31 @@ def _joined_frames(node: plan.Join, left: np.ndarray, right: np.ndarray
     return [next(texts) if k else None for k in keep]
 
 
-def _close_open_pairs(state: dict[str, Any]) -> list[tuple]:
+def _close_open_pairs(state: JoinState) -> list[tuple]:
     """Edge pairs whose end is now determined: the smaller known end, once every side whose
     end is still open has a CTI at or beyond it (so its end cannot come earlier)."""
-    if not state["open"]:
+    if not state.open:
         return []
-    L, R = state["sides"]
-    cl, cr = state["ctis"]
-    ids = np.asarray([o[:2] for o in state["open"]], dtype=np.int64)
+    L, R = state.sides
+    cl, cr = state.ctis
+    ids = np.asarray([o[:2] for o in state.open], dtype=np.int64)
     lc, rc = _columns(L, ids[:, 0], cl), _columns(R, ids[:, 1], cr)
     end = np.minimum(np.where(lc["known"], lc["end"], MAX_TIME),
                      np.where(rc["known"], rc["end"], MAX_TIME))
     # A known side's bound is its end, never below the smaller end: only open sides can fail.
     done = (lc["known"] | rc["known"]) & (end <= lc["bound"]) & (end <= rc["bound"])
     out = [("edge_end", s, int(end[i]), payload, key)
-           for i, (_, _, s, payload, key) in enumerate(state["open"]) if done[i]]
-    state["open"] = [o for i, o in enumerate(state["open"]) if not done[i]]
+           for i, (_, _, s, payload, key) in enumerate(state.open) if done[i]]
+    state.open = [o for i, o in enumerate(state.open) if not done[i]]
     return out
 
 
-def _purge(state: dict[str, Any]) -> None:
+def _purge(state: JoinState) -> None:
     """Drop events that no future event of the other side can overlap and nothing refers to."""
-    referenced = [{p[0] for p in state["pending"]} | {o[0] for o in state["open"]},
-                  {p[1] for p in state["pending"]} | {o[1] for o in state["open"]}]
     for side in (0, 1):
-        table = state["sides"][side]
-        other_cti = state["ctis"][1 - side]
-        dead = table["known"] & (table["end"] <= other_cti) & ~table.index.isin(
-            list(referenced[side]))
-        if dead.any():
-            state["sides"][side] = table[~dead]
+        referenced = np.concatenate([state.pending[:, side], np.asarray(
+            [o[side] for o in state.open], np.int64)])
+        join_side.purge(state.sides[side], state.ctis[1 - side], referenced)
 
 
 def anti_semi_join(node: plan.AntiSemiJoin, left: Chunk, right: Chunk,
@@ -420,7 +507,8 @@ def _anti_read(node: plan.AntiSemiJoin, wanted: Wanted, read: Any) -> tuple[Want
 
 UNITS = [
     OperatorUnit(plan.Join, lambda node, inputs, state, machine: join(node, *inputs, state),
-                 new_state=lambda node: new_state(), spreads=_keyed_sides,
+                 new_state=lambda node: JoinState(), resume=lambda node, state: resumed(state),
+                 spreads=_keyed_sides,
                  output_fields=lambda node: None if node.select is not None
                  else both_fields(node.left, node.right), output_shape=_join_shape),
     OperatorUnit(plan.AntiSemiJoin,

@@ -34,6 +34,15 @@ def _new_node_state(node: plan.Node) -> Any:
     return unit.new_state(node) if unit.new_state is not None else None
 
 
+def _resumed(node: plan.Node, state: Any) -> Any:
+    """A node's state as given (a checkpoint's, perhaps of an earlier release) as its
+    operator keeps it now (``OperatorUnit.resume``)."""
+    if state is None or isinstance(node, plan.Input | plan.GroupInput):
+        return state
+    unit = unit_of(node)
+    return unit.resume(node, state) if unit.resume is not None else state
+
+
 class QueryMachine:
     """Runs ``root`` over the streams ``inputs`` (the plan's ``Input`` streams, by position)."""
 
@@ -59,6 +68,9 @@ class QueryMachine:
         self.state = state if state is not None else {
             "nodes": [_new_node_state(n) for n in self.nodes],
             "buffer": frame.empty(), "cti": MIN_TIME}
+        if state is not None:
+            self.state["nodes"] = [_resumed(n, s) for n, s in zip(self.nodes, state["nodes"],
+                                                                  strict=True)]
 
     def step(self, chunks: Sequence[Chunk]) -> tuple[pd.DataFrame, list[int]]:
         """One step. Returns (released events with a ``release`` column, in no particular

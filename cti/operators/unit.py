@@ -30,11 +30,13 @@ class OperatorUnit:
     the node's children (in ``node.children`` order), the node's state (changed in place) and
     the running ``QueryMachine`` (for what only it knows: a ``group_by``'s body, the field a
     window under a ``group_by`` writes). ``new_state(node)``: the node's state at the start
-    (None: stateless). ``keeps_payload``: every output event carries its input event's payload
-    unchanged, so a payload field keeps its value through it (sharding). ``per_event``: it
-    looks at one event at a time, with no state, so it may sit above the operator that spreads
-    a query. ``spreads(node)``: for an operator that keeps its state per value of a payload
-    field, each child with the field it is keyed by (None: no such field, one shard).
+    (None: stateless). ``resume(node, state)``: a state read from a checkpoint (perhaps
+    written by an earlier release, in an earlier form) as this release keeps it.
+    ``keeps_payload``: every output event carries its input event's payload unchanged, so a
+    payload field keeps its value through it (sharding). ``per_event``: it looks at one
+    event at a time, with no state, so it may sit above the operator that spreads a query.
+    ``spreads(node)``: for an operator that keeps its state per value of a payload field,
+    each child with the field it is keyed by (None: no such field, one shard).
     ``output_fields(node)``: the payload fields of its output where known when the query is
     built (None: unknown); by default its input's (``node.source.fields``).
     ``data_ctis(node)``: whether its output CTIs depend on the events it holds (a clip by another
@@ -53,6 +55,7 @@ class OperatorUnit:
     node: type
     step: Callable[[Any, list[Any], Any, Any], Any]
     new_state: Callable[[Any], Any] | None = None
+    resume: Callable[[Any, Any], Any] | None = None
     keeps_payload: bool = False
     per_event: bool = False
     spreads: Callable[[Any], tuple[tuple[Any, Any], ...]] | None = None

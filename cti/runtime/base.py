@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import importlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -107,3 +107,18 @@ def queries_inputs(queries: Sequence[Any]
                                    "name; give it another with .named(...)")
         all_refs.append(refs)
     return groups, all_refs
+
+
+BatchSizes = Sequence[int] | Mapping[str, Sequence[int]]
+
+
+def stream_caps(batch_sizes: BatchSizes | None, names: Sequence[str]
+                ) -> list[list[int] | None] | None:
+    """Each stream's micro-batch caps, in turn (None: it delivers all it has at once), from
+    ``batch_sizes``: one list for every stream, or lists by stream name (a stream not named is
+    not capped); None where nothing is capped."""
+    if not batch_sizes:
+        return None
+    if isinstance(batch_sizes, Mapping):
+        return [list(batch_sizes[n]) if batch_sizes.get(n) else None for n in names]
+    return [list(batch_sizes)] * len(names)

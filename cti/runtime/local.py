@@ -3,20 +3,24 @@ adapters in this process.
 
 Deterministic and instant, and the same step a Spark shard runs: each stream's input is read
 as Arrow batches (``cti.engine.batch.piece``: an adapter's ``read_frame`` where it has one),
-cut into micro-batches by ``batch_sizes`` the way Spark micro-batches would (for tests; by
-default one batch), and each micro-batch runs through the group's ingress (plain streams) or
+cut into micro-batches by ``batch_sizes`` the way Spark micro-batches would (for tests and
+benchmarks; by default one batch; a mapping caps only the streams it names, by name, and the
+others deliver all they have at once, as a reference table does), and each micro-batch
+runs through the group's ingress (plain streams) or
 the query shard's step (a micro-batch of a query over one stream in steps of at most
 ``PIECE_ROWS`` rows: the same output, a smaller working set). A stream bound with
 ``arrival_clock="wall"`` that has delivered everything it has (its input not complete) gets a
 clock tick (``cti.rows.clock_row``) in each later batch, and one when the run stops, from
-``clock`` (default: the wall clock); the ticks are kept in ``ticks``.
+``clock`` (default: the wall clock); the ticks are kept in ``ticks``. A query written to an
+output adapter keeps each micro-batch's seconds (read, step and write) in ``batch_seconds``
+(the benchmarks').
 """
 
 from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -41,7 +45,7 @@ from cti.operators import frame
 from cti.operators.output import deliver, step_table, table_rows
 from cti.results import RunResult, derived_result
 from cti.rows import EOS, InRow, OutRow, clock_row, eos_row
-from cti.runtime.base import query_inputs
+from cti.runtime.base import BatchSizes, query_inputs, stream_caps
 
 if TYPE_CHECKING:
     from cti.query import IngressGroup, OutputBinding
@@ -93,11 +97,13 @@ class _Input:
 
 
 class LocalRuntime:
-    def __init__(self, batch_sizes: Sequence[int] | None = None,
+    def __init__(self, batch_sizes: BatchSizes | None = None,
                  clock: Callable[[], int] | None = None) -> None:
-        self.batch_sizes = list(batch_sizes) if batch_sizes else None
+        self.batch_sizes = (dict(batch_sizes) if isinstance(batch_sizes, Mapping)
+                            else list(batch_sizes)) if batch_sizes else None
         self.clock = clock or wall_clock
         self.ticks: list[InRow] = []  # the clock ticks given, in order
+        self.batch_seconds: list[float] = []  # each micro-batch's time (``write_query``)
 
     def input_batches(self, group: IngressGroup, inputs: list[list[InRow]] | None = None,
                       reads: Callable[[int], frozenset[str] | None] | None = None
@@ -120,28 +126,33 @@ class LocalRuntime:
                   for i, s in enumerate(group.streams)]
         live = [s.index for s in streams if specs[s.index].arrival_clock == "wall"
                 and not s.complete]
+        caps = stream_caps(self.batch_sizes, group.names)
         if piece is not None:
             (one,) = streams
-            sizes, lo = self.batch_sizes or [max(1, one.size)], 0
+            sizes, lo = (caps and caps[0]) or [max(1, one.size)], 0
             for k in itertools.count():
-                if lo >= one.size and (k or self.batch_sizes):
+                if lo >= one.size and (k or caps):
                     break
                 hi = lo + sizes[k % len(sizes)]
                 yield [one.table(a, min(a + piece, hi))
                        for a in range(lo, max(lo + 1, min(hi, one.size)), piece)]
                 lo = hi
-        elif self.batch_sizes is None:
+        elif caps is None:
             yield [s.table(0, s.size) for s in streams]
         else:
-            pos = 0
+            pos = [0] * len(streams)
             for k in itertools.count():
-                if all(pos >= s.size for s in streams):
+                if all(at >= s.size for at, s in zip(pos, streams, strict=True)):
                     break
-                size = self.batch_sizes[k % len(self.batch_sizes)]
-                yield [s.table(pos, pos + size) if pos < s.size
-                       else s.table(pos, pos, self._tick(s))
-                       for s in streams if pos < s.size or s.index in live]
-                pos += size
+                batch = []
+                for s, cap in zip(streams, caps, strict=True):
+                    lo = pos[s.index]
+                    pos[s.index] = s.size if cap is None else lo + cap[k % len(cap)]
+                    if lo < s.size:
+                        batch.append(s.table(lo, pos[s.index]))
+                    elif s.index in live:
+                        batch.append(s.table(lo, lo, self._tick(s)))
+                yield batch
         if live:  # the run stops with nothing more come: a last tick for each live input
             yield [streams[i].table(streams[i].size, streams[i].size, self._tick(streams[i]))
                    for i in live]
@@ -215,8 +226,12 @@ class LocalRuntime:
 
     def write_query(self, bound: Any) -> None:
         adapter = bound.factory.create(bound.config, bound.stream.shape)
+        self.batch_seconds, began = [], time.perf_counter()
         for batch_id, done in enumerate(self.query_steps(bound.stream)):
             deliver(adapter, step_table(done.events, done.ctis), batch_id)
+            now = time.perf_counter()
+            self.batch_seconds.append(now - began)
+            began = now
         adapter.close()
 
     def write(self, group: IngressGroup, outputs: Sequence[OutputBinding]) -> None:

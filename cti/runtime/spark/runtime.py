@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import timedelta
 from functools import partial, reduce
 from typing import TYPE_CHECKING, Any
@@ -23,7 +23,7 @@ from cti.io.dataframes import is_dataframe_input
 from cti.operators.output import deliver, table_rows
 from cti.results import DIAGNOSTIC_STATUSES, RunResult, derived_result
 from cti.rows import OUTPUT_STATUSES
-from cti.runtime.base import queries_inputs
+from cti.runtime.base import BatchSizes, queries_inputs, stream_caps
 from cti.runtime.spark.dataframes import OUTPUT_COLUMNS, output_rows, packed_frame
 from cti.runtime.spark.handle import RunningQuery, raise_cti_error
 from cti.runtime.spark.ingress import apply_ingress
@@ -64,15 +64,23 @@ def _observed(query: StreamingQuery) -> list[dict[str, Any]]:
             if OBSERVATION in p.get("observedMetrics", {})]
 
 
+def batch_seconds(progress: Sequence[Any]) -> list[float]:
+    """Each reported micro-batch's time (``durationMs.triggerExecution``), in seconds."""
+    return [p["durationMs"].get("triggerExecution", 0) / 1000 for p in progress
+            if "durationMs" in p]
+
+
 class SparkRuntime:
     """Runs ingress on Spark: adapters as streaming sources, ingress in the state store.
 
     ``checkpoint_location``: keep the query's checkpoint there (a run with the same location
     restarts from it, exactly once); by default a fresh temporary one per run.
     ``batch_sizes``: cap each source's micro-batches to these item counts, in turn (tests,
-    back-pressure); by default each micro-batch takes all that is available.
+    back-pressure), or (a mapping) the named streams' only, by name, so that a reference
+    table still comes in whole; by default each micro-batch takes all that is available.
     After a run, ``progress`` holds the ingress metrics Spark reported per micro-batch
-    (``observedMetrics["cti"]``, see ``cti.runtime.spark.metrics``).
+    (``observedMetrics["cti"]``, see ``cti.runtime.spark.metrics``) and ``batch_seconds``
+    each micro-batch's time (Spark's ``triggerExecution``, in seconds; the benchmarks').
     Clock ticks of silent live ``arrival_clock="wall"`` streams (``cti.runtime.spark.source``):
     ``clock`` gives now in ticks (default: the wall clock; called on the driver, pickled with
     cloudpickle); ``tick_interval``, how long such a stream of a long-running query
@@ -90,7 +98,7 @@ class SparkRuntime:
 
     def __init__(self, spark: SparkSession | None = None,
                  checkpoint_location: str | None = None,
-                 batch_sizes: Sequence[int] | None = None, shards: int | None = None,
+                 batch_sizes: BatchSizes | None = None, shards: int | None = None,
                  clock: Callable[[], int] | None = None,
                  tick_interval: Any = timedelta(seconds=1),
                  parallelism: int | None = None) -> None:
@@ -109,8 +117,10 @@ class SparkRuntime:
         self.shards = shards
         self.parallelism = parallelism
         self.checkpoint_location = checkpoint_location
-        self.batch_sizes = list(batch_sizes) if batch_sizes else None
+        self.batch_sizes = (dict(batch_sizes) if isinstance(batch_sizes, Mapping)
+                            else list(batch_sizes)) if batch_sizes else None
         self.progress: list[dict[str, Any]] = []
+        self.batch_seconds: list[float] = []
 
     @property
     def shard_count(self) -> int:
@@ -171,6 +181,8 @@ class SparkRuntime:
                    for g, group in enumerate(groups)
                    for i, (s, spec) in enumerate(zip(group.streams, group.specs(), strict=True))
                    if not is_dataframe_input(s)]
+        caps = stream_caps(self.batch_sizes, [groups[g].streams[i].name
+                                              for g, i, *_ in streams])
         ticking = Ticking(self.clock, self.tick_interval if long_running else None)
         frames = [packed_frame(s, g, i, routes)
                   for g, group in enumerate(groups) for i, s in enumerate(group.streams)
@@ -178,7 +190,7 @@ class SparkRuntime:
         if streams or not frames:
             frames.insert(0, self.spark.readStream.format(FORMAT)
                           .option("spec", encode_sources(
-                              streams, self.batch_sizes, routes,
+                              streams, caps, routes,
                               self.spark.sparkContext.defaultParallelism, ticking)).load())
         return reduce(DataFrame.unionByName, frames)
 
@@ -202,6 +214,7 @@ class SparkRuntime:
             raise_cti_error(exc)
         finally:
             self.progress = _observed(query)
+            self.batch_seconds = batch_seconds(query.recentProgress)
             query.stop()
 
     def _checkpoint(self) -> str:

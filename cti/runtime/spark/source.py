@@ -62,20 +62,22 @@ class Ticking:
         return self.clock() if self.clock is not None else time.time_ns() // 1000
 
 
-def encode_sources(streams: Sequence[SourceStream], batch_sizes: Sequence[int] | None,
+def encode_sources(streams: Sequence[SourceStream], caps: Sequence[list[int] | None] | None,
                    routes: Sequence[QueryRoute] | None = None, cores: int = 1,
                    ticking: Ticking | None = None) -> str:
-    """The source's ``spec`` option. With ``routes`` the source reads for queries: it sends
-    each query shard packed rows (``cti.runtime.spark.packing``), else one row per input row.
-    ``cores``: how many read tasks can run at once (a large range is cut into a multiple).
-    ``ticking``: the clock ticks of wall-clock streams (see the module's docstring)."""
-    blob = cloudpickle.dumps((list(streams), list(batch_sizes or []), routes, max(1, cores),
+    """The source's ``spec`` option. ``caps``: each stream's micro-batch caps, in turn (None:
+    all it has; ``cti.runtime.base.stream_caps``). With ``routes`` the source reads for
+    queries: it sends each query shard packed rows (``cti.runtime.spark.packing``), else one
+    row per input row. ``cores``: how many read tasks can run at once (a large range is cut
+    into a multiple). ``ticking``: the clock ticks of wall-clock streams (see the module's
+    docstring)."""
+    blob = cloudpickle.dumps((list(streams), list(caps or []), routes, max(1, cores),
                               ticking or Ticking()))
     return base64.b64encode(blob).decode("ascii")
 
 
-def _decode(text: str) -> tuple[list[SourceStream], list[int], list[QueryRoute] | None, int,
-                                Ticking]:
+def _decode(text: str) -> tuple[list[SourceStream], list[list[int] | None],
+                                list[QueryRoute] | None, int, Ticking]:
     return pickle.loads(base64.b64decode(text))
 
 
@@ -102,15 +104,13 @@ class CtiAdapterStreamReader(DataSourceStreamReader):
 
     def __init__(self, spec: str) -> None:
         self.spec = spec
-        self.streams, self.batch_sizes, _, self.cores, self.ticking = _decode(spec)
+        self.streams, self.caps, _, self.cores, self.ticking = _decode(spec)
 
     def initialOffset(self) -> dict:
         return {"batch": 0, **{str(k): {"pos": 0, "eos": False} for k in range(len(self.streams))}}
 
     def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:
         start = start or self.initialOffset()
-        size = self.batch_sizes[start["batch"] % len(self.batch_sizes)] if self.batch_sizes \
-            else None
         end: dict[str, Any] = {"batch": start["batch"]}
         moved_groups: set[int] = set()
         for k, (group, _i, factory, config, shape, _wall) in enumerate(self.streams):
@@ -120,7 +120,9 @@ class CtiAdapterStreamReader(DataSourceStreamReader):
                 continue
             adapter = factory.create(config, shape)
             available = adapter.latest_offset()
-            pos = available if size is None else min(available, s["pos"] + size)
+            cap = self.caps[k] if self.caps else None
+            pos = available if cap is None else min(
+                available, s["pos"] + cap[start["batch"] % len(cap)])
             eos = pos == available and adapter.is_complete()
             end[str(k)] = {"pos": pos, "eos": eos}
             if pos != s["pos"] or eos:
