@@ -55,6 +55,45 @@ def runtime_of(name, request):
     return name
 
 
+# The cases of this file that run to an answer: case id -> (directory -> the query). On Spark
+# they all run as the queries of one streaming query (``spark_answers``: a query costs
+# seconds); in-process each runs alone. A test asserts its own cases' answers.
+RUN_CASES = {}
+
+
+def run_case(case):
+    def register(build):
+        RUN_CASES[case] = build
+        return build
+    return register
+
+
+@pytest.fixture(scope="module")
+def spark_answers(spark, tmp_path_factory):
+    """Every case of ``RUN_CASES`` as one query of one Spark run: case id -> its RunResult."""
+    from cti.runtime.spark import SparkRuntime
+
+    queries = [build(tmp_path_factory.mktemp("case")).named(f"case{k}")
+               for k, build in enumerate(RUN_CASES.values())]
+    results = SparkRuntime(spark, batch_sizes=[2]).run_queries(queries)
+    return {case: (query.name, result)
+            for case, query, result in zip(RUN_CASES, queries, results, strict=True)}
+
+
+def answer(case, runtime, tmp_path, request):
+    """The case's (output name, RunResult) on the runtime (Spark: from the shared run)."""
+    if runtime == "spark":
+        return request.getfixturevalue("spark_answers")[case]
+    query = RUN_CASES[case](tmp_path)
+    return query.name, query.run(runtime)
+
+
+def collected(case, runtime, tmp_path, request):
+    """The case's output items, as ``collect`` gives them."""
+    name, result = answer(case, runtime, tmp_path, request)
+    return result.items(name)
+
+
 # ---- durations ------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("text, expected", [
@@ -122,21 +161,34 @@ def test_every_duration_refuses_a_bare_number_naming_the_parameter(where, make):
         make(_stream())
 
 
+def _three_seconds(size):
+    def build(_):
+        times = [0, 1, 2, 3, 4, 7]  # seconds after T0
+        items = [PointEvent(T0 + timedelta(seconds=t), {"n": t}) for t in times]
+        stream = CepStream.create("s", MemoryInputAdapterFactory(), items, EventShape.POINT,
+                                  AdvanceTimeSettings.increasing_start_time(),
+                                  application=Application())
+        return stream.tumbling_window(size).aggregate(n=agg.count())
+    return build
+
+
+THREE_WAYS = {"3s": "3s", "timedelta": timedelta(seconds=3), "ticks": ticks(3_000_000)}
+for _way, _size in THREE_WAYS.items():
+    run_case(f"three seconds as {_way}")(_three_seconds(_size))
+
+
 @pytest.mark.parametrize("runtime", RUNTIMES)
-def test_a_three_second_window_written_three_ways(runtime, request):
+def test_a_three_second_window_written_three_ways(runtime, tmp_path, request):
     """``tumbling_window(3)`` was 3 microseconds: every event its own window. It is refused;
     ``"3s"``, ``timedelta(seconds=3)`` and ``ticks(3_000_000)`` are the same three seconds."""
-    times = [0, 1, 2, 3, 4, 7]  # seconds after T0
-    items = [PointEvent(T0 + timedelta(seconds=t), {"n": t}) for t in times]
-    stream = CepStream.create("s", MemoryInputAdapterFactory(), items, EventShape.POINT,
+    stream = CepStream.create("s", MemoryInputAdapterFactory(), [], EventShape.POINT,
                               AdvanceTimeSettings.increasing_start_time(),
                               application=Application())
     with pytest.raises(InvalidSettingsError, match=r"tumbling_window size=3: a bare number"):
         stream.tumbling_window(3)
-    rt = runtime_of(runtime, request)
     answers = []
-    for size in ("3s", timedelta(seconds=3), ticks(3_000_000)):
-        out = stream.tumbling_window(size).aggregate(n=agg.count()).collect(rt)
+    for way in THREE_WAYS:
+        out = collected(f"three seconds as {way}", runtime, tmp_path, request)
         answers.append([(e.start, e.payload["n"]) for e in out if not isinstance(e, Cti)])
     window_ends = [T0 + timedelta(seconds=s) for s in (3, 6, 9)]
     assert answers[0] == [(to_ticks(t), n) for t, n in zip(window_ends, [3, 2, 1], strict=True)]
@@ -224,11 +276,15 @@ def test_naive_file_times_are_refused_without_a_zone(runtime, tmp_path, request)
         assert part in message
 
 
+@run_case("naive file times in Paris")
+def _paris_tolls(directory):
+    return _bind_tolls(Application(time_zone="Europe/Paris"), *_toll_files(directory))
+
+
 @pytest.mark.parametrize("runtime", RUNTIMES)
 def test_naive_file_times_are_read_in_the_application_zone(runtime, tmp_path, request):
-    entries, exits = _toll_files(tmp_path)
-    joined = _bind_tolls(Application(time_zone="Europe/Paris"), entries, exits)
-    out = [e for e in joined.collect(runtime_of(runtime, request)) if not isinstance(e, Cti)]
+    out = [e for e in collected("naive file times in Paris", runtime, tmp_path, request)
+           if not isinstance(e, Cti)]
     assert [(e.start, e.payload["plate"]) for e in out] == [
         (to_ticks(T0 + timedelta(minutes=1)), "JNB 7001")]
 
@@ -252,27 +308,38 @@ def test_a_config_zone_wins_and_dst_gaps_are_bad_rows(tmp_path):
         FileInputConfig(path, start_column="t", time_zone="Mars/Olympus")
 
 
-@pytest.mark.parametrize("runtime", RUNTIMES)
-def test_parquet_naive_timestamp_columns(runtime, tmp_path, request):
-    path = tmp_path / "r.parquet"
+def _naive_parquet(directory):
+    path = directory / "r.parquet"
     pd.DataFrame({"t": pd.to_datetime(["2014-09-10T14:01:00", "2014-09-10T14:02:00"]),
                   "v": [1, 2]}).to_parquet(path)
-    config = ParquetInputConfig(path, start_column="t")
-    rt = runtime_of(runtime, request)
+    return ParquetInputConfig(path, start_column="t")
 
-    def bind(app):
-        return CepStream.create("r", ParquetInputAdapterFactory(), config, EventShape.POINT,
-                                application=app)
 
-    with pytest.raises(BadInputError, match=r"'r'.*t is a timestamp without a time zone"):
-        bind(Application()).collect(rt)
-    items = bind(Application(time_zone="Europe/Paris")).collect(rt)
-    assert [e.start for e in items] == [to_ticks(T0 + timedelta(minutes=m)) for m in (1, 2)]
-    aware = tmp_path / "aware.parquet"
+@run_case("naive parquet in Paris")
+def _paris_parquet(directory):
+    return CepStream.create("r", ParquetInputAdapterFactory(), _naive_parquet(directory),
+                            EventShape.POINT, application=Application(time_zone="Europe/Paris")
+                            ).as_query()
+
+
+@run_case("aware parquet")
+def _aware_parquet(directory):
+    aware = directory / "aware.parquet"
     pd.DataFrame({"t": pd.to_datetime(["2014-09-10T14:01:00+02:00"]), "v": [1]}).to_parquet(aware)
-    items = CepStream.create("a", ParquetInputAdapterFactory(),
-                             ParquetInputConfig(aware, start_column="t"), EventShape.POINT,
-                             application=Application()).collect(rt)
+    return CepStream.create("a", ParquetInputAdapterFactory(),
+                            ParquetInputConfig(aware, start_column="t"), EventShape.POINT,
+                            application=Application()).as_query()
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_parquet_naive_timestamp_columns(runtime, tmp_path, request):
+    config = _naive_parquet(tmp_path)
+    with pytest.raises(BadInputError, match=r"'r'.*t is a timestamp without a time zone"):
+        CepStream.create("r", ParquetInputAdapterFactory(), config, EventShape.POINT,
+                         application=Application()).collect(runtime_of(runtime, request))
+    items = answer("naive parquet in Paris", runtime, tmp_path, request)[1]["r"].items
+    assert [e.start for e in items] == [to_ticks(T0 + timedelta(minutes=m)) for m in (1, 2)]
+    items = answer("aware parquet", runtime, tmp_path, request)[1]["a"].items
     assert [e.start for e in items] == [to_ticks(T0 + timedelta(minutes=1))]
 
 
@@ -311,12 +378,17 @@ def test_diagnostics_print_iso_times():
         in repr(d) and d.original_start == t
 
 
-@pytest.mark.parametrize("runtime", RUNTIMES)
-def test_results_print_as_times_on_both_runtimes(runtime, request):
+@run_case("printed results")
+def _printed(_):
     items = [PointEvent(T0 + timedelta(seconds=s), {"id": s}) for s in (10, 30, 15)]
-    res = CepStream.create("s", MemoryInputAdapterFactory(), items, EventShape.POINT,
-                           AdvanceTimeSettings.unordered_start_time("10s"),
-                           application=Application()).run(runtime_of(runtime, request))["s"]
+    return CepStream.create("s", MemoryInputAdapterFactory(), items, EventShape.POINT,
+                            AdvanceTimeSettings.unordered_start_time("10s"),
+                            application=Application()).as_query()
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_results_print_as_times_on_both_runtimes(runtime, tmp_path, request):
+    res = answer("printed results", runtime, tmp_path, request)[1]["s"]
     assert [repr(i) for i in res.items] == [
         "PointEvent(start=2014-09-10T12:00:10+00:00, payload={'id': 10})",
         "Cti(time=2014-09-10T12:00:00+00:00)",

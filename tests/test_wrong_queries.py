@@ -49,6 +49,42 @@ def runtime(request: pytest.FixtureRequest) -> Any:
     return SparkRuntime(request.getfixturevalue("spark"), batch_sizes=[2], shards=2)
 
 
+def on_both(names: list[str], local_only: set[str]) -> list[tuple[str, str]]:
+    """(case, runtime) pairs: every case in-process, those not in ``local_only`` on Spark too.
+    An error case costs a Spark query of its own (a failing query cannot share one), so Spark
+    runs one or two cases of each error, the ones whose path differs there (keys routed to
+    shards, the binary operators); the others' rule is the same engine code in-process."""
+    return [(n, r) for n in names for r in ("local", "spark")
+            if r == "local" or n not in local_only]
+
+
+# The cases of this file that run to an answer: case id -> (directory -> the query). On Spark
+# they all run as the queries of one streaming query (``spark_answers``: a query costs
+# seconds); in-process each runs alone. A test asserts its own cases' answers.
+RUN_CASES: dict[str, Any] = {}
+
+
+@pytest.fixture(scope="module")
+def spark_answers(spark: Any, tmp_path_factory: Any) -> dict[str, list[Any]]:
+    """Every case of ``RUN_CASES`` as one query of one Spark run: case id -> its output."""
+    from cti.runtime.spark import SparkRuntime
+
+    queries = [build(tmp_path_factory.mktemp("case")).named(f"case{k}")
+               for k, build in enumerate(RUN_CASES.values())]
+    results = SparkRuntime(spark, batch_sizes=[2], shards=2).run_queries(queries,
+                                                                          with_inputs=False)
+    return {case: result.items(query.name)
+            for case, query, result in zip(RUN_CASES, queries, results, strict=True)}
+
+
+def collected(case: str, runtime: Any, tmp_path: Any, request: pytest.FixtureRequest
+              ) -> list[Any]:
+    """The case's output (``collect``) on the runtime (Spark: from the shared run)."""
+    if isinstance(runtime, LocalRuntime):
+        return RUN_CASES[case](tmp_path).collect(runtime)
+    return request.getfixturevalue("spark_answers")[case]
+
+
 def memory(name: str, payloads: list[dict[str, Any]], app: Application, **kw: Any) -> CepStream:
     events = [PointEvent(10 * (i + 1), p) for i, p in enumerate(payloads)]
     return CepStream.create(name, MemoryInputAdapterFactory(), events, EventShape.POINT,
@@ -204,7 +240,8 @@ AT_RUN = {
 }
 
 
-@pytest.mark.parametrize("mistake", sorted(AT_RUN))
+@pytest.mark.parametrize("mistake, runtime", on_both(sorted(AT_RUN), {"group_by", "aggregate"}),
+                         indirect=["runtime"])
 def test_a_missing_field_of_an_untyped_stream_fails_at_its_first_event(mistake, runtime,
                                                                        tmp_path):
     query = AT_RUN[mistake](untyped("tolls", TOLLS, Application(), tmp_path))
@@ -239,15 +276,23 @@ def _payloads(items: list[Any]) -> list[dict[str, Any]]:
                   key=lambda p: json.dumps(p, sort_keys=True))
 
 
-def test_a_null_join_key_matches_nothing(runtime):
+def _left_right() -> tuple[CepStream, CepStream]:
     app = Application()
-    left, right = _intervals("left", LEFT, app), _intervals("right", RIGHT, app, step=0)
-    joined = _payloads(left.join(right, on="k").collect(runtime))
+    return _intervals("left", LEFT, app), _intervals("right", RIGHT, app, step=0)
+
+
+RUN_CASES["null join key"] = lambda _: (lambda lr: lr[0].join(lr[1], on="k"))(_left_right())
+RUN_CASES["null anti-semi-join key"] = lambda _: (
+    lambda lr: lr[0].left_anti_semi_join(lr[1], on="k"))(_left_right())
+
+
+def test_a_null_join_key_matches_nothing(runtime, tmp_path, request):
+    joined = _payloads(collected("null join key", runtime, tmp_path, request))
     # SQL's rule: only equal values that are not null meet.
     assert joined == _payloads([PointEvent(1, {**lp, **rp}) for lp in LEFT for rp in RIGHT
                                 if lp.get("k") is not None and lp.get("k") == rp.get("k")])
     assert [p["l"] for p in joined] == [1, 4]
-    unmatched = left.left_anti_semi_join(right, on="k").collect(runtime)  # right covers all
+    unmatched = collected("null anti-semi-join key", runtime, tmp_path, request)  # right covers all
     assert sorted({i.payload["l"] for i in unmatched if not isinstance(i, Cti)}) == [2, 3]
 
 
@@ -298,21 +343,31 @@ def _grouped(source: str, tmp_path: Any) -> CepStream:
         application=Application())
 
 
-def _counts(nulls: str, runtime: Any, source: str, tmp_path: Any) -> list[dict[str, Any]]:
-    s = _grouped(source, tmp_path)
-    return _payloads(s.group_by("k", nulls=nulls).apply(
-        lambda g: g.tumbling_window(timedelta(microseconds=100)).aggregate(n=agg.count())
-    ).collect(runtime))
+def _count_query(nulls: str, source: str, tmp_path: Any) -> Any:
+    return _grouped(source, tmp_path).group_by("k", nulls=nulls).apply(
+        lambda g: g.tumbling_window(timedelta(microseconds=100)).aggregate(n=agg.count()))
+
+
+for _source in ("memory", "parquet"):
+    for _nulls in ("group", "drop"):
+        RUN_CASES[f"nulls={_nulls} over {_source}"] = (
+            lambda directory, n=_nulls, s=_source: _count_query(n, s, directory))
+
+
+@pytest.mark.parametrize("source, runtime", on_both(["memory", "parquet"], {"memory"}),
+                         indirect=["runtime"])
+def test_a_null_group_key_fails_unless_asked(source, runtime, tmp_path):
+    with pytest.raises(NullKeyError, match=r"group_by\('k'\) on stream 's': an event whose "
+                                           r"'k' is null: \{.*nulls='group'"):
+        _count_query("raise", source, tmp_path).collect(runtime)
 
 
 @pytest.mark.parametrize("source", ["memory", "parquet"])
-def test_null_group_keys_are_a_group_only_when_asked(source, runtime, tmp_path):
-    assert _counts("group", runtime, source, tmp_path) == [
+def test_null_group_keys_are_a_group_only_when_asked(source, runtime, tmp_path, request):
+    assert _payloads(collected(f"nulls=group over {source}", runtime, tmp_path, request)) == [
         {"k": "a", "n": 2}, {"k": "b", "n": 1}, {"k": None, "n": 2}]
-    assert _counts("drop", runtime, source, tmp_path) == [{"k": "a", "n": 2}, {"k": "b", "n": 1}]
-    with pytest.raises(NullKeyError, match=r"group_by\('k'\) on stream 's': an event whose "
-                                           r"'k' is null: \{.*nulls='group'"):
-        _counts("raise", runtime, source, tmp_path)
+    assert _payloads(collected(f"nulls=drop over {source}", runtime, tmp_path, request)) == [
+        {"k": "a", "n": 2}, {"k": "b", "n": 1}]
 
 
 # ---- 3. the user's exceptions, one message -------------------------------------------------
@@ -333,7 +388,8 @@ USER_CODE = {
 }
 
 
-@pytest.mark.parametrize("where", sorted(USER_CODE))
+@pytest.mark.parametrize("where, runtime", on_both(sorted(USER_CODE), {"where", "select"}),
+                         indirect=["runtime"])
 def test_an_exception_of_the_users_code_is_raised_as_itself(where, runtime, capfd):
     build, context = USER_CODE[where]
     query = build(memory("tolls", TOLLS, Application()))
