@@ -50,7 +50,7 @@ from cti.ingress.group import GroupRun
 from cti.ingress.layout import in_rows_from_pandas
 from cti.ingress.rules import ORDERED_CTI, bad_input, ordering_arrival_problem, problem, validate
 from cti.ingress.spec import StreamSpec, rooted_at
-from cti.ingress.state import StreamState
+from cti.ingress.state import OrderingState, StreamState
 from cti.ingress.vectorized import EVENT_KIND, with_importers
 from cti.operators.frame import exact_field, stack
 from cti.rows import CLOCK, EOS, INVALID, InRow, payload_to_json
@@ -440,7 +440,7 @@ def process(machine: GroupRun, spec: StreamSpec, st: StreamState, pdf: pd.DataFr
         in_sequence(spec, st, pdf, EVENT_KIND[spec.shape])
         return metrics_row(spec, st, index) if snapshot else output_frame({}, index), []
     if st.pending or st.imported or st.open_edges or \
-            not st.cti == ost["cti"] == ost["rule_cti"]:
+            not st.cti == ost.cti == ost.rule_cti:
         return None
     indep = ordering.independent(spec.ordering)
     batch = _batch(machine, spec, st, pdf, index)
@@ -448,7 +448,7 @@ def process(machine: GroupRun, spec: StreamSpec, st: StreamState, pdf: pd.DataFr
     lines = _lines(spec.ordering, ost, batch, clk, indep)
     j = _judge(spec.ordering, ost, batch, clk, lines, indep)
     rel = _release(spec.ordering, ost, batch, clk, lines, j, indep)
-    items = _items(spec, batch, j, rel, ost["rule_cti"])
+    items = _items(spec, batch, j, rel, ost.rule_cti)
     _moved_state(spec, st, batch, clk, lines, j, rel, items, indep, index)
     return _frame(spec, st, batch, items, index, snapshot)
 
@@ -468,10 +468,10 @@ class _Clock:
     late_bound: np.ndarray
 
 
-def _clock(policy: Any, ost: dict, batch: _Batch) -> _Clock:
+def _clock(policy: Any, ost: OrderingState, batch: _Batch) -> _Clock:
     """The batch's arrival terms (``_Clock``)."""
     arrival, m = batch.arrival, batch.m
-    A = np.maximum.accumulate(np.concatenate([[ost["A"]], arrival]))[1:]
+    A = np.maximum.accumulate(np.concatenate([[ost.A], arrival]))[1:]
     app = arrival if policy.timestamp_by_arrival else batch.start
     window = policy.early_arrival_window
     early = (app > _sat(arrival, window)) if window is not None else np.zeros(m, bool)
@@ -500,18 +500,18 @@ class _Lines:
     first_row: np.ndarray
 
 
-def _lines(policy: Any, ost: dict, batch: _Batch, clk: _Clock, indep: bool) -> _Lines:
+def _lines(policy: Any, ost: OrderingState, batch: _Batch, clk: _Clock, indep: bool) -> _Lines:
     """Timelines: those of the state that matter (combined: all; each alone: the batch's and
     those purging may forget), then the new ones in order of first appearance; each one's
     carried max and floor (the CTI in force when it was made)."""
     m = batch.m
     full = np.flatnonzero(~batch.light)
     row_codes, uniques = pd.factorize(pd.Series(batch.tids[full], dtype=object), sort=False)
-    names = list(uniques) if indep else list(ost["timelines"])
+    names = list(uniques) if indep else list(ost.timelines)
     if indep and policy.purge_idle_timelines and m:
         reached = int(clk.a_term[-1])  # (A - L at the end: what purging reaches)
         seen = set(names)
-        names += [t for _, t in ost["maxes"].irange(maximum=(reached, _HIGHEST))
+        names += [t for _, t in ost.maxes.irange(maximum=(reached, _HIGHEST))
                   if t not in seen]
     number = {t: c for c, t in enumerate(names)}
     for t in uniques:
@@ -521,10 +521,10 @@ def _lines(policy: Any, ost: dict, batch: _Batch, clk: _Clock, indep: bool) -> _
     fc = np.asarray([number[t] for t in uniques], np.int64)[row_codes]
     codes = np.full(m, -1, np.int64)
     codes[full] = fc
-    known = [ost["timelines"].get(t) for t in names]
-    seed = np.asarray([MIN_TIME if tl is None or tl["max"] is None else tl["max"]
+    known = [ost.timelines.get(t) for t in names]
+    seed = np.asarray([MIN_TIME if tl is None or tl.max is None else tl.max
                        for tl in known], np.int64)
-    floor = np.asarray([MIN_TIME if tl is None else tl["floor"] for tl in known], np.int64)
+    floor = np.asarray([MIN_TIME if tl is None else tl.floor for tl in known], np.int64)
     first_row = np.full(len(names), m, np.int64)
     np.minimum.at(first_row, fc, full)
     return _Lines(names, number, full, fc, codes, known, seed, floor, first_row)
@@ -543,11 +543,11 @@ class _Judged:
     emits: np.ndarray
 
 
-def _judge(policy: Any, ost: dict, batch: _Batch, clk: _Clock, lines: _Lines, indep: bool
+def _judge(policy: Any, ost: OrderingState, batch: _Batch, clk: _Clock, lines: _Lines, indep: bool
            ) -> _Judged:
     """Every decision and the stream's CTIs (``_Judged``); sets the floors of the timelines
     made in the batch (``lines.floor``)."""
-    m, rule0 = batch.m, ost["rule_cti"]
+    m, rule0 = batch.m, ost.rule_cti
     full, fc, seed = lines.full, lines.fc, lines.seed
     prior = np.maximum(seed[fc], _group_cummax(
         np.where(clk.early_drop, MIN_TIME, clk.clipped)[full], fc, exclusive=True))
@@ -637,12 +637,12 @@ class _Released:
     out_at: np.ndarray
 
 
-def _release(policy: Any, ost: dict, batch: _Batch, clk: _Clock, lines: _Lines, j: _Judged,
+def _release(policy: Any, ost: OrderingState, batch: _Batch, clk: _Clock, lines: _Lines, j: _Judged,
              indep: bool) -> _Released:
     """Release: at the first row (from its own) whose limit reaches the event."""
     # (non-decreasing)
     limit = _ints(clk.a_term if indep else j.rule, [MAX_TIME] if batch.eos else [])
-    carried = list(ost["buffer"])
+    carried = list(ost.buffer)
     new = np.flatnonzero(j.decided.kept)
     e_ts = np.concatenate([np.asarray([e[0] for e in carried], np.int64), j.decided.ts[new]])
     e_seq = np.concatenate([np.asarray([e[1] for e in carried], np.int64), batch.seq[new]])
@@ -790,17 +790,17 @@ def _moved_state(spec: StreamSpec, st: StreamState, batch: _Batch, clk: _Clock,
     metrics["ctis"] += items.nc
     metrics["invalid"] += items.nb
     if m:
-        ost["A"] = int(clk.A[-1])
+        ost.A = int(clk.A[-1])
     st.partition_arrival.update(batch.parts)
     _moved_timelines(spec.ordering, ost, batch, clk, lines, j, indep)
-    ost["buffer"] = SortedList(_left(spec, batch, d, rel, items.kept_end, index))
+    ost.buffer = SortedList(_left(spec, batch, d, rel, items.kept_end, index))
     if indep:
         per: dict[str, SortedList] = {}
-        for e in ost["buffer"]:
+        for e in ost.buffer:
             per.setdefault(e[2], SortedList()).add((e[0], e[1]))
-        ost["per_timeline"] = per
-    ost["rule_cti"] = int(j.rule[-1]) if m else ost["rule_cti"]
-    ost["cti"] = items.final_cti
+        ost.per_timeline = per
+    ost.rule_cti = int(j.rule[-1]) if m else ost.rule_cti
+    ost.cti = items.final_cti
     st.cti = items.final_cti
     if batch.total:
         st.last_arrival = MAX_TIME if eos else batch.merge_last
@@ -810,7 +810,7 @@ def _moved_state(spec: StreamSpec, st: StreamState, batch: _Batch, clk: _Clock,
     st.eos = st.eos or eos
 
 
-def _moved_timelines(policy: Any, ost: dict, batch: _Batch, clk: _Clock, lines: _Lines,
+def _moved_timelines(policy: Any, ost: OrderingState, batch: _Batch, clk: _Clock, lines: _Lines,
                      j: _Judged, indep: bool) -> None:
     """The policy's timelines after the batch: those purged forgotten, those made added,
     each one's max, last arrival and metrics moved."""
@@ -818,7 +818,7 @@ def _moved_timelines(policy: Any, ost: dict, batch: _Batch, clk: _Clock, lines: 
     in_last, alive, last_start, purges = _lives(
         policy.purge_idle_timelines and indep, fc, full, batch.m, known, lines.seed,
         lines.first_row, j.after_max, clk.a_term, d.dropped)
-    ost["purged"] += purges
+    ost.purged += purges
     tl_counts = _timeline_counts(fc[in_last], len(names), *(
         mask[full][in_last] for mask in (clk.early, d.late, d.ooo, d.dropped)),
         d.status[full][in_last], d.kept[full][in_last])
@@ -827,24 +827,24 @@ def _moved_timelines(policy: Any, ost: dict, batch: _Batch, clk: _Clock, lines: 
     for c in np.flatnonzero((last_row >= 0) | ~alive):
         tid, tl = names[c], known[c]
         if tl is not None and (not alive[c] or last_start[c] >= 0):  # forgotten (purged)
-            del ost["timelines"][tid]
-            if tl["max"] is None:
-                ost["silent"] -= 1
+            del ost.timelines[tid]
+            if tl.max is None:
+                ost.silent -= 1
             else:
-                ost["maxes"].remove((tl["max"], tid))
+                ost.maxes.remove((tl.max, tid))
             tl = None
         if not alive[c]:
             continue
         if tl is None:  # made in this batch (its last life's first row)
             r = int(last_start[c])
-            tl = ordering.timeline(ost, tid, batch.partition[r],
-                                   int(j.before[r]) if indep else int(lines.floor[c]))
-        tl["last_arrival"] = int(batch.arrival[last_row[c]])
+            tl = ost.timeline(tid, batch.partition[r],
+                               int(j.before[r]) if indep else int(lines.floor[c]))
+        tl.last_arrival = int(batch.arrival[last_row[c]])
         top = int(j.after_max[last_row[c]])
         if top != MIN_TIME:
-            ordering.set_max(ost, tl, top)
+            ost.set_max(tl, top)
         for name, count in tl_counts[c].items():
-            tl["metrics"][name] += count
+            tl.metrics[name] += count
 
 
 def _left(spec: StreamSpec, batch: _Batch, d: _Decisions, rel: _Released,
