@@ -99,8 +99,8 @@ def soak(events: int, keys: int, batch: int, seed: int = 0, purge: bool = True,
         size = len(pickle.dumps(m.state.to_data(), protocol=pickle.HIGHEST_PROTOCOL))
         peak_state = max(peak_state, size)
         sizes.append(size)
-        line = {"events": done, "timelines": len(ost["timelines"]),
-                "buffered": len(ost["buffer"]), "purged": ost["purged"], "state_bytes": size,
+        line = {"events": done, "timelines": len(ost.timelines),
+                "buffered": len(ost.buffer), "purged": ost.purged, "state_bytes": size,
                 "events_per_s": round(done / (time.perf_counter() - began))}
         if report:
             report(line)

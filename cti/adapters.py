@@ -80,7 +80,7 @@ class InputAdapter(Protocol):
     ``InvalidInput``) without an arrival time: never a ``Cti``, never ``Arriving``. On Spark,
     the shards of a query spread by key then receive only their own events of a stream that
     generates a CTI every N events, and the source's generation points
-    (``cti.engine.timed``), instead of every row's times.
+    (``cti.ingress.timed``), instead of every row's times.
 
     A columnar adapter has ``read_frame(start, end)`` (see ``cti.io.parquet``): the rows as an
     Arrow table in cti's row form, or None where it reads these rows by ``read``. If it also sets

@@ -220,7 +220,7 @@ class IngressMachine(GroupRun):
         if row.kind == CLOCK:
             if spec.ordering is not None:
                 ost = st.ordering
-                ost["A"] = max(ost["A"], row.arrival)
+                ost.A = max(ost.A, row.arrival)
                 self._ordered_release(i, None)
             return
         if row.kind == EOS:
@@ -277,7 +277,7 @@ class IngressMachine(GroupRun):
         if rule:
             self._bad(row, rule)
             return
-        ost["A"] = max(ost["A"], row.arrival)
+        ost.A = max(ost.A, row.arrival)
         if tid is None:
             # Another shard's event of another shard's substream (``routed`` leaves out the
             # payload where the query is spread by the substream key): its owner keeps the

@@ -107,7 +107,7 @@ def _batches(adapters: dict) -> list[dict]:
 def test_reference_rows_held_back_reach_the_join_on_every_shard(reference):
     """A reference stream (importing the fast stream's CTIs, or down a chain) whose rows wait
     for the fast stream into a later micro-batch: on 3 shards, where the fast stream's CTIs
-    come from its events (``cti.engine.timed``), its rows and CTIs released by the fast
+    come from its events (``cti.ingress.timed``), its rows and CTIs released by the fast
     stream's piece still reach the join: the same events and CTIs as on one shard."""
     query = joined_down_a_chain(reference)
     groups, _ = query_inputs(query)

@@ -172,7 +172,7 @@ def test_vectorised_event_ordering_equals_the_row_machine(data):
     event(f"vectorised batches: {min(used, 2)}")
     if any(r[3] == "clock" for r in items):
         event("clock ticks")
-    event(f"timelines purged: {min(mixed.state.streams[0].ordering['purged'], 2)}")
+    event(f"timelines purged: {min(mixed.state.streams[0].ordering.purged, 2)}")
 
 
 @settings(max_examples=300, deadline=None)
@@ -230,7 +230,7 @@ def test_a_hundred_partitions_combined_take_the_vectorised_path():
              for i in range(400)]
     for a in range(0, 400, 150):
         assert _same_step(rows_machine, machine, items[a:a + 150])
-    assert len(machine.state.streams[0].ordering["timelines"]) == 100
+    assert len(machine.state.streams[0].ordering.timelines) == 100
     assert rows_machine.metrics()[0]["ctis"] > 10
 
 
@@ -297,7 +297,7 @@ def test_a_declared_partition_whose_first_event_is_dropped_is_forgotten_at_once(
     got = ordered.process_group(mixed, frame(batch))
     pd.testing.assert_frame_equal(got.reset_index(drop=True), want, check_dtype=False)
     assert canonical(mixed.state) == canonical(row_machine.state)
-    assert "p0" not in mixed.state.streams[0].ordering["timelines"]
+    assert "p0" not in mixed.state.streams[0].ordering.timelines
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])

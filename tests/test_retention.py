@@ -106,15 +106,15 @@ def test_purging_idle_timelines_never_changes_the_output(case, data):
         snapshots.append(machine.state.streams[0].ordering)
         if purge and (policy.over or policy.partitioned):
             ost = machine.state.streams[0].ordering
-            limit = ost["A"] - policy.late_arrival_tolerance
+            limit = ost.A - policy.late_arrival_tolerance
             # What is left can still change something: its max lifts its watermark.
-            assert all(tl["max"] is not None and tl["max"] > limit
-                       for tid, tl in ost["timelines"].items()
+            assert all(tl.max is not None and tl.max > limit
+                       for tid, tl in ost.timelines.items()
                        if tid not in spec.declared_partitions)
-            event(f"timelines purged: {min(ost['purged'], 1)}")
+            event(f"timelines purged: {min(ost.purged, 1)}")
     assert outputs[1] == outputs[0], case
-    assert snapshots[1]["A"] == snapshots[0]["A"]
-    assert snapshots[1]["rule_cti"] == snapshots[0]["rule_cti"]
+    assert snapshots[1].A == snapshots[0].A
+    assert snapshots[1].rule_cti == snapshots[0].rule_cti
 
 
 # ---- state stays flat while keys come and go ----------------------------------------------------

@@ -202,7 +202,7 @@ def test_substreams_over_the_shards_equal_one_shard(case):
                     [f for f in keys if f in case["items"][q].item.payload]
                     for q in others["seq"]]
         timelines = GroupState.from_data(states[shard]["ingress"][0], []).streams[
-            0].ordering["timelines"]
+            0].ordering.timelines
         if case["over"] == "k":  # each key's timeline on its owner alone
             assert all(_owner(json.dumps({"k": json.loads(t)}), case["shards"]) == shard
                        for t in timelines)

@@ -1,4 +1,4 @@
-"""Time once, events once (``cti.engine.timed``): a query spread over several shards, each
+"""Time once, events once (``cti.ingress.timed``): a query spread over several shards, each
 receiving only its own events and the source's generation points, gives the results of one
 shard that saw every row: the same released events (together), the same CTIs, the same counts
 of accepted, adjusted and dropped events; and a shard receives no other shard's events. Run
@@ -31,8 +31,8 @@ from cti import (
 from cti.engine.batch import piece, routed, routed_frame
 from cti.engine.route import routes
 from cti.engine.shard import Shard
-from cti.engine.timed import GEN, PIECE
 from cti.errors import BadInputError
+from cti.ingress.timed import GEN, PIECE
 from cti.io.memory import MemoryInputAdapter, MemoryInputAdapterFactory
 from cti.runtime.base import query_inputs
 

@@ -23,9 +23,9 @@ import pyarrow.compute as pc
 
 from cti.adapters import FIELD_COLUMN, InputAdapter
 from cti.engine.route import QueryRoute
-from cti.engine.timed import generation_points
 from cti.events import EVENT_KINDS, SHAPE_KINDS, EventShape
 from cti.ingress.layout import IN_COLUMNS, NULLABLE, in_row_to_tuple
+from cti.ingress.timed import generation_points
 from cti.json_text import exact_texts, filled_payloads, scattered
 from cti.operators.frame import exact_field, filled, framed, payload_objects
 from cti.rows import (
@@ -202,7 +202,7 @@ def routed(route: QueryRoute, group: int, rows: pa.Table, events_only: bool = Fa
     key too, as each keeps every key's timeline, unless the query is spread by that key).
     Where the group's stream takes its time from generation points (``route.timed``) and its
     adapter yields only events (``events_only``: no CTIs, no arrival times), a shard gets only
-    its own events and the piece's generation points (``cti.engine.timed``)."""
+    its own events and the piece's generation points (``cti.ingress.timed``)."""
     stream = rows.column("stream").to_numpy()
     kind = rows.column("kind").combine_chunks()
     payload = rows.column("payload").combine_chunks()

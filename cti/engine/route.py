@@ -9,8 +9,7 @@ from typing import Any
 import attrs
 
 from cti.events import EventShape
-from cti.ingress.spec import StreamSpec, rooted_at
-from cti.ingress.vectorized import eligible
+from cti.ingress.timed import timed_streams
 from cti.operators import plan
 from cti.operators.projection import union
 from cti.operators.registry import inputs_read
@@ -26,7 +25,7 @@ class QueryRoute:
     event-ordering policy is over: each shard keeps every key's watermark).
     ``timed[(group, stream)]``: (event count, or None for CTIs by time span; event kind) of
     each stream whose shards take their time from the source's generation points
-    (``cti.engine.timed``) instead of every row.
+    (``cti.ingress.timed``) instead of every row.
     ``reads[(group, stream)]``: the payload fields the query needs of a stream's events
     (``cti.operators.projection``); a stream not named there is read whole."""
 
@@ -99,17 +98,3 @@ def stream_reads(routes: Sequence[QueryRoute], group: int, stream: int
         if group in route.groups:
             need = union(need, route.reads.get((group, stream)))
     return need
-
-
-def timed_streams(specs: Sequence[StreamSpec]) -> dict[int, tuple[int | None, str]]:
-    """{stream: (event count, None for a time span; event kind)} of a group's stream whose
-    shards can take its time from the source's generation points (``cti.engine.timed``): a
-    stream that generates a CTI every N events or every time span, vectorised, stops at bad
-    input (a dead-lettered row would shift the count), and is the group's only stream or the
-    one every other stream imports its CTIs from, directly or down a chain (a fast stream and
-    its slow reference streams)."""
-    for i, spec in enumerate(specs):
-        if eligible([spec]) and spec.generates and not spec.dead_letter and \
-                spec.arrival_clock == "data" and rooted_at(specs, i):
-            return {i: (spec.event_count, spec.shape.value)}
-    return {}

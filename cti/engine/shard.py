@@ -4,10 +4,9 @@ rows out, on plain-data state (picklable: Spark keeps it in its state store).
 A shard of a query receives every input row of every ingress group the query reads, with the
 payloads of the events it owns (``cti.engine.batch.routed``), or, for a stream whose CTIs it
 can compute from the source's generation points, only its own events and those points
-(``cti.engine.timed``). Per group it runs the group's
-ingress: straight to the chunk its operators take where the group is one common stream
-(``vectorized.shard_chunk``), else through the array path that takes the group
-(``cti.ingress.paths``); then the ``QueryMachine`` over the events it owns. (The row
+(``cti.ingress.timed``). Per group it runs the group's ingress through the one dispatcher
+of a shard's step, ``cti.ingress.paths.shard_step``, given what the route says of the group
+(``Shard._context``); then the ``QueryMachine`` over the events it owns. (The row
 machine, ``tests/ingress_machine.py``, is their definition, the oracle tests check them
 against; no runtime runs it.) Every shard computes the same CTIs.
 The in-process runtime runs this step with one shard; Spark runs it in its stateful function,
@@ -25,11 +24,10 @@ import pandas as pd
 import pyarrow as pa
 
 from cti.adapters import FIELD_COLUMN
-from cti.engine import timed
 from cti.engine.batch import owners
 from cti.engine.route import QueryRoute
 from cti.events import EVENT_KINDS, INPUT_STATUSES, SHAPE_KINDS, EventShape
-from cti.ingress import paths, vectorized
+from cti.ingress import paths
 from cti.ingress.group import GroupRun
 from cti.ingress.spec import StreamSpec
 from cti.ingress.state import GroupState
@@ -92,31 +90,31 @@ class Shard:
             specs = self.specs[g]
             ingress = GroupRun(specs, GroupState.from_data(state["ingress"][g], specs))
             part = parts[g] = rows if len(groups) == 1 else rows[rows["group"].to_numpy() == g]
-            passing = g in self.passing
-            got = None
-            timed_stream = next((i for h, i in route.timed if h == g), None)
-            report = None
-            if timed_stream is not None and not passing:  # time from generation points
-                got, report, chunks = _timed(ingress, part, shard, route, g, timed_stream)
-                direct |= {(g, i): c for i, c in chunks.items()}
-            elif not passing:  # the shard's chunk straight from the vectorised ingress
-                done = vectorized.shard_chunk(ingress, part, shard)
-                if done is not None:
-                    got, direct[(g, 0)] = done
-            if got is None:
-                got = ingress_step(ingress, written(part), None if passing else shard)
+            got = paths.shard_step(ingress, part, self._context(g))
             ingress.settle()  # (the first bad input in arrival order raises)
-            _weighted(got)
+            paths.weighted(got.rows)
             state["ingress"][g] = ingress.state.to_data()
-            ingress_out[g] = got
-            reports[g] = got if passing else report if report is not None else _counted(
-                got, shard, route, g)
+            ingress_out[g] = got.rows
+            direct |= {(g, i): c for i, c in got.chunks.items()}
+            reports[g] = got.report if got.report is not None else _counted(
+                got.rows, shard, route, g)
         chunks = [direct[(g, i)] if (g, i) in direct else chunk(
             ingress_out[g], i, shard, route.fields.get((g, i)), route.shards, parts[g])
             for g, i in self.refs]
         events, ctis = machine.step(chunks)
         state["machine"] = machine.state
         return ShardOutput(reports, events, list(ctis))
+
+    def _context(self, group: int) -> paths.ShardContext:
+        """What ingress needs of this shard's route for a group (``paths.shard_step``)."""
+        route, shard = self.route, self.shard
+        if group in self.passing:
+            return paths.ShardContext(None, None, written, _no_chunk, _no_chunk)
+        return paths.ShardContext(
+            shard, next((i for h, i in route.timed if h == group), None), written,
+            lambda got, i, rows: chunk(got, i, shard, route.fields.get((group, i)),
+                                       route.shards, rows),
+            lambda got: _counted(got, shard, route, group))
 
 
 def written(rows: pd.DataFrame) -> pd.DataFrame:
@@ -127,48 +125,9 @@ def written(rows: pd.DataFrame) -> pd.DataFrame:
         else rows
 
 
-def _weighted(got: pd.DataFrame) -> pd.DataFrame:
-    """``got`` with ``weight`` (how many rows each row stands for): 1 where it has none."""
-    if "weight" not in got:
-        got["weight"] = np.int64(1)
-    return got
-
-
-def _timed(ingress: GroupRun, rows: pd.DataFrame, shard: int, route: QueryRoute,
-           group: int, index: int
-           ) -> tuple[pd.DataFrame, pd.DataFrame, dict[int, frame.Chunk]]:
-    """A group whose stream ``index`` may come as generation points (``cti.engine.timed``),
-    or whole (a piece that is not all valid events): each run of it in order, on the same
-    state; then the streams that import its CTIs (few rows, every shard gets their times:
-    ``vectorized.importers_step``). The group's output
-    rows, the rows of them this shard reports (its own events of the points; of the rest, as
-    ``_counted``), and each stream's chunk."""
-    fields = {i: route.fields.get((group, i)) for i in range(len(ingress.specs))}
-    single = len(ingress.specs) == 1
-    mine = rows["stream"].to_numpy() == index
-    outs, reports, chunks = [], [], []
-    for compact, part in timed.segments(rows if single else rows[mine]):
-        if compact:
-            got, step, ctis = timed.timed_step(ingress, part, shard, index)
-            ingress.import_ctis(index, ctis)
-        elif single and (done := vectorized.shard_chunk(ingress, part, shard)) is not None:
-            got, step = done
-        else:  # (the fast stream's CTIs are imported on the way)
-            got = _weighted(ingress_step(ingress, written(part), shard, settle=False))
-            step = chunk(got, index, shard, fields[index], route.shards, part)
-        outs.append(got)
-        reports.append(got if compact else _counted(got, shard, route, group))
-        chunks.append(step)
-    if not single:
-        got = _weighted(vectorized.importers_step(ingress, written(rows[~mine]), index))
-        outs.append(got)
-        reports.append(_counted(got, shard, route, group))
-    every = frame.stack(outs)
-    # (a piece of stream ``index`` taken whole runs the group's ingress: it may release the
-    # other streams' rows held from earlier micro-batches, and their CTIs)
-    out = {i: timed.merged(chunks) if i == index else
-           chunk(every, i, shard, fields[i], route.shards) for i in fields}
-    return every, frame.stack(reports), out
+def _no_chunk(*_: Any) -> Any:
+    """(a shard that passes a group's rows on builds its chunks from them, not in ingress)"""
+    raise AssertionError("no chunk or report in ingress for a group passed on in full")
 
 
 def _counted(got: pd.DataFrame, shard: int, route: QueryRoute, group: int) -> pd.DataFrame:

@@ -1,5 +1,5 @@
 """Ingress output rows as arrays, shared by the vectorised paths (``vectorized``, ``ordered``,
-``importing``, ``cti.engine.timed``): the layout's missing time, the event statuses by code,
+``importing``, ``cti.ingress.timed``): the layout's missing time, the event statuses by code,
 a stream's rows in sequence, the bad rows among them, the policy on events against the CTI in
 force (SPEC 3), edge ends paired with their starts, and the frame of output rows."""
 

@@ -50,7 +50,7 @@ from cti.ingress.group import GroupRun
 from cti.ingress.layout import in_rows_from_pandas
 from cti.ingress.rules import ORDERED_CTI, bad_input, ordering_arrival_problem, problem, validate
 from cti.ingress.spec import StreamSpec, rooted_at
-from cti.ingress.state import StreamState
+from cti.ingress.state import OrderingState, StreamState
 from cti.ingress.vectorized import EVENT_KIND, with_importers
 from cti.operators.frame import exact_field, stack
 from cti.rows import CLOCK, EOS, INVALID, InRow, payload_to_json
@@ -431,41 +431,87 @@ def process(machine: GroupRun, spec: StreamSpec, st: StreamState, pdf: pd.DataFr
     snapshot last, unless not ``snapshot``) and each CTI it emitted with its place in arrival
     order (the merge key of the row that made it), updating ``st`` as the row machine does;
     None (``st`` untouched) for a state the vectorised path never leaves (rows held, CTIs
-    imported, edges open)."""
-    policy, ost = spec.ordering, st.ordering
+    imported, edges open). The steps: the batch's rows (``_batch``), its arrival terms
+    (``_clock``), its timelines (``_lines``), the decisions and CTIs (``_judge``), the
+    releases (``_release``), the output items (``_items``), the state after them
+    (``_moved_state``) and the frame in the row machine's order (``_frame``)."""
+    ost = st.ordering
     if st.eos:  # (a row now is a replay or an error, a tick changes nothing)
         in_sequence(spec, st, pdf, EVENT_KIND[spec.shape])
         return metrics_row(spec, st, index) if snapshot else output_frame({}, index), []
     if st.pending or st.imported or st.open_edges or \
-            not st.cti == ost["cti"] == ost["rule_cti"]:
+            not st.cti == ost.cti == ost.rule_cti:
         return None
-    indep = ordering.independent(policy)
+    indep = ordering.independent(spec.ordering)
     batch = _batch(machine, spec, st, pdf, index)
-    seq, kind, n, m, eos = batch.seq, batch.kind, batch.n, batch.m, batch.eos
-    start, end, arrival, payload = batch.start, batch.end, batch.arrival, batch.payload
-    partition, light, tids = batch.partition, batch.light, batch.tids
-    ev_kind = EVENT_KIND[spec.shape]
+    clk = _clock(spec.ordering, ost, batch)
+    lines = _lines(spec.ordering, ost, batch, clk, indep)
+    j = _judge(spec.ordering, ost, batch, clk, lines, indep)
+    rel = _release(spec.ordering, ost, batch, clk, lines, j, indep)
+    items = _items(spec, batch, j, rel, ost.rule_cti)
+    _moved_state(spec, st, batch, clk, lines, j, rel, items, indep, index)
+    return _frame(spec, st, batch, items, index, snapshot)
 
-    late_tol, ooo_tol = policy.late_arrival_tolerance, policy.out_of_order_tolerance
-    A = np.maximum.accumulate(np.concatenate([[ost["A"]], arrival]))[1:]
-    a_term = _sat(A, -late_tol)
-    app = arrival if policy.timestamp_by_arrival else start
+
+@attrs.define(slots=True)
+class _Clock:
+    """A batch's arrival terms per good event: the arrival clock ``A`` after it and ``A - L``
+    (``a_term``), the time the policy judges (``app``), the early-arrival rule's masks and
+    clipped times, and the late bound ``arrival - L``."""
+
+    A: np.ndarray
+    a_term: np.ndarray
+    app: np.ndarray
+    early: np.ndarray
+    early_drop: np.ndarray
+    clipped: np.ndarray
+    late_bound: np.ndarray
+
+
+def _clock(policy: Any, ost: OrderingState, batch: _Batch) -> _Clock:
+    """The batch's arrival terms (``_Clock``)."""
+    arrival, m = batch.arrival, batch.m
+    A = np.maximum.accumulate(np.concatenate([[ost.A], arrival]))[1:]
+    app = arrival if policy.timestamp_by_arrival else batch.start
     window = policy.early_arrival_window
     early = (app > _sat(arrival, window)) if window is not None else np.zeros(m, bool)
-    early &= ~light
+    early &= ~batch.light
     early_drop = early & (policy.early_action is AdvanceTimePolicy.DROP)
     clipped = np.where(early, _sat(arrival, window if window is not None else 0), app)
+    return _Clock(A, _sat(A, -policy.late_arrival_tolerance), app, early, early_drop, clipped,
+                  _sat(arrival, -policy.late_arrival_tolerance))
 
-    # Timelines: those of the state that matter (combined: all; each alone: the batch's and
-    # those purging may forget), then the new ones in order of first appearance; each one's
-    # carried max (MIN_TIME: none) and floor (the CTI in force when it was made).
-    full = np.flatnonzero(~light)
-    row_codes, uniques = pd.factorize(pd.Series(tids[full], dtype=object), sort=False)
-    names = list(uniques) if indep else list(ost["timelines"])
+
+@attrs.define(slots=True)
+class _Lines:
+    """The timelines a batch deals with: their ids (``names``, codes by ``number``), the
+    judged events (``full``: their rows, ``fc``: their codes; ``codes``: per good event,
+    -1 for a light one), the state's timeline of each (``known``, None: new), its carried
+    max (``seed``, MIN_TIME: none), floor and the first row it is judged at (``m``: none)."""
+
+    names: list[str]
+    number: dict[str, int]
+    full: np.ndarray
+    fc: np.ndarray
+    codes: np.ndarray
+    known: list[Any]
+    seed: np.ndarray
+    floor: np.ndarray
+    first_row: np.ndarray
+
+
+def _lines(policy: Any, ost: OrderingState, batch: _Batch, clk: _Clock, indep: bool) -> _Lines:
+    """Timelines: those of the state that matter (combined: all; each alone: the batch's and
+    those purging may forget), then the new ones in order of first appearance; each one's
+    carried max and floor (the CTI in force when it was made)."""
+    m = batch.m
+    full = np.flatnonzero(~batch.light)
+    row_codes, uniques = pd.factorize(pd.Series(batch.tids[full], dtype=object), sort=False)
+    names = list(uniques) if indep else list(ost.timelines)
     if indep and policy.purge_idle_timelines and m:
-        reached = int(a_term[-1])  # (A - L at the end: what purging reaches)
+        reached = int(clk.a_term[-1])  # (A - L at the end: what purging reaches)
         seen = set(names)
-        names += [t for _, t in ost["maxes"].irange(maximum=(reached, _HIGHEST))
+        names += [t for _, t in ost.maxes.irange(maximum=(reached, _HIGHEST))
                   if t not in seen]
     number = {t: c for c, t in enumerate(names)}
     for t in uniques:
@@ -475,152 +521,187 @@ def process(machine: GroupRun, spec: StreamSpec, st: StreamState, pdf: pd.DataFr
     fc = np.asarray([number[t] for t in uniques], np.int64)[row_codes]
     codes = np.full(m, -1, np.int64)
     codes[full] = fc
-    known = [ost["timelines"].get(t) for t in names]
-    seed = np.asarray([MIN_TIME if tl is None or tl["max"] is None else tl["max"]
+    known = [ost.timelines.get(t) for t in names]
+    seed = np.asarray([MIN_TIME if tl is None or tl.max is None else tl.max
                        for tl in known], np.int64)
-    floor = np.asarray([MIN_TIME if tl is None else tl["floor"] for tl in known], np.int64)
+    floor = np.asarray([MIN_TIME if tl is None else tl.floor for tl in known], np.int64)
     first_row = np.full(len(names), m, np.int64)
     np.minimum.at(first_row, fc, full)
+    return _Lines(names, number, full, fc, codes, known, seed, floor, first_row)
+
+
+@attrs.define(slots=True)
+class _Judged:
+    """The decisions on a batch's events, each judged event's timeline max after it
+    (``after_max``), the stream's CTI rule after each row and in force before it, and the
+    rows that emit a CTI."""
+
+    decided: _Decisions
+    after_max: np.ndarray
+    rule: np.ndarray
+    before: np.ndarray
+    emits: np.ndarray
+
+
+def _judge(policy: Any, ost: OrderingState, batch: _Batch, clk: _Clock, lines: _Lines, indep: bool
+           ) -> _Judged:
+    """Every decision and the stream's CTIs (``_Judged``); sets the floors of the timelines
+    made in the batch (``lines.floor``)."""
+    m, rule0 = batch.m, ost.rule_cti
+    full, fc, seed = lines.full, lines.fc, lines.seed
     prior = np.maximum(seed[fc], _group_cummax(
-        np.where(early_drop, MIN_TIME, clipped)[full], fc, exclusive=True))
-    rule0 = ost["rule_cti"]
-    late_bound = _sat(arrival, -late_tol)
-    decided = _Decisions(m, app)
-
-    def decide(rows: Any, at: Any) -> None:  # ``at``: the rows among the judged (``full``)
-        w = np.maximum(_sat(prior[at], -ooo_tol), np.maximum(a_term[rows], floor[fc[at]]))
-        decided.judge(policy, rows, w, early[rows], early_drop[rows], clipped[rows],
-                      late_bound[rows])
-
+        np.where(clk.early_drop, MIN_TIME, clk.clipped)[full], fc, exclusive=True))
+    decided = _Decisions(m, clk.app)
     after_max = np.full(m, MIN_TIME, np.int64)
     if indep:  # the CTI is A - L whatever was decided; events without a timeline (light)
-        rule = np.maximum.accumulate(np.concatenate([[rule0], a_term]))[1:]
+        rule = np.maximum.accumulate(np.concatenate([[rule0], clk.a_term]))[1:]
         before = np.concatenate([[rule0], rule])[:m]
-        made = [c for c, tl in enumerate(known) if tl is None]
-        floor[made] = before[first_row[made]]
-        decide(full, slice(None))
+        made = [c for c, tl in enumerate(lines.known) if tl is None]
+        lines.floor[made] = before[lines.first_row[made]]
+        _decide_rows(policy, clk, lines, prior, decided, full, slice(None))
         after_max[full] = np.maximum(seed[fc], _group_cummax(
             np.where(decided.kept, decided.ts, MIN_TIME)[full], fc))
-    else:  # the CTI follows the timelines' maxima: in runs between new timelines
-        rule, before = np.empty(m, np.int64), np.empty(m, np.int64)
-        current, prev = seed.copy(), rule0
-        new_timeline = np.asarray([tl is None for tl in known], bool)
-        cuts = sorted({0, m, *first_row[new_timeline & (first_row < m)].tolist()})
-        untouched = _Untouched(current, ~new_timeline)
-        by_first = np.argsort(first_row, kind="stable")
-        bounds = np.searchsorted(first_row[by_first], cuts)
-        for k, (a, b) in enumerate(zip(cuts[:-1], cuts[1:], strict=True)):
-            made = by_first[bounds[k]:bounds[k + 1]]  # (the timelines made at row a)
-            made = made[new_timeline[made]]
-            floor[made] = prev  # (each is touched by the run: its first row is the run's)
-            lo, hi = np.searchsorted(full, [a, b])  # (the judged rows: clock ticks are not)
-            sel = full[lo:hi]
-            decide(sel, slice(lo, hi))
-            kept, ts = decided.kept[sel], decided.ts[sel]
-            here = fc[lo:hi]
-            after_max[sel] = np.maximum(current[here], _group_cummax(
-                np.where(kept, ts, MIN_TIME), here))
-            # The lowest timeline max (MIN_TIME while one has none: then A - L alone), after
-            # each judged row, and so after each row (before a run's first judged row, a
-            # tick's, the lowest is as it was: the rule in force covers it already).
-            lowest, touched = _lowest_of_run(untouched, here, after_max[sel])
-            if len(sel) < b - a:
-                last = np.full(b - a, -1, np.int64)
-                last[sel - a] = np.arange(len(sel))
-                last = np.maximum.accumulate(last)
-                lowest = np.where(last >= 0, lowest[np.maximum(last, 0)] if len(sel) else
-                                  MIN_TIME, MIN_TIME)
-            stream_cti = np.maximum(_sat(lowest, -ooo_tol), a_term[a:b])
-            rule[a:b] = np.maximum.accumulate(np.maximum(stream_cti, prev))
-            before[a:b] = np.concatenate([[prev], rule[a:b - 1]])
-            np.maximum.at(current, here[kept], ts[kept])
-            untouched.add(touched)
-            prev = int(rule[b - 1])
-    ts, status, reason = decided.ts, decided.status, decided.reason
-    dropped, kept = decided.dropped, decided.kept
-    late, ooo = decided.late, decided.ooo
-    emits = rule > before
+    else:
+        rule, before = _combined(policy, clk, lines, prior, decided, after_max, m, rule0)
+    return _Judged(decided, after_max, rule, before, rule > before)
 
-    # Release: at the first row (from its own) whose limit reaches the event.
-    limit = _ints(a_term if indep else rule, [MAX_TIME] if eos else [])  # (non-decreasing)
-    carried = list(ost["buffer"])
-    new = np.flatnonzero(kept)
-    e_ts = np.concatenate([np.asarray([e[0] for e in carried], np.int64), ts[new]])
-    e_seq = np.concatenate([np.asarray([e[1] for e in carried], np.int64), seq[new]])
+
+def _decide_rows(policy: Any, clk: _Clock, lines: _Lines, prior: np.ndarray,
+                 decided: _Decisions, rows: Any, at: Any) -> None:
+    """Judge events ``rows`` (``at``: the same rows among the judged, ``lines.full``) against
+    their timelines' watermarks before them."""
+    w = np.maximum(_sat(prior[at], -policy.out_of_order_tolerance),
+                   np.maximum(clk.a_term[rows], lines.floor[lines.fc[at]]))
+    decided.judge(policy, rows, w, clk.early[rows], clk.early_drop[rows], clk.clipped[rows],
+                  clk.late_bound[rows])
+
+
+def _combined(policy: Any, clk: _Clock, lines: _Lines, prior: np.ndarray,
+              decided: _Decisions, after_max: np.ndarray, m: int, rule0: int
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """Timelines combined: the decisions, the timelines' maxima after each judged row (into
+    ``after_max``) and the stream's CTI rule after each row and in force before it, which
+    follows the timelines' maxima: in runs between new timelines."""
+    full, fc, a_term, ooo_tol = lines.full, lines.fc, clk.a_term, policy.out_of_order_tolerance
+    rule, before = np.empty(m, np.int64), np.empty(m, np.int64)
+    current, prev = lines.seed.copy(), rule0
+    new_timeline = np.asarray([tl is None for tl in lines.known], bool)
+    first_row = lines.first_row
+    cuts = sorted({0, m, *first_row[new_timeline & (first_row < m)].tolist()})
+    untouched = _Untouched(current, ~new_timeline)
+    by_first = np.argsort(first_row, kind="stable")
+    bounds = np.searchsorted(first_row[by_first], cuts)
+    for k, (a, b) in enumerate(zip(cuts[:-1], cuts[1:], strict=True)):
+        made = by_first[bounds[k]:bounds[k + 1]]  # (the timelines made at row a)
+        made = made[new_timeline[made]]
+        lines.floor[made] = prev  # (each is touched by the run: its first row is the run's)
+        lo, hi = np.searchsorted(full, [a, b])  # (the judged rows: clock ticks are not)
+        sel = full[lo:hi]
+        _decide_rows(policy, clk, lines, prior, decided, sel, slice(lo, hi))
+        kept, ts = decided.kept[sel], decided.ts[sel]
+        here = fc[lo:hi]
+        after_max[sel] = np.maximum(current[here], _group_cummax(
+            np.where(kept, ts, MIN_TIME), here))
+        # The lowest timeline max (MIN_TIME while one has none: then A - L alone), after
+        # each judged row, and so after each row (before a run's first judged row, a
+        # tick's, the lowest is as it was: the rule in force covers it already).
+        lowest, touched = _lowest_of_run(untouched, here, after_max[sel])
+        if len(sel) < b - a:
+            last = np.full(b - a, -1, np.int64)
+            last[sel - a] = np.arange(len(sel))
+            last = np.maximum.accumulate(last)
+            lowest = np.where(last >= 0, lowest[np.maximum(last, 0)] if len(sel) else
+                              MIN_TIME, MIN_TIME)
+        stream_cti = np.maximum(_sat(lowest, -ooo_tol), a_term[a:b])
+        rule[a:b] = np.maximum.accumulate(np.maximum(stream_cti, prev))
+        before[a:b] = np.concatenate([[prev], rule[a:b - 1]])
+        np.maximum.at(current, here[kept], ts[kept])
+        untouched.add(touched)
+        prev = int(rule[b - 1])
+    return rule, before
+
+
+@attrs.define(slots=True)
+class _Released:
+    """The buffered events (those ``carried`` in the state, then the batch's kept rows
+    ``new``): timestamp, sequence number, the row kept at, the row released at (``at``) and
+    in which phase, and whether within this batch (``out_at``)."""
+
+    carried: list[Any]
+    new: np.ndarray
+    e_ts: np.ndarray
+    e_seq: np.ndarray
+    e_row: np.ndarray
+    at: np.ndarray
+    phase: np.ndarray
+    out_at: np.ndarray
+
+
+def _release(policy: Any, ost: OrderingState, batch: _Batch, clk: _Clock, lines: _Lines, j: _Judged,
+             indep: bool) -> _Released:
+    """Release: at the first row (from its own) whose limit reaches the event."""
+    # (non-decreasing)
+    limit = _ints(clk.a_term if indep else j.rule, [MAX_TIME] if batch.eos else [])
+    carried = list(ost.buffer)
+    new = np.flatnonzero(j.decided.kept)
+    e_ts = np.concatenate([np.asarray([e[0] for e in carried], np.int64), j.decided.ts[new]])
+    e_seq = np.concatenate([np.asarray([e[1] for e in carried], np.int64), batch.seq[new]])
     e_row = np.concatenate([np.zeros(len(carried), np.int64), new])
     at = np.maximum(e_row, np.searchsorted(limit, e_ts, side="left"))
     phase = np.full(len(at), RELEASE, np.int64)
     if indep and len(at):
-        e_code = np.concatenate([np.asarray([number.get(e[2], -1) for e in carried], np.int64),
-                                 codes[new]])
-        own = _own_release(codes, full, after_max, a_term, floor, ooo_tol, e_code, e_row, e_ts)
+        e_code = np.concatenate([np.asarray([lines.number.get(e[2], -1) for e in carried],
+                                            np.int64), lines.codes[new]])
+        own = _own_release(lines.codes, lines.full, j.after_max, clk.a_term, lines.floor,
+                           policy.out_of_order_tolerance, e_code, e_row, e_ts)
         sooner = own < at
         at, phase = np.where(sooner, own, at), np.where(sooner, OWN, phase)
-    out_at = at < len(limit)
+    return _Released(carried, new, e_ts, e_seq, e_row, at, phase, at < len(limit))
 
-    # The output items in the row machine's order.
-    drop_rows = np.flatnonzero(dropped)
-    cti_rows = np.flatnonzero(emits)
-    rel = np.flatnonzero(out_at)
-    flush = eos and MAX_TIME > (rule[-1] if m else rule0)
-    item_row = _ints(drop_rows, at[rel], cti_rows, [n - 1] if flush else [], [n])
+
+@attrs.define(slots=True)
+class _Items:
+    """The output items, unordered (``cols``; ``order``: the row machine's order, the
+    snapshot last): ``nd`` dropped events, ``nr`` released, ``nc`` CTIs (``cti_rows``, the
+    end of input's last with ``flush``, ``cti_values``), the metrics snapshot, then ``nb``
+    dead letters; the stream's CTI after the batch (``final_cti``) and each event's output
+    end (``kept_end``)."""
+
+    cols: dict[str, np.ndarray]
+    order: np.ndarray
+    nd: int
+    nr: int
+    nc: int
+    nb: int
+    cti_rows: np.ndarray
+    cti_values: np.ndarray
+    flush: bool
+    final_cti: int
+    kept_end: np.ndarray
+
+
+def _items(spec: StreamSpec, batch: _Batch, j: _Judged, rel: _Released, rule0: int
+           ) -> _Items:
+    """The output items in the row machine's order (``_Items``)."""
+    n, m, eos, d = batch.n, batch.m, batch.eos, j.decided
+    drop_rows, cti_rows = np.flatnonzero(d.dropped), np.flatnonzero(j.emits)
+    out = np.flatnonzero(rel.out_at)
+    flush = bool(eos and MAX_TIME > (j.rule[-1] if m else rule0))
+    item_row = _ints(drop_rows, rel.at[out], cti_rows, [n - 1] if flush else [], [n])
     tail = np.zeros(len(cti_rows) + int(flush) + 1, np.int64)
-    item_phase = _ints(np.full(len(drop_rows), DROP), phase[rel],
+    item_phase = _ints(np.full(len(drop_rows), DROP), rel.phase[out],
                        np.full(len(cti_rows) + int(flush), CTI), [METRICS])
-    item_ts = _ints(np.zeros(len(drop_rows)), e_ts[rel], tail)
-    item_seq = _ints(seq[drop_rows], e_seq[rel], tail)
+    item_ts = _ints(np.zeros(len(drop_rows)), rel.e_ts[out], tail)
+    item_seq = _ints(batch.seq[drop_rows], rel.e_seq[out], tail)
     order = np.lexsort((item_seq, item_ts, item_phase, item_row))
-
-    final_cti = MAX_TIME if flush else int(rule[-1]) if m else rule0
+    final_cti = MAX_TIME if flush else int(j.rule[-1]) if m else rule0
     # The stream's CTI in force at each row (before its own CTI row), and at the end.
-    in_force = _ints(before, [rule[-1] if m else rule0] if eos else [], [final_cti])
-
-    # Columns of each kind of item, then put in order.
-    nd, nr, nc = len(drop_rows), len(rel), len(cti_rows) + int(flush)
-    c_rel = rel[rel < len(carried)]
-    n_rel = new[rel[rel >= len(carried)] - len(carried)]
-    carried_rows = [carried[i] for i in c_rel]
-
-    def rel_col(from_entry: Any, from_new: np.ndarray, dtype: Any) -> np.ndarray:
-        return np.concatenate([np.asarray([from_entry(e) for e in carried_rows], dtype),
-                               np.asarray(from_new, dtype)])
-
-    point = ev_kind == "point"
-    kept_end = end if point else _sat(end, ts - start)  # (a lifetime keeps its length)
-    cti_values = _ints(rule[cti_rows], [MAX_TIME] if flush else [])
-    none_c = np.full(nc + 1, None, object)
-    null_c = np.full(nc + 1, NULL, np.int64)
-    cols: dict[str, np.ndarray] = {
-        "in_seq": np.concatenate([seq[drop_rows], rel_col(lambda e: e[1], seq[n_rel], np.int64),
-                                  np.full(nc + 1, -1, np.int64)]),
-        "kind": np.concatenate([kind[drop_rows], rel_col(lambda e: e[3][3], kind[n_rel], object),
-                                np.asarray(["cti"] * nc + ["metrics"], object)]),
-        "start": np.concatenate([np.full(nd, NULL, np.int64),
-                                 rel_col(lambda e: e[5], ts[n_rel], np.int64),
-                                 cti_values, [NULL]]),
-        "end": np.concatenate([np.full(nd, NULL, np.int64),
-                               rel_col(lambda e: NULL if e[6] is None else e[6],
-                                       np.full(len(n_rel), NULL, np.int64) if point
-                                       else kept_end[n_rel], np.int64), null_c]),
-        "payload": np.concatenate([payload[drop_rows],
-                                   rel_col(lambda e: e[3][6], payload[n_rel], object), none_c]),
-        "status": np.concatenate([np.full(nd, "dropped", object),
-                                  rel_col(lambda e: e[4], STATUS[status[n_rel]], object),
-                                  np.asarray(["cti"] * nc + ["metrics"], object)]),
-        "orig_start": np.concatenate([start[drop_rows],
-                                      rel_col(lambda e: e[3][4], start[n_rel], np.int64),
-                                      null_c]),
-        "orig_end": np.concatenate([end[drop_rows] if not point else np.full(nd, NULL),
-                                    rel_col(lambda e: NULL if e[3][5] is None else e[3][5],
-                                            np.full(len(n_rel), NULL) if point
-                                            else end[n_rel], np.int64), null_c]).astype(np.int64),
-        "reason": np.concatenate([_REASON[reason[drop_rows]],
-                                  rel_col(lambda e: e[7], _REASON[reason[n_rel]], object),
-                                  none_c]),
-        "partition": np.concatenate([partition[drop_rows],
-                                     rel_col(lambda e: e[3][8], partition[n_rel], object),
-                                     none_c]),
-    }
+    in_force = _ints(j.before, [j.rule[-1] if m else rule0] if eos else [], [final_cti])
+    point = EVENT_KIND[spec.shape] == "point"
+    kept_end = batch.end if point else _sat(batch.end, d.ts - batch.start)  # (length kept)
+    cti_values = _ints(j.rule[cti_rows], [MAX_TIME] if flush else [])
+    nd, nr, nc = len(drop_rows), len(out), len(cti_rows) + int(flush)
+    cols = _columns(batch, d, rel, out, drop_rows, nc, point, kept_end, cti_values)
     item_cti = in_force[item_row]
     item_cti[nd + nr:nd + nr + nc] = cti_values
     cols["cti"] = item_cti
@@ -633,79 +714,165 @@ def process(machine: GroupRun, spec: StreamSpec, st: StreamState, pdf: pd.DataFr
         item_phase = _ints(item_phase, np.full(nb, DROP))
         item_ts, item_seq = _ints(item_ts, np.zeros(nb)), _ints(item_seq, dead["in_seq"])
         order = np.lexsort((item_seq, item_ts, item_phase, item_row))
-        in_force_dead = _ints(before, [rule[-1] if m else rule0])[
+        in_force_dead = _ints(j.before, [j.rule[-1] if m else rule0])[
             np.searchsorted(batch.pos, dead["at"])]
         null_b = np.full(nb, NULL, np.int64)
         cols = {k: np.concatenate([v, dead[k] if k in dead else {
             "start": null_b, "end": null_b, "status": np.full(nb, "invalid", object),
             "cti": in_force_dead}[k]]).astype(v.dtype) for k, v in cols.items()}
+    return _Items(cols, order, nd, nr, nc, nb, cti_rows, cti_values, flush, final_cti,
+                  kept_end)
 
-    # The state after the same rows.
+
+def _columns(batch: _Batch, d: _Decisions, rel: _Released, out: np.ndarray,
+             drop_rows: np.ndarray, nc: int, point: bool, kept_end: np.ndarray,
+             cti_values: np.ndarray) -> dict[str, np.ndarray]:
+    """The output columns of each kind of item (dropped, released (``out``: those of the
+    buffered), CTIs, the snapshot), before ``cti``."""
+    nd = len(drop_rows)
+    n_carried = len(rel.carried)
+    c_rel = out[out < n_carried]
+    n_rel = rel.new[out[out >= n_carried] - n_carried]
+    carried_rows = [rel.carried[i] for i in c_rel]
+    seq, kind, start, end = batch.seq, batch.kind, batch.start, batch.end
+    payload, partition = batch.payload, batch.partition
+
+    def rel_col(from_entry: Any, from_new: np.ndarray, dtype: Any) -> np.ndarray:
+        return np.concatenate([np.asarray([from_entry(e) for e in carried_rows], dtype),
+                               np.asarray(from_new, dtype)])
+
+    none_c = np.full(nc + 1, None, object)
+    null_c = np.full(nc + 1, NULL, np.int64)
+    return {
+        "in_seq": np.concatenate([seq[drop_rows], rel_col(lambda e: e[1], seq[n_rel], np.int64),
+                                  np.full(nc + 1, -1, np.int64)]),
+        "kind": np.concatenate([kind[drop_rows], rel_col(lambda e: e[3][3], kind[n_rel], object),
+                                np.asarray(["cti"] * nc + ["metrics"], object)]),
+        "start": np.concatenate([np.full(nd, NULL, np.int64),
+                                 rel_col(lambda e: e[5], d.ts[n_rel], np.int64),
+                                 cti_values, [NULL]]),
+        "end": np.concatenate([np.full(nd, NULL, np.int64),
+                               rel_col(lambda e: NULL if e[6] is None else e[6],
+                                       np.full(len(n_rel), NULL, np.int64) if point
+                                       else kept_end[n_rel], np.int64), null_c]),
+        "payload": np.concatenate([payload[drop_rows],
+                                   rel_col(lambda e: e[3][6], payload[n_rel], object), none_c]),
+        "status": np.concatenate([np.full(nd, "dropped", object),
+                                  rel_col(lambda e: e[4], STATUS[d.status[n_rel]], object),
+                                  np.asarray(["cti"] * nc + ["metrics"], object)]),
+        "orig_start": np.concatenate([start[drop_rows],
+                                      rel_col(lambda e: e[3][4], start[n_rel], np.int64),
+                                      null_c]),
+        "orig_end": np.concatenate([end[drop_rows] if not point else np.full(nd, NULL),
+                                    rel_col(lambda e: NULL if e[3][5] is None else e[3][5],
+                                            np.full(len(n_rel), NULL) if point
+                                            else end[n_rel], np.int64), null_c]).astype(np.int64),
+        "reason": np.concatenate([_REASON[d.reason[drop_rows]],
+                                  rel_col(lambda e: e[7], _REASON[d.reason[n_rel]], object),
+                                  none_c]),
+        "partition": np.concatenate([partition[drop_rows],
+                                     rel_col(lambda e: e[3][8], partition[n_rel], object),
+                                     none_c]),
+    }
+
+
+def _moved_state(spec: StreamSpec, st: StreamState, batch: _Batch, clk: _Clock,
+                 lines: _Lines, j: _Judged, rel: _Released, items: _Items, indep: bool,
+                 index: int) -> None:
+    """The state after the batch's rows: the metrics, the timelines, the buffer, the CTIs
+    and the clocks."""
+    ost, d, m, eos = st.ordering, j.decided, batch.m, batch.eos
     metrics = st.metrics
-    statuses = cols["status"][nd:nd + nr]
+    statuses = items.cols["status"][items.nd:items.nd + items.nr]
     metrics["accepted"] += int((statuses == "accepted").sum())
     metrics["adjusted"] += int((statuses == "adjusted").sum())
-    metrics["dropped"] += nd
-    metrics["ctis"] += nc
-    metrics["invalid"] += nb
+    metrics["dropped"] += items.nd
+    metrics["ctis"] += items.nc
+    metrics["invalid"] += items.nb
     if m:
-        ost["A"] = int(A[-1])
+        ost.A = int(clk.A[-1])
     st.partition_arrival.update(batch.parts)
-    in_last, alive, last_start, purges = _lives(
-        policy.purge_idle_timelines and indep, fc, full, m, known, seed, first_row, after_max,
-        a_term, dropped)
-    ost["purged"] += purges
-    tl_counts = _timeline_counts(fc[in_last], len(names), *(
-        mask[full][in_last] for mask in (early, late, ooo, dropped)),
-        status[full][in_last], kept[full][in_last])
-    last_row = np.full(len(names), -1, np.int64)
-    np.maximum.at(last_row, fc, full)
-    for c in np.flatnonzero((last_row >= 0) | ~alive):
-        tid, tl = names[c], known[c]
-        if tl is not None and (not alive[c] or last_start[c] >= 0):  # forgotten (purged)
-            del ost["timelines"][tid]
-            if tl["max"] is None:
-                ost["silent"] -= 1
-            else:
-                ost["maxes"].remove((tl["max"], tid))
-            tl = None
-        if not alive[c]:
-            continue
-        if tl is None:  # made in this batch (its last life's first row)
-            r = int(last_start[c])
-            tl = ordering.timeline(ost, tid, partition[r],
-                                   int(before[r]) if indep else int(floor[c]))
-        tl["last_arrival"] = int(arrival[last_row[c]])
-        top = int(after_max[last_row[c]])
-        if top != MIN_TIME:
-            ordering.set_max(ost, tl, top)
-        for name, count in tl_counts[c].items():
-            tl["metrics"][name] += count
-    stay = np.flatnonzero(~out_at)
-    left = [carried[i] for i in stay[stay < len(carried)]]
-    for i in new[stay[stay >= len(carried)] - len(carried)]:
-        row = (index, int(seq[i]), int(arrival[i]), ev_kind, int(start[i]),
-               None if point else int(end[i]), payload[i], None, partition[i])
-        left.append((int(ts[i]), int(seq[i]), tids[i], row, str(STATUS[status[i]]),
-                     int(ts[i]), None if point else int(kept_end[i]), _REASON[reason[i]]))
-    ost["buffer"] = SortedList(left)
+    _moved_timelines(spec.ordering, ost, batch, clk, lines, j, indep)
+    ost.buffer = SortedList(_left(spec, batch, d, rel, items.kept_end, index))
     if indep:
         per: dict[str, SortedList] = {}
-        for e in left:
+        for e in ost.buffer:
             per.setdefault(e[2], SortedList()).add((e[0], e[1]))
-        ost["per_timeline"] = per
-    ost["rule_cti"] = int(rule[-1]) if m else rule0
-    ost["cti"] = final_cti
-    st.cti = final_cti
-    merge = batch.merge
+        ost.per_timeline = per
+    ost.rule_cti = int(j.rule[-1]) if m else ost.rule_cti
+    ost.cti = items.final_cti
+    st.cti = items.final_cti
     if batch.total:
         st.last_arrival = MAX_TIME if eos else batch.merge_last
         st.last_key = (st.last_arrival, index, batch.last_seq)
         st.next_in_seq += batch.received
     st.data_arrival = MAX_TIME if eos else batch.data_arrival
     st.eos = st.eos or eos
+
+
+def _moved_timelines(policy: Any, ost: OrderingState, batch: _Batch, clk: _Clock, lines: _Lines,
+                     j: _Judged, indep: bool) -> None:
+    """The policy's timelines after the batch: those purged forgotten, those made added,
+    each one's max, last arrival and metrics moved."""
+    d, fc, full, names, known = j.decided, lines.fc, lines.full, lines.names, lines.known
+    in_last, alive, last_start, purges = _lives(
+        policy.purge_idle_timelines and indep, fc, full, batch.m, known, lines.seed,
+        lines.first_row, j.after_max, clk.a_term, d.dropped)
+    ost.purged += purges
+    tl_counts = _timeline_counts(fc[in_last], len(names), *(
+        mask[full][in_last] for mask in (clk.early, d.late, d.ooo, d.dropped)),
+        d.status[full][in_last], d.kept[full][in_last])
+    last_row = np.full(len(names), -1, np.int64)
+    np.maximum.at(last_row, fc, full)
+    for c in np.flatnonzero((last_row >= 0) | ~alive):
+        tid, tl = names[c], known[c]
+        if tl is not None and (not alive[c] or last_start[c] >= 0):  # forgotten (purged)
+            del ost.timelines[tid]
+            if tl.max is None:
+                ost.silent -= 1
+            else:
+                ost.maxes.remove((tl.max, tid))
+            tl = None
+        if not alive[c]:
+            continue
+        if tl is None:  # made in this batch (its last life's first row)
+            r = int(last_start[c])
+            tl = ost.timeline(tid, batch.partition[r],
+                               int(j.before[r]) if indep else int(lines.floor[c]))
+        tl.last_arrival = int(batch.arrival[last_row[c]])
+        top = int(j.after_max[last_row[c]])
+        if top != MIN_TIME:
+            ost.set_max(tl, top)
+        for name, count in tl_counts[c].items():
+            tl.metrics[name] += count
+
+
+def _left(spec: StreamSpec, batch: _Batch, d: _Decisions, rel: _Released,
+          kept_end: np.ndarray, index: int) -> list[tuple]:
+    """The buffer's entries after the batch: those carried and kept not yet released."""
+    ev_kind = EVENT_KIND[spec.shape]
+    point = ev_kind == "point"
+    stay = np.flatnonzero(~rel.out_at)
+    n_carried = len(rel.carried)
+    left = [rel.carried[i] for i in stay[stay < n_carried]]
+    for i in rel.new[stay[stay >= n_carried] - n_carried]:
+        row = (index, int(batch.seq[i]), int(batch.arrival[i]), ev_kind, int(batch.start[i]),
+               None if point else int(batch.end[i]), batch.payload[i], None,
+               batch.partition[i])
+        left.append((int(d.ts[i]), int(batch.seq[i]), batch.tids[i], row,
+                     str(STATUS[d.status[i]]), int(d.ts[i]),
+                     None if point else int(kept_end[i]), _REASON[d.reason[i]]))
+    return left
+
+
+def _frame(spec: StreamSpec, st: StreamState, batch: _Batch, items: _Items, index: int,
+           snapshot: bool) -> tuple[pd.DataFrame, list[tuple[tuple, int]]]:
+    """The output frame in the row machine's order (the policy's snapshot after the moved
+    state, or left out) and each CTI's merge key."""
+    cols, order = items.cols, items.order
     if snapshot:
-        cols["payload"][nd + nr + nc] = payload_to_json(ordering.snapshot(policy, ost))
+        cols["payload"][items.nd + items.nr + items.nc] = payload_to_json(
+            ordering.snapshot(spec.ordering, st.ordering))
     else:  # (the snapshot is the last item)
         order = order[:-1]
     count = len(order)
@@ -714,9 +881,11 @@ def process(machine: GroupRun, spec: StreamSpec, st: StreamState, pdf: pd.DataFr
     st.out_seq += count
     out = output_frame({k: v for k, v in cols.items() if k != "partition"}, index)
     out["partition"] = cols["partition"]
-    merge_at = _ints(merge, [MAX_TIME] if eos else [])  # each row's place in arrival order
-    keys = [((int(merge_at[r]), index, int(seq[r])), int(t))
-            for r, t in zip(_ints(cti_rows, [n - 1] if flush else []), cti_values, strict=True)]
+    eos = batch.eos
+    merge_at = _ints(batch.merge, [MAX_TIME] if eos else [])  # each row's place in arrival
+    cti_at = _ints(items.cti_rows, [batch.n - 1] if items.flush else [])
+    keys = [((int(merge_at[r]), index, int(batch.seq[r])), int(t))
+            for r, t in zip(cti_at, items.cti_values, strict=True)]
     return out, keys
 
 

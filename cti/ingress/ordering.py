@@ -34,80 +34,36 @@ from typing import Any
 
 from sortedcontainers import SortedList
 
-from cti.events import EVENT_STATUSES, ORDERING_REASONS
+from cti.ingress.state import TIMELINE_METRICS, OrderingState, Timeline  # noqa: F401
 from cti.rows import InRow
 from cti.settings import AdvanceTimePolicy, EventOrderingPolicy
 from cti.time import MAX_TIME, MIN_TIME, add
-
-TIMELINE_METRICS = ("input", *EVENT_STATUSES, *ORDERING_REASONS)
 
 # emit(row, status, start, end, reason, timeline)
 Emit = Callable[[InRow, str, int | None, int | None, str | None, str], None]
 
 
 def new_state(policy: EventOrderingPolicy,
-              declared_partitions: tuple[str, ...] = ()) -> dict[str, Any]:
-    """Fresh state. Declared partitions are timelines unless timelines are keys (``over``)."""
-    if policy.over is not None:
-        declared_partitions = ()
-    st: dict[str, Any] = {
-        "A": MIN_TIME,
-        "timelines": {},  # id -> {"max", "last_arrival", "metrics", "partition"}
-        "maxes": SortedList(),  # (max, timeline) of every timeline that has a max
-        "silent": 0,  # declared timelines with no event yet (their max is -infinity)
-        "buffer": SortedList(),  # (timestamp, seq, timeline, row, status, start, end, reason)
-        "per_timeline": {},  # timeline -> SortedList of buffered (timestamp, seq), independent
-        "cti": MIN_TIME,  # the last CTI emitted (MAX_TIME after the end-of-input flush)
-        "rule_cti": MIN_TIME,  # the last CTI the rules gave (never decreasing, never flushed)
-        "purged": 0,  # timelines forgotten (purge_idle_timelines)
-    }
-    for p in declared_partitions:
-        timeline(st, p, p)
-    return st
+              declared_partitions: tuple[str, ...] = ()) -> OrderingState:
+    """Fresh state (``OrderingState.new``)."""
+    return OrderingState.new(policy, declared_partitions)
 
 
-def timeline(st: dict[str, Any], tid: str, partition: str | None,
-             floor: int | None = None) -> dict[str, Any]:
-    """Timeline ``tid``, made if it is not there: its watermark never below ``floor``, by
-    default the stream's CTI now (a timeline first seen after the stream's CTI advanced cannot
-    go below that CTI)."""
-    tl = st["timelines"].get(tid)
-    if tl is None:
-        tl = {"id": tid, "max": None, "last_arrival": None, "partition": partition,
-              "floor": st["cti"] if floor is None else floor,
-              "metrics": dict.fromkeys(TIMELINE_METRICS, 0)}
-        st["timelines"][tid] = tl
-        st["silent"] += 1
-    return tl
-
-
-def set_max(st: dict[str, Any], tl: dict[str, Any], ts: int) -> None:
-    """Raise timeline ``tl``'s max to ``ts`` (if above it), keeping ``maxes`` and ``silent``."""
-    if tl["max"] is None:
-        st["silent"] -= 1
-    elif ts <= tl["max"]:
-        return
-    else:
-        st["maxes"].remove((tl["max"], tl["id"]))
-    tl["max"] = ts
-    st["maxes"].add((ts, tl["id"]))
-
-
-def watermark(policy: EventOrderingPolicy, st: dict[str, Any], tl: dict[str, Any]) -> int:
-    a_term = max(add(st["A"], -policy.late_arrival_tolerance), tl["floor"])
-    if tl["max"] is None:
+def watermark(policy: EventOrderingPolicy, st: OrderingState, tl: Timeline) -> int:
+    a_term = max(add(st.A, -policy.late_arrival_tolerance), tl.floor)
+    if tl.max is None:
         return a_term
-    return max(add(tl["max"], -policy.out_of_order_tolerance), a_term)
+    return max(add(tl.max, -policy.out_of_order_tolerance), a_term)
 
 
-def stream_cti(policy: EventOrderingPolicy, st: dict[str, Any]) -> int:
+def stream_cti(policy: EventOrderingPolicy, st: OrderingState) -> int:
     """The stream's CTI by the rules: the minimum watermark over the partitions when they are
     combined; with independent timelines (substreams), the bound every timeline, even one not
     seen yet, respects: the arrival clock minus the late-arrival tolerance."""
-    a_term = add(st["A"], -policy.late_arrival_tolerance)
-    if independent(policy) or st["silent"] or not st["maxes"]:
+    a_term = add(st.A, -policy.late_arrival_tolerance)
+    if independent(policy) or st.silent or not st.maxes:
         return a_term
-    return max(add(st["maxes"][0][0], -policy.out_of_order_tolerance), a_term)
+    return max(add(st.maxes[0][0], -policy.out_of_order_tolerance), a_term)
 
 
 def timeline_id(policy: EventOrderingPolicy, row: InRow) -> tuple[str | None, str | None]:
@@ -125,13 +81,13 @@ def independent(policy: EventOrderingPolicy) -> bool:
     return policy.over is not None or policy.partitioned
 
 
-def process_event(policy: EventOrderingPolicy, st: dict[str, Any], row: InRow, tid: str,
+def process_event(policy: EventOrderingPolicy, st: OrderingState, row: InRow, tid: str,
                   emit: Emit) -> None:
     """Steps 1-4 of SPEC 7 for one event (its arrival already checked and counted in A)."""
-    tl = timeline(st, tid, row.partition)
-    m = tl["metrics"]
+    tl = st.timeline(tid, row.partition)
+    m = tl.metrics
     m["input"] += 1
-    tl["last_arrival"] = row.arrival
+    tl.last_arrival = row.arrival
     w = watermark(policy, st, tl)  # as it stood before this event
     app = row.arrival if policy.timestamp_by_arrival else row.start
     ts, status, reason = app, "accepted", None
@@ -159,100 +115,100 @@ def process_event(policy: EventOrderingPolicy, st: dict[str, Any], row: InRow, t
             return
         ts, status, reason = w, "adjusted", "out_of_order"
     m[status] += 1
-    set_max(st, tl, ts)
+    st.set_max(tl, ts)
     end = None if row.end is None else add(row.end, ts - row.start)  # lifetimes keep length
     entry = (ts, row.seq, tid, tuple(row), status, ts, end, reason)
-    st["buffer"].add(entry)
+    st.buffer.add(entry)
     if independent(policy):
-        st["per_timeline"].setdefault(tid, SortedList()).add((ts, row.seq))
+        st.per_timeline.setdefault(tid, SortedList()).add((ts, row.seq))
 
 
-def release(policy: EventOrderingPolicy, st: dict[str, Any], tid: str | None,
+def release(policy: EventOrderingPolicy, st: OrderingState, tid: str | None,
             emit: Emit, flush: bool = False) -> int | None:
     """Release what the watermarks allow; return the new stream CTI if it moved forward."""
     if not flush:
-        st["rule_cti"] = max(st["rule_cti"], stream_cti(policy, st))
-    cti = MAX_TIME if flush else st["rule_cti"]
-    buffer = st["buffer"]
+        st.rule_cti = max(st.rule_cti, stream_cti(policy, st))
+    cti = MAX_TIME if flush else st.rule_cti
+    buffer = st.buffer
     if independent(policy) and not flush:
         # Everything at or below A - L is final on every timeline; the current timeline's own
         # watermark may release more of it.
-        _release_upto(st, buffer, add(st["A"], -policy.late_arrival_tolerance), None, emit)
+        _release_upto(st, buffer, add(st.A, -policy.late_arrival_tolerance), None, emit)
         if tid is not None:
-            tl = st["timelines"][tid]
+            tl = st.timelines[tid]
             _release_upto(st, buffer, watermark(policy, st, tl), tid, emit)
     else:
         _release_upto(st, buffer, cti, None, emit)
     if policy.purge_idle_timelines and independent(policy) and not flush:
         _purge(policy, st, tid)
-    if cti > st["cti"]:
-        st["cti"] = cti
+    if cti > st.cti:
+        st.cti = cti
         return cti
     return None
 
 
-def _purge(policy: EventOrderingPolicy, st: dict[str, Any], tid: str | None) -> None:
+def _purge(policy: EventOrderingPolicy, st: OrderingState, tid: str | None) -> None:
     """Forget the timelines that can no longer change anything (the module's docstring says
     why): those whose max is at or below A - L (a prefix of ``maxes``), and ``tid`` if it
     kept nothing. Called after the release up to A - L."""
-    limit = add(st["A"], -policy.late_arrival_tolerance)
-    maxes = st["maxes"]
+    limit = add(st.A, -policy.late_arrival_tolerance)
+    maxes = st.maxes
     while maxes and maxes[0][0] <= limit:
         _forget(st, maxes.pop(0)[1])
-    if tid is not None and tid in st["timelines"] and st["timelines"][tid]["max"] is None:
-        st["silent"] -= 1
+    if tid is not None and tid in st.timelines and st.timelines[tid].max is None:
+        st.silent -= 1
         _forget(st, tid)
 
 
-def _forget(st: dict[str, Any], tid: str) -> None:
-    del st["timelines"][tid]
-    st["per_timeline"].pop(tid, None)
-    st["purged"] += 1
+def _forget(st: OrderingState, tid: str) -> None:
+    del st.timelines[tid]
+    st.per_timeline.pop(tid, None)
+    st.purged += 1
 
 
-def _release_upto(st: dict[str, Any], buffer: SortedList, limit: int, tid: str | None,
+def _release_upto(st: OrderingState, buffer: SortedList, limit: int, tid: str | None,
                   emit: Emit) -> None:
     if tid is None:
         while buffer and buffer[0][0] <= limit:
             _emit_entry(st, buffer.pop(0), emit)
         return
-    mine = st["per_timeline"].get(tid)
+    mine = st.per_timeline.get(tid)
     while mine and mine[0][0] <= limit:
         ts, seq = mine[0]
         i = buffer.bisect_left((ts, seq))
         _emit_entry(st, buffer.pop(i), emit)
 
 
-def _emit_entry(st: dict[str, Any], entry: tuple, emit: Emit) -> None:
+def _emit_entry(st: OrderingState, entry: tuple, emit: Emit) -> None:
     ts, seq, tid, row, status, start, end, reason = entry
-    mine = st["per_timeline"].get(tid)
+    mine = st.per_timeline.get(tid)
     if mine is not None:
         mine.discard((ts, seq))
         if not mine:
-            del st["per_timeline"][tid]
+            del st.per_timeline[tid]
     emit(InRow(*row), status, start, end, reason, tid)
 
 
-def snapshot(policy: EventOrderingPolicy, st: dict[str, Any]) -> dict[str, Any]:
+def snapshot(policy: EventOrderingPolicy, st: OrderingState) -> dict[str, Any]:
     """The policy's metrics snapshot (a ``metrics`` output row's payload): the arrival clock,
     the rules' CTI (the end-of-input flush to MAX_TIME is not a delay), each timeline's
     metrics, and with purging how many timelines were forgotten."""
-    out = {"arrival_clock": st["A"], "cti": st["rule_cti"], "timelines": metrics(policy, st)}
+    out = {"arrival_clock": st.A, "cti": st.rule_cti, "timelines": metrics(policy, st)}
     if policy.purge_idle_timelines:
-        out["purged_timelines"] = st["purged"]
+        out["purged_timelines"] = st.purged
     return out
 
 
-def metrics(policy: EventOrderingPolicy, st: dict[str, Any]) -> dict[str, Any]:
+def metrics(policy: EventOrderingPolicy, st: OrderingState) -> dict[str, Any]:
     """Per timeline: the counters, the watermark and its delay; and which are not progressing."""
-    a = st["A"]
+    a = st.A
     out = {}
-    for tid, tl in st["timelines"].items():
+    for tid, tl in st.timelines.items():
         w = watermark(policy, st, tl)
-        last = tl["last_arrival"]
+        last = tl.last_arrival
         out[tid] = {
-            **tl["metrics"],
-            "partition": tl["partition"],
+            **tl.metrics,
+            "partition": tl.partition,
             "watermark": w,
             "watermark_delay": None if a == MIN_TIME else a - w,
             "last_arrival": last,

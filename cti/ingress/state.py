@@ -4,7 +4,8 @@ Every ingress path (``cti.ingress.paths``) reads and writes a stream's ``StreamS
 state store keeps its plain-data form (``GroupState.to_data``: a tuple of each stream's field
 values in declaration order, no key strings to pickle every micro-batch), and a checkpoint
 written before this class existed (a dict ``{"streams": [16-key dict, ...]}``) still loads
-(``GroupState.from_data``).
+(``GroupState.from_data``), and so does an event-ordering policy's state of the older dict
+form (``OrderingState.from_data``).
 """
 
 from __future__ import annotations
@@ -13,21 +14,116 @@ from collections import deque
 from typing import Any
 
 import attrs
+from sortedcontainers import SortedList
 
-from cti.events import INPUT_STATUSES
-from cti.ingress import ordering
+from cti.events import EVENT_STATUSES, INPUT_STATUSES, ORDERING_REASONS
 from cti.ingress.spec import StreamSpec
+from cti.settings import EventOrderingPolicy
 from cti.time import MIN_TIME
 
 METRICS = (*INPUT_STATUSES, "cti_regressions", "ctis")
+TIMELINE_METRICS = ("input", *EVENT_STATUSES, *ORDERING_REASONS)
 FORMAT = 1  # the plain-data form's version (``GroupState.to_data``)
+
+
+@attrs.define(slots=True, eq=True)
+class Timeline:
+    """One timeline of an event-ordering stream (``cti.ingress.ordering``): the largest
+    timestamp it assigned (``max``; None: none yet), its last arrival, its partition, the
+    floor its watermark never goes below, and its counts (``TIMELINE_METRICS``)."""
+
+    id: str
+    max: int | None
+    last_arrival: int | None
+    partition: str | None
+    floor: int
+    metrics: dict[str, int]
+
+    @classmethod
+    def from_data(cls, data: tuple | dict[str, Any]) -> Timeline:
+        """A timeline from ``OrderingState.to_data``'s tuple, or an older checkpoint's dict."""
+        return cls(**data) if isinstance(data, dict) else cls(*data)
+
+
+@attrs.define(slots=True, eq=True)
+class OrderingState:
+    """The event-ordering policy's state of a stream (``cti.ingress.ordering``): the arrival
+    clock ``A``; the timelines by id; ``maxes``, (max, id) of every timeline with a max;
+    ``silent``, how many have none; the buffer of kept events, (timestamp, seq, timeline,
+    row, status, start, end, reason), and with independent timelines each one's buffered
+    (timestamp, seq) (``per_timeline``); the last CTI emitted (``cti``, MAX_TIME after the
+    end-of-input flush) and given by the rules (``rule_cti``, never flushed); and how many
+    timelines were forgotten (``purged``)."""
+
+    A: int = MIN_TIME
+    timelines: dict[str, Timeline] = attrs.Factory(dict)
+    maxes: SortedList = attrs.Factory(SortedList)
+    silent: int = 0
+    buffer: SortedList = attrs.Factory(SortedList)
+    per_timeline: dict[str, SortedList] = attrs.Factory(dict)
+    cti: int = MIN_TIME
+    rule_cti: int = MIN_TIME
+    purged: int = 0
+
+    @classmethod
+    def new(cls, policy: EventOrderingPolicy, declared_partitions: tuple[str, ...] = ()
+            ) -> OrderingState:
+        """Fresh state. Declared partitions are timelines unless timelines are keys
+        (``over``)."""
+        st = cls()
+        for p in declared_partitions if policy.over is None else ():
+            st.timeline(p, p)
+        return st
+
+    def timeline(self, tid: str, partition: str | None, floor: int | None = None
+                 ) -> Timeline:
+        """Timeline ``tid``, made if it is not there: its watermark never below ``floor``, by
+        default the stream's CTI now (a timeline first seen after the stream's CTI advanced
+        cannot go below that CTI)."""
+        tl = self.timelines.get(tid)
+        if tl is None:
+            tl = Timeline(tid, None, None, partition, self.cti if floor is None else floor,
+                          dict.fromkeys(TIMELINE_METRICS, 0))
+            self.timelines[tid] = tl
+            self.silent += 1
+        return tl
+
+    def set_max(self, tl: Timeline, ts: int) -> None:
+        """Raise timeline ``tl``'s max to ``ts`` (if above it), keeping ``maxes`` and
+        ``silent``."""
+        if tl.max is None:
+            self.silent -= 1
+        elif ts <= tl.max:
+            return
+        else:
+            self.maxes.remove((tl.max, tl.id))
+        tl.max = ts
+        self.maxes.add((ts, tl.id))
+
+    def to_data(self) -> tuple:
+        """The field values in declaration order, each timeline as its field values."""
+        data = attrs.astuple(self, recurse=False)
+        return (data[0], {t: attrs.astuple(tl, recurse=False)
+                          for t, tl in self.timelines.items()}, *data[2:])
+
+    @classmethod
+    def from_data(cls, data: Any) -> OrderingState | None:
+        """A state from ``to_data``'s tuple, or the dict of older checkpoints (None: none)."""
+        if data is None or isinstance(data, OrderingState):
+            return data
+        if isinstance(data, dict):
+            return cls(**{**data, "timelines": {
+                t: Timeline.from_data(tl) for t, tl in data["timelines"].items()}})
+        return cls(data[0], {t: Timeline.from_data(tl) for t, tl in data[1].items()},
+                   *data[2:])
 
 
 @attrs.define(slots=True, eq=True)
 class StreamState:
     """One stream's ingress state: what the row machine keeps between rows and batches."""
 
-    ordering: dict[str, Any] | None  # the event-ordering policy's state (``ordering``)
+    ordering: OrderingState | None = attrs.field(  # the event-ordering policy's state
+        converter=OrderingState.from_data)
     partition_arrival: dict = attrs.Factory(dict)  # partition -> last arrival (ordering)
     cti: int = MIN_TIME  # the stream's current time
     count: int = 0  # counted events since the last count-generated CTI
@@ -47,12 +143,14 @@ class StreamState:
     @classmethod
     def new(cls, spec: StreamSpec) -> StreamState:
         """A stream's state before its first row."""
-        return cls(ordering.new_state(spec.ordering, spec.declared_partitions)
+        return cls(OrderingState.new(spec.ordering, spec.declared_partitions)
                    if spec.ordering else None)
 
     def to_data(self) -> tuple:
-        """The field values in declaration order (the containers themselves, not copies)."""
-        return attrs.astuple(self, recurse=False)
+        """The field values in declaration order (the containers themselves, not copies; the
+        policy's state as ``OrderingState.to_data``)."""
+        data = attrs.astuple(self, recurse=False)
+        return data if self.ordering is None else (self.ordering.to_data(), *data[1:])
 
     @classmethod
     def from_data(cls, data: tuple | dict[str, Any]) -> StreamState:

@@ -2,22 +2,52 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 import attrs
+import numpy as np
 import pandas as pd
 
 from cti.ingress.group import GroupRun
 from cti.ingress.spec import StreamSpec
+from cti.operators.frame import Chunk
 
 
 @attrs.frozen
 class IngressOutput:
     """A group's ingress output rows of a micro-batch (``OUT`` columns as pandas; with an
-    ``owner``, a ``weight`` column: how many rows each stands for)."""
+    ``owner``, a ``weight`` column: how many rows each stands for). For a query shard
+    (``shard_step``): the chunks its operators take that the path built itself, by stream,
+    and the rows it reports, where the path picked them (None: the caller picks)."""
 
     rows: pd.DataFrame
+    chunks: Mapping[int, Chunk] = attrs.field(factory=dict)
+    report: pd.DataFrame | None = None
+
+
+@attrs.frozen
+class ShardContext:
+    """What a query shard knows of a group that ingress does not (its route, in
+    ``cti.engine``), given to ``shard_step``: the shard (``owner``; None: it passes the
+    group's output rows on in full), the stream the source
+    sends as generation points (``timed``; None: none), and the engine's functions that
+    write the payloads' text into input rows (``written``), build a stream's chunk from
+    output rows (``chunk(rows, stream, input_rows)``) and pick the output rows the shard
+    reports (``counted``)."""
+
+    owner: int | None
+    timed: int | None
+    written: Callable[[pd.DataFrame], pd.DataFrame]
+    chunk: Callable[[pd.DataFrame, int, pd.DataFrame | None], Chunk]
+    counted: Callable[[pd.DataFrame], pd.DataFrame]
+
+
+def weighted(got: pd.DataFrame) -> pd.DataFrame:
+    """``got`` with ``weight`` (how many rows each row stands for): 1 where it has none."""
+    if "weight" not in got:
+        got["weight"] = np.int64(1)
+    return got
 
 
 class IngressPath(Protocol):

@@ -10,7 +10,7 @@ to the shard's own task (``partitioning.shard_slots``). Each shard runs the engi
 - receives what it needs of every ingress group the query reads to run the group's ingress
   itself (vectorised where it can, ``cti.ingress.vectorized``) and compute the same CTIs as
   every other shard: every row's times, or for a stream with a CTI every N events only its
-  generation points (``cti.engine.timed``); the source routes the rows
+  generation points (``cti.ingress.timed``); the source routes the rows
   (``cti.engine.batch.routed``), packed many to a Spark row (``cti.runtime.spark.packing``),
   and an event's payload travels only to the shard that owns it (the hash of the key the
   query is spread by, ``cti.operators.sharding``; an edge's too, as its end and start have

@@ -54,7 +54,7 @@ def pack(rows: pa.Table, first_seq: int) -> bytes:
     and the typed string columns (keys) travel dictionary-encoded, and ``seq`` not at all
     where it counts up from ``first_seq`` (the packed row's ``seq``), as it does for a
     columnar adapter's rows, else as 32-bit steps from one row to the next (``seq_step``: a
-    shard's own events, ``cti.engine.timed``)."""
+    shard's own events, ``cti.ingress.timed``)."""
     rows = routed_cast(rows)
     seq = rows.column("seq").to_numpy()
     steps = np.diff(seq, prepend=first_seq)

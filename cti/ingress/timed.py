@@ -33,6 +33,8 @@ and a shard looks at the records only, judging none but its own events.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -41,12 +43,28 @@ import pyarrow.compute as pc
 from cti.errors import BadInputError
 from cti.ingress.columns import judged, output_frame, saturating_sub, span_points
 from cti.ingress.group import GroupRun
-from cti.ingress.vectorized import kept_chunk, status_rows
+from cti.ingress.spec import StreamSpec, rooted_at
+from cti.ingress.vectorized import eligible, kept_chunk, status_rows
 from cti.operators.frame import Chunk, filled, stack
 from cti.time import MAX_TIME, MIN_TIME
 
 NULL = MIN_TIME
 GEN, PIECE = "gen", "piece"
+
+
+def timed_streams(specs: Sequence[StreamSpec]) -> dict[int, tuple[int | None, str]]:
+    """{stream: (event count, None for a time span; event kind)} of a group's stream whose
+    shards can take its time from the source's generation points (``cti.ingress.timed``): a
+    stream that generates a CTI every N events or every time span, vectorised, stops at bad
+    input (a dead-lettered row would shift the count), and is the group's only stream or the
+    one every other stream imports its CTIs from, directly or down a chain (a fast stream and
+    its slow reference streams)."""
+    for i, spec in enumerate(specs):
+        if eligible([spec]) and spec.generates and not spec.dead_letter and \
+                spec.arrival_clock == "data" and rooted_at(specs, i):
+            return {i: (spec.event_count, spec.shape.value)}
+    return {}
+
 
 
 def generation_points(rows: pa.Table, count: int | None, kind: str, schema: pa.Schema

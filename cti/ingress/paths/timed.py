@@ -1,0 +1,58 @@
+"""The ``timed`` path: a query shard's step of a group whose root stream the source may send
+as generation points (``cti.ingress.timed``): each run of its rows in order on the same state
+(pieces of points by ``timed_step``; rows sent whole by the shard's chunk of the common path,
+or the group's path), then the streams that import its CTIs (``importers_step``). It needs
+the shard's context (``ShardContext``), so only ``shard_step`` runs it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import pandas as pd
+
+from cti.ingress import timed, vectorized
+from cti.ingress.group import GroupRun
+from cti.ingress.paths.contract import IngressOutput, ShardContext, weighted
+from cti.ingress.spec import StreamSpec
+from cti.operators import frame
+
+
+class TimedPath:
+    name = "timed"
+
+    def accepts(self, specs: Sequence[StreamSpec]) -> bool:
+        return bool(timed.timed_streams(specs))
+
+    def step(self, group: GroupRun, rows: pd.DataFrame, ctx: ShardContext,
+             general: Callable[..., IngressOutput]) -> IngressOutput:
+        """The group's output rows (weighted), the rows the shard reports (its own events of
+        the points; of the rest, ``ctx.counted``) and each stream's chunk; ``general``: the
+        group's path (``paths.step``), for the rows sent whole."""
+        index = ctx.timed
+        specs = group.specs
+        single = len(specs) == 1
+        mine = rows["stream"].to_numpy() == index
+        outs, reports, chunks = [], [], []
+        for compact, part in timed.segments(rows if single else rows[mine]):
+            if compact:
+                got, step, ctis = timed.timed_step(group, part, ctx.owner, index)
+                group.import_ctis(index, ctis)
+            elif single and (done := vectorized.shard_chunk(group, part, ctx.owner)) \
+                    is not None:
+                got, step = done
+            else:  # (the fast stream's CTIs are imported on the way)
+                got = weighted(general(group, ctx.written(part), ctx.owner, False).rows)
+                step = ctx.chunk(got, index, part)
+            outs.append(got)
+            reports.append(got if compact else ctx.counted(got))
+            chunks.append(step)
+        if not single:
+            got = weighted(vectorized.importers_step(group, ctx.written(rows[~mine]), index))
+            outs.append(got)
+            reports.append(ctx.counted(got))
+        every = frame.stack(outs)
+        # (a piece of stream ``index`` taken whole runs the group's ingress: it may release
+        # the other streams' rows held from earlier micro-batches, and their CTIs)
+        out = {i: timed.merged(chunks) if i == index else ctx.chunk(every, i, None)
+               for i in range(len(specs))}
+        return IngressOutput(every, out, frame.stack(reports))
