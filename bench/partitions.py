@@ -24,8 +24,8 @@ from pathlib import Path
 import pandas as pd
 
 from cti.events import EventShape
+from cti.forms.layout import IN_COLUMNS, in_rows_from_pandas, out_rows_to_pandas
 from cti.ingress import ordered
-from cti.ingress.layout import IN_COLUMNS, in_rows_from_pandas, out_rows_to_pandas
 from cti.ingress.spec import StreamSpec
 from cti.settings import EventOrderingPolicy
 from cti.time import MIN_TIME, ticks

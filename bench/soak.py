@@ -39,10 +39,10 @@ if str(REPO) not in sys.path:
 from cti import AdvanceTimePolicy, EventOrderingPolicy, EventShape  # noqa: E402
 from cti.engine.batch import IN_ARROW, rows_table  # noqa: E402
 from cti.engine.shard import ingress_step  # noqa: E402
+from cti.forms.frame import arrow_to_pandas  # noqa: E402
+from cti.forms.rows import InRow, clock_row  # noqa: E402
 from cti.ingress.group import GroupRun  # noqa: E402
 from cti.ingress.spec import StreamSpec  # noqa: E402
-from cti.operators.frame import arrow_to_pandas  # noqa: E402
-from cti.rows import InRow, clock_row  # noqa: E402
 
 BASE = 1_767_225_600_000_000  # 2026-01-01T00:00:00Z in ticks
 STEP = 100  # ticks (us) between arrivals

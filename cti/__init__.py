@@ -31,8 +31,8 @@ from cti.events import (
 from cti.operators import aggregates as agg
 from cti.operators.plan import WindowOutputPolicy
 from cti.operators.scan import StreamOperator
-from cti.operators.streams import DerivedStream
 from cti.query import Application, CepStream
+from cti.query.methods import DerivedStream
 from cti.results import Diagnostic, RunResult, StreamResult
 from cti.runtime.base import set_default_runtime
 from cti.settings import (

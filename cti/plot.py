@@ -22,8 +22,8 @@ import attrs
 import numpy as np
 
 from cti.events import EVENT_STATUSES
+from cti.forms.rows import EOS, INVALID, InRow
 from cti.ingress.ordering import timeline_id
-from cti.rows import EOS, INVALID, InRow
 from cti.time import MAX_TIME, MIN_TIME
 
 if TYPE_CHECKING:

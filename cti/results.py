@@ -8,8 +8,8 @@ from typing import Any
 import attrs
 
 from cti.events import StreamItem, items_from_rows
+from cti.forms.rows import OUTPUT_STATUSES, OutRow, payload_from_json
 from cti.ingress.state import METRICS
-from cti.rows import OUTPUT_STATUSES, OutRow, payload_from_json
 from cti.time import format_time
 
 DIAGNOSTIC_STATUSES = ("adjusted", "dropped", "invalid", "cti_regression")
@@ -108,7 +108,7 @@ class RunResult:
     def from_rows(cls, names: Sequence[str], rows: Iterable[OutRow],
                   overs: Sequence[str | None] | None = None) -> RunResult:
         """Build the result from output rows; ``overs[i]`` is stream i's substream key field."""
-        from cti.ingress.layout import out_rows_to_pandas
+        from cti.forms.layout import out_rows_to_pandas
 
         return cls.from_frame(names, out_rows_to_pandas(rows), overs)
 
@@ -119,7 +119,7 @@ class RunResult:
         column: a Python object per item and per diagnostic, none per row."""
         import numpy as np
 
-        from cti.ingress.layout import out_rows_from_pandas
+        from cti.forms.layout import out_rows_from_pandas
 
         overs = list(overs) if overs else [None] * len(names)
         stream = rows["stream"].to_numpy()

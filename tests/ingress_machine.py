@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from cti.edges import close_edge, open_edge, reopen_edge
 from cti.errors import CtiViolationError
 from cti.events import SHAPE_KINDS, EventShape
+from cti.forms.edges import close_edge, open_edge, reopen_edge
+from cti.forms.rows import CLOCK, EOS, INVALID, InRow, OutRow, payload_to_json
 from cti.ingress import ordering
 from cti.ingress.group import GroupRun
 from cti.ingress.rules import (
@@ -37,7 +38,6 @@ from cti.ingress.rules import (
 )
 from cti.ingress.spec import StreamSpec
 from cti.ingress.state import GroupState, StreamState
-from cti.rows import CLOCK, EOS, INVALID, InRow, OutRow, payload_to_json
 from cti.settings import AdvanceTimePolicy
 from cti.time import MAX_TIME, MIN_TIME, add
 
@@ -112,7 +112,7 @@ class IngressMachine(GroupRun):
         st.pending.append((key, row))
 
     def _receive_clock(self, st: StreamState, row: InRow) -> None:
-        """A wall-clock tick (``cti.rows.clock_row``): it moves the stream's merge arrival, so
+        """A wall-clock tick (``cti.forms.rows.clock_row``): it moves the stream's merge arrival, so
         what waits for the stream's place in arrival order (imported CTIs, rows of streams that
         import its CTIs) goes on; processed in its place, it moves an event-ordering stream's
         arrival clock. A tick of a row already received, or after the end, changes nothing."""

@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 from ingress_machine import IngressMachine
 
-from cti.operators import frame
+from cti.forms import frame
+from cti.forms.rows import EOS, InRow, OutRow, clock_row
 from cti.operators.machine import QueryMachine
 from cti.operators.output import COLUMNS, OutputRow, deliver, rows_of_step
 from cti.results import RunResult, derived_result
-from cti.rows import EOS, InRow, OutRow, clock_row
 from cti.runtime.base import query_inputs
 from cti.runtime.local import read_inputs, wall_clock, write_outputs
 

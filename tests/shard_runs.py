@@ -14,7 +14,7 @@ import pandas as pd
 from cti.engine.batch import ROUTED_ARROW, piece, routed, routed_frame
 from cti.engine.route import QueryRoute, routes
 from cti.engine.shard import Shard, ShardOutput
-from cti.operators import frame
+from cti.forms import frame
 from cti.operators.output import step_table
 from cti.runtime.base import query_inputs
 

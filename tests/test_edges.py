@@ -1,4 +1,4 @@
-"""The edge pairing rule (``cti.edges``) that ingress, windows, joins and clips share: an end
+"""The edge pairing rule (``cti.forms.edges``) that ingress, windows, joins and clips share: an end
 closes the earliest open start of its identity; a refused end leaves that start first in line."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pandas as pd
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cti.edges import close_edge, open_edge, open_values, pair_ends, reopen_edge
+from cti.forms.edges import close_edge, open_edge, open_values, pair_ends, reopen_edge
 
 # Operations on identities 0..2: ("open", ident), ("close", ident), ("refuse", ident): a close
 # whose end is refused, so the start it took opens again.

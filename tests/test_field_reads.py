@@ -25,11 +25,11 @@ from cti import (
     EventShape,
     agg,
 )
+from cti.forms import frame
+from cti.forms.json_text import float_texts
+from cti.forms.numbers import Numbers, value_numbers
+from cti.forms.rows import payload_from_json, payload_to_json
 from cti.io.parquet import ParquetInputAdapterFactory, ParquetInputConfig
-from cti.json_text import float_texts
-from cti.operators import frame
-from cti.operators.numbers import Numbers, value_numbers
-from cti.rows import payload_from_json, payload_to_json
 
 NUMBERS = st.one_of(
     st.integers(-5, 5), st.integers(-2**64, 2**64), st.sampled_from([2**63 - 1, 2**63, -2**63]),

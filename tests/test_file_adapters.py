@@ -556,7 +556,7 @@ _MARKER = st.sampled_from(["", "0", "1", "true", "TRUE", " yes ", "Y", "cti", "n
 def _written(table):
     """``read_frame``'s table with each payload left out for its typed columns written from
     them (``filled_payloads``): the text the engine writes, to compare with ``read``'s."""
-    from cti.json_text import filled_payloads
+    from cti.forms.json_text import filled_payloads
 
     return None if table is None else filled_payloads(table)
 
@@ -587,7 +587,7 @@ def test_a_csv_file_read_by_columns_gives_reads_rows(tmp_path_factory, rows, sha
     have their role; the others are payload (and ``y``, an edge's type, for other shapes)."""
     import numpy as np
 
-    from cti.rows import adapter_item_to_row
+    from cti.forms.rows import adapter_item_to_row
 
     path = tmp_path_factory.mktemp("csv") / "f.csv"
     path.write_bytes(b"\xef\xbb\xbf" * bom + ("t,e,k,n,a,p,c,y" + breaks[-1] + "".join(
@@ -634,7 +634,7 @@ def test_a_csv_directory_read_by_columns_gives_reads_rows(tmp_path_factory, file
     arriving at its modification time, or at their arrival column's, or with none) gives the
     rows ``read`` gives for any range over the files; a file Arrow does not read (quotes)
     makes the range one ``read`` gives."""
-    from cti.rows import adapter_item_to_row
+    from cti.forms.rows import adapter_item_to_row
 
     null = -(2**63)
     folder = tmp_path_factory.mktemp("dir")
@@ -725,7 +725,7 @@ def test_a_json_lines_file_read_by_columns_gives_reads_rows(tmp_path_factory, cl
     clean rows, with noisy lines (nulls, missing fields, floats, nested values, keys twice,
     bad JSON, blank lines, bytes that are not UTF-8) among them or not; without noise, the
     frame is Arrow's wherever most times are read by columns."""
-    from cti.rows import adapter_item_to_row
+    from cti.forms.rows import adapter_item_to_row
 
     null = -(2**63)
     path = tmp_path_factory.mktemp("json") / "f.json"
@@ -769,7 +769,7 @@ def test_a_json_lines_file_read_by_columns_gives_reads_rows(tmp_path_factory, cl
 def test_a_clean_json_lines_file_is_read_by_columns(tmp_path):
     """Rows of integers, booleans and strings, none null or missing: Arrow reads them (a row
     with a bad time among them is built from its line); a null anywhere: row by row."""
-    from cti.rows import adapter_item_to_row
+    from cti.forms.rows import adapter_item_to_row
 
     rows = [{"t": f"2026-11-26T10:00:{t:02d}Z", "k": f"k{t % 3}", "n": t * 2, "ok": t % 2 == 0,
              "at": t + 5} for t in range(20)]
@@ -811,7 +811,7 @@ def test_a_clean_json_lines_file_is_read_by_columns(tmp_path):
 def test_every_partition_and_marker_form_reads_by_columns_as_row_by_row(tmp_path):
     """Each partition and CTI-marker form of the property test above, on every row of a file
     read by columns (its times plain), gives the rows ``read`` gives."""
-    from cti.rows import adapter_item_to_row
+    from cti.forms.rows import adapter_item_to_row
 
     null = -(2**63)
     parts, marks = _PARTITION.elements, _MARKER.elements
@@ -898,7 +898,7 @@ def test_files_with_arrival_partition_and_markers_on_spark_equal_in_process(spar
 def test_every_edge_form_reads_by_columns_as_row_by_row(tmp_path):
     """Edge starts (no end), edge ends (after their start, or not), other type words, CTIs
     among them: read by columns, the rows ``read`` gives."""
-    from cti.rows import adapter_item_to_row
+    from cti.forms.rows import adapter_item_to_row
 
     null = -(2**63)
     rows = [(t, end, kind, mark) for t in range(1, 4)

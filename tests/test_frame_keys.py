@@ -1,4 +1,4 @@
-"""Group keys of event frames (``cti.operators.frame``): a large frame's keys, read column-wise by
+"""Group keys of event frames (``cti.forms.frame``): a large frame's keys, read column-wise by
 Arrow, equal the keys built payload by payload, for values of any JSON type."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cti.operators import frame
-from cti.rows import payload_from_json
+from cti.forms import frame
+from cti.forms.rows import payload_from_json
 
 VALUES = st.one_of(st.integers(-3, 3), st.sampled_from(["a", "b", "é", 'q"', "", "a\\b", "\x7f",
                                                        "\n", "a b"]),

@@ -5,8 +5,8 @@ from __future__ import annotations
 from ingress_machine import IngressMachine
 
 from cti import EventShape
+from cti.forms.rows import InRow, eos_row
 from cti.ingress.spec import StreamSpec
-from cti.rows import InRow, eos_row
 from cti.settings import AdvanceTimePolicy
 
 FAST = StreamSpec("fast", EventShape.POINT, event_count=1, policy=AdvanceTimePolicy.DROP)

@@ -11,8 +11,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cti.forms.rows import payload_to_json
 from cti.operators.join import _merged
-from cti.rows import payload_to_json
 
 NAMES = st.sampled_from(["key", "value", "owner", "a", "Z", "é", 'q"', "k\\"])
 PLAIN_TYPES = [st.integers(-2**63, 2**63 - 1), st.booleans(),

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from cti import AdvanceTimeSettings, Application, CepStream, EventShape
+from cti.forms import frame
 from cti.io.memory import MemoryInputAdapterFactory
-from cti.operators import frame
 from cti.operators.machine import QueryMachine
 from cti.operators.output import rows_of_step
 from cti.time import MAX_TIME

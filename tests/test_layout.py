@@ -1,4 +1,4 @@
-"""The output rows' layouts (``cti.ingress.layout``): a batch's columns read back as ``OutRow``
+"""The output rows' layouts (``cti.forms.layout``): a batch's columns read back as ``OutRow``
 tuples column by column give what reading each row alone gives."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cti.ingress.layout import NULL_TIME, OUT_COLUMNS, out_row_from_values, out_rows_from_pandas
+from cti.forms.layout import NULL_TIME, OUT_COLUMNS, out_row_from_values, out_rows_from_pandas
 
 _VALUES = {
     "int": st.integers(0, 3),

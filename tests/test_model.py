@@ -527,7 +527,7 @@ def test_items_built_in_bulk_equal_items_built_one_by_one(rows):
     import json
 
     from cti.events import item_from_kind, items_from_rows
-    from cti.rows import payload_to_json
+    from cti.forms.rows import payload_to_json
 
     texts = [None if p is None else payload_to_json(p) for _, _, _, p in rows]
     bulk = items_from_rows([k for k, *_ in rows], [s for _, s, _, _ in rows],

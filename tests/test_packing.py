@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from cti.adapters import FIELD_COLUMN, field_marker
 from cti.engine.batch import field_texts, key_shards, routed, text_hashes
 from cti.engine.route import QueryRoute
-from cti.json_text import frame_payloads, repeats
-from cti.rows import payload_to_json
+from cti.forms.json_text import frame_payloads, repeats
+from cti.forms.rows import payload_to_json
 from cti.runtime.spark.packing import pack, unpack
 from cti.runtime.spark.schema import IN_SCHEMA, arrow_schema
 from cti.runtime.spark.source import MIN_PIECE, READ_CHUNK, cuts

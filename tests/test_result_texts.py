@@ -10,7 +10,7 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cti.operators import frame
+from cti.forms import frame
 from cti.operators.output import step_table
 
 TEXTS = st.lists(st.sampled_from(['{"a":1}', '{"a":2,"k":"x"}', '{}', '{"b":"\\u00e9"}']),

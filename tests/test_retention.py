@@ -36,8 +36,8 @@ from cti import (
     PointEvent,
 )
 from cti.engine.batch import read_rows
+from cti.forms.rows import InRow, clock_row, eos_row
 from cti.io.memory import MemoryInputAdapter, MemoryInputAdapterFactory
-from cti.rows import InRow, clock_row, eos_row
 from cti.runtime.local import LocalRuntime
 from cti.runtime.spark.schema import in_row_to_tuple, out_rows_to_pandas
 

@@ -29,9 +29,9 @@ from cti import (
     EventShape,
     PointEvent,
 )
+from cti.forms.rows import CLOCK
 from cti.io.memory import MemoryInputAdapter, MemoryInputAdapterFactory
 from cti.io.outputs import JsonLinesOutputAdapterFactory, read_json_lines_output
-from cti.rows import CLOCK
 from cti.runtime.local import LocalRuntime
 from cti.runtime.spark.source import CtiAdapterStreamReader, Ticking, encode_sources
 

@@ -33,10 +33,10 @@ from cti import (
 )
 from cti.errors import InvalidSettingsError
 from cti.events import kind_of
+from cti.forms.rows import payload_to_json
 from cti.io.delta import DeltaOutputAdapterFactory, DeltaOutputConfig, committed_batch
 from cti.io.memory import MemoryInputAdapterFactory
 from cti.io.tables import ParquetOutputAdapterFactory, read_parquet_output
-from cti.rows import payload_to_json
 from cti.runtime.local import LocalRuntime
 from cti.time import MAX_TIME
 

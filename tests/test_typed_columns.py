@@ -32,12 +32,12 @@ from cti import (
     ticks,
 )
 from cti.adapters import FIELD_COLUMN
+from cti.forms import frame
+from cti.forms.json_text import filled_payloads, json_typed, payload_texts
+from cti.forms.rows import adapter_item_to_row, payload_to_json
 from cti.io.files import CsvInputAdapterFactory, FileInputConfig, JsonLinesInputAdapterFactory
 from cti.io.memory import MemoryInputAdapterFactory
 from cti.io.parquet import ParquetInputAdapterFactory, ParquetInputConfig, _payloads
-from cti.json_text import filled_payloads, json_typed, payload_texts
-from cti.operators import frame
-from cti.rows import adapter_item_to_row, payload_to_json
 
 # A column's Arrow type and values of it as a Parquet file may hold them.
 COLUMNS = {
@@ -371,8 +371,8 @@ def test_a_query_that_reads_only_fields_never_writes_a_payloads_text(tmp_path, m
     input read the typed columns alone: the adapter writes no payload text, and neither does
     the engine (writing one fails here), in one shard or three; the results are the ones from
     memory."""
+    import cti.forms.json_text
     import cti.io.parquet
-    import cti.json_text
 
     columnar, memory, config, items = _both(tmp_path, _events(3, 600))
     want = memory.collect("local")
@@ -382,7 +382,7 @@ def test_a_query_that_reads_only_fields_never_writes_a_payloads_text(tmp_path, m
     def no_text(*args, **kwargs):
         raise AssertionError("a payload's JSON text written")
 
-    for module in (cti.json_text, frame):
+    for module in (cti.forms.json_text, frame):
         monkeypatch.setattr(module, "payload_texts", no_text)
     monkeypatch.setattr(cti.io.parquet, "_payloads", no_text)
     assert columnar.collect("local") == want

@@ -20,9 +20,9 @@ from cti.adapters import Arriving
 from cti.engine.batch import read_rows
 from cti.errors import BadInputError, CtiError
 from cti.events import EdgeEvent, EventShape, IntervalEvent, PointEvent
+from cti.forms.rows import clock_row, eos_row
 from cti.ingress import columns, importing, vectorized
 from cti.ingress.spec import StreamSpec
-from cti.rows import clock_row, eos_row
 from cti.runtime.spark.schema import (
     IN_SCHEMA,
     in_row_to_tuple,

@@ -1,5 +1,5 @@
 """A window's ``sum``, ``avg``, ``min`` and ``max`` take each value on its own
-(``cti.operators.numbers``): integers (booleans, integer literals) stay integers, floats are
+(``cti.forms.numbers``): integers (booleans, integer literals) stay integers, floats are
 floats, anything else is skipped; a result is an integer where every number it took is one
 (and a sum, where it fits in 64 bits).
 So a window gives the same payload, types included, however the input is cut into
@@ -17,9 +17,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cti import AdvanceTimeSettings, Application, CepStream, EventShape, PointEvent, agg, ticks
+from cti.forms import frame
+from cti.forms.numbers import value_numbers
 from cti.io.memory import MemoryInputAdapterFactory
-from cti.operators import frame
-from cti.operators.numbers import value_numbers
 from cti.runtime.local import LocalRuntime
 
 VALUES = st.one_of(

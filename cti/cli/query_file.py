@@ -64,7 +64,7 @@ def load_streams(path: str | os.PathLike[str]) -> dict[str, Any]:
     ``QueryFileError`` naming the file for a missing file, a file that defines neither
     ``streams()`` nor ``STREAMS`` (or both), or a mapping that is not names to streams.
     Exceptions raised by the file's own code propagate as they are."""
-    from cti.operators.streams import QueryOperators
+    from cti.query.methods import QueryOperators
 
     path = Path(path)
     if not path.is_file():

@@ -328,7 +328,7 @@ def local_output_job(o: Output, batch_size: int | None) -> Any:
     """An output on the in-process engine (``cti.cli.local_job``): a query's events, a plain
     stream's own output, or an input's dead letters (from its ingress rows)."""
     from cti.cli.local_job import LocalOutputJob
-    from cti.ingress.layout import out_rows_from_pandas
+    from cti.forms.layout import out_rows_from_pandas
     from cti.operators.output import deliver, step_table
     from cti.query import CepStream
 

@@ -1,7 +1,7 @@
 """Input rows as Arrow batches: an adapter's rows read (columnar where it can), and a batch
 routed to the shards of a query.
 
-A batch of input rows has ``IN_ARROW`` columns (``cti.ingress.layout.IN_COLUMNS``), maybe with
+A batch of input rows has ``IN_ARROW`` columns (``cti.forms.layout.IN_COLUMNS``), maybe with
 the typed payload columns a columnar adapter gives (``cti.adapters.FIELD_COLUMN``; where they
 are a row's payload, its text is null: written only where needed, ``text_rows``). Routed to a
 query's shard it has ``own`` (the shard owning each event, -1 for rows that are no events of a
@@ -24,11 +24,10 @@ import pyarrow.compute as pc
 from cti.adapters import FIELD_COLUMN, InputAdapter
 from cti.engine.route import QueryRoute
 from cti.events import EVENT_KINDS, SHAPE_KINDS, EventShape
-from cti.ingress.layout import IN_COLUMNS, NULLABLE, in_row_to_tuple
-from cti.ingress.timed import generation_points
-from cti.json_text import exact_texts, filled_payloads, scattered
-from cti.operators.frame import exact_field, filled, framed, payload_objects
-from cti.rows import (
+from cti.forms.frame import exact_field, filled, framed, payload_objects
+from cti.forms.json_text import exact_texts, filled_payloads, scattered
+from cti.forms.layout import IN_COLUMNS, NULLABLE, in_row_to_tuple
+from cti.forms.rows import (
     InRow,
     adapter_item_to_row,
     clock_row,
@@ -36,6 +35,7 @@ from cti.rows import (
     payload_from_json,
     payload_to_json,
 )
+from cti.ingress.timed import generation_points
 
 _TYPES = {"int": pa.int32(), "long": pa.int64(), "string": pa.string()}
 IN_ARROW = pa.schema([pa.field(name, _TYPES[t], nullable=name in NULLABLE)

@@ -27,13 +27,13 @@ from cti.adapters import FIELD_COLUMN
 from cti.engine.batch import owners
 from cti.engine.route import QueryRoute
 from cti.events import EVENT_KINDS, INPUT_STATUSES, SHAPE_KINDS, EventShape
+from cti.forms import frame
+from cti.forms.json_text import frame_payloads
 from cti.ingress import paths
 from cti.ingress.group import GroupRun
 from cti.ingress.spec import StreamSpec
 from cti.ingress.state import GroupState
 from cti.ingress.vectorized import known_columns
-from cti.json_text import frame_payloads
-from cti.operators import frame
 from cti.operators.machine import QueryMachine
 
 
@@ -119,7 +119,7 @@ class Shard:
 
 def written(rows: pd.DataFrame) -> pd.DataFrame:
     """Input rows with each payload's text, where it was left out for its typed columns
-    (``cti.json_text.frame_payloads``): what the ingress paths that keep rows, pair edges or
+    (``cti.forms.json_text.frame_payloads``): what the ingress paths that keep rows, pair edges or
     report events take (the two that build a shard's chunk from the arrays read the columns)."""
     return frame.with_payloads(rows, frame_payloads(rows)) if FIELD_COLUMN in rows.columns \
         else rows

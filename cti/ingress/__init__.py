@@ -5,5 +5,5 @@ time), ``rules`` (the rules a bad row breaks, worded once), ``paths`` (the array
 contract, and the dispatcher), ``vectorized`` / ``ordered`` / ``importing`` (the paths' array
 code), ``columns`` (their shared array steps: generation, the policies, edges), ``ordering``
 (the event-ordering policy), ``layout`` (the row layouts). Below the engine, above the
-operators' data form (``cti.operators.frame``); see ``docs/architecture.md``.
+operators' data form (``cti.forms.frame``); see ``docs/architecture.md``.
 """

@@ -11,8 +11,10 @@ import attrs
 import numpy as np
 import pandas as pd
 
-from cti.edges import open_edges
 from cti.events import EVENT_STATUSES, SHAPE_KINDS, EventShape
+from cti.forms.edges import open_edges
+from cti.forms.frame import framed
+from cti.forms.rows import CLOCK, EOS, INVALID, InRow, payload_to_json
 from cti.ingress import ordering
 from cti.ingress.rules import (
     after_end,
@@ -24,8 +26,6 @@ from cti.ingress.rules import (
 )
 from cti.ingress.spec import StreamSpec
 from cti.ingress.state import StreamState
-from cti.operators.frame import framed
-from cti.rows import CLOCK, EOS, INVALID, InRow, payload_to_json
 from cti.settings import AdvanceTimePolicy
 from cti.time import MAX_TIME, MIN_TIME, add
 
@@ -106,7 +106,7 @@ def edges_paired(book: dict, spec: StreamSpec, starts: np.ndarray, ends: np.ndar
     """The edges' output times (``NULL`` where dropped), reasons, (accepted, adjusted,
     dropped) masks, the ends' included, and the mask of ends that close nothing (bad input),
     pairing each end with the earliest open start of its start time and payload
-    (``cti.edges``) in arrival order as the row machine does; and the book (``open_edges``) as
+    (``cti.forms.edges``) in arrival order as the row machine does; and the book (``open_edges``) as
     the row machine leaves it, its order included: identities it holds throughout keep their
     place, the others follow in the order they were last opened. An end that closes nothing
     changes nothing; without ``strays`` the first one gives None instead (the book untouched).
@@ -197,7 +197,7 @@ def output_frame(cols: dict[str, Any], index: int) -> pd.DataFrame:
 
 @attrs.frozen
 class Ticks:
-    """A batch's wall-clock ticks (``cti.rows.clock_row``) that the row machine takes (not
+    """A batch's wall-clock ticks (``cti.forms.rows.clock_row``) that the row machine takes (not
     replayed, not after the end of input), in order: the row each precedes (``at``, an index
     among the batch's rows in sequence; their number for a tick after them all), its
     sequence number (the next row's) and its time."""

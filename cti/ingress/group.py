@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from cti.errors import CtiError
+from cti.forms.rows import InRow
 from cti.ingress.rules import elsewhere
 from cti.ingress.spec import StreamSpec
 from cti.ingress.state import GroupState
-from cti.rows import InRow
 
 DONE = (float("inf"),)  # a merge key above every other: ``GroupRun.done_below``
 

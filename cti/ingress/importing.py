@@ -30,6 +30,8 @@ import attrs
 import numpy as np
 import pandas as pd
 
+from cti.forms.layout import IN_COLUMNS, in_row_to_tuple, in_rows_from_pandas
+from cti.forms.rows import CLOCK, EOS
 from cti.ingress.columns import (
     NULL,
     STARTS,
@@ -44,11 +46,9 @@ from cti.ingress.columns import (
     worded,
 )
 from cti.ingress.group import DONE, GroupRun
-from cti.ingress.layout import IN_COLUMNS, in_row_to_tuple, in_rows_from_pandas
 from cti.ingress.rules import STRAY_END, bad_input, cti_regression
 from cti.ingress.spec import StreamSpec
 from cti.ingress.state import StreamState
-from cti.rows import CLOCK, EOS
 from cti.time import MAX_TIME, MIN_TIME
 
 

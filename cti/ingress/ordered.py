@@ -37,6 +37,9 @@ import pandas as pd
 import pyarrow as pa
 from sortedcontainers import SortedList
 
+from cti.forms.frame import exact_field, stack
+from cti.forms.layout import in_rows_from_pandas
+from cti.forms.rows import CLOCK, EOS, INVALID, InRow, payload_to_json
 from cti.ingress import ordering
 from cti.ingress.columns import (
     NULL,
@@ -47,13 +50,10 @@ from cti.ingress.columns import (
     suspects,
 )
 from cti.ingress.group import GroupRun
-from cti.ingress.layout import in_rows_from_pandas
 from cti.ingress.rules import ORDERED_CTI, bad_input, ordering_arrival_problem, problem, validate
 from cti.ingress.spec import StreamSpec, rooted_at
 from cti.ingress.state import OrderingState, StreamState
 from cti.ingress.vectorized import EVENT_KIND, with_importers
-from cti.operators.frame import exact_field, stack
-from cti.rows import CLOCK, EOS, INVALID, InRow, payload_to_json
 from cti.settings import AdvanceTimePolicy
 from cti.time import MAX_TIME, MIN_TIME
 

@@ -34,8 +34,8 @@ from typing import Any
 
 from sortedcontainers import SortedList
 
+from cti.forms.rows import InRow
 from cti.ingress.state import TIMELINE_METRICS, OrderingState, Timeline  # noqa: F401
-from cti.rows import InRow
 from cti.settings import AdvanceTimePolicy, EventOrderingPolicy
 from cti.time import MAX_TIME, MIN_TIME, add
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from cti.errors import BadInputError
 from cti.events import EVENT_KINDS, SHAPE_KINDS, wrong_shape
+from cti.forms.rows import EOS, INVALID, InRow
 from cti.ingress.spec import StreamSpec
-from cti.rows import EOS, INVALID, InRow
 from cti.time import MAX_TIME, MIN_TIME, format_time
 
 

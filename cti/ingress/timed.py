@@ -41,11 +41,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cti.errors import BadInputError
+from cti.forms.frame import Chunk, filled, stack
 from cti.ingress.columns import judged, output_frame, saturating_sub, span_points
 from cti.ingress.group import GroupRun
 from cti.ingress.spec import StreamSpec, rooted_at
 from cti.ingress.vectorized import eligible, kept_chunk, status_rows
-from cti.operators.frame import Chunk, filled, stack
 from cti.time import MAX_TIME, MIN_TIME
 
 NULL = MIN_TIME

@@ -40,6 +40,9 @@ import pyarrow.compute as pc
 from cti.adapters import FIELD_COLUMN
 from cti.errors import CtiViolationError
 from cti.events import EventShape
+from cti.forms.frame import Chunk, filled, make, stack
+from cti.forms.json_text import frame_payloads
+from cti.forms.layout import in_rows_from_pandas
 from cti.ingress import importing
 from cti.ingress.columns import (
     NULL,
@@ -56,12 +59,9 @@ from cti.ingress.columns import (
     worded,
 )
 from cti.ingress.group import GroupRun
-from cti.ingress.layout import in_rows_from_pandas
 from cti.ingress.rules import STRAY_END, bad_input, cti_regression, unpoliced
 from cti.ingress.spec import StreamSpec, rooted_at
 from cti.ingress.state import GroupState, StreamState
-from cti.json_text import frame_payloads
-from cti.operators.frame import Chunk, filled, make, stack
 from cti.time import MAX_TIME, MIN_TIME
 
 _CTI_STATUS = np.asarray(["cti", "cti_regression"], dtype=object)

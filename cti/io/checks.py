@@ -11,7 +11,7 @@ import os
 from collections.abc import Iterable, Sequence
 
 from cti.errors import UnknownFieldError
-from cti.schema import closest
+from cti.forms.schema import closest
 
 
 def _missing_path(path: str, what: str) -> FileNotFoundError:

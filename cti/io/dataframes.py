@@ -33,7 +33,7 @@ import attrs
 from cti.adapters import AdapterItem, Arriving, InvalidInput
 from cti.errors import InvalidSettingsError
 from cti.events import Cti, EventShape, item_from_kind
-from cti.rows import INVALID
+from cti.forms.rows import INVALID
 from cti.time import MIN_TIME
 
 ORDER = "order:"  # prefix of the sort-key columns of ``input_rows``

@@ -17,10 +17,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cti.events import EventShape, StreamItem, item_from_kind, kind_of
-from cti.json_text import json_lines
+from cti.forms.json_text import json_lines
+from cti.forms.rows import payload_to_json
 from cti.operators.output import ROWS_ARROW, in_output_order
 from cti.results import Diagnostic
-from cti.rows import payload_to_json
 
 OPEN_KINDS = ("point", "edge_start")  # kinds whose end is not a time of the event
 

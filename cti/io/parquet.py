@@ -31,9 +31,9 @@ import pyarrow.parquet as pq
 from cti.adapters import FIELD_COLUMN, AdapterItem, Arriving, InvalidInput, field_marker
 from cti.errors import InvalidSettingsError
 from cti.events import EventShape, item_from_kind
+from cti.forms.json_text import filled_payloads, typed_payloads, value_texts
+from cti.forms.schema import check_field
 from cti.io.checks import check_columns, check_readable_file
-from cti.json_text import filled_payloads, typed_payloads, value_texts
-from cti.schema import check_field
 from cti.time import MAX_TIME, MIN_TIME, to_time_zone
 
 if TYPE_CHECKING:

@@ -35,10 +35,10 @@ import pyarrow as pa
 from cti.adapters import AdapterItem, Arriving, InvalidInput
 from cti.errors import InvalidSettingsError
 from cti.events import EdgeEvent, EventShape
+from cti.forms.rows import INVALID, payload_to_json
 from cti.io.files.arrow_tables import arrow_table
 from cti.io.files.frame_columns import column_payloads
 from cti.io.files.scan import _scan
-from cti.rows import INVALID, payload_to_json
 from cti.time import MAX_TIME, MIN_TIME, TimeLike, to_ticks
 
 NULL = MIN_TIME  # a missing time in cti's row form

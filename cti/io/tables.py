@@ -25,8 +25,8 @@ import pyarrow.parquet as pq
 
 from cti.errors import InvalidSettingsError
 from cti.events import EventShape
+from cti.forms.json_text import json_lines
 from cti.io.outputs import OPEN_KINDS, TableOutputAdapter, batch_file
-from cti.json_text import json_lines
 from cti.time import MAX_TIME, MIN_TIME
 
 TIME = pa.timestamp("us", tz="UTC")

@@ -41,7 +41,7 @@ class Aggregate:
 @attrs.frozen
 class UserDefinedAggregate:
     """``fn(payloads) -> value`` over the payloads of a window's events (in time order);
-    ``frame``: over a pandas frame of them (``cti.operators.frame.payload_frame``);
+    ``frame``: over a pandas frame of them (``cti.forms.frame.payload_frame``);
     ``time_sensitive``: ``fn(events, window)`` over the events with their lifetimes clipped to
     the window, and the window (StreamInsight's ``CepTimeSensitiveAggregate``:
     ``cti.operators.udo``)."""

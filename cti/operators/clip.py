@@ -34,10 +34,11 @@ from typing import Any
 
 import numpy as np
 
-from cti.edges import close_edge, open_edge
 from cti.events import EventShape
-from cti.operators import frame, plan
-from cti.operators.frame import Chunk
+from cti.forms import frame
+from cti.forms.edges import close_edge, open_edge
+from cti.forms.frame import Chunk
+from cti.operators import plan
 from cti.operators.join import _join_key
 from cti.operators.projection import union
 from cti.operators.unit import OperatorUnit, Wanted

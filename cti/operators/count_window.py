@@ -20,11 +20,12 @@ import numpy as np
 import pandas as pd
 
 from cti.events import EventShape
-from cti.operators import frame, plan, window_members
-from cti.operators.frame import Chunk
+from cti.forms import frame
+from cti.forms.frame import Chunk
+from cti.forms.schema import field_names
+from cti.operators import plan, window_members
 from cti.operators.projection import aggregates_read
 from cti.operators.unit import OperatorUnit
-from cti.schema import field_names
 from cti.time import MAX_TIME, MIN_TIME
 
 

@@ -19,8 +19,8 @@ import pandas as pd
 
 from cti.errors import CtiError, InvalidSettingsError
 from cti.events import items_from_rows
+from cti.forms.schema import shown
 from cti.operators import usercode
-from cti.schema import shown
 from cti.time import MAX_TIME, to_duration_ticks
 
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from cti.forms.frame import Chunk
+from cti.forms.schema import Fields, field_names
 from cti.operators import plan
-from cti.operators.frame import Chunk
 from cti.operators.projection import group_read
 from cti.operators.unit import OperatorUnit
-from cti.schema import Fields, field_names
 
 
 def group_apply(node: plan.GroupApply, inputs: list[Chunk], state: Any, machine: Any) -> Chunk:

@@ -21,16 +21,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyarrow import json as pa_json
 
-from cti.edges import pair_ends
 from cti.events import EventShape
-from cti.json_text import column_texts, objects, read_exactly, value_texts
-from cti.operators import frame, join_side, merge, plan, usercode
-from cti.operators.frame import Chunk
+from cti.forms import frame
+from cti.forms.edges import pair_ends
+from cti.forms.frame import Chunk
+from cti.forms.json_text import column_texts, objects, read_exactly, value_texts
+from cti.forms.rows import payload_from_json, payload_to_json
+from cti.forms.schema import check_events
+from cti.operators import join_side, merge, plan, usercode
 from cti.operators.join_side import Side
 from cti.operators.projection import union
 from cti.operators.unit import OperatorUnit, Wanted, both_fields
-from cti.rows import payload_from_json, payload_to_json
-from cti.schema import check_events
 from cti.time import MAX_TIME, MIN_TIME
 
 SIDE_COLUMNS = ("id", "kind", "start", "end", "known", "payload", "key", "jkey")

@@ -22,7 +22,7 @@ import attrs
 import numpy as np
 import pandas as pd
 
-from cti.edges import pair_ends
+from cti.forms.edges import pair_ends
 from cti.time import MAX_TIME
 
 # The columns of a side's rows: the event's id, kind, start and end (the end of an edge whose

@@ -18,11 +18,12 @@ import numpy as np
 import pandas as pd
 
 from cti.errors import NullKeyError
-from cti.operators import frame, plan, usercode
-from cti.operators.frame import Chunk
+from cti.forms import frame
+from cti.forms.frame import Chunk
+from cti.forms.rows import payload_from_json, payload_to_json
+from cti.forms.schema import check_events, shown
+from cti.operators import plan, usercode
 from cti.operators.registry import unit_of
-from cti.rows import payload_from_json, payload_to_json
-from cti.schema import check_events, shown
 from cti.time import MIN_TIME
 
 

@@ -11,8 +11,8 @@ import bisect
 from collections.abc import Sequence
 from typing import Any
 
+from cti.forms.frame import Chunk
 from cti.operators import plan
-from cti.operators.frame import Chunk
 from cti.operators.unit import OperatorUnit, both_fields, same_shape
 from cti.time import MIN_TIME
 

@@ -17,8 +17,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cti.events import Cti, StreamItem, items_from_rows, kind_of
-from cti.operators.frame import KIND_RANK, arrow_texts, arrow_to_pandas
-from cti.rows import payload_to_json
+from cti.forms.frame import KIND_RANK, arrow_texts, arrow_to_pandas
+from cti.forms.rows import payload_to_json
 
 OutputRow = tuple[int, str, int, int, str | None]
 

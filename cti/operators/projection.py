@@ -10,7 +10,7 @@ of its payloads, so only a query whose output payloads are computed (a window's 
 and a ``group_by``'s key) reads fewer fields than its inputs have.
 
 Events whose payloads differ only in fields left out are indistinguishable downstream, so where
-an operator pairs an edge end with an open start by payload (``cti.edges``), taking one such
+an operator pairs an edge end with an open start by payload (``cti.forms.edges``), taking one such
 start for another changes no output. Ingress does more with an edge start (its own adjusted
 start), so an edge input stream is read whole (``cti.engine.route``).
 """

@@ -1,6 +1,6 @@
 """Every operator, by the plan node type it runs (``OperatorUnit``). Adding an operator: its
 plan node in ``cti.operators.plan``, its module ending with ``UNITS``, that module in the list
-below, and its builder method on the stream API (``cti.operators.streams``)."""
+below, and its builder method on the stream API (``cti.query.methods``)."""
 
 from __future__ import annotations
 

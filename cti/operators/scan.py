@@ -24,11 +24,12 @@ import pandas as pd
 
 from cti.errors import CtiError
 from cti.events import EventShape, items_from_rows
-from cti.operators import frame, plan, usercode
-from cti.operators.frame import KIND_RANK, Chunk
+from cti.forms import frame
+from cti.forms.frame import KIND_RANK, Chunk
+from cti.forms.rows import payload_to_json
+from cti.forms.schema import shown
+from cti.operators import plan, usercode
 from cti.operators.unit import OperatorUnit
-from cti.rows import payload_to_json
-from cti.schema import shown
 from cti.time import MIN_TIME
 
 

@@ -32,13 +32,14 @@ import attrs
 import numpy as np
 import pandas as pd
 
-from cti.edges import close_edge, open_edge
 from cti.events import EventShape
-from cti.operators import frame, plan, window_members
-from cti.operators.frame import Chunk
+from cti.forms import frame
+from cti.forms.edges import close_edge, open_edge
+from cti.forms.frame import Chunk
+from cti.forms.schema import field_names
+from cti.operators import plan, window_members
 from cti.operators.projection import aggregates_read
 from cti.operators.unit import OperatorUnit
-from cti.schema import field_names
 from cti.time import MAX_TIME, MIN_TIME
 
 
@@ -55,7 +56,7 @@ class SnapshotState:
     (``id``, ``key``, ``start``, ``lo``, ``end``, ``known``,
     ``payload``; ``known``: its end was known with its start, a point's or an
     interval's; ``end`` MAX_TIME: an edge still open); ``open``: the open edges' row ids
-    (``cti.edges``); ``out_cti``: the latest output CTI."""
+    (``cti.forms.edges``); ``out_cti``: the latest output CTI."""
 
     cti: int = MIN_TIME
     out_cti: int = MIN_TIME

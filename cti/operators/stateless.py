@@ -11,13 +11,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cti.edges import close_edge, open_edge
 from cti.errors import CtiError
 from cti.events import EventShape
-from cti.operators import durations, frame, plan, usercode
-from cti.operators.frame import Chunk
+from cti.forms import frame
+from cti.forms.edges import close_edge, open_edge
+from cti.forms.frame import Chunk
+from cti.forms.rows import payload_to_json
+from cti.operators import durations, plan, usercode
 from cti.operators.unit import OperatorUnit
-from cti.rows import payload_to_json
 from cti.time import MAX_TIME, MIN_TIME
 
 

@@ -24,11 +24,12 @@ import numpy as np
 
 from cti.errors import CtiError
 from cti.events import EventShape
-from cti.operators import frame, plan, snapshot, window
-from cti.operators.frame import Chunk
+from cti.forms import frame
+from cti.forms.frame import Chunk
+from cti.forms.rows import payload_from_json, payload_to_json
+from cti.forms.schema import field_names
+from cti.operators import plan, snapshot, window
 from cti.operators.unit import OperatorUnit
-from cti.rows import payload_from_json, payload_to_json
-from cti.schema import field_names
 
 RESULT = "ranked"  # the inner window's one aggregate
 

@@ -25,11 +25,12 @@ import attrs
 
 from cti.errors import CtiError
 from cti.events import IntervalEvent, PointEvent
-from cti.operators import frame, plan, usercode
-from cti.operators.frame import Chunk
+from cti.forms import frame
+from cti.forms.frame import Chunk
+from cti.forms.rows import payload_from_json, payload_to_json
+from cti.forms.schema import shown
+from cti.operators import plan, usercode
 from cti.operators.unit import OperatorUnit
-from cti.rows import payload_from_json, payload_to_json
-from cti.schema import shown
 from cti.time import to_datetime
 
 EVENTS = "__operator"  # the inner window's one aggregate: the operator's outputs

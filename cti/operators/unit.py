@@ -17,7 +17,7 @@ from typing import Any
 import attrs
 
 from cti.events import EventShape
-from cti.schema import Fields, field_names
+from cti.forms.schema import Fields, field_names
 
 Wanted = frozenset[str] | None  # payload fields a consumer needs (None: every field)
 

@@ -17,7 +17,7 @@ import traceback
 from typing import Any
 
 from cti.errors import CtiError
-from cti.schema import shown
+from cti.forms.schema import shown
 
 _OURS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # cti's own files
 _NOTE = "cti: "

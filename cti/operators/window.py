@@ -19,17 +19,18 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cti.edges import close_edge, open_edge, open_values
 from cti.events import EventShape
-from cti.json_text import object_texts
-from cti.operators import exact_sum, frame, plan, udo, usercode
+from cti.forms import frame
+from cti.forms.edges import close_edge, open_edge, open_values
+from cti.forms.frame import Chunk
+from cti.forms.json_text import object_texts
+from cti.forms.numbers import Numbers
+from cti.forms.rows import payload_from_json, payload_to_json
+from cti.forms.schema import check_events, field_names
+from cti.operators import exact_sum, plan, udo, usercode
 from cti.operators.aggregates import Aggregate
-from cti.operators.frame import Chunk
-from cti.operators.numbers import Numbers
 from cti.operators.projection import aggregates_read
 from cti.operators.unit import OperatorUnit
-from cti.rows import payload_from_json, payload_to_json
-from cti.schema import check_events, field_names
 from cti.time import MAX_TIME, MIN_TIME
 
 _NONE_DONE = MIN_TIME  # "no window is complete yet"

@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from cti.forms.rows import payload_from_json, payload_to_json
 from cti.operators import window
 from cti.operators.aggregates import Aggregate
-from cti.rows import payload_from_json, payload_to_json
 
 
 def aggregated(node: Any, ev: pd.DataFrame, rows: np.ndarray, ks: np.ndarray,

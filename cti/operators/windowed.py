@@ -10,10 +10,10 @@ from typing import Any
 import attrs
 
 from cti.errors import InvalidSettingsError
+from cti.forms.schema import check_field
 from cti.operators import aggregates as agg
 from cti.operators import plan
 from cti.operators.aggregates import Aggregate, check_aggregates
-from cti.schema import check_field
 
 _DIRECTIONS = ("asc", "desc")
 

@@ -10,7 +10,7 @@ runs through the group's ingress (plain streams) or
 the query shard's step (a micro-batch of a query over one stream in steps of at most
 ``PIECE_ROWS`` rows: the same output, a smaller working set). A stream bound with
 ``arrival_clock="wall"`` that has delivered everything it has (its input not complete) gets a
-clock tick (``cti.rows.clock_row``) in each later batch, and one when the run stops, from
+clock tick (``cti.forms.rows.clock_row``) in each later batch, and one when the run stops, from
 ``clock`` (default: the wall clock); the ticks are kept in ``ticks``. A query written to an
 output adapter keeps each micro-batch's seconds (read, step and write) in ``batch_seconds``
 (the benchmarks').
@@ -39,12 +39,12 @@ from cti.engine.batch import (
 )
 from cti.engine.route import routes, stream_reads
 from cti.engine.shard import Shard, ShardOutput, ingress_step
+from cti.forms import frame
+from cti.forms.layout import OUT_COLUMNS, out_rows_from_pandas, out_rows_to_pandas
+from cti.forms.rows import EOS, InRow, OutRow, clock_row, eos_row
 from cti.ingress.group import GroupRun
-from cti.ingress.layout import OUT_COLUMNS, out_rows_from_pandas, out_rows_to_pandas
-from cti.operators import frame
 from cti.operators.output import deliver, step_table, table_rows
 from cti.results import RunResult, derived_result
-from cti.rows import EOS, InRow, OutRow, clock_row, eos_row
 from cti.runtime.base import BatchSizes, query_inputs, stream_caps
 
 if TYPE_CHECKING:

@@ -9,9 +9,9 @@ import attrs
 import numpy as np
 import pandas as pd
 
+from cti.forms.frame import Chunk
 from cti.ingress.group import GroupRun
 from cti.ingress.spec import StreamSpec
-from cti.operators.frame import Chunk
 
 
 @attrs.frozen

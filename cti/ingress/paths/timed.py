@@ -10,11 +10,11 @@ from collections.abc import Callable, Sequence
 
 import pandas as pd
 
+from cti.forms import frame
 from cti.ingress import timed, vectorized
 from cti.ingress.group import GroupRun
 from cti.ingress.paths.contract import IngressOutput, ShardContext, weighted
 from cti.ingress.spec import StreamSpec
-from cti.operators import frame
 
 
 class TimedPath:

@@ -10,6 +10,7 @@ from typing import Any
 from cti.adapters import FIELD_COLUMN, AdapterItem, Arriving, InvalidInput, field_marker
 from cti.errors import InvalidEventError, InvalidSettingsError
 from cti.events import Cti, EdgeEvent, EdgeType, EventShape, IntervalEvent, PointEvent, StreamItem
+from cti.forms.rows import adapter_item_to_row
 from cti.io.files.arrow_tables import _data_lines, arrow_table
 from cti.io.files.cells import _flag, _missing, _RowError, parse_time
 from cti.io.files.config import FileInputConfig
@@ -29,7 +30,6 @@ from cti.io.files.frame_columns import (
 from cti.io.files.listing import _directory, _File, _row_count
 from cti.io.files.records import _Record
 from cti.io.files.scan import _scan
-from cti.rows import adapter_item_to_row
 from cti.time import MAX_TIME, MIN_TIME
 
 
@@ -160,7 +160,7 @@ class FileInputAdapter:
         if cfg.partition_column:
             partition, plain_partition = _plain_partitions(table.column(cfg.partition_column))
             plain &= plain_partition
-        from cti.json_text import typed_payloads
+        from cti.forms.json_text import typed_payloads
 
         typed = typed_payloads(table, payload)  # (a plain row's payload: its typed columns)
         payloads = np.full(n, None, object) if typed else np.asarray(

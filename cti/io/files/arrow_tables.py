@@ -63,7 +63,7 @@ def json_table(path: str) -> Any:
     Certain means: not a JSON array, no lone carriage return, Arrow reads the file (valid
     UTF-8, every line one object or JSON whitespace, no key twice in an object), one row per
     line that is not blank, every field of a type whose values Arrow reads as ``json.loads``
-    does, none null or missing from a row (``cti.json_text.read_exactly``: not nested values,
+    does, none null or missing from a row (``cti.forms.json_text.read_exactly``: not nested values,
     not integers among floats, and Arrow cannot tell a missing field from a null one).
     """
     return _cached((*_identity(path), "json-table"), lambda: _json_table(path))
@@ -77,7 +77,7 @@ def _json_table(path: str) -> Any:
     import pyarrow as pa
     from pyarrow import json as pa_json
 
-    from cti.json_text import read_exactly
+    from cti.forms.json_text import read_exactly
 
     with open(path, "rb") as f:
         data = _without_bom(f.read())

@@ -9,12 +9,12 @@ from typing import Any
 
 from cti.errors import InvalidSettingsError
 from cti.events import EventShape
+from cti.forms.schema import check_field
 from cti.io.checks import check_columns, check_readable_directory, check_readable_file
 from cti.io.files.adapter import FileInputAdapter
 from cti.io.files.config import FileInputConfig
 from cti.io.files.csv_scanner import csv_header
 from cti.io.files.listing import _listing
-from cti.schema import check_field
 from cti.settings import AdapterAdvanceTimeSettings
 
 

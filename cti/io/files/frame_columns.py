@@ -8,8 +8,8 @@ from typing import Any
 
 from cti.adapters import FIELD_COLUMN
 from cti.events import EventShape
+from cti.forms.rows import payload_to_json
 from cti.io.files.cells import _FALSE, _TRUE
-from cti.rows import payload_to_json
 from cti.time import MIN_TIME
 
 _FRAME_KINDS = {EventShape.POINT: "point", EventShape.INTERVAL: "interval",
@@ -35,7 +35,7 @@ def column_payloads(table: Any) -> list[str]:
     """Each row's payload text (``payload_to_json`` of its fields: the table's columns) built
     by Arrow column by column, where it writes every value exactly (``json_text``); else row
     by row."""
-    from cti.json_text import column_texts, objects
+    from cti.forms.json_text import column_texts, objects
 
     fields = {n: column_texts(table.column(n)) for n in table.column_names}
     if all(t is not None for t in fields.values()):
@@ -49,7 +49,7 @@ def _joined(frames: list[Any]) -> Any:
     none, and the engine reads the payloads' text, written here)."""
     import pyarrow as pa
 
-    from cti.json_text import filled_payloads
+    from cti.forms.json_text import filled_payloads
 
     try:
         return pa.concat_tables(frames, promote_options="default")

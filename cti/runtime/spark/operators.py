@@ -47,8 +47,9 @@ from pyspark.sql.types import (
 
 from cti.engine.route import QueryRoute
 from cti.engine.shard import Shard
+from cti.forms import frame
 from cti.ingress.state import next_in_seq
-from cti.operators import frame, plan, usercode
+from cti.operators import plan, usercode
 from cti.runtime.spark.ingress import GROUP_OUT_SCHEMA
 from cti.runtime.spark.packing import pack_output, unpack
 from cti.runtime.spark.schema import NULL_TIME

@@ -19,10 +19,10 @@ from pyspark.sql.streaming import StreamingQuery
 
 from cti.engine.route import routes
 from cti.errors import BindingError
+from cti.forms.rows import OUTPUT_STATUSES
 from cti.io.dataframes import is_dataframe_input
 from cti.operators.output import deliver, table_rows
 from cti.results import DIAGNOSTIC_STATUSES, RunResult, derived_result
-from cti.rows import OUTPUT_STATUSES
 from cti.runtime.base import BatchSizes, queries_inputs, stream_caps
 from cti.runtime.spark.dataframes import OUTPUT_COLUMNS, output_rows, packed_frame
 from cti.runtime.spark.handle import RunningQuery, raise_cti_error

@@ -1,4 +1,4 @@
-"""Spark schemas of the input and output rows (``cti.ingress.layout``'s layouts).
+"""Spark schemas of the input and output rows (``cti.forms.layout``'s layouts).
 
 Spark hands nullable longs to pandas as float64, which cannot hold every tick (MAX_TIME is
 2**63 - 1). So time columns are never NULL in Spark: a missing time is stored as MIN_TIME,
@@ -11,14 +11,14 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
-from cti.ingress.layout import (  # noqa: F401 (the conversions, used with these schemas)
+from cti.forms.layout import (  # noqa: F401 (the conversions, used with these schemas)
     NULL_TIME,
     in_row_to_tuple,
     in_rows_from_pandas,
     out_row_from_values,
     out_rows_to_pandas,
 )
-from cti.rows import OutRow
+from cti.forms.rows import OutRow
 
 if TYPE_CHECKING:  # imported where used: the driver's source process stays light
     import pyarrow as pa

@@ -9,7 +9,7 @@ the adapters and read the rows of their offset ranges (each stream's new rows cu
 flushes at shutdown. Factories are pickled with cloudpickle, so classes defined in a script or
 notebook work too.
 
-Clock ticks (``arrival_clock="wall"``, ``cti.rows.clock_row``): the driver decides them and
+Clock ticks (``arrival_clock="wall"``, ``cti.forms.rows.clock_row``): the driver decides them and
 records each in the stream's end offset (``"tick"``), so they land in Spark's offset log and a
 replayed micro-batch reads the same tick; the executor reading the range yields the clock row.
 A live wall-clock stream (adapter not complete) that did not move in a trigger gets a tick

@@ -1,5 +1,5 @@
 """The layouts of input and output rows in a batch, and their conversions from and to the
-row machine's tuples (``cti.rows.InRow``, ``OutRow``).
+row machine's tuples (``cti.forms.rows.InRow``, ``OutRow``).
 
 A time column is never null in a batch: a missing time is stored as MIN_TIME, which is never a
 legal event time (``NULL_TIME``); Spark hands nullable longs to pandas as float64, which cannot
@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from cti.adapters import FIELD_COLUMN
-from cti.rows import InRow, OutRow
+from cti.forms.rows import InRow, OutRow
 from cti.time import MIN_TIME
 
 if TYPE_CHECKING:
@@ -57,10 +57,10 @@ def in_row_to_tuple(r: InRow) -> tuple:
 
 def in_rows_from_pandas(pdf: pd.DataFrame) -> list[InRow]:
     """Input rows of a batch (``IN_COLUMNS``, maybe typed payload columns: each payload left
-    out is written from them, ``cti.json_text.frame_payloads``) as ``InRow`` tuples."""
+    out is written from them, ``cti.forms.json_text.frame_payloads``) as ``InRow`` tuples."""
     payloads = pdf["payload"]
     if FIELD_COLUMN in pdf.columns:
-        from cti.json_text import frame_payloads
+        from cti.forms.json_text import frame_payloads
 
         payloads = frame_payloads(pdf)
     return [

@@ -21,10 +21,10 @@ import pyarrow as pa
 import pyarrow.json as pa_json
 
 from cti.errors import CtiError
-from cti.json_text import json_lines, payload_objects, payload_texts
-from cti.operators.numbers import Numbers, column_numbers, value_numbers
-from cti.rows import OutRow, payload_from_json, payload_to_json
-from cti.schema import shown
+from cti.forms.json_text import json_lines, payload_objects, payload_texts
+from cti.forms.numbers import Numbers, column_numbers, value_numbers
+from cti.forms.rows import OutRow, payload_from_json, payload_to_json
+from cti.forms.schema import shown
 from cti.time import MAX_TIME
 
 # Order of kinds at equal sync time within a release block (docs/operators.md).
@@ -261,7 +261,7 @@ def field_values(frame: pd.DataFrame, field: str | Callable[[dict[str, Any]], An
 def field_numbers(frame: pd.DataFrame, field: str | Callable[[dict[str, Any]], Any],
                   column: pa.Array | None = None) -> Numbers:
     """A payload field's (by name) or a function of the payload's number per row, each value
-    read on its own (``cti.operators.numbers``): from the field's typed ``column`` where known
+    read on its own (``cti.forms.numbers``): from the field's typed ``column`` where known
     (``Chunk.columns``) or a large frame's column as Arrow's JSON reader gives it (whose
     whole floats, which may have been written as integers, are read again one by one);
     anything else row by row."""

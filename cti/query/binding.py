@@ -11,11 +11,11 @@ import attrs
 from cti.adapters import check_config, declared_settings
 from cti.errors import BindingError, InvalidSettingsError
 from cti.events import EventShape, items_from_rows
+from cti.forms.rows import OUTPUT_STATUSES, OutRow
+from cti.forms.schema import Fields, check_field, field_names, stream_fields
 from cti.ingress.spec import StreamSpec
 from cti.operators import plan
-from cti.operators.streams import DerivedStream, QueryOperators
-from cti.rows import OUTPUT_STATUSES, OutRow
-from cti.schema import Fields, check_field, field_names, stream_fields
+from cti.query.methods import DerivedStream, QueryOperators
 from cti.settings import AdvanceTimeSettings, EventOrderingPolicy
 from cti.time import to_time_zone
 

@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cti.json_text import float_texts, scattered
+from cti.forms.json_text import float_texts, scattered
 
 _INT_LITERAL = r"^\s*[+-]?[0-9]+\s*$"
 _DECIMAL = r"^\s*[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?\s*$"

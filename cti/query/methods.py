@@ -15,9 +15,9 @@ import attrs
 
 from cti.errors import BindingError, InvalidSettingsError
 from cti.events import EventShape
+from cti.forms.schema import Fields, check_field
 from cti.operators import durations, plan
 from cti.operators.aggregates import Aggregate, check_aggregates
-from cti.schema import Fields, check_field
 from cti.time import DurationLike, to_duration_ticks, to_ticks
 
 if TYPE_CHECKING:

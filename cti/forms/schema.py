@@ -85,7 +85,7 @@ def check_events(payloads: Iterable[str], field: str, operator: str, stream: str
     that lacks ``field``; a field present with the value null is a null."""
     if known is not None:
         return
-    from cti.rows import payload_from_json
+    from cti.forms.rows import payload_from_json
 
     for text in dict.fromkeys(payloads):
         if field not in payload_from_json(text):

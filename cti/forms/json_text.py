@@ -1,4 +1,4 @@
-"""JSON text of Arrow columns, exactly as ``json.dumps`` (and so ``cti.rows.payload_to_json``)
+"""JSON text of Arrow columns, exactly as ``json.dumps`` (and so ``cti.forms.rows.payload_to_json``)
 writes their values, where it can be written column by column: integers, booleans, floats
 and strings of plain printable ASCII. Adapters build payload texts from columns with
 it, and the join merges payloads column by column. And a column's values in the type
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from cti.adapters import FIELD_COLUMN
-from cti.rows import PLAIN_JSON_CHARS
+from cti.forms.rows import PLAIN_JSON_CHARS
 
 if TYPE_CHECKING:
     import numpy as np
