@@ -9,6 +9,8 @@ from pathlib import Path
 
 import click
 
+from cti.cli.query_file import QueryFileError, load_streams
+
 
 def user_frame(exc: BaseException, query: Path) -> traceback.FrameSummary | None:
     """The innermost frame of ``exc``'s traceback in a file of the query file's folder."""
@@ -43,3 +45,14 @@ def user_error(exc: Exception, query: Path, debug: bool) -> click.ClickException
     if debug:
         raise exc
     return click.ClickException(error_text(exc, query) + "\n(--debug shows the traceback)")
+
+
+def streams_of(query: Path, debug: bool) -> dict:
+    """The streams the query file names; a mistake in the file (``QueryFileError``) or in its
+    own code, as a ``ClickException`` that prints it (``user_error``)."""
+    try:
+        return load_streams(query)
+    except QueryFileError as exc:
+        raise click.ClickException(str(exc)) from None
+    except Exception as exc:  # the query file's own code
+        raise user_error(exc, query, debug) from None

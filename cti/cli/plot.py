@@ -6,8 +6,7 @@ from pathlib import Path
 
 import click
 
-from cti.cli.errors import user_error
-from cti.cli.query_file import QueryFileError, load_streams
+from cti.cli.errors import streams_of, user_error
 from cti.errors import CtiError
 
 
@@ -31,12 +30,7 @@ def plot(query: Path, inputs: tuple[str, ...], out: Path | None, results: bool,
     from cti.query import CepStream
 
     out = out if out is not None else Path(query.stem + ".png")
-    try:
-        named = load_streams(query)
-    except QueryFileError as exc:
-        raise click.ClickException(str(exc)) from None
-    except Exception as exc:  # the query file's own code
-        raise user_error(exc, query, debug) from None
+    named = streams_of(query, debug)
     streams = list(named.values())
     drawn = list(inputs) or [s.name for s in input_streams(streams)]
     try:

@@ -34,9 +34,8 @@ from cti.cli.dead_letters import (
     DeadLetterOutputAdapterFactory,
     read_dead_letters,
 )
-from cti.cli.errors import user_error
+from cti.cli.errors import streams_of, user_error
 from cti.cli.progress import Display, RunProgress, frame_metrics
-from cti.cli.query_file import QueryFileError, load_streams
 from cti.events import EventShape
 
 BATCH_SIZE_ENV = "CTI_RUN_BATCH_SIZE"  # caps each source's micro-batches (tests, back-pressure)
@@ -378,12 +377,7 @@ def run(query_file: Path, runtime: str, master: str | None, checkpoint: Path | N
     stream) and write each one, and each input's dead letters."""
     if runtime == "local" and master:
         raise click.UsageError("--master is for --runtime spark")
-    try:
-        streams = load_streams(query_file)
-    except QueryFileError as exc:
-        raise click.ClickException(str(exc)) from None
-    except Exception as exc:  # the query file's own code
-        raise user_error(exc, query_file, debug) from None
+    streams = streams_of(query_file, debug)
     temporary = checkpoint is None and output is None
     if checkpoint is None:
         checkpoint = (output / "_checkpoints" if output is not None
