@@ -77,7 +77,8 @@ def _replay_clock(ticks: list[int]) -> Any:
 
 def _reader(streams: list[tuple], interval: int | None = None, clock: Any = None
             ) -> CtiAdapterStreamReader:
-    return CtiAdapterStreamReader(encode_sources(streams, [10], ticking=Ticking(clock, interval)))
+    return CtiAdapterStreamReader(encode_sources(streams, [[10]] * len(streams),
+                                                 ticking=Ticking(clock, interval)))
 
 
 def _source_streams(group: Any) -> list[tuple]:
