@@ -2,11 +2,11 @@
 rows, joined with reference data, averaged per room and minute, written as Delta tables, and
 the bad rows kept as dead letters.
 
-- ``readings`` (``data/sensors_job/readings.csv``): the 219 readings of the Stream Analytics
+- ``readings`` (``examples/data/sensors_job/readings.csv``): the 219 readings of the Stream Analytics
   sample ``data/sensors/SampleSensorData.json`` as CSV (time, device, temp, hmdt), partly out
   of order, with three bad rows among them: a quote that is not closed, a time without a time
   zone, and a time that is no time. Bound with ``on_bad_input="dead_letter"``.
-- ``devices`` (``data/sensors_job/devices.csv``): which room each device is in, reference
+- ``devices`` (``examples/data/sensors_job/devices.csv``): which room each device is in, reference
   data without timestamps (edges from a load time) that imports the readings' CTIs.
 - ``per_minute``: readings joined with their device's room, the average temperature per room
   and minute.
@@ -41,7 +41,7 @@ from cti import (
 from cti.io.files import CsvInputAdapterFactory, FileInputConfig
 from cti.io.reference import ReferenceDataConfig, ReferenceDataInputAdapterFactory
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "sensors_job"
+DATA = Path(__file__).resolve().parent / "data" / "sensors_job"
 LOADED = datetime(2014, 12, 11, tzinfo=UTC)  # the devices' list, valid from then on
 
 
