@@ -1,9 +1,11 @@
-"""Benchmark: hopping-window count per key with bounded disorder (or, ``--query reference``,
-a join of the events with reference data), on three systems.
+"""Benchmark: hopping-window count per key with bounded disorder (or another query of
+``bench/queries.py``: snapshot and count windows, TopK, long windows, a join with reference
+data), on three systems.
 
     python bench/run.py --events 200000 --keys 100 [--systems cti-spark,spark-native,cti-local]
                         [--batches 1] [--seed 0] [--cti-input parquet|memory] [--key-rate HZ]
-                        [--query window|reference] [--reference R]
+                        [--query window[,snapshot,count,topk] | long-window | reference]
+                        [--reference R]
 
 The events are generated once (deterministic from the seed) into Parquet files; each system
 then runs in its own subprocess, so its peak memory is its own. Each prints one JSON line on
@@ -15,12 +17,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -32,6 +32,25 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from bench.measure import (  # noqa: E402  (the repository on the path first)
+    TreeMemory,
+    per_run,
+    stage_metrics,
+    task_metrics,
+    tree_cpu_s,
+)
+from bench.queries import (  # noqa: E402
+    ALONE,
+    FLOOR,
+    HOP,
+    NATIVE,
+    QUERIES,
+    WINDOW,
+    cti_query,
+    native_query,
+    windows,
+)
+
 SYSTEMS = ("cti-spark", "spark-native", "cti-local")  # run by default
 YARDSTICKS = ("arrow-floor",)  # run only when named in --systems
 BASE_TICKS = 1_704_067_200_000_000  # 2024-01-01T00:00:00Z in microseconds
@@ -42,10 +61,8 @@ CTI_EVERY = 1_000  # a CTI every 1000 events
 CTI_SPAN = timedelta(seconds=1)  # or (--cti-by span) a CTI every second of event time
 LATE = timedelta(seconds=1)  # --cti-by order...: the late-arrival tolerance (> max disorder)
 WARMUP_EVENTS = 200  # the Spark systems' warm-up query (excluded from events_per_s)
-WINDOW = timedelta(seconds=10)
-HOP = timedelta(seconds=5)
 EOS_KEY = None  # the end-of-stream row (spark-native only) has a NULL key
-EOS_AFTER_US = 3_600_000_000  # its time: an hour after the last event, past every window
+EOS_AFTER_US = 7_200_000_000  # its time: 2 hours after the last event, past every window
 
 
 def log(msg: str) -> None:
@@ -64,7 +81,7 @@ def generate(n: int, keys: int, seed: int, batches: int, out: Path,
     steps are uniform in [0, 2 ms] (1,000 events per second, shared by all keys), or, with
     ``key_rate``, uniform in [0, 2 / (keys * key_rate) s] (``key_rate`` events per second per
     key, so each key's events per window do not depend on the number of keys). The last file
-    ends with one end-of-stream row (NULL key, time an hour after the last event): only
+    ends with one end-of-stream row (NULL key, time 2 hours after the last event): only
     spark-native reads it, to push its watermark past every window (Spark has no "advance to
     infinity on shutdown"); its own windows end after it, so they never close and never reach
     the output. The cti systems skip it.
@@ -139,86 +156,6 @@ def load_events(data: Path) -> list[Any]:
     return events
 
 
-def _proc_status(pid: int) -> dict[str, str]:
-    with open(f"/proc/{pid}/status") as f:
-        return dict(line.rstrip("\n").split(":\t", 1) for line in f if ":\t" in line)
-
-
-def _kb(value: str | None) -> int:
-    return int(value.split()[0]) if value else 0
-
-
-def _pss_kb(pid: int | str) -> int:
-    """Proportional set size (shared pages split between their users), 0 if unreadable."""
-    try:
-        with open(f"/proc/{pid}/smaps_rollup") as f:
-            return sum(_kb(line.split(":", 1)[1]) for line in f if line.startswith("Pss:"))
-    except OSError:
-        return 0
-
-
-class TreeMemory:
-    """Samples this process's descendants from /proc: the JVM and Python workers.
-
-    Counts processes named ``java`` (except Spark's launcher JVM, ``launcher.Main``, alive only
-    while the session starts) or ``python*``. Other descendants are short-lived helpers
-    (``chmod``, ``readlink``) or JVM forks not yet exec'd, whose ``VmHWM`` is the JVM's own.
-    Keeps each counted descendant's largest ``VmHWM`` seen (its peak RSS) and the peak of the
-    sampled sum of ``Pss`` over this process and the counted descendants.
-    """
-
-    def __init__(self, interval: float = 0.25) -> None:
-        self.interval = interval
-        self.hwm_kb: dict[int, tuple[str, int]] = {}
-        self.tree_peak_kb = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
-
-    def sample(self) -> None:
-        total = _pss_kb("self")
-        for pid in _descendants():
-            try:
-                status = _proc_status(pid)
-                with open(f"/proc/{pid}/cmdline", "rb") as f:
-                    cmdline = f.read()
-            except OSError:
-                continue
-            name = status.get("Name", "?")
-            if not (name == "java" or name.startswith("python")):
-                continue
-            if b"org.apache.spark.launcher.Main" in cmdline:
-                continue
-            total += _pss_kb(pid)
-            hwm = _kb(status.get("VmHWM"))
-            self.hwm_kb[pid] = (name, max(hwm, self.hwm_kb.get(pid, (name, 0))[1]))
-        self.tree_peak_kb = max(self.tree_peak_kb, total)
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.interval):
-            self.sample()
-
-    def start(self) -> TreeMemory:
-        self._thread.start()
-        return self
-
-    def stop(self) -> dict[str, float]:
-        """Stop sampling; the memory fields of the result line, in MB."""
-        self._stop.set()
-        self._thread.join()
-        self.sample()
-        self_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
-        jvm = sum(kb for name, kb in self.hwm_kb.values() if name == "java")
-        workers = sum(kb for name, kb in self.hwm_kb.values() if name != "java")
-        mb = 1024
-        return {
-            "peak_rss_mb": round((self_kb + jvm + workers) / mb, 1),
-            "python_rss_mb": round(self_kb / mb, 1),
-            "jvm_rss_mb": round(jvm / mb, 1),
-            "workers_rss_mb": round(workers / mb, 1),
-            "tree_pss_peak_mb": round(self.tree_peak_kb / mb, 1),
-        }
-
-
 # ---- systems (each runs in its own child process) -------------------------------------------
 
 
@@ -233,8 +170,8 @@ def _native_run(spark: Any, data: Path, where: str = "none", query: str = "windo
                 ) -> tuple[float, list[dict[str, Any]]]:
     """One spark-native streaming query over ``data``: seconds taken and its progress reports.
     ``where`` other than "none": the filter ``WHERE_KEEPS``, as a column expression.
-    ``query`` "reference": the events joined with the reference rows, a static DataFrame
-    (Spark's stream-static join), instead of the window count."""
+    ``query``: a query of ``bench/queries.py`` that plain Spark has (``native_query``; for
+    "reference" the reference rows are a static DataFrame, Spark's stream-static join)."""
     from pyspark.sql import functions as F
 
     checkpoint = tempfile.mkdtemp(prefix="bench-native-ckpt-")
@@ -244,18 +181,9 @@ def _native_run(spark: Any, data: Path, where: str = "none", query: str = "windo
                 .option("maxFilesPerTrigger", 1).parquet(str(data)))
         if where != "none":  # (not the end-of-stream row, whose time ends the windows)
             rows = rows.filter(F.col("key").isNull() | (F.col("value") % 3 != 0))
-        if query == "reference":
-            counts = rows.join(spark.read.option("header", True).csv(str(reference_file(data))),
-                               "key")
-        else:
-            counts = (
-                rows
-                .withColumn("ts", F.timestamp_micros("time"))
-                .withWatermark("ts", f"{DELAY_US // 1000} milliseconds")
-                .groupBy("key", F.window("ts", f"{WINDOW.seconds} seconds",
-                                         f"{HOP.seconds} seconds"))
-                .count()
-            )
+        static = spark.read.option("header", True).csv(str(reference_file(data))) \
+            if query == "reference" else None
+        counts = native_query(query, rows, DELAY_US // 1000, static)
         query = (counts.writeStream.format("noop").outputMode("append")
                  .option("checkpointLocation", checkpoint).start())
         try:
@@ -272,12 +200,17 @@ def _native_run(spark: Any, data: Path, where: str = "none", query: str = "windo
 def batch_times(seconds: list[float]) -> dict[str, Any]:
     """The micro-batch fields of a result line from each micro-batch's seconds (of the median
     run): ``first_batch_s``, ``median_batch_s`` (the median of those after the first: what a
-    micro-batch costs once the query holds its state) and ``timed_batches``."""
+    micro-batch costs once the query holds its state), ``first10_batch_s`` and
+    ``last10_batch_s`` (the medians of the first and of the last ten: whether a micro-batch
+    costs more as the query holds more) and ``timed_batches``."""
     import statistics
 
-    rest = seconds[1:]
+    def median(part: list[float]) -> float | None:
+        return round(statistics.median(part), 4) if part else None
+
     return {"first_batch_s": round(seconds[0], 4) if seconds else None,
-            "median_batch_s": round(statistics.median(rest), 4) if rest else None,
+            "median_batch_s": median(seconds[1:]),
+            "first10_batch_s": median(seconds[:10]), "last10_batch_s": median(seconds[-10:]),
             "timed_batches": len(seconds)}
 
 
@@ -391,7 +324,8 @@ def _cti_source(data: Path, cti_input: str, cti_by: str = "count"
 
 
 def _cti_run(factory: Any, config: Any, runtime: Any, where: str = "none", cti_by: str = "count",
-             reference: Path | None = None) -> tuple[float, int, list[float]]:
+             reference: Path | None = None, query: str = "window"
+             ) -> tuple[float, int, list[float]]:
     """Run the cti query into a counting adapter: seconds taken, output events and each
     micro-batch's seconds (the runtime's ``batch_seconds``).
 
@@ -401,10 +335,10 @@ def _cti_run(factory: Any, config: Any, runtime: Any, where: str = "none", cti_b
     out-of-order tolerance of ``DELAY_US``, a late-arrival tolerance of ``LATE``;
     "order-by-key": each key its own substream); then (``where`` "row" or "frame": first the
     events whose value is not a multiple of 3, by a function of each payload or of a frame of
-    them) a hopping-window count per key; or (``reference``, a reference data file) the
-    events joined with its rows on ``key``: a slow stream of edges from a load time before the
-    first event, which imports the events' CTIs (``cti.io.reference``), as
-    ``examples/toll_booth.py`` joins its registrations.
+    them) the query ``query`` of ``bench/queries.py`` (``cti_query``); for "reference"
+    (``reference``, a reference data file) the events joined with its rows on ``key``: a slow
+    stream of edges from a load time before the first event, which imports the events' CTIs
+    (``cti.io.reference``), as ``examples/toll_booth.py`` joins its registrations.
     """
     from cti import (
         AdvanceTimeGenerationSettings,
@@ -414,7 +348,6 @@ def _cti_run(factory: Any, config: Any, runtime: Any, where: str = "none", cti_b
         CepStream,
         EventOrderingPolicy,
         EventShape,
-        agg,
     )
 
     out = Path(tempfile.mkdtemp(prefix="bench-cti-out-"))
@@ -437,6 +370,7 @@ def _cti_run(factory: Any, config: Any, runtime: Any, where: str = "none", cti_b
             stream = stream.where(lambda p: p["value"] % 3 != 0)
         elif where == "frame":
             stream = stream.where(lambda df: df["value"] % 3 != 0, frame=True)
+        rows = None
         if reference is not None:
             from cti import AdvanceTimeImportSettings
             from cti.io.reference import ReferenceDataConfig, ReferenceDataInputAdapterFactory
@@ -447,10 +381,7 @@ def _cti_run(factory: Any, config: Any, runtime: Any, where: str = "none", cti_b
                 EventShape.EDGE, AdvanceTimeSettings(
                     import_settings=AdvanceTimeImportSettings("events"),
                     policy=AdvanceTimePolicy.ADJUST), application=stream.application)
-            counts = stream.join(rows, on="key")
-        else:
-            counts = stream.group_by("key").apply(
-                lambda g: g.hopping_window(WINDOW, HOP).aggregate(count=agg.count()))
+        counts = cti_query(query, stream, rows)
         counts.to(CountingOutputAdapterFactory(), str(out)).run(runtime)
         elapsed = time.perf_counter() - t0
         return elapsed, _counted(out), list(runtime.batch_seconds)
@@ -477,89 +408,15 @@ def run_cti_local(root: Path, opts: argparse.Namespace) -> dict[str, Any]:
     _check_cti_api()
     # The warm-up query the Spark systems run too (imports, first use of each code path).
     _cti_run(*_cti_source(root / "warmup", opts.cti_input, opts.cti_by)[:2], LocalRuntime(),
-             opts.where, opts.cti_by, _reference(root / "warmup", opts))
+             opts.where, opts.cti_by, _reference(root / "warmup", opts), opts.query)
     factory, config, load = _cti_source(root / "events", opts.cti_input, opts.cti_by)
     runs = [_cti_run(factory, config, LocalRuntime(_batch_sizes(opts)), opts.where, opts.cti_by,
-                     _reference(root / "events", opts)) for _ in range(opts.repeat)]
+                     _reference(root / "events", opts), opts.query)
+            for _ in range(opts.repeat)]
     elapsed, rows, seconds = _median(runs)
     return {"startup_s": 0.0, "load_s": load, "run_s": elapsed,
             "runs_s": [round(r[0], 3) for r in runs], "output_rows": rows,
             **batch_times(seconds)}
-
-
-def tree_cpu_s() -> float:
-    """CPU seconds (user + system) used so far by this process and its descendants: the
-    JVM's and the Python workers' included (Spark's executor CPU counts JVM threads only).
-    Each live process's own time plus the time of the children it has reaped, so a worker
-    that exited is counted once, in its parent."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    total = 0
-    for pid in ["self", *_descendants()]:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += sum(int(v) for v in fields[11:15])  # utime, stime, cutime, cstime
-    return total / ticks
-
-
-def _descendants() -> list[int]:
-    """The pids of this process's descendants (children, their children, ...)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        children.setdefault(ppid, []).append(int(entry))
-    found, todo = [], [os.getpid()]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
-def stage_metrics(spark: Any) -> dict[int, tuple[int, int, int]]:
-    """Spark's own metrics of every stage the session's status store holds (it is kept with
-    the UI off): stage id -> (shuffle bytes written, executor CPU ns, executor run ms), summed
-    over the stage's attempts."""
-    sc = spark.sparkContext
-    jvm = sc._jvm
-    stages = sc._jsc.sc().statusStore().stageList(
-        None, False, False, sc._gateway.new_array(jvm.double, 0), jvm.java.util.ArrayList())
-    out: dict[int, tuple[int, int, int]] = {}
-    it = stages.iterator()
-    while it.hasNext():
-        s = it.next()
-        had = out.get(s.stageId(), (0, 0, 0))
-        out[s.stageId()] = (had[0] + s.shuffleWriteBytes(), had[1] + s.executorCpuTime(),
-                            had[2] + s.executorRunTime())
-    return out
-
-
-def task_metrics(before: dict[int, tuple[int, int, int]], after: dict[int, tuple[int, int, int]],
-                 process_cpu_s: float) -> dict[str, float]:
-    """The metrics of the stages that ran between two ``stage_metrics`` snapshots:
-    ``shuffle_bytes``, ``task_cpu_s`` (the executors' CPU time, JVM threads: Python workers'
-    CPU is not in it) and ``task_run_s`` (the tasks' run time, Python work included); and
-    ``process_cpu_s``, the CPU of the whole process tree in that time (``tree_cpu_s``: JVM,
-    Python workers and driver)."""
-    new = [m for sid, m in after.items() if sid not in before]
-    return {"shuffle_bytes": sum(m[0] for m in new),
-            "task_cpu_s": round(sum(m[1] for m in new) / 1e9, 3),
-            "task_run_s": round(sum(m[2] for m in new) / 1e3, 3),
-            "process_cpu_s": round(process_cpu_s, 3)}
-
-
-def per_run(metrics: dict[str, float], runs: int) -> dict[str, float]:
-    """``task_metrics`` of ``runs`` timed runs, per run (their mean)."""
-    return {k: round(v / runs, 3) if isinstance(v, float) else v // runs
-            for k, v in metrics.items()}
 
 
 def run_cti_spark(root: Path, opts: argparse.Namespace) -> dict[str, Any]:
@@ -574,14 +431,14 @@ def run_cti_spark(root: Path, opts: argparse.Namespace) -> dict[str, Any]:
     shards = opts.shards[0] if opts.shards else None
     _cti_run(*_cti_source(root / "warmup", opts.cti_input, opts.cti_by)[:2],
              SparkRuntime(spark, shards=shards), opts.where, opts.cti_by,
-             _reference(root / "warmup", opts))
+             _reference(root / "warmup", opts), opts.query)
     startup = time.perf_counter() - t0
     log(f"cti-spark: session {session:.1f} s, with warm-up query {startup:.1f} s")
     factory, config, load = _cti_source(root / "events", opts.cti_input, opts.cti_by)
     before, cpu = stage_metrics(spark), tree_cpu_s()
     runs = [_cti_run(factory, config, SparkRuntime(spark, batch_sizes=_batch_sizes(opts),
                                                    shards=shards), opts.where, opts.cti_by,
-                     _reference(root / "events", opts))
+                     _reference(root / "events", opts), opts.query)
             for _ in range(opts.repeat)]
     metrics = per_run(task_metrics(before, stage_metrics(spark), tree_cpu_s() - cpu),
                       opts.repeat)
@@ -662,16 +519,22 @@ RUNNERS: dict[str, Callable[[Path, argparse.Namespace], dict[str, Any]]] = {
 }
 
 
-def child(system: str, root: Path, opts: argparse.Namespace) -> dict[str, Any]:
-    """Run one system in this process; its result line."""
-    memory = TreeMemory().start()
+def line_head(system: str, opts: argparse.Namespace, query: str) -> dict[str, Any]:
+    """The fields every result line of ``system`` running ``query`` starts with."""
     line: dict[str, Any] = {"system": system, "events": opts.events, "keys": opts.keys,
                             "batches": opts.batches, "key_rate": opts.key_rate,
-                            "where": opts.where, "cti_by": opts.cti_by, "query": opts.query,
+                            "where": opts.where, "cti_by": opts.cti_by, "query": query,
                             "reference": opts.reference,
                             "load_avg_1m": round(os.getloadavg()[0], 2)}
     if system.startswith("cti-"):
         line["cti_input"] = opts.cti_input
+    return line
+
+
+def child(system: str, root: Path, opts: argparse.Namespace) -> dict[str, Any]:
+    """Run one system in this process; its result line."""
+    memory = TreeMemory().start()
+    line = line_head(system, opts, opts.query)
     try:
         result = RUNNERS[system](root, opts)
     except NotImplementedError as exc:
@@ -691,17 +554,17 @@ def child(system: str, root: Path, opts: argparse.Namespace) -> dict[str, Any]:
 # ---- driver ---------------------------------------------------------------------------------
 
 
-def run_system(system: str, root: Path, args: argparse.Namespace, shards: int | None = None
-               ) -> dict[str, Any]:
-    """Run ``system`` in a child process (cti-spark with ``shards`` shards) and return its JSON
-    line (or an error line)."""
+def run_system(system: str, root: Path, args: argparse.Namespace, shards: int | None = None,
+               query: str = "window") -> dict[str, Any]:
+    """Run ``system`` on ``query`` in a child process (cti-spark with ``shards`` shards) and
+    return its JSON line (or an error line)."""
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", system, "--data", str(root),
            "--events", str(args.events), "--keys", str(args.keys),
            "--batches", str(args.batches), "--seed", str(args.seed),
            "--repeat", str(args.repeat),
            "--cti-input", args.cti_input, "--where", args.where, "--cti-by", args.cti_by,
-           "--query", args.query]
-    if args.query == "reference":
+           "--query", query]
+    if query == "reference":
         cmd += ["--reference", str(args.reference)]
     if args.key_rate is not None:
         cmd += ["--key-rate", str(args.key_rate)]
@@ -717,7 +580,7 @@ def run_system(system: str, root: Path, args: argparse.Namespace, shards: int | 
             continue
         if isinstance(parsed, dict) and parsed.get("system") == system:
             return parsed
-    return {"system": system, "events": args.events, "keys": args.keys,
+    return {**line_head(system, args, query),
             "error": f"child exited with {proc.returncode} without a result (see stderr)"}
 
 
@@ -752,11 +615,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "event time (span), or by an event-ordering policy over the events' "
                         "arrival times (order; order-by-key: each key its own substream; "
                         "needs --cti-input parquet)")
-    p.add_argument("--query", choices=("window", "reference"), default="window",
-                   help="the query: a hopping-window count per key (window), or the events "
-                        "joined on key with reference rows that have no time (reference: "
-                        "edges from a load time on the cti systems, a stream-static join on "
-                        "plain Spark)")
+    p.add_argument("--query", default="window", metavar="Q[,Q...]",
+                   help="the queries (bench/queries.py), each system running each on the same "
+                        "data: a hopping-window count per key (window), a snapshot window "
+                        "(snapshot), a count window (count), TopK over the hopping window "
+                        "(topk); or, alone, 1-hour windows every 5 minutes (long-window: "
+                        "without --key-rate each micro-batch spans 5 minutes of event time), or "
+                        "the events joined on key with reference rows that have no time "
+                        "(reference: edges from a load time on the cti systems, a "
+                        "stream-static join on plain Spark)")
     p.add_argument("--reference", type=int, default=None, metavar="R",
                    help="--query reference: how many reference rows (default: --keys); the "
                         "first --keys of them have the events' keys")
@@ -767,15 +634,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error("--events, --keys, --batches and --repeat must be >= 1")
     if args.key_rate is not None and not args.key_rate > 0:
         p.error("--key-rate must be > 0")
-    if args.query != "reference" and args.reference is not None:
-        p.error("--reference R goes with --query reference")
-    if args.query == "reference":
-        args.reference = args.keys if args.reference is None else args.reference
-        if args.reference < args.keys:
-            p.error(f"--reference must be at least --keys ({args.keys}): every event has its "
-                    "row")
-    if args.query == "reference" and "arrow-floor" in args.systems:
-        p.error("arrow-floor counts windows: it has no --query reference")
+    _check_queries(p, args)
     if args.cti_by.startswith("order") and args.cti_input != "parquet":
         p.error(f"--cti-by {args.cti_by} needs --cti-input parquet (the events' arrival times)")
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
@@ -790,6 +649,56 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if any(x < 1 for x in args.shards):
         p.error("--shards must be >= 1")
     return args
+
+
+def _check_queries(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """``args.query_list`` from ``--query``, checked with the options that go with it; a
+    long-window query without ``--key-rate`` gets the key rate that makes each micro-batch
+    span one hop (5 minutes) of event time."""
+    queries = [q.strip() for q in args.query.split(",") if q.strip()]
+    unknown = [q for q in queries if q not in QUERIES]
+    if unknown or not queries or len(set(queries)) < len(queries):
+        p.error(f"--query: distinct queries from {', '.join(QUERIES)}, not {args.query!r}")
+    if len(queries) > 1 and set(queries) & set(ALONE):
+        p.error(f"--query {' and '.join(ALONE)} run alone (each on data of its own)")
+    args.query_list = queries
+    if args.query != "reference" and args.reference is not None:
+        p.error("--reference R goes with --query reference")
+    if args.query == "reference":
+        args.reference = args.keys if args.reference is None else args.reference
+        if args.reference < args.keys:
+            p.error(f"--reference must be at least --keys ({args.keys}): every event has its "
+                    "row")
+    if "arrow-floor" in args.systems and not set(queries) & set(FLOOR):
+        p.error(f"arrow-floor counts windows: it has no --query {args.query}")
+    if args.query == "long-window" and args.key_rate is None:
+        span_s = args.batches * windows(args.query)[1].total_seconds()
+        args.key_rate = args.events / (args.keys * span_s)
+
+
+def _skipped(system: str, query: str) -> str | None:
+    """Why ``system`` does not run ``query`` (None: it does)."""
+    if system == "spark-native" and query not in NATIVE:
+        return f"plain Spark has no equivalent of --query {query}"
+    if system == "arrow-floor" and query not in FLOOR:
+        return f"arrow-floor has no --query {query}"
+    return None
+
+
+def run_all(tmp: Path, args: argparse.Namespace) -> None:
+    """Each query on each system (cti-spark once per shard count): a JSON line each on
+    stdout, a skipped line where the system has no such query."""
+    for query in args.query_list:
+        for system in args.system_list:
+            if reason := _skipped(system, query):
+                print(json.dumps({**line_head(system, args, query), "skipped": reason}),
+                      flush=True)
+                continue
+            for shards in (args.shards or [None]) if system == "cti-spark" else [None]:
+                log(f"running {system} on {query}{f' with {shards} shards' if shards else ''}")
+                line = run_system(system, tmp, args, shards, query)
+                log(f"{system} {query}: {line.get('events_per_s', line.get('error'))}")
+                print(json.dumps(line), flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -808,12 +717,7 @@ def main(argv: list[str] | None = None) -> int:
             generate_reference(min(args.keys, 10), tmp / "warmup")
         log(f"generated {args.events} events, {args.keys} keys, {args.batches} file(s) "
             f"in {time.perf_counter() - t0:.1f} s under {tmp}")
-        for system in args.system_list:
-            for shards in (args.shards or [None]) if system == "cti-spark" else [None]:
-                log(f"running {system}{f' with {shards} shards' if shards else ''} ...")
-                line = run_system(system, tmp, args, shards)
-                log(f"{system}: {line.get('events_per_s', line.get('error'))}")
-                print(json.dumps(line), flush=True)
+        run_all(tmp, args)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0

@@ -19,32 +19,49 @@ REQUIRED = ("system", "events", "keys", "events_per_s", "peak_rss_mb", "startup_
 EVENTS, KEYS = 2000, 10
 
 
-def _bench_module():
-    spec = importlib.util.spec_from_file_location("bench_run", BENCH)
+def _bench_module(path: Path = BENCH):
+    spec = importlib.util.spec_from_file_location(f"bench_{path.stem}", path)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-def _expected_windows(tmp_path: Path, key_rate: float | None = None, where: bool = False
-                      ) -> int:
-    """Distinct (key, 10 s window every 5 s) pairs of the generated data: one output each
-    (``where``: of the events whose value is not a multiple of 3)."""
+def _queries():
+    return _bench_module(BENCH.parent / "queries.py")
+
+
+def _events(tmp_path: Path, key_rate: float | None = None) -> list[tuple[int, str, int]]:
+    """The generated events (time, key, value), the end-of-stream row left out."""
     import pyarrow.parquet as pq
 
-    bench = _bench_module()
-    bench.generate(EVENTS, KEYS, 0, 1, tmp_path, key_rate)
+    _bench_module().generate(EVENTS, KEYS, 0, 1, tmp_path, key_rate)
     cols = pq.read_table(tmp_path / "part-00000.parquet").to_pydict()
-    hop = bench.HOP // bench.timedelta(microseconds=1)
-    size = bench.WINDOW // bench.timedelta(microseconds=1)
-    pairs = set()
-    for t, k, v in zip(cols["time"], cols["key"], cols["value"], strict=True):
-        if k is None or (where and v % 3 == 0):  # the end-of-stream row; filtered out
-            continue
-        first = (t - size) // hop + 1  # windows [w*hop, w*hop + size) holding t
-        pairs.update((k, w) for w in range(first, t // hop + 1))
-    return len(pairs)
+    return [(t, k, v) for t, k, v in zip(cols["time"], cols["key"], cols["value"], strict=True)
+            if k is not None]
+
+
+def _us(query: str) -> tuple[int, int]:
+    """The query's window size and hop in microseconds."""
+    from datetime import timedelta
+
+    size, hop = _queries().windows(query)
+    return size // timedelta(microseconds=1), hop // timedelta(microseconds=1)
+
+
+def _windows_of(t: int, size: int, hop: int) -> range:
+    """The numbers w of the windows [w*hop, w*hop + size) that hold time t."""
+    return range((t - size) // hop + 1, t // hop + 1)
+
+
+def _expected_windows(tmp_path: Path, key_rate: float | None = None, where: bool = False,
+                      query: str = "window") -> int:
+    """Distinct (key, window) pairs of the generated data (10 s windows every 5 s; 1-hour
+    windows every 5 minutes for ``long-window``): one output each (``where``: of the events
+    whose value is not a multiple of 3)."""
+    size, hop = _us(query)
+    return len({(k, w) for t, k, v in _events(tmp_path, key_rate)
+                if not (where and v % 3 == 0) for w in _windows_of(t, size, hop)})
 
 
 @pytest.mark.spark
@@ -204,3 +221,83 @@ def test_the_aggregates_bench_gives_pandas_results_count() -> None:
     for (system, aggregate), line in runs.items():
         assert line["events_per_s"] > 0
         assert line["results"] == runs[("pandas", aggregate)]["results"] == 3 * 3, system
+
+
+def _expected_rows(query: str, tmp_path: Path) -> int:
+    """What each new query outputs over the generated data, computed here from the events:
+    ``snapshot``, per key, a window between each two consecutive endpoints of the events'
+    10-second lifetimes that some event covers; ``count``, per key, one window for each run
+    of 10 consecutive distinct times; ``topk``, per key and 10 s window every 5 s, the events
+    whose values have fewer than 3 larger ones in it (SQL RANK <= 3)."""
+    from collections import defaultdict
+
+    queries = _queries()
+    by_key: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    for t, k, v in _events(tmp_path):
+        by_key[k].append((t, v))
+    if query == "count":
+        return sum(max(0, len({t for t, _ in tv}) - queries.COUNT_N + 1) for tv in by_key.values())
+    size, hop = _us("window")
+    if query == "snapshot":
+        rows = 0
+        for tv in by_key.values():
+            bounds = sorted({x for t, _ in tv for x in (t, t + size)})
+            rows += sum(any(t <= a < t + size for t, _ in tv) for a in bounds[:-1])
+        return rows
+    ranked = 0
+    for tv in by_key.values():
+        members: dict[int, list[int]] = defaultdict(list)
+        for t, v in tv:
+            for w in _windows_of(t, size, hop):
+                members[w].append(v)
+        ranked += sum(sum(v < x for x in vs) < queries.TOP_K for vs in members.values()
+                      for v in vs)
+    return ranked
+
+
+def test_snapshot_count_and_topk_beside_the_hopping_window(tmp_path: Path) -> None:
+    """``--query snapshot,count,topk``: each query on the same data, one line each, with the
+    rows computed here from the events; plain Spark has none of them, and says so."""
+    proc = subprocess.run(
+        [sys.executable, str(BENCH), "--events", str(EVENTS), "--keys", str(KEYS),
+         "--systems", "cti-local,spark-native", "--query", "snapshot,count,topk"],
+        cwd=REPO, capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert [(line["system"], line["query"]) for line in lines] == [
+        (s, q) for q in ("snapshot", "count", "topk") for s in ("cti-local", "spark-native")]
+    for line in lines:
+        if line["system"] == "spark-native":
+            assert "no equivalent" in line["skipped"] and "events_per_s" not in line, line
+            continue
+        assert "error" not in line and line["events_per_s"] > 0 and line["peak_rss_mb"] > 0
+        assert line["output_rows"] == _expected_rows(line["query"], tmp_path / line["query"])
+
+
+def test_the_long_window_query_times_its_first_and_last_micro_batches(tmp_path: Path) -> None:
+    """``--query long-window``: 1-hour windows every 5 minutes, each micro-batch 5 minutes of
+    event time (the key rate that makes it so, on the line); every (key, window) counted
+    once, and the medians of the first and the last ten micro-batches."""
+    batches = 12
+    proc = subprocess.run(
+        [sys.executable, str(BENCH), "--events", str(EVENTS), "--keys", str(KEYS),
+         "--systems", "cti-local", "--query", "long-window", "--batches", str(batches)],
+        cwd=REPO, capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (line,) = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert line["query"] == "long-window" and "error" not in line, line
+    assert line["key_rate"] == EVENTS / (KEYS * batches * 300)
+    assert line["output_rows"] == _expected_windows(tmp_path, line["key_rate"],
+                                                    query="long-window")
+    assert line["timed_batches"] >= batches
+    assert line["first10_batch_s"] > 0 and line["last10_batch_s"] > 0, line
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--query", "window,long-window"], "run alone"),
+    (["--query", "window,hopping"], "distinct queries from"),
+    (["--query", "snapshot", "--systems", "arrow-floor"], "no --query snapshot")])
+def test_query_lists_are_checked(args: list[str], message: str, capsys) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        _bench_module().parse_args(args)
+    assert exit_.value.code == 2 and message in capsys.readouterr().err
