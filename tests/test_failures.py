@@ -47,6 +47,11 @@ def streams():
 '''
 
 
+# Six micro-batches an output (480 events): room to kill the job after the second or third
+# and still have a run to resume.
+BATCH = "80"
+
+
 def _table(path: Path) -> pd.DataFrame:
     from deltalake import DeltaTable
 
@@ -77,7 +82,7 @@ def test_kill_9_mid_run_then_the_same_command_again(tmp_path):
     out = tmp_path / "out"
     command = [str(Path(sys.executable).with_name("cti")), "run", str(query), "--until-idle",
                "--output", str(out), "--progress", "log"]
-    env = dict(os.environ, CTI_RUN_BATCH_SIZE="40", CTI_SPARK_MASTER="local[2]")
+    env = dict(os.environ, CTI_RUN_BATCH_SIZE=BATCH, CTI_SPARK_MASTER="local[2]")
     proc = subprocess.Popen(command, env=env, start_new_session=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 600
@@ -128,7 +133,7 @@ def test_executor_killed_mid_run_on_a_local_cluster(tmp_path):
     command = [str(submit), "--master", "local-cluster[2,1,1024]",
                "--conf", "spark.executor.memory=768m", cti.cli.__file__, "run", str(query),
                "--until-idle", "--output", str(out), "--progress", "log"]
-    env = dict(os.environ, CTI_RUN_BATCH_SIZE="40", PYSPARK_PYTHON=sys.executable)
+    env = dict(os.environ, CTI_RUN_BATCH_SIZE=BATCH, PYSPARK_PYTHON=sys.executable)
     env.pop("CTI_SPARK_MASTER", None)
     log = tmp_path / "job.log"
     with log.open("wb") as sink:
