@@ -63,8 +63,11 @@ def _commits(table: Path) -> int:
     return len(list((table / "_delta_log").glob("*.json")))
 
 
-def _uninterrupted(tmp_path: Path) -> tuple[Path, Path]:
-    """The query file, and the tables of an uninterrupted in-process run of it."""
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory) -> tuple[Path, Path]:
+    """The query file, and the tables of an uninterrupted in-process run of it (made once for
+    both tests, which only read them)."""
+    tmp_path = tmp_path_factory.mktemp("uninterrupted")
     query = tmp_path / "job.py"
     query.write_text(QUERY)
     want = tmp_path / "uninterrupted"
@@ -76,8 +79,8 @@ def _uninterrupted(tmp_path: Path) -> tuple[Path, Path]:
 
 @pytest.mark.spark
 @pytest.mark.failures
-def test_kill_9_mid_run_then_the_same_command_again(tmp_path):
-    query, want = _uninterrupted(tmp_path)
+def test_kill_9_mid_run_then_the_same_command_again(tmp_path, uninterrupted):
+    query, want = uninterrupted
 
     out = tmp_path / "out"
     command = [str(Path(sys.executable).with_name("cti")), "run", str(query), "--until-idle",
@@ -120,13 +123,13 @@ def _executors(session: int) -> list[int]:
 
 @pytest.mark.spark
 @pytest.mark.failures
-def test_executor_killed_mid_run_on_a_local_cluster(tmp_path):
+def test_executor_killed_mid_run_on_a_local_cluster(tmp_path, uninterrupted):
     """``spark-submit`` of the command on ``local-cluster[2,1,1024]`` (two executor JVMs), one
     executor killed with SIGKILL mid-run: Spark runs its tasks again elsewhere, and the tables
     are exact and complete. (Its own SparkSession: in a subprocess.)"""
     import cti.cli
 
-    query, want = _uninterrupted(tmp_path)
+    query, want = uninterrupted
 
     out = tmp_path / "out"
     submit = Path(sys.executable).with_name("spark-submit")
