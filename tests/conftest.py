@@ -20,11 +20,21 @@ def pytest_xdist_auto_num_workers(config) -> int:
 
 
 def pytest_collection_modifyitems(items) -> None:
-    """The files whose tests start processes of their own first (else in their order): under
-    ``-n`` whole files go to the workers in this order, so the longest start first and the
-    quick ones fill the end."""
-    first = {item.path for item in items if item.get_closest_marker("processes")}
-    items.sort(key=lambda item: item.path not in first)
+    """The files whose tests start processes of their own first, then those that use Spark,
+    then the rest (each group in its order): under ``-n`` whole files go to the workers in
+    this order (``--no-loadscope-reorder`` in pyproject's addopts: xdist's default orders
+    files by their number of tests, which sends the slowest, with one or two tests each,
+    last), so the longest start first and the quick ones fill the end."""
+    processes = {item.path for item in items if item.get_closest_marker("processes")}
+    spark = {item.path for item in items if uses_spark(item)}
+    items.sort(key=lambda item: (item.path not in processes, item.path not in spark))
+
+
+def uses_spark(item) -> bool:
+    """Marked ``spark``, taking the ``spark`` fixture, or a case named for it (a runtime
+    parameter whose fixture asks for the session by name)."""
+    return bool(item.get_closest_marker("spark")) or "spark" in item.fixturenames \
+        or "spark" in item.name
 
 
 @pytest.fixture(scope="session")

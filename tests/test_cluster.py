@@ -1,10 +1,10 @@
 """Queries spread over shards on a real multi-process cluster: ``spark-submit`` on
 ``local-cluster[2,1,1024]`` (two executor JVMs, each with its Python workers) runs a
 ``group_by`` hopping-window query, a keyed join and a window per substream key of an
-event-ordering stream with ``SparkRuntime(shards=4)``; each equals the in-process runtime's
-results, and both executors ran tasks. Then the window query over a live file, stopped on 4
-tasks and restarted on 2 (``parallelism=2``: the checkpoint's state re-spread) after more
-input came, equals the in-process run over the whole file."""
+event-ordering stream with ``SparkRuntime(shards=4)``, the three in one streaming query; each
+equals the in-process runtime's results, and both executors ran tasks. Then the window query
+over a live file, stopped on 4 tasks and restarted on 2 (``parallelism=2``: the checkpoint's
+state re-spread) after more input came, equals the in-process run over the whole file."""
 
 from __future__ import annotations
 
@@ -87,9 +87,11 @@ if __name__ == "__main__":
     from cti.runtime.spark.session import get_spark
 
     spark = get_spark()
+    names = ("windows", "joined", "substreams")
+    named = [q.named(name) for name, q in zip(names, queries(), strict=True)]
     runtime = SparkRuntime(spark, shards=4, batch_sizes=[300])
-    out = {name: canonical(q.collect(runtime))
-           for name, q in zip(("windows", "joined", "substreams"), queries(), strict=True)}
+    results = runtime.run_queries(named, with_inputs=False)  # one streaming query for all
+    out = {name: canonical(r.items(name)) for name, r in zip(names, results, strict=True)}
     sc = spark.sparkContext
     executors = sc._jsc.sc().statusStore().executorList(True)
     tasks = {}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import runpy
 import subprocess
 import sys
 from pathlib import Path
@@ -29,8 +30,14 @@ def test_example_runs_in_process(path):
     assert run_example(path, "--runtime", "local").strip()
 
 
-def test_quickstart_on_embedded_spark():
-    out = run_example(ROOT / "examples" / "quickstart.py")
+@pytest.mark.spark
+def test_quickstart_on_embedded_spark(spark, monkeypatch, capsys):
+    """The quickstart's default run, on Spark: in this process, on the tests' embedded session
+    (a process that makes its own is ``cti run``'s, in test_cli and test_failures)."""
+    monkeypatch.syspath_prepend(str(ROOT / "examples"))
+    monkeypatch.setattr(sys, "argv", ["quickstart.py"])
+    runpy.run_path(str(ROOT / "examples" / "quickstart.py"), run_name="__main__")
+    out = capsys.readouterr().out
     assert "registrations imported all" in out and "runtime: spark" in out
 
 

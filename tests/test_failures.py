@@ -47,6 +47,11 @@ def streams():
 '''
 
 
+# Six micro-batches an output (480 events): room to kill the job after the second or third
+# and still have a run to resume.
+BATCH = "80"
+
+
 def _table(path: Path) -> pd.DataFrame:
     from deltalake import DeltaTable
 
@@ -58,8 +63,11 @@ def _commits(table: Path) -> int:
     return len(list((table / "_delta_log").glob("*.json")))
 
 
-def _uninterrupted(tmp_path: Path) -> tuple[Path, Path]:
-    """The query file, and the tables of an uninterrupted in-process run of it."""
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory) -> tuple[Path, Path]:
+    """The query file, and the tables of an uninterrupted in-process run of it (made once for
+    both tests, which only read them)."""
+    tmp_path = tmp_path_factory.mktemp("uninterrupted")
     query = tmp_path / "job.py"
     query.write_text(QUERY)
     want = tmp_path / "uninterrupted"
@@ -71,13 +79,13 @@ def _uninterrupted(tmp_path: Path) -> tuple[Path, Path]:
 
 @pytest.mark.spark
 @pytest.mark.failures
-def test_kill_9_mid_run_then_the_same_command_again(tmp_path):
-    query, want = _uninterrupted(tmp_path)
+def test_kill_9_mid_run_then_the_same_command_again(tmp_path, uninterrupted):
+    query, want = uninterrupted
 
     out = tmp_path / "out"
     command = [str(Path(sys.executable).with_name("cti")), "run", str(query), "--until-idle",
                "--output", str(out), "--progress", "log"]
-    env = dict(os.environ, CTI_RUN_BATCH_SIZE="40", CTI_SPARK_MASTER="local[2]")
+    env = dict(os.environ, CTI_RUN_BATCH_SIZE=BATCH, CTI_SPARK_MASTER="local[2]")
     proc = subprocess.Popen(command, env=env, start_new_session=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 600
@@ -115,20 +123,20 @@ def _executors(session: int) -> list[int]:
 
 @pytest.mark.spark
 @pytest.mark.failures
-def test_executor_killed_mid_run_on_a_local_cluster(tmp_path):
+def test_executor_killed_mid_run_on_a_local_cluster(tmp_path, uninterrupted):
     """``spark-submit`` of the command on ``local-cluster[2,1,1024]`` (two executor JVMs), one
     executor killed with SIGKILL mid-run: Spark runs its tasks again elsewhere, and the tables
     are exact and complete. (Its own SparkSession: in a subprocess.)"""
     import cti.cli
 
-    query, want = _uninterrupted(tmp_path)
+    query, want = uninterrupted
 
     out = tmp_path / "out"
     submit = Path(sys.executable).with_name("spark-submit")
     command = [str(submit), "--master", "local-cluster[2,1,1024]",
                "--conf", "spark.executor.memory=768m", cti.cli.__file__, "run", str(query),
                "--until-idle", "--output", str(out), "--progress", "log"]
-    env = dict(os.environ, CTI_RUN_BATCH_SIZE="40", PYSPARK_PYTHON=sys.executable)
+    env = dict(os.environ, CTI_RUN_BATCH_SIZE=BATCH, PYSPARK_PYTHON=sys.executable)
     env.pop("CTI_SPARK_MASTER", None)
     log = tmp_path / "job.log"
     with log.open("wb") as sink:

@@ -270,7 +270,8 @@ def metrics_of(ref: RefStream) -> dict[str, int]:
             for k in ("accepted", "adjusted", "dropped", "invalid", "cti_regressions", "ctis")}
 
 
-def check_against_reference(defs: list[StreamDef]) -> None:
+def check_against_reference(defs: list[StreamDef]) -> RunResult:
+    """The machine's run of ``defs`` (whole) equals the reference model's; that run."""
     ref = Reference(defs)
     result = run_local(defs)
     for d in defs:
@@ -279,6 +280,7 @@ def check_against_reference(defs: list[StreamDef]) -> None:
         assert got.items == r.items, msg
         assert [diag_key(x) for x in got.diagnostics] == r.diags, msg
         assert got.metrics == metrics_of(r), msg
+    return result
 
 
 # ---- machine == reference --------------------------------------------------------------------
@@ -307,8 +309,7 @@ def test_importing_streams_equal_reference(defs):
 def test_import_chains_equal_reference_whatever_the_batches(defs, sizes):
     """a -> b -> c: a stream's rows wait for every CTI that can still reach it up the chain,
     so the output is the reference's however the input is cut into batches."""
-    check_against_reference(defs)
-    whole = run_local(defs)
+    whole = check_against_reference(defs)
     for size in (sizes, [1]):
         assert run_local(defs, size).streams == whole.streams, describe(defs)
 
@@ -316,8 +317,8 @@ def test_import_chains_equal_reference_whatever_the_batches(defs, sizes):
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(defs=stream_defs(chain=4, max_size=8), sizes=batch_sizes)
 def test_chains_of_four_do_not_depend_on_the_batches(defs, sizes):
-    check_against_reference(defs)
-    assert run_local(defs, sizes).streams == run_local(defs).streams, describe(defs)
+    whole = check_against_reference(defs)
+    assert run_local(defs, sizes).streams == whole.streams, describe(defs)
 
 
 @FAST
