@@ -8,7 +8,11 @@ edge belongs by its start alone). Output: a point at d_{i+n-1} + 1 tick
 left when the input ends form no window.
 
 A window is complete once a CTI passes its last start (an event may still start exactly at
-the CTI). Output CTIs are unchanged: a window still open ends after the CTI. State
+the CTI). Output CTIs are unchanged: a window still open ends after the CTI. Under a
+time-sensitive operator (``cti.operators.udo``, which makes the policy
+``CLIP_TO_WINDOW_END``), whose outputs may start anywhere in their window, each CTI goes back
+to the start of the earliest window not yet complete: it then depends on the events held
+(``data_ctis``). State
 (``CountState``): per key the events of its last ``n - 1`` distinct starts before the CTI
 (the next windows' first members) and every event at or after it; the rest is purged.
 """
@@ -41,6 +45,7 @@ class CountState:
 
     cti: int = MIN_TIME
     held: pd.DataFrame = attrs.field(factory=_no_rows)
+    out_cti: int = MIN_TIME  # the latest output CTI under ``CLIP_TO_WINDOW_END``
 
 
 @attrs.frozen
@@ -109,7 +114,9 @@ def count_window(node: plan.CountWindow, chunk: Chunk, state: CountState,
         if got is None:
             rows, js = window_members.expand(t, past)
             rows, js = rows[is_new[js]], js[is_new[js]]
-            got = window_members.aggregated(node, ev, rows, js, key_of_k, group_field)
+            got = window_members.aggregated(node, ev, rows, js, key_of_k, group_field, (
+                starts.time[np.maximum(np.arange(len(starts.time)) - (n - 1), 0)],
+                starts.time + 1))
         kk, key_of, payloads = got
         ends = starts.time[kk] + 1
         out = frame.make(frame.filled(len(kk), "point"), ends, ends + 1, payloads, key_of)
@@ -120,7 +127,32 @@ def count_window(node: plan.CountWindow, chunk: Chunk, state: CountState,
         keep[before] = starts.place[t] > starts.place[starts.last[t]] - (n - 1)
         state.held = held[keep].reset_index(drop=True)
     state.cti = c
-    return Chunk(out, list(chunk.ctis))
+    if node.output_policy is not plan.WindowOutputPolicy.CLIP_TO_WINDOW_END:
+        return Chunk(out, list(chunk.ctis))
+    ctis = _clipped_ctis(starts, chunk.ctis, n, state.out_cti)
+    if ctis:
+        state.out_cti = ctis[-1]
+    return Chunk(out, ctis)
+
+
+def _clipped_ctis(starts: _Starts, ctis: list[int], n: int, after: int) -> list[int]:
+    """The output CTIs where outputs may start anywhere in their window (a time-sensitive
+    operator's, ``cti.operators.udo``): each CTI c goes back to the start of the earliest
+    window not complete at c, each key's window over its last ``n - 1`` distinct starts
+    before c (``starts``: every start before the step's last CTI, so all before c); unchanged
+    where no key has one."""
+    out: list[int] = []
+    for c in ctis:
+        t = c
+        below = starts.time < c
+        if c < MAX_TIME and n > 1 and below.any():
+            j = np.bincount(starts.key[below], minlength=len(starts.key))
+            has = np.flatnonzero(j)
+            first = np.searchsorted(starts.key, has, side="left")
+            t = min(c, int(starts.time[first + np.maximum(j[has] - (n - 1), 0)].min()))
+        if t > after and (not out or t > out[-1]):
+            out.append(t)
+    return out
 
 
 UNITS = [OperatorUnit(
@@ -128,6 +160,7 @@ UNITS = [OperatorUnit(
     lambda node, inputs, state, machine: count_window(node, inputs[0], state,
                                                       machine.group_field_of.get(id(node))),
     new_state=lambda node: CountState(),
+    data_ctis=lambda node: node.output_policy is plan.WindowOutputPolicy.CLIP_TO_WINDOW_END,
     output_fields=lambda node: field_names(node.aggregates),
     input_fields=lambda node, wanted, read: (aggregates_read(node.aggregates),),
     output_shape=lambda node: EventShape.POINT)]
