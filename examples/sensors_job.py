@@ -2,10 +2,10 @@
 rows, joined with reference data, averaged per room and minute, written as Delta tables, and
 the bad rows kept as dead letters.
 
-- ``readings`` (``examples/data/sensors_job/readings.csv``): the 219 readings of the Stream Analytics
-  sample ``data/sensors/SampleSensorData.json`` as CSV (time, device, temp, hmdt), partly out
-  of order, with three bad rows among them: a quote that is not closed, a time without a time
-  zone, and a time that is no time. Bound with ``on_bad_input="dead_letter"``.
+- ``readings`` (``examples/data/sensors_job/readings.csv``): the 219 readings of the Stream
+  Analytics sample ``data/sensors/SampleSensorData.json`` as CSV (time, device, temp, hmdt),
+  partly out of order, with three bad rows among them: a quote that is not closed, a time
+  without a time zone, and a time that is no time. Bound with ``on_bad_input="dead_letter"``.
 - ``devices`` (``examples/data/sensors_job/devices.csv``): which room each device is in, reference
   data without timestamps (edges from a load time) that imports the readings' CTIs.
 - ``per_minute``: readings joined with their device's room, the average temperature per room
