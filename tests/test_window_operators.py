@@ -266,12 +266,13 @@ def snapshot_count_operator_case(draw: st.DrawFn, grouped: bool | None = None) -
         return s[0].group_by("k").apply(body) if group else body(s[0])
 
     def reference(lv: list[list[Life]], c: list[list[int]]) -> list[Life]:
-        lives = ref.end_open_edges_at_last_cti(lv[0], c[0]) if count else lv[0]
+        lives = lv[0]  # (an edge never closed: clipped to each window's end)
         windows = count_windows(lives, n, group) if count else snapshot_windows(lives, group)
         out = []
         for ws, we, g, members in windows:
             extra = {"k": json.loads(g)} if group else {}
-            if kind == "time_sensitive":
+            if kind == "time_sensitive":  # (forever: to the last finite time)
+                members = [(s, min(e, ref.MAX_TIME - 1), p) for s, e, p in members]
                 out += [Life(s, e, {"id": p["id"], "k": p["k"], "v": e - s, **extra},
                              e - s == 1) for s, e, p in members]
                 continue
@@ -281,7 +282,8 @@ def snapshot_count_operator_case(draw: st.DrawFn, grouped: bool | None = None) -
                 payloads = top_two([p for _, _, p in members])
             else:
                 payloads = [{"cover": counted([PointEvent(s, p) if e - s == 1 else
-                                               IntervalEvent(s, e, p) for s, e, p in members],
+                                               IntervalEvent(s, min(e, ref.MAX_TIME - 1), p)
+                                               for s, e, p in members],
                                               _Window(ws, we)), "n": len(members)}]
             for p in payloads:
                 p = {**p, **extra}

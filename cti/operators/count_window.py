@@ -70,8 +70,10 @@ def _starts(key_codes: np.ndarray, start: np.ndarray) -> _Starts:
     return _Starts(of_row, times[pairs % span], key_of, np.arange(len(pairs)) - first, last)
 
 
-def _take_events(state: CountState, chunk: Chunk) -> None:
-    """Points, intervals and edge starts join ``held`` (an edge end changes no membership)."""
+def _take_events(state: CountState, chunk: Chunk, lifetimes: bool) -> None:
+    """Points, intervals and edge starts join ``held`` (an edge end changes no membership);
+    with ``lifetimes`` (a time-sensitive function sees them) an edge end also ends its start's
+    row."""
     ev = chunk.events
     if not len(ev):
         return
@@ -81,6 +83,30 @@ def _take_events(state: CountState, chunk: Chunk) -> None:
                          "end": new["end"].to_numpy(), "payload": new["payload"].to_numpy(
                              object)})
     state.held = frame.stack([state.held, rows]) if len(state.held) else rows
+    if lifetimes and is_end.any():
+        _close_edges(state, ev[is_end])
+
+
+def _close_edges(state: CountState, ends: pd.DataFrame) -> None:
+    """Each edge end sets the end of its start's row: the first still open (end MAX_TIME) with
+    its start, payload and key (a start already purged is no longer needed). One scan of
+    ``held`` per edge end."""
+    held = state.held
+    end = held["end"].to_numpy().copy()
+    start, payload = held["start"].to_numpy(), held["payload"].to_numpy(object)
+    key = held["key"].to_numpy(object)
+    for s, e, p, k in ends[["start", "end", "payload", "key"]].itertuples(index=False):
+        at = np.flatnonzero((start == s) & (end == MAX_TIME) & (payload == p) & (key == k))
+        if len(at):
+            end[at[0]] = e
+    held = held.copy()
+    held["end"] = end
+    state.held = held
+
+
+def _sees_lifetimes(node: plan.CountWindow) -> bool:
+    """Whether an aggregate of the window is time-sensitive (it sees lifetimes)."""
+    return any(getattr(a, "time_sensitive", False) for a in node.aggregates.values())
 
 
 def count_window(node: plan.CountWindow, chunk: Chunk, state: CountState,
@@ -88,7 +114,7 @@ def count_window(node: plan.CountWindow, chunk: Chunk, state: CountState,
     """One step: at the chunk's last CTI c, the windows whose last start is before c (and
     was not before the previous CTI) are emitted; then what no later window needs leaves.
     ``group_field``: as the snapshot window's (``window_members.aggregated``)."""
-    _take_events(state, chunk)
+    _take_events(state, chunk, _sees_lifetimes(node))
     if not chunk.ctis:
         return Chunk(frame.empty(), [])
     c, n = chunk.ctis[-1], node.n
@@ -137,19 +163,24 @@ def count_window(node: plan.CountWindow, chunk: Chunk, state: CountState,
 
 def _clipped_ctis(starts: _Starts, ctis: list[int], n: int, after: int) -> list[int]:
     """The output CTIs where outputs may start anywhere in their window (a time-sensitive
-    operator's, ``cti.operators.udo``): each CTI c goes back to the start of the earliest
-    window not complete at c, each key's window over its last ``n - 1`` distinct starts
-    before c (``starts``: every start before the step's last CTI, so all before c); unchanged
-    where no key has one."""
+    operator's, ``cti.operators.udo``): each CTI c (above ``after``) goes back to the start of
+    the earliest window not complete at c. The window that starts at a key's distinct start d
+    is open at c where d < c <= its n-th start (none yet: open), so c goes to the least such
+    d: found, as the snapshot window's, by a running maximum of the windows' last starts in
+    order of d (``starts``: every start before the step's last CTI, so all before c)."""
+    d = starts.time
+    cs = np.asarray(ctis, np.int64)
+    got = cs
+    if len(d):
+        nth = np.arange(len(d)) + (n - 1)
+        last = np.where(nth <= starts.last, d[np.minimum(nth, len(d) - 1)], MAX_TIME)
+        order = np.argsort(d, kind="stable")
+        b, reach = d[order], np.maximum.accumulate(last[order])
+        j = np.searchsorted(reach, cs, side="left")  # (the first window that reaches c)
+        first = b[np.minimum(j, len(b) - 1)]
+        got = np.where((j < len(b)) & (first < cs) & (cs < MAX_TIME), first, cs)
     out: list[int] = []
-    for c in ctis:
-        t = c
-        below = starts.time < c
-        if c < MAX_TIME and n > 1 and below.any():
-            j = np.bincount(starts.key[below], minlength=len(starts.key))
-            has = np.flatnonzero(j)
-            first = np.searchsorted(starts.key, has, side="left")
-            t = min(c, int(starts.time[first + np.maximum(j[has] - (n - 1), 0)].min()))
+    for t in got.tolist():
         if t > after and (not out or t > out[-1]):
             out.append(t)
     return out

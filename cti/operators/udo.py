@@ -34,7 +34,7 @@ from cti.forms.rows import payload_from_json, payload_to_json
 from cti.forms.schema import shown
 from cti.operators import plan, usercode
 from cti.operators.unit import OperatorUnit
-from cti.time import to_datetime
+from cti.time import MAX_TIME, to_datetime
 
 EVENTS = "__operator"  # the inner window's one aggregate: the operator's outputs
 
@@ -56,10 +56,12 @@ class WindowDescriptor:
 
 
 def window_events(events: list[tuple[int, int, str]], start: int, end: int) -> list[Any]:
-    """A window's events (start, end, payload text; in time order) clipped to [start, end)."""
+    """A window's events (start, end, payload text; in time order) clipped to [start, end);
+    one that lasts forever (in a snapshot window that reaches MAX_TIME) ends at MAX_TIME - 1,
+    the last finite time, as ``alter_event_duration(MAX_TIME)``'s intervals do."""
     out: list[Any] = []
     for s, e, text in events:
-        s, e = max(s, start), min(e, end)
+        s, e = max(s, start), min(e, end, MAX_TIME - 1)
         payload = payload_from_json(text)
         out.append(PointEvent(s, payload) if e - s == 1 else IntervalEvent(s, e, payload))
     return out
