@@ -1,6 +1,7 @@
 """User-defined operators over windows (``windowed.apply_operator(fn, time_sensitive)``) and
 time-sensitive aggregates (``agg.udf(fn, time_sensitive=True)``) against hand-written loops
-over every window on random inputs (``operator_reference.windows_overlapping``); output CTIs;
+over every window on random inputs (hopping: ``operator_reference.windows_overlapping``;
+snapshot: the tick-by-tick brute force; count: every n distinct starts); output CTIs;
 arrival order below the CTIs; Spark against the in-process runner; the user's mistakes."""
 
 from __future__ import annotations
@@ -9,9 +10,10 @@ import json
 from collections import defaultdict
 from typing import Any
 
+import attrs
 import operator_reference as ref
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 from operator_reference import Life
 from strategies import bind, describe
@@ -26,8 +28,18 @@ from test_operator_properties import (
     replay_defs,
     run_local,
 )
+from test_snapshot_window import snapshot_ctis, snapshot_members
 
-from cti import CtiError, IntervalEvent, PointEvent, WindowOutputPolicy, agg, ticks
+from cti import (
+    Cti,
+    CtiError,
+    EventShape,
+    IntervalEvent,
+    PointEvent,
+    WindowOutputPolicy,
+    agg,
+    ticks,
+)
 from cti.runtime.local import LocalRuntime
 
 FAST = settings(max_examples=40, deadline=None,
@@ -171,3 +183,209 @@ def test_udf_settings_are_checked():
         agg.udf(len, frame=True, time_sensitive=True)
     with pytest.raises(InvalidSettingsError, match="must be a function"):
         one_stream(POINTS).tumbling_window(ticks(5)).apply_operator(3)
+
+
+# ---- snapshot and count windows ---------------------------------------------------------------
+
+def counted(events: list[Any], window: Any) -> int:
+    """A time-sensitive aggregate: how many events, and the window's length (capped: a
+    snapshot window may reach MAX_TIME)."""
+    assert all(window.start <= e.start < e.end <= window.end for e in events)
+    return len(events) * 1000 + min(window.end - window.start, 999)
+
+
+def snapshot_windows(lives: list[Life], group: bool
+                     ) -> list[tuple[int, int, str, list[tuple[int, int, dict]]]]:
+    """Every snapshot window (``test_snapshot_window``'s tick-by-tick brute force) and group,
+    with its members' lifetimes clipped to it (each member covers its whole window)."""
+    out = []
+    for ws, we, payloads in snapshot_members(lives, "k" if group else None):
+        g = json.dumps(payloads[0]["k"]) if group else ""
+        out.append((ws, we, g, [(ws, we, p) for p in payloads]))
+    return out
+
+
+def count_windows(lives: list[Life], n: int, group: bool
+                  ) -> list[tuple[int, int, str, list[tuple[int, int, dict]]]]:
+    """Every count window (``n`` consecutive distinct starts of a group) with its members'
+    lifetimes clipped to ``[first start, last start + 1)``."""
+    groups: dict[str, list[Life]] = defaultdict(list)
+    for x in lives:
+        groups[json.dumps(x.payload["k"]) if group else ""].append(x)
+    out = []
+    for g, members in groups.items():
+        starts = sorted({x.start for x in members})
+        for i in range(len(starts) - n + 1):
+            ws, we = starts[i], starts[i + n - 1] + 1
+            chosen = set(starts[i:i + n])
+            out.append((ws, we, g, [(x.start, min(x.end, we), x.payload)
+                                    for x in members if x.start in chosen]))
+    return out
+
+
+def count_clipped_ctis(lives: list[Life], n: int, group: bool, ctis: list[int]) -> list[int]:
+    """A time-sensitive operator's CTIs over count windows: each CTI c at the start of the
+    earliest window not complete at c (each group's window over its last ``n - 1`` distinct
+    starts below c)."""
+    out = []
+    for c in ctis:
+        t = c
+        if c < ref.MAX_TIME and n > 1:
+            groups: dict[str, set[int]] = defaultdict(set)
+            for x in lives:
+                if x.start < c:
+                    groups[json.dumps(x.payload["k"]) if group else ""].add(x.start)
+            for starts in groups.values():
+                below = sorted(starts)
+                t = min(t, below[max(len(below) - n + 1, 0)])
+        out.append(t)
+    return ref.strictly_increasing(out)
+
+
+@st.composite
+def snapshot_count_operator_case(draw: st.DrawFn, grouped: bool | None = None) -> Case:
+    """A user-defined operator (or time-sensitive aggregate) over snapshot or count windows;
+    ``case.data_ctis(lives, ctis, edges)`` gives its output CTIs."""
+    count = draw(st.booleans())
+    n = draw(st.integers(1, 3))
+    kind = draw(st.sampled_from(["operator", "time_sensitive", "udf"]))
+    clip = not count and draw(st.booleans())
+    group = draw(st.booleans()) if grouped is None else grouped
+    policy = (WindowOutputPolicy.CLIP_TO_WINDOW_END if clip
+              else WindowOutputPolicy.POINT_ALIGN_TO_WINDOW_END)
+
+    def body(s: Any) -> Any:
+        w = s.count_window(n) if count else s.snapshot_window(policy)
+        if kind == "operator":
+            return w.apply_operator(top_two)
+        if kind == "time_sensitive":
+            return w.apply_operator(pieces, time_sensitive=True)
+        return w.aggregate(cover=agg.udf(counted, time_sensitive=True), n=agg.count())
+
+    def build(s: list[Any]) -> Any:
+        return s[0].group_by("k").apply(body) if group else body(s[0])
+
+    def reference(lv: list[list[Life]], c: list[list[int]]) -> list[Life]:
+        lives = lv[0]  # (an edge never closed: clipped to each window's end)
+        windows = count_windows(lives, n, group) if count else snapshot_windows(lives, group)
+        out = []
+        for ws, we, g, members in windows:
+            extra = {"k": json.loads(g)} if group else {}
+            if kind == "time_sensitive":  # (forever: to the last finite time)
+                members = [(s, min(e, ref.MAX_TIME - 1), p) for s, e, p in members]
+                out += [Life(s, e, {"id": p["id"], "k": p["k"], "v": e - s, **extra},
+                             e - s == 1) for s, e, p in members]
+                continue
+            if not clip and we == ref.MAX_TIME:
+                continue  # (no point at infinity)
+            if kind == "operator":
+                payloads = top_two([p for _, _, p in members])
+            else:
+                payloads = [{"cover": counted([PointEvent(s, p) if e - s == 1 else
+                                               IntervalEvent(s, min(e, ref.MAX_TIME - 1), p)
+                                               for s, e, p in members],
+                                              _Window(ws, we)), "n": len(members)}]
+            for p in payloads:
+                p = {**p, **extra}
+                out.append(Life(ws, we, p, False) if clip else Life(we, we + 1, p, True))
+        return out
+
+    def data_ctis(lives: list[Life], c: list[int], edges: bool) -> list[int]:
+        if kind == "time_sensitive" and count:
+            return count_clipped_ctis(lives, n, group, c)
+        if (clip or kind == "time_sensitive") and not count:
+            return snapshot_ctis(lives, edges, c, "k" if group else None)
+        return ref.ctis_unchanged(c)
+
+    window = f"count_window({n})" if count else f"snapshot_window({policy.name})"
+    text = f"{'group_by(k).apply(' if group else ''}{window}.{kind}"
+    case = Case(text, 1, build, reference, lambda c: [], window=True)
+    case.data_ctis = data_ctis  # type: ignore[attr-defined]
+    return case
+
+
+@attrs.frozen
+class _Window:
+    start: int
+    end: int
+
+
+def check_data_case(case: Case, defs: list) -> None:
+    """``check_case`` with output CTIs that depend on the events (``case.data_ctis``)."""
+    from test_operator_properties import check_shape, check_well_formed
+
+    streams, ins = ingress_outputs(defs)
+    lives = [ref.lifetimes(items) for items in ins]
+    msg = explain(case, defs, ins)
+    note(msg)
+    query = case.build(streams)
+    out = query.run(LocalRuntime()).items("output")
+    check_well_formed(out, msg)
+    check_shape(out, query.shape, msg)
+    problem = ref.diff(case.reference(lives, [ref.ctis_of(ins[0])]), ref.lifetimes(out))
+    assert not problem, f"{problem}\n{msg}\noutput: {out}"
+    want = case.data_ctis(lives[0], ref.ctis_of(ins[0]),  # type: ignore[attr-defined]
+                          defs[0].shape is EventShape.EDGE)
+    assert ref.ctis_of(out) == want, (ref.ctis_of(out), want, msg)
+
+
+@FAST
+@given(data=st.data())
+def test_snapshot_and_count_operators_equal_the_loop_over_windows(data):
+    case = data.draw(snapshot_count_operator_case())
+    check_data_case(case, data.draw(input_defs(1, max_size=10)))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), sizes=st.lists(st.integers(1, 4), min_size=1, max_size=3))
+def test_snapshot_and_count_operators_do_not_depend_on_arrival_order_or_batches(data, sizes):
+    case = data.draw(snapshot_count_operator_case())
+    defs = data.draw(input_defs(1, finite=True, max_size=10))
+    streams, ins = ingress_outputs(defs)
+    whole = run_local(case, streams)
+    replay = data.draw(replay_defs(defs, ins))
+    assert run_local(case, bind(replay)) == whole, \
+        explain(case, defs, ins) + "\nreplayed as:\n" + describe(replay)
+    assert run_local(case, bind(defs), sizes) == whole, explain(case, defs) + f"\n{sizes}"
+
+
+@pytest.mark.spark
+@settings(max_examples=2, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data(), splits=st.one_of(st.none(), st.lists(st.integers(1, 5), min_size=1,
+                                                            max_size=3)))
+def test_snapshot_and_count_operators_on_spark_equal_local(spark, data, splits):
+    cases = [(case, data.draw(input_defs(1, finite=True, max_size=8)))
+             for case in [data.draw(snapshot_count_operator_case(grouped=True))
+                          for _ in range(8)]]
+    assert_spark_equals_local(spark, cases, splits)
+
+
+def test_count_window_operator_ctis_go_back_to_the_earliest_open_window():
+    """Starts 1, 3, 4 before the CTI at 6: windows {1, 3} and {3, 4} are complete; the one
+    over {4, next} is not, and a time-sensitive output of it may start at 4 (so may the
+    outputs of {3, 4}: the part at 4 waits for a CTI above it)."""
+    items = [PointEvent(t, {"id": str(t), "k": "x", "v": t}) for t in (1, 3, 4)] + [Cti(6)]
+    q = one_stream(items, flush=False).count_window(2).apply_operator(pieces,
+                                                                      time_sensitive=True)
+    out = q.run(LocalRuntime()).items("output")
+    assert [i for i in out if isinstance(i, Cti)] == [Cti(4)]
+    assert sorted(i.start for i in out if isinstance(i, PointEvent)) == [1, 3, 3]
+
+
+@pytest.mark.parametrize("body, spread", [
+    (lambda g: g.count_window(2).apply_operator(top_two), True),
+    (lambda g: g.snapshot_window(WindowOutputPolicy.POINT_ALIGN_TO_WINDOW_END
+                                 ).apply_operator(top_two), True),
+    (lambda g: g.count_window(2).apply_operator(pieces, time_sensitive=True), False),
+    (lambda g: g.snapshot_window().apply_operator(top_two), False),
+])
+def test_operators_whose_ctis_depend_on_the_events_run_in_one_shard(body, spread):
+    """Until the shards' CTIs are combined (docs/spark-runtime.md, "Output CTIs that depend
+    on the events"), a query whose output CTIs depend on the events it holds runs in one
+    shard; the others spread by the group's key."""
+    from cti.engine.route import routes
+    from cti.runtime.base import query_inputs
+
+    query = one_stream(POINTS).group_by("k").apply(body)
+    groups, refs = query_inputs(query)
+    assert routes([query], groups, [refs], 4, False)[0].shards == (4 if spread else 1)

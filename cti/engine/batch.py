@@ -13,7 +13,7 @@ input it reads, the in-process runtime for each micro-batch.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
@@ -22,9 +22,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cti.adapters import FIELD_COLUMN, InputAdapter
-from cti.engine.route import QueryRoute
+from cti.engine.route import QueryRoute, ShardKey
 from cti.events import EVENT_KINDS, SHAPE_KINDS, EventShape
-from cti.forms.frame import exact_field, filled, framed, payload_objects
+from cti.forms.frame import exact_field, filled, framed, payload_objects, value_json
 from cti.forms.json_text import exact_texts, filled_payloads, scattered
 from cti.forms.layout import IN_COLUMNS, NULLABLE, in_row_to_tuple
 from cti.forms.rows import (
@@ -181,14 +181,38 @@ _MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)  # odd: the golden ratio's 64-bit fr
 _FMIX64 = ((33, 0xFF51AFD7ED558CCD), (33, 0xC4CEB9FE1A85EC53), (33, 0))
 
 
-def owners(payloads: pa.Array, field: str | None, shards: int,
+def owners(payloads: pa.Array, field: ShardKey, shards: int,
            texts: pa.Array | None = None) -> np.ndarray:
     """The shard that owns each event, by its payload (not null): the hash of its ``field``
-    value (``key_shards``), or shard 0 when the query is not spread (``field`` None, one
-    shard)."""
+    value (``key_shards``) or of its key function's value (``computed_key_shards``), or shard
+    0 when the query is not spread (``field`` None, one shard)."""
     if field is None or shards == 1:
         return np.zeros(len(payloads), np.int32)
+    if callable(field):
+        return computed_key_shards(payloads, field, shards)
     return key_shards(payloads, field, shards, texts)
+
+
+def computed_key_shards(payloads: pa.Array, key: Callable[[Any], Any], shards: int
+                        ) -> np.ndarray:
+    """The shard of each payload's ``key(payload)`` (``group_by(key=fn)``): the hash of the
+    value's JSON (``frame.value_json``, the text the group_by tells groups apart by), so equal
+    keys meet in one shard. The function runs once per distinct payload text, the hashing
+    column-wise; a payload it fails on goes to shard 0, whose group_by raises the error
+    naming the stream and the payload (``QueryMachine.group_apply``)."""
+    encoded = payloads.dictionary_encode()
+    texts = []
+    for text in encoded.dictionary.to_pylist():
+        try:
+            texts.append(value_json(key(payload_from_json(text))))
+        except Exception:
+            texts.append(None)
+    known = np.asarray([t is not None for t in texts], bool)
+    by_text = np.zeros(len(texts), np.int32)
+    if known.any():
+        hashed = text_hashes(pa.array([t for t in texts if t is not None], pa.string()))
+        by_text[known] = (hashed % np.uint64(shards)).astype(np.int32)
+    return by_text[encoded.indices.to_numpy(zero_copy_only=False)]
 
 
 def routed(route: QueryRoute, group: int, rows: pa.Table, events_only: bool = False
@@ -235,7 +259,7 @@ def routed(route: QueryRoute, group: int, rows: pa.Table, events_only: bool = Fa
         def chosen(values: pa.Array, every: bool = every, mine: np.ndarray = mine) -> pa.Array:
             return values if every else values.filter(pa.array(mine))
 
-        column = FIELD_COLUMN + field
+        column = FIELD_COLUMN + field if isinstance(field, str) else None
         if column in typed:
             own[mine] = owners(chosen(payload), field, route.shards, field_texts(
                 chosen(rows.column(column).combine_chunks()), given[mine]))
@@ -256,8 +280,11 @@ def routed(route: QueryRoute, group: int, rows: pa.Table, events_only: bool = Fa
                 continue
             rows_i[rows_i] = keyless
             chosen = chosen.filter(pa.array(keyless))
-        fields = sorted({over, route.fields.get((g, i)) or over})
-        texts = key_payloads(chosen, fields)
+        spread = route.fields.get((g, i)) or over
+        # (a key function may read any field: the others get the whole payload to find the
+        # event's owner by, as its owner does)
+        texts = key_payloads(chosen, sorted({over, spread})) if isinstance(spread, str) \
+            else chosen
         narrow = scattered(texts, rows_i) if narrow is None else pc.if_else(
             pa.array(rows_i), scattered(texts, rows_i), narrow)
     # An edge of a stream the query does not read: shard 0 pairs it (for the metrics).

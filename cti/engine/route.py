@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
@@ -15,14 +15,19 @@ from cti.operators.projection import union
 from cti.operators.registry import inputs_read
 from cti.operators.sharding import shard_fields
 
+# What spreads a stream over shards: a payload field, or a ``group_by(key=fn)``'s function
+# (``cti.engine.batch.owners``); None: one shard owns every event.
+ShardKey = str | Callable[[Any], Any] | None
+
 
 @attrs.frozen
 class QueryRoute:
     """Where one query's input rows go (``cti.engine.batch.routed``): ``fields[(group,
-    stream)]`` is the payload field that spreads the stream over ``shards`` (None: shard 0 owns
-    every event) for each stream the query reads; ``substreams``: the streams of the groups it
-    reads whose events every shard needs with a field of their payloads (the field an
-    event-ordering policy is over: each shard keeps every key's watermark).
+    stream)]`` is the payload field (or a ``group_by``'s key function) that spreads the stream
+    over ``shards`` (None: shard 0 owns every event) for each stream the query reads;
+    ``substreams``: the streams of the groups it reads whose events every shard needs with a
+    field of their payloads (the field an event-ordering policy is over: each shard keeps
+    every key's watermark).
     ``timed[(group, stream)]``: (event count, or None for CTIs by time span; event kind) of
     each stream whose shards take their time from the source's generation points
     (``cti.ingress.timed``) instead of every row.
@@ -31,7 +36,7 @@ class QueryRoute:
 
     query: int
     shards: int
-    fields: dict[tuple[int, int], str | None]
+    fields: dict[tuple[int, int], ShardKey]
     with_inputs: bool
     substreams: dict[tuple[int, int], str] = attrs.field(factory=dict)
     timed: dict[tuple[int, int], tuple[int | None, str]] = attrs.field(factory=dict)

@@ -25,7 +25,7 @@ import pyarrow as pa
 
 from cti.adapters import FIELD_COLUMN
 from cti.engine.batch import owners
-from cti.engine.route import QueryRoute
+from cti.engine.route import QueryRoute, ShardKey
 from cti.events import EVENT_KINDS, INPUT_STATUSES, SHAPE_KINDS, EventShape
 from cti.forms import frame
 from cti.forms.json_text import frame_payloads
@@ -152,7 +152,7 @@ def _counted(got: pd.DataFrame, shard: int, route: QueryRoute, group: int) -> pd
     return got[mine | (~by_owner & (shard == 0))]
 
 
-def _owned(payloads: np.ndarray, field: str | None, shard: int, shards: int) -> np.ndarray:
+def _owned(payloads: np.ndarray, field: ShardKey, shard: int, shards: int) -> np.ndarray:
     """Which of these events (their payloads; None: left out, another shard's) the shard
     owns, by the hash the rows were routed by (``batch.owners``)."""
     kept = pd.notna(payloads)
@@ -162,7 +162,7 @@ def _owned(payloads: np.ndarray, field: str | None, shard: int, shards: int) -> 
     return mine
 
 
-def chunk(got: pd.DataFrame, stream: int, shard: int, field: str | None, shards: int,
+def chunk(got: pd.DataFrame, stream: int, shard: int, field: ShardKey, shards: int,
           rows: pd.DataFrame | None = None) -> frame.Chunk:
     """Stream ``stream``'s CTIs and the accepted and adjusted events the shard owns, from its
     group's ingress output ``got``. Rows of weight 0 are owned by construction (see

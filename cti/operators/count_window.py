@@ -8,7 +8,11 @@ edge belongs by its start alone). Output: a point at d_{i+n-1} + 1 tick
 left when the input ends form no window.
 
 A window is complete once a CTI passes its last start (an event may still start exactly at
-the CTI). Output CTIs are unchanged: a window still open ends after the CTI. State
+the CTI). Output CTIs are unchanged: a window still open ends after the CTI. Under a
+time-sensitive operator (``cti.operators.udo``, which makes the policy
+``CLIP_TO_WINDOW_END``), whose outputs may start anywhere in their window, each CTI goes back
+to the start of the earliest window not yet complete: it then depends on the events held
+(``data_ctis``). State
 (``CountState``): per key the events of its last ``n - 1`` distinct starts before the CTI
 (the next windows' first members) and every event at or after it; the rest is purged.
 """
@@ -41,6 +45,7 @@ class CountState:
 
     cti: int = MIN_TIME
     held: pd.DataFrame = attrs.field(factory=_no_rows)
+    out_cti: int = MIN_TIME  # the latest output CTI under ``CLIP_TO_WINDOW_END``
 
 
 @attrs.frozen
@@ -65,8 +70,10 @@ def _starts(key_codes: np.ndarray, start: np.ndarray) -> _Starts:
     return _Starts(of_row, times[pairs % span], key_of, np.arange(len(pairs)) - first, last)
 
 
-def _take_events(state: CountState, chunk: Chunk) -> None:
-    """Points, intervals and edge starts join ``held`` (an edge end changes no membership)."""
+def _take_events(state: CountState, chunk: Chunk, lifetimes: bool) -> None:
+    """Points, intervals and edge starts join ``held`` (an edge end changes no membership);
+    with ``lifetimes`` (a time-sensitive function sees them) an edge end also ends its start's
+    row."""
     ev = chunk.events
     if not len(ev):
         return
@@ -76,6 +83,30 @@ def _take_events(state: CountState, chunk: Chunk) -> None:
                          "end": new["end"].to_numpy(), "payload": new["payload"].to_numpy(
                              object)})
     state.held = frame.stack([state.held, rows]) if len(state.held) else rows
+    if lifetimes and is_end.any():
+        _close_edges(state, ev[is_end])
+
+
+def _close_edges(state: CountState, ends: pd.DataFrame) -> None:
+    """Each edge end sets the end of its start's row: the first still open (end MAX_TIME) with
+    its start, payload and key (a start already purged is no longer needed). One scan of
+    ``held`` per edge end."""
+    held = state.held
+    end = held["end"].to_numpy().copy()
+    start, payload = held["start"].to_numpy(), held["payload"].to_numpy(object)
+    key = held["key"].to_numpy(object)
+    for s, e, p, k in ends[["start", "end", "payload", "key"]].itertuples(index=False):
+        at = np.flatnonzero((start == s) & (end == MAX_TIME) & (payload == p) & (key == k))
+        if len(at):
+            end[at[0]] = e
+    held = held.copy()
+    held["end"] = end
+    state.held = held
+
+
+def _sees_lifetimes(node: plan.CountWindow) -> bool:
+    """Whether an aggregate of the window is time-sensitive (it sees lifetimes)."""
+    return any(getattr(a, "time_sensitive", False) for a in node.aggregates.values())
 
 
 def count_window(node: plan.CountWindow, chunk: Chunk, state: CountState,
@@ -83,7 +114,7 @@ def count_window(node: plan.CountWindow, chunk: Chunk, state: CountState,
     """One step: at the chunk's last CTI c, the windows whose last start is before c (and
     was not before the previous CTI) are emitted; then what no later window needs leaves.
     ``group_field``: as the snapshot window's (``window_members.aggregated``)."""
-    _take_events(state, chunk)
+    _take_events(state, chunk, _sees_lifetimes(node))
     if not chunk.ctis:
         return Chunk(frame.empty(), [])
     c, n = chunk.ctis[-1], node.n
@@ -109,7 +140,9 @@ def count_window(node: plan.CountWindow, chunk: Chunk, state: CountState,
         if got is None:
             rows, js = window_members.expand(t, past)
             rows, js = rows[is_new[js]], js[is_new[js]]
-            got = window_members.aggregated(node, ev, rows, js, key_of_k, group_field)
+            got = window_members.aggregated(node, ev, rows, js, key_of_k, group_field, (
+                starts.time[np.maximum(np.arange(len(starts.time)) - (n - 1), 0)],
+                starts.time + 1))
         kk, key_of, payloads = got
         ends = starts.time[kk] + 1
         out = frame.make(frame.filled(len(kk), "point"), ends, ends + 1, payloads, key_of)
@@ -120,7 +153,37 @@ def count_window(node: plan.CountWindow, chunk: Chunk, state: CountState,
         keep[before] = starts.place[t] > starts.place[starts.last[t]] - (n - 1)
         state.held = held[keep].reset_index(drop=True)
     state.cti = c
-    return Chunk(out, list(chunk.ctis))
+    if node.output_policy is not plan.WindowOutputPolicy.CLIP_TO_WINDOW_END:
+        return Chunk(out, list(chunk.ctis))
+    ctis = _clipped_ctis(starts, chunk.ctis, n, state.out_cti)
+    if ctis:
+        state.out_cti = ctis[-1]
+    return Chunk(out, ctis)
+
+
+def _clipped_ctis(starts: _Starts, ctis: list[int], n: int, after: int) -> list[int]:
+    """The output CTIs where outputs may start anywhere in their window (a time-sensitive
+    operator's, ``cti.operators.udo``): each CTI c (above ``after``) goes back to the start of
+    the earliest window not complete at c. The window that starts at a key's distinct start d
+    is open at c where d < c <= its n-th start (none yet: open), so c goes to the least such
+    d: found, as the snapshot window's, by a running maximum of the windows' last starts in
+    order of d (``starts``: every start before the step's last CTI, so all before c)."""
+    d = starts.time
+    cs = np.asarray(ctis, np.int64)
+    got = cs
+    if len(d):
+        nth = np.arange(len(d)) + (n - 1)
+        last = np.where(nth <= starts.last, d[np.minimum(nth, len(d) - 1)], MAX_TIME)
+        order = np.argsort(d, kind="stable")
+        b, reach = d[order], np.maximum.accumulate(last[order])
+        j = np.searchsorted(reach, cs, side="left")  # (the first window that reaches c)
+        first = b[np.minimum(j, len(b) - 1)]
+        got = np.where((j < len(b)) & (first < cs) & (cs < MAX_TIME), first, cs)
+    out: list[int] = []
+    for t in got.tolist():
+        if t > after and (not out or t > out[-1]):
+            out.append(t)
+    return out
 
 
 UNITS = [OperatorUnit(
@@ -128,6 +191,7 @@ UNITS = [OperatorUnit(
     lambda node, inputs, state, machine: count_window(node, inputs[0], state,
                                                       machine.group_field_of.get(id(node))),
     new_state=lambda node: CountState(),
+    data_ctis=lambda node: node.output_policy is plan.WindowOutputPolicy.CLIP_TO_WINDOW_END,
     output_fields=lambda node: field_names(node.aggregates),
     input_fields=lambda node, wanted, read: (aggregates_read(node.aggregates),),
     output_shape=lambda node: EventShape.POINT)]

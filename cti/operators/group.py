@@ -1,7 +1,8 @@
 """``group_by(field).apply(body)``: the body runs once for all groups, each event keyed by its
 group's value of ``field`` (``QueryMachine.group_apply``: the body is a plan of its own, run by
 the machine). Its state is its body's operators'; its output CTIs are the body's. It keeps its
-state per value of ``field``, so it spreads a query over shards by that field.
+state per value of ``field`` (or of its key function), so it spreads a query over shards by
+that value.
 """
 
 from __future__ import annotations
@@ -25,10 +26,10 @@ def _fields(node: plan.GroupApply) -> Fields:
                                                                         node.key_name])
 
 
-def _spreads(node: plan.GroupApply) -> tuple[tuple[plan.Node, str | None], ...]:
-    """Spread by the group's field; a key function's groups run in one shard (the source
-    routes events by a payload field's value, not by a function of the payload)."""
-    return ((node.source, node.field if isinstance(node.field, str) else None),)
+def _spreads(node: plan.GroupApply) -> tuple[tuple[plan.Node, Any], ...]:
+    """Spread by the group's field, or by its key function's value (the source computes it
+    from each payload: ``cti.engine.batch.computed_key_shards``)."""
+    return ((node.source, node.field),)
 
 
 UNITS = [OperatorUnit(plan.GroupApply, group_apply,

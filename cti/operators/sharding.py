@@ -3,8 +3,9 @@
 A shard holds the complete state of some keys, so a plan can be sharded by a field only where
 every stateful operator keeps its state per value of that field:
 
-- ``group_by(f).apply(...)`` whose input reaches the plan's inputs through operators that keep
-  the payload (where, union, lifetime operators): each input is sharded by ``f``;
+- ``group_by(f).apply(...)`` (or ``group_by(key=fn)``) whose input reaches the plan's inputs
+  through operators that keep the payload (where, union, lifetime operators): each input is
+  sharded by ``f`` (by ``fn(payload)``, computed in the source);
 - a ``join`` / ``left_anti_semi_join`` on keys, whose sides reach their inputs the same way:
   left inputs by the left key, right inputs by the right key;
 
@@ -52,16 +53,17 @@ def _payload_paths(node: plan.Node) -> list[Any] | None:
     return None
 
 
-def shard_fields(root: plan.Node, inputs: list[Any]) -> list[str | None] | None:
-    """Per input (by position in ``inputs``) the field to shard it by, or None: one shard."""
+def shard_fields(root: plan.Node, inputs: list[Any]) -> list[Any] | None:
+    """Per input (by position in ``inputs``) the field (or ``group_by(key=fn)``'s function)
+    to shard it by, or None: one shard."""
     if any(_data_ctis(n) for n in plan.walk(root)):
         return None  # (every shard computes the output CTIs alone: they must agree)
     node = root
     while _unit_says(node, "per_event"):
         node = node.source
-    assigned: dict[int, str] = {}
+    assigned: dict[int, Any] = {}
 
-    def assign(streams: list[Any] | None, field: str | None) -> bool:
+    def assign(streams: list[Any] | None, field: Any) -> bool:
         if streams is None or field is None:
             return False
         for s in streams:

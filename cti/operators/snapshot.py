@@ -171,7 +171,8 @@ def _emit(node: plan.SnapshotWindow, held: pd.DataFrame, cut: _Cut,
                                              key_of_k, group_field)
     if got is None:
         rows, ks = window_members.expand(lo, hi)
-        got = window_members.aggregated(node, ev, rows, ks, key_of_k, group_field)
+        got = window_members.aggregated(node, ev, rows, ks, key_of_k, group_field, (
+            cut.time, np.append(cut.time[1:], MAX_TIME)))
     kk, key_of, payloads = got
     starts, ends = cut.time[kk], cut.time[kk + 1]
     if node.output_policy is plan.WindowOutputPolicy.CLIP_TO_WINDOW_END:

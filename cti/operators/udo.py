@@ -11,10 +11,13 @@ then follow ``CLIP_TO_WINDOW_END``'s rule (pushed back to the start of the earli
 yet complete), since an output event may start anywhere in its window.
 
 The hook is generic: a ``WindowOperator`` runs its ``inner`` window node (any window whose
-``aggregate`` takes a user-defined aggregate: hopping and tumbling today) with one
+``aggregate`` takes a user-defined aggregate: hopping, tumbling, snapshot and count) with one
 user-defined aggregate that calls ``fn`` and returns its outputs as a list; the step then
 turns each window's list into output events. So a window operator is sharded like its window
-under ``group_by(...).apply(...)``, and its state is its window's.
+under ``group_by(...).apply(...)``, its state is its window's, and its output CTIs depend on
+the events it holds where its window's do (``OperatorUnit.data_ctis``: a snapshot window, and
+under a time-sensitive operator a count window, whose CTIs go back to the earliest window not
+yet complete).
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from cti.forms.rows import payload_from_json, payload_to_json
 from cti.forms.schema import shown
 from cti.operators import plan, usercode
 from cti.operators.unit import OperatorUnit
-from cti.time import to_datetime
+from cti.time import MAX_TIME, to_datetime
 
 EVENTS = "__operator"  # the inner window's one aggregate: the operator's outputs
 
@@ -53,10 +56,12 @@ class WindowDescriptor:
 
 
 def window_events(events: list[tuple[int, int, str]], start: int, end: int) -> list[Any]:
-    """A window's events (start, end, payload text; in time order) clipped to [start, end)."""
+    """A window's events (start, end, payload text; in time order) clipped to [start, end);
+    one that lasts forever (in a snapshot window that reaches MAX_TIME) ends at MAX_TIME - 1,
+    the last finite time, as ``alter_event_duration(MAX_TIME)``'s intervals do."""
     out: list[Any] = []
     for s, e, text in events:
-        s, e = max(s, start), min(e, end)
+        s, e = max(s, start), min(e, end, MAX_TIME - 1)
         payload = payload_from_json(text)
         out.append(PointEvent(s, payload) if e - s == 1 else IntervalEvent(s, e, payload))
     return out
@@ -118,8 +123,14 @@ class Collect:
 def apply_operator(windowed: Any, fn: Any, time_sensitive: bool, label: str) -> Any:
     """The stream of ``windowed.apply_operator(fn, time_sensitive)``: ``windowed`` is any
     windowed stream whose ``aggregate`` takes a user-defined aggregate."""
+    from cti.errors import InvalidSettingsError
     from cti.operators.aggregates import udf
 
+    if not callable(fn):
+        raise InvalidSettingsError(f"apply_operator must be a function, got {fn!r}")
+    if not isinstance(time_sensitive, bool):
+        raise InvalidSettingsError(f"apply_operator time_sensitive is True or False, got "
+                                   f"{time_sensitive!r}")
     if time_sensitive and hasattr(windowed, "output_policy"):
         windowed = attrs.evolve(windowed, output_policy=plan.WindowOutputPolicy.
                                 CLIP_TO_WINDOW_END)  # (its CTIs: outputs start in a window)
@@ -154,6 +165,14 @@ def _shape(node: plan.WindowOperator) -> Any:
     return None if node.time_sensitive else node.inner.shape
 
 
+def _data_ctis(node: plan.WindowOperator) -> bool:
+    """Whether its window's output CTIs depend on the events it holds."""
+    from cti.operators.registry import UNITS as units
+
+    unit = units[type(node.inner)]
+    return unit.data_ctis is not None and bool(unit.data_ctis(node.inner))
+
+
 UNITS = [OperatorUnit(plan.WindowOperator, lambda node, inputs, state, machine: step(
     node, inputs[0], state, machine), new_state=lambda node: {}, output_fields=lambda node: None,
-    output_shape=_shape, input_fields=lambda node, wanted, read: (None,))]
+    output_shape=_shape, data_ctis=_data_ctis, input_fields=lambda node, wanted, read: (None,))]

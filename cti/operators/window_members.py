@@ -15,13 +15,15 @@ import numpy as np
 import pandas as pd
 
 from cti.forms.rows import payload_from_json, payload_to_json
-from cti.operators import window
+from cti.operators import udo, window
 from cti.operators.aggregates import Aggregate
+
+Bounds = tuple[np.ndarray, np.ndarray]  # each window's start and end, by its number ``k``
 
 
 def aggregated(node: Any, ev: pd.DataFrame, rows: np.ndarray, ks: np.ndarray,
-               key_of_k: np.ndarray, group_field: str | None = None
-               ) -> tuple[np.ndarray, np.ndarray, Any]:
+               key_of_k: np.ndarray, group_field: str | None = None,
+               bounds: Bounds | None = None) -> tuple[np.ndarray, np.ndarray, Any]:
     """The windows' results: each window's ``k`` and key, and its payload (JSON texts).
 
     ``node`` has ``aggregates`` and ``source`` (for messages); ``ev`` is a frame of events
@@ -29,7 +31,9 @@ def aggregated(node: Any, ev: pd.DataFrame, rows: np.ndarray, ks: np.ndarray,
     ``ev``) with its window's number ``k``, which names one key's window: ``key_of_k[k]``.
     Windows with no member give nothing. ``group_field``: the window is the whole query of a
     ``group_by(group_field)`` (keys are one-value JSON lists), and its payloads carry the
-    group's value (``QueryMachine.group_field_of``), as a hopping window's do."""
+    group's value (``QueryMachine.group_field_of``), as a hopping window's do. ``bounds``:
+    each window's start and end by ``k``, for a time-sensitive aggregate (``udo``), which sees
+    its window and its events' lifetimes clipped to it."""
     held: dict[str, Any] = {"partials": None, "events": {}}
     # (k alone tells the windows apart: one key code for all, the keys put back below)
     window._add(node, held, ev, rows, ks, (np.zeros(len(ev), np.int64), np.asarray([""], object)))
@@ -51,12 +55,24 @@ def aggregated(node: Any, ev: pd.DataFrame, rows: np.ndarray, ks: np.ndarray,
             p = {name: values[i] for name, values in plain.items()}
             if extra is not None:
                 p[extra] = payload_from_json(key)[-1]
-            texts = [e[2] for e in sorted(texts_of.pop((key, k), []))]
+            events = sorted(texts_of.pop((key, k), []))
+            texts = [e[2] for e in events]
             for name, agg in node.aggregates.items():
-                if name not in columns:
+                if getattr(agg, "time_sensitive", False):
+                    p[name] = _time_sensitive(node, name, agg, events, bounds, k)
+                elif name not in columns:
                     p[name] = window._computed(node, name, agg, texts)
             payloads[i] = payload_to_json(p)
     return kk, key_of, payloads
+
+
+def _time_sensitive(node: Any, name: str, agg: Any, events: list[tuple[int, int, str]],
+                    bounds: Bounds | None, k: int) -> Any:
+    """A time-sensitive aggregate over window ``k`` (its events: start, end, payload text)."""
+    if bounds is None:
+        raise RuntimeError(f"aggregate {name!r}: a time-sensitive aggregate needs its "
+                           "window's bounds")
+    return udo.time_sensitive(node, name, agg, events, int(bounds[0][k]), int(bounds[1][k]))
 
 
 def expand(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -93,6 +93,16 @@ class SnapshotWindowedStream:
         return top_k_node(self.stream, self._window({}), k, order_by, rank_field,
                           "snapshot_window()")
 
+    def apply_operator(self, fn: Any, time_sensitive: bool = False) -> Any:
+        """A user-defined operator per snapshot window (and group), as a hopping window's
+        (``cti.operators.udo``): ``fn(payloads)`` -> payloads with the window's output
+        lifetime, or with ``time_sensitive=True`` ``fn(events, window)`` -> events inside
+        the window."""
+        from cti.operators import udo
+
+        return udo.apply_operator(self, fn, time_sensitive,
+                                  "snapshot_window().apply_operator(...)")
+
 
 @attrs.frozen
 class CountWindowedStream:
@@ -109,6 +119,17 @@ class CountWindowedStream:
         node = plan.CountWindow(self.stream._node(), self.n, self.output_policy, aggregates)
         return self.stream._derive(node, self.stream._label(
             f"count_window({self.n}).aggregate({', '.join(aggregates)})"))
+
+    def apply_operator(self, fn: Any, time_sensitive: bool = False) -> Any:
+        """A user-defined operator per count window (and group) (``cti.operators.udo``):
+        ``fn(payloads)`` -> payloads, each a point at the window's end; with
+        ``time_sensitive=True`` ``fn(events, window)`` -> events inside the window
+        ``[first start, last start + 1 tick)``, whose output CTIs then go back to the start
+        of the earliest window not yet complete."""
+        from cti.operators import udo
+
+        return udo.apply_operator(self, fn, time_sensitive,
+                                  f"count_window({self.n}).apply_operator(...)")
 
     def top_k(self, *args: Any, **kwargs: Any) -> Any:
         """Refused, as in StreamInsight: TopK needs a snapshot, hopping or tumbling window."""

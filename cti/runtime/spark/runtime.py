@@ -33,6 +33,7 @@ from cti.runtime.spark.packing import unpack_output
 from cti.runtime.spark.partitioning import default_tasks
 from cti.runtime.spark.schema import out_row_from_spark
 from cti.runtime.spark.session import get_spark
+from cti.runtime.spark.shipping import ship_user_functions
 from cti.runtime.spark.source import (
     FORMAT,
     CtiAdapterSource,
@@ -304,6 +305,8 @@ class SparkRuntime:
                     ) -> tuple[DataFrame, list[IngressGroup], list[list[tuple[int, int]]]]:
         """The streaming frame of the queries' output rows (``operators.OUTPUT_SCHEMA``)."""
         groups, refs = queries_inputs(queries)
+        for q in queries:  # (before the routes are pickled: a group_by's key function)
+            ship_user_functions(q.node)
         routed = routes(queries, groups, refs, self.shard_count, with_inputs)
         frame = apply_queries(self.source_frame(groups, routed, long_running), queries,
                               groups, refs,
