@@ -21,6 +21,8 @@ from typing import Any
 
 import attrs
 import numpy as np
+import pandas as pd
+import pyarrow as pa
 
 from cti.errors import CtiError
 from cti.events import EventShape
@@ -28,7 +30,7 @@ from cti.forms import frame
 from cti.forms.frame import Chunk
 from cti.forms.rows import payload_from_json, payload_to_json
 from cti.forms.schema import field_names
-from cti.operators import plan, snapshot, window
+from cti.operators import plan, ranking, snapshot, window
 from cti.operators.unit import OperatorUnit
 
 RESULT = "ranked"  # the inner window's one aggregate
@@ -44,18 +46,36 @@ class Ranked:
     rank_field: str
 
     def __call__(self, payloads: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [{**payloads[i], self.rank_field: rank} for i, rank in self.ranked(payloads)]
+
+    def ranked(self, payloads: Sequence[dict[str, Any]]) -> list[tuple[int, int]]:
+        """One window's ranking by a sort of its payloads (in time order, kept for ties):
+        (position, rank) of each payload ranked ``k`` or better, best first. The whole step's
+        windows are ranked at once (``rank_windows``); this sort takes the windows whose
+        values that cannot do as Python compares them."""
         values = [tuple(p.get(f) for f, _ in self.order_by) for p in payloads]
         order = sorted(range(len(payloads)), key=functools.cmp_to_key(
             lambda a, b: self._compare(values[a], values[b])))
-        out: list[dict[str, Any]] = []
+        out: list[tuple[int, int]] = []
         rank = 0
         for place, i in enumerate(order, 1):
             if place == 1 or self._compare(values[order[place - 2]], values[i]) != 0:
                 rank = place
             if rank > self.k:
                 break
-            out.append({**payloads[i], self.rank_field: rank})
+            out.append((i, rank))
         return out
+
+    def values(self, ev: pd.DataFrame, columns: dict[str, pa.Array] | None
+               ) -> dict[str, np.ndarray]:
+        """Each event's order-by values (``ranking.order_values``), kept with its windows."""
+        return ranking.order_values(ev, [f for f, _ in self.order_by], columns)
+
+    def rank_windows(self, members: dict[str, np.ndarray], keys: np.ndarray, ks: np.ndarray
+                     ) -> np.ndarray:
+        """The windows (``keys[i]``, ``ks[i]``)'s ranked members, each window's a list of
+        (payload text, rank), all ranked at once (``ranking.rank_windows``)."""
+        return ranking.rank_windows(members, keys, ks, self.order_by, self.k, self.ranked)
 
     def _compare(self, a: tuple[Any, ...], b: tuple[Any, ...]) -> int:
         """-1 if ``a`` ranks before ``b``, 1 after, 0 a tie."""
@@ -88,19 +108,30 @@ def top_k(node: plan.TopK, chunk: Chunk, state: Any, group_field: str | None = N
     ev = got.events
     if not len(ev):
         return got
-    ranked = [payload_from_json(p)[RESULT] for p in ev["payload"].to_numpy(object)]
-    if group_field is not None:
-        for events, key in zip(ranked, ev["key"].to_numpy(object), strict=True):
-            if any(group_field not in p for p in events):
-                value = payload_from_json(key)[-1]
-                for p in events:
-                    p.setdefault(group_field, value)
+    ranked = ev["payload"].to_numpy(object)  # (each window's list: ``Ranked.rank_windows``)
     counts = np.fromiter(map(len, ranked), np.int64, len(ranked))
     at = np.repeat(np.arange(len(ev)), counts)
-    payloads = [payload_to_json(p) for events in ranked for p in events]
+    payloads = _payloads(node, ranked, ev["key"].to_numpy(object), group_field)
     out = frame.make(ev["kind"].to_numpy(object)[at], ev["start"].to_numpy()[at],
                      ev["end"].to_numpy()[at], payloads, ev["key"].to_numpy(object)[at])
     return Chunk(out, got.ctis)
+
+
+def _payloads(node: plan.TopK, ranked: np.ndarray, keys: np.ndarray,
+              group_field: str | None) -> list[str]:
+    """Each ranked member's payload with its rank under ``rank_field`` (and the group's value
+    under ``group_field`` where it lacks it), window by window: each member's payload parsed
+    once per window it is ranked in."""
+    out: list[str] = []
+    for members, key in zip(ranked, keys, strict=True):
+        value = payload_from_json(key)[-1] if group_field is not None and members else None
+        for text, rank in members:
+            p = payload_from_json(text)
+            p[node.rank_field] = rank
+            if group_field is not None:
+                p.setdefault(group_field, value)
+            out.append(payload_to_json(p))
+    return out
 
 
 def _new_state(node: plan.TopK) -> Any:

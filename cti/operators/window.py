@@ -111,12 +111,48 @@ def _add(node: plan.Window, state: dict[str, Any], ev: pd.DataFrame, rows: np.nd
     pairs, key_of, k_of = _pairs(key_codes[rows], ks)
     state["partials"] = _merged(state["partials"], _partials(
         keys[key_of], k_of, np.bincount(pairs), measures, pairs))
-    if len(node.aggregates) > len(_builtins(node)):
+    if ranker(node) is not None:  # (TopK: its windows' members kept column-wise)
+        state.setdefault("members", []).append(_members(node, ev, rows, ks, keys[
+            key_codes[rows]], columns))
+    elif len(node.aggregates) > len(_builtins(node)):
         lists = state["events"]
         for key, k, s, e, p in zip(ev["key"].to_numpy()[rows], ks.tolist(),
                                    ev["start"].to_numpy()[rows], ev["end"].to_numpy()[rows],
                                    ev["payload"].to_numpy()[rows], strict=True):
             lists.setdefault((key, k), []).append((int(s), int(e), p))
+
+
+def ranker(node: Any) -> Any:
+    """The aggregate that ranks every complete window's members at once (TopK's
+    ``Ranked``, the window's one aggregate: it has ``values`` and ``rank_windows``), or
+    None."""
+    if len(node.aggregates) != 1:
+        return None
+    fn = getattr(next(iter(node.aggregates.values())), "fn", None)
+    return fn if hasattr(fn, "rank_windows") else None
+
+
+def _members(node: plan.Window, ev: pd.DataFrame, rows: np.ndarray, ks: np.ndarray,
+             keys: np.ndarray, columns: dict[str, pa.Array] | None) -> dict[str, np.ndarray]:
+    """Each (event row, window k)'s key (as its partials have it), k, lifetime, payload and
+    the values the ranking reads (``ranker(node).values``, once per event)."""
+    values = ranker(node).values(ev, columns)
+    got = {"key": np.asarray(keys, object), "k": np.asarray(ks, np.int64),
+           "start": ev["start"].to_numpy()[rows], "end": ev["end"].to_numpy()[rows],
+           "payload": ev["payload"].to_numpy(object)[rows]}
+    return got | {name: column[rows] for name, column in values.items()}
+
+
+def taken_members(state: dict[str, Any], done: int | None) -> dict[str, np.ndarray]:
+    """The kept members (``_members``) of the windows k <= ``done`` (all: None), taken out
+    of ``state``."""
+    blocks = state.get("members") or []
+    if not blocks:
+        return {"k": np.empty(0, np.int64)}
+    both = {c: np.concatenate([b[c] for b in blocks]) for c in blocks[0]}
+    ready = np.ones(len(both["k"]), bool) if done is None else both["k"] <= done
+    state["members"] = [] if ready.all() else [{c: v[~ready] for c, v in both.items()}]
+    return {c: v[ready] for c, v in both.items()}
 
 
 _NONE = {"min": np.iinfo(np.int64).max, "max": np.iinfo(np.int64).min}  # (no integer)
@@ -297,6 +333,8 @@ def _emit(node: plan.Window, state: dict[str, Any], done: int | None,
                if isinstance(agg, Aggregate)}
     extra = group_field is not None and group_field not in node.aggregates
     payloads = _numeric_payloads(node, columns, group_field if extra else None, keys)
+    if payloads is None and (rank := ranker(node)) is not None:
+        payloads = rank.rank_windows(taken_members(state, done), keys, kk)
     if payloads is None:
         payloads = []
         plain = {name: numbers.values() for name, numbers in columns.items()}
