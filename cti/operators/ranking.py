@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import attrs
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -29,8 +30,6 @@ from cti.forms.rows import payload_from_json
 
 NUMBER, TEXT, NULL, OTHER = 0, 1, 2, 3  # each value's class
 _EXACT = 2.0 ** 53  # integers up to this are exact as floats
-# A window's ranked members: (payload text, rank), best first.
-Ranks = list[tuple[str, int]]
 Slow = Callable[[Sequence[dict[str, Any]]], list[tuple[int, int]]]
 
 
@@ -111,16 +110,24 @@ def _field_key(cls: np.ndarray, num: np.ndarray, text: np.ndarray, desc: bool) -
     return np.where(cls == NULL, np.iinfo(np.int64).max, key)
 
 
+@attrs.frozen
+class Ranking:
+    """The ranked members of windows, best first window by window: ``counts[i]`` of window
+    ``i``'s, then the next window's; each one's payload text and rank."""
+
+    counts: np.ndarray
+    texts: np.ndarray
+    ranks: np.ndarray
+
+
 def rank_windows(members: dict[str, np.ndarray], keys: np.ndarray, ks: np.ndarray,
-                 order_by: Sequence[tuple[str, str]], k: int, slow: Slow) -> np.ndarray:
-    """Each window's (``keys[i]``, ``ks[i]``) ranked members (``Ranks``) of ``members``
-    (``key``, ``k``, ``start``, ``end``, ``payload`` and ``order_values``' columns); a window
-    with values the codes cannot order by the per-window sort ``slow``."""
-    out = np.empty(len(keys), object)
+                 order_by: Sequence[tuple[str, str]], k: int, slow: Slow) -> Ranking:
+    """The ranked members of windows (``keys[i]``, ``ks[i]``) of ``members`` (``key``, ``k``,
+    ``start``, ``end``, ``payload`` and ``order_values``' columns); a window with values the
+    codes cannot order by the per-window sort ``slow``."""
     if not len(members["k"]):
-        for w in range(len(keys)):
-            out[w] = []
-        return out
+        return Ranking(np.zeros(len(keys), np.int64), np.empty(0, object),
+                       np.empty(0, np.int64))
     win = pd.MultiIndex.from_arrays([keys, ks]).get_indexer(
         pd.MultiIndex.from_arrays([members["key"], members["k"]]))
     fields = [_field_key(members[f"cls{i}"], members[f"num{i}"], members[f"text{i}"],
@@ -130,17 +137,27 @@ def rank_windows(members: dict[str, np.ndarray], keys: np.ndarray, ks: np.ndarra
     bad = _unordered(win_s, keys_s, [members[f"cls{i}"][order] for i in range(len(fields))],
                      len(keys))
     rank = _ranks(win_s, keys_s)
-    keep = np.flatnonzero((rank <= k) & ~bad[win_s])
-    pairs = list(zip(members["payload"][order][keep].tolist(), rank[keep].tolist(),
-                     strict=True))
-    ends = np.cumsum(np.bincount(win_s[keep], minlength=len(keys))).tolist()
-    begin = 0
-    for w, end in enumerate(ends):
-        out[w] = pairs[begin:end]
-        begin = end
-    for w in np.flatnonzero(bad).tolist():
-        out[w] = _slowly(members, order[win_s == w], slow)
-    return out
+    keep = (rank <= k) & ~bad[win_s]
+    got = Ranking(np.bincount(win_s[keep], minlength=len(keys)),
+                  members["payload"][order[keep]], rank[keep])
+    return _with_slow(got, members, order, win_s, bad, slow) if bad.any() else got
+
+
+def _with_slow(got: Ranking, members: dict[str, np.ndarray], order: np.ndarray,
+               win_s: np.ndarray, bad: np.ndarray, slow: Slow) -> Ranking:
+    """``got`` with each window marked ``bad`` ranked by the per-window sort ``slow``."""
+    begin = np.cumsum(got.counts) - got.counts
+    texts, ranks = list(got.texts), got.ranks.tolist()
+    counts = got.counts.copy()
+    for w in np.flatnonzero(bad)[::-1].tolist():  # (from the last: the places hold)
+        pairs = _slowly(members, order[win_s == w], slow)
+        at = int(begin[w])
+        texts[at:at] = [t for t, _ in pairs]
+        ranks[at:at] = [r for _, r in pairs]
+        counts[w] = len(pairs)
+    out = np.empty(len(texts), object)
+    out[:] = texts
+    return Ranking(counts, out, np.asarray(ranks, np.int64))
 
 
 def _sorted(win: np.ndarray, fields: list[np.ndarray], members: dict[str, np.ndarray]
@@ -185,7 +202,7 @@ def _ranks(win: np.ndarray, keys: list[np.ndarray]) -> np.ndarray:
     return np.maximum.accumulate(np.where(new, at, 0)) - window_start + 1
 
 
-def _slowly(members: dict[str, np.ndarray], rows: np.ndarray, slow: Slow) -> Ranks:
+def _slowly(members: dict[str, np.ndarray], rows: np.ndarray, slow: Slow) -> list[tuple[str, int]]:
     """One window's members ranked by the per-window sort, in (start, end, payload) order."""
     events = sorted(zip(members["start"][rows].tolist(), members["end"][rows].tolist(),
                         members["payload"][rows].tolist(), strict=True))

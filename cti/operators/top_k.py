@@ -23,11 +23,14 @@ import attrs
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pa_json
 
 from cti.errors import CtiError
 from cti.events import EventShape
 from cti.forms import frame
 from cti.forms.frame import Chunk
+from cti.forms.json_text import column_texts, json_lines, object_texts, read_exactly
 from cti.forms.rows import payload_from_json, payload_to_json
 from cti.forms.schema import field_names
 from cti.operators import plan, ranking, snapshot, window
@@ -73,9 +76,11 @@ class Ranked:
 
     def rank_windows(self, members: dict[str, np.ndarray], keys: np.ndarray, ks: np.ndarray
                      ) -> np.ndarray:
-        """The windows (``keys[i]``, ``ks[i]``)'s ranked members, each window's a list of
-        (payload text, rank), all ranked at once (``ranking.rank_windows``)."""
-        return ranking.rank_windows(members, keys, ks, self.order_by, self.k, self.ranked)
+        """The payload of each window (``keys[i]``, ``ks[i]``): all ranked at once
+        (``ranking.rank_windows``), each window's payload is the one ``Ranking`` of them all,
+        which ``top_k`` spreads into events (no Python object per window)."""
+        return frame.filled(len(keys), ranking.rank_windows(
+            members, keys, ks, self.order_by, self.k, self.ranked))
 
     def _compare(self, a: tuple[Any, ...], b: tuple[Any, ...]) -> int:
         """-1 if ``a`` ranks before ``b``, 1 after, 0 a tie."""
@@ -108,30 +113,58 @@ def top_k(node: plan.TopK, chunk: Chunk, state: Any, group_field: str | None = N
     ev = got.events
     if not len(ev):
         return got
-    ranked = ev["payload"].to_numpy(object)  # (each window's list: ``Ranked.rank_windows``)
-    counts = np.fromiter(map(len, ranked), np.int64, len(ranked))
-    at = np.repeat(np.arange(len(ev)), counts)
-    payloads = _payloads(node, ranked, ev["key"].to_numpy(object), group_field)
+    ranked: ranking.Ranking = ev["payload"].iat[0]  # (every window's: ``rank_windows``)
+    at = np.repeat(np.arange(len(ev)), ranked.counts)
+    payloads = _column_payloads(node, ranked, ev["key"].to_numpy(object)[at], group_field)
+    if payloads is None:
+        payloads = _payloads(node, ranked, ev["key"].to_numpy(object)[at], group_field)
     out = frame.make(ev["kind"].to_numpy(object)[at], ev["start"].to_numpy()[at],
                      ev["end"].to_numpy()[at], payloads, ev["key"].to_numpy(object)[at])
     return Chunk(out, got.ctis)
 
 
-def _payloads(node: plan.TopK, ranked: np.ndarray, keys: np.ndarray,
+def _payloads(node: plan.TopK, ranked: ranking.Ranking, keys: np.ndarray,
               group_field: str | None) -> list[str]:
-    """Each ranked member's payload with its rank under ``rank_field`` (and the group's value
-    under ``group_field`` where it lacks it), window by window: each member's payload parsed
-    once per window it is ranked in."""
+    """Each ranked member's payload with its rank under ``rank_field`` (and the group's value,
+    from its key, under ``group_field`` where it lacks it), parsed and written one by one."""
     out: list[str] = []
-    for members, key in zip(ranked, keys, strict=True):
-        value = payload_from_json(key)[-1] if group_field is not None and members else None
-        for text, rank in members:
-            p = payload_from_json(text)
-            p[node.rank_field] = rank
-            if group_field is not None:
-                p.setdefault(group_field, value)
-            out.append(payload_to_json(p))
+    values: dict[str, Any] = {}
+    for text, rank, key in zip(ranked.texts.tolist(), ranked.ranks.tolist(), keys.tolist(),
+                               strict=True):
+        p = payload_from_json(text)
+        p[node.rank_field] = rank
+        if group_field is not None and group_field not in p:
+            if key not in values:
+                values[key] = payload_from_json(key)[-1]
+            p[group_field] = values[key]
+        out.append(payload_to_json(p))
     return out
+
+
+def _column_payloads(node: plan.TopK, ranked: ranking.Ranking, keys: np.ndarray,
+                     group_field: str | None) -> pd.arrays.ArrowExtensionArray | None:
+    """``_payloads`` written column-wise (``json_text.object_texts``), where Arrow's JSON
+    reader reads every field of the payloads as ``json.loads`` does and each value's text is
+    written back exactly (``json_text.read_exactly``, ``column_texts``); else None."""
+    if not len(ranked.texts):
+        return None
+    try:
+        table = pa_json.read_json(pa.BufferReader(json_lines(pa.array(ranked.texts,
+                                                                      pa.string()))))
+    except pa.ArrowInvalid:
+        return None
+    if table.num_rows != len(ranked.texts):
+        return None
+    fields = {}
+    for name, column in zip(table.column_names, table.columns, strict=True):
+        texts = column_texts(column) if read_exactly(column) else None
+        if texts is None:
+            return None
+        fields[name] = texts
+    fields[node.rank_field] = pa.array(ranked.ranks).cast(pa.string())
+    if group_field is not None and group_field not in fields:  # (keys: one-value lists)
+        fields[group_field] = pc.utf8_slice_codeunits(pa.array(keys, pa.string()), 1, -1)
+    return pd.arrays.ArrowExtensionArray(object_texts(fields, len(ranked.texts)))
 
 
 def _new_state(node: plan.TopK) -> Any:
