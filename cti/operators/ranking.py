@@ -95,19 +95,33 @@ def _value_classes(values: list[Any]) -> tuple[np.ndarray, np.ndarray, np.ndarra
     return cls, num, text
 
 
-def _field_key(cls: np.ndarray, num: np.ndarray, text: np.ndarray, desc: bool) -> np.ndarray:
-    """One integer per member that sorts as the field's values do in its direction: equal
-    values equal, numbers before texts, nulls last."""
+def _field_key(cls: np.ndarray, num: np.ndarray, text: np.ndarray, desc: bool
+               ) -> tuple[np.ndarray, int]:
+    """One integer per member, from 0, that sorts as the field's values do in its direction
+    (equal values equal, numbers before texts, nulls last), and how many there are."""
     key = np.zeros(len(cls), np.int64)
     is_num, is_text = cls == NUMBER, cls == TEXT
     _, key[is_num] = np.unique(num[is_num], return_inverse=True)
-    n_num = int(key[is_num].max()) + 1 if is_num.any() else 0
+    n = int(key[is_num].max()) + 1 if is_num.any() else 0
     if is_text.any():
         _, codes = np.unique(text[is_text], return_inverse=True)
-        key[is_text] = n_num + codes
+        key[is_text] = n + codes
+        n += int(codes.max()) + 1
     if desc:
-        key = np.where(is_num | is_text, -key, 0)
-    return np.where(cls == NULL, np.iinfo(np.int64).max, key)
+        key = n - 1 - key
+    return np.where(cls == NULL, n, np.where(cls == OTHER, 0, key)), n + 1
+
+
+def _packed(win: np.ndarray, n: int, fields: list[tuple[np.ndarray, int]]) -> list[np.ndarray]:
+    """The sort keys window, field, field, ... (the first most significant) packed into one
+    integer where their ranges multiply below 2**62, else as they are."""
+    size, packed = n, win.astype(np.int64)
+    for key, span in fields:
+        size *= span
+        if size >= 2 ** 62:
+            return [win, *(key for key, _ in fields)]
+        packed = packed * span + key
+    return [packed]
 
 
 @attrs.frozen
@@ -128,12 +142,11 @@ def rank_windows(members: dict[str, np.ndarray], keys: np.ndarray, ks: np.ndarra
     if not len(members["k"]):
         return Ranking(np.zeros(len(keys), np.int64), np.empty(0, object),
                        np.empty(0, np.int64))
-    win = pd.MultiIndex.from_arrays([keys, ks]).get_indexer(
-        pd.MultiIndex.from_arrays([members["key"], members["k"]]))
+    win = _windows_of(keys, ks, members["key"], members["k"])
     fields = [_field_key(members[f"cls{i}"], members[f"num{i}"], members[f"text{i}"],
                          d == "desc") for i, (_, d) in enumerate(order_by)]
-    order = _sorted(win, fields, members)
-    win_s, keys_s = win[order], [f[order] for f in fields]
+    order = _sorted(_packed(win, len(keys), fields), members)
+    win_s, keys_s = win[order], [f[order] for f, _ in fields]
     bad = _unordered(win_s, keys_s, [members[f"cls{i}"][order] for i in range(len(fields))],
                      len(keys))
     rank = _ranks(win_s, keys_s)
@@ -160,11 +173,23 @@ def _with_slow(got: Ranking, members: dict[str, np.ndarray], order: np.ndarray,
     return Ranking(counts, out, np.asarray(ranks, np.int64))
 
 
-def _sorted(win: np.ndarray, fields: list[np.ndarray], members: dict[str, np.ndarray]
-            ) -> np.ndarray:
-    """The members' order: by window, each field's key, start, end and payload text (the
-    texts compared only where all else ties)."""
-    keys = [members["end"], members["start"], *reversed(fields), win]
+def _windows_of(keys: np.ndarray, ks: np.ndarray, m_keys: np.ndarray, m_ks: np.ndarray
+                ) -> np.ndarray:
+    """The position in (``keys``, ``ks``) of each member's window (``m_keys``, ``m_ks``):
+    each pair as one integer, the keys and the k told apart by codes."""
+    n = len(keys)
+    key_codes, _ = pd.factorize(np.concatenate([keys, m_keys]))
+    k_codes, k_values = frame.dense_codes(np.concatenate([ks, m_ks]))
+    pairs = key_codes.astype(np.int64) * len(k_values) + k_codes
+    order = np.argsort(pairs[:n], kind="stable")
+    at = np.searchsorted(pairs[:n][order], pairs[n:])
+    return order[np.minimum(at, n - 1)]
+
+
+def _sorted(primary: list[np.ndarray], members: dict[str, np.ndarray]) -> np.ndarray:
+    """The members' order: by the ``primary`` keys (window and fields: ``_packed``), start,
+    end and payload text (the texts compared only where all else ties)."""
+    keys = [members["end"], members["start"], *reversed(primary)]
     order = np.lexsort(keys)
     same = np.ones(max(len(order) - 1, 0), bool)
     for key in keys:

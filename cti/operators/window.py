@@ -149,9 +149,13 @@ def taken_members(state: dict[str, Any], done: int | None) -> dict[str, np.ndarr
     blocks = state.get("members") or []
     if not blocks:
         return {"k": np.empty(0, np.int64)}
-    both = {c: np.concatenate([b[c] for b in blocks]) for c in blocks[0]}
+    both = blocks[0] if len(blocks) == 1 else {
+        c: np.concatenate([b[c] for b in blocks]) for c in blocks[0]}
     ready = np.ones(len(both["k"]), bool) if done is None else both["k"] <= done
-    state["members"] = [] if ready.all() else [{c: v[~ready] for c, v in both.items()}]
+    if ready.all():
+        state["members"] = []
+        return both
+    state["members"] = [{c: v[~ready] for c, v in both.items()}]
     return {c: v[ready] for c, v in both.items()}
 
 
