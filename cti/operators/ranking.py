@@ -162,8 +162,9 @@ def _with_slow(got: Ranking, members: dict[str, np.ndarray], order: np.ndarray,
     begin = np.cumsum(got.counts) - got.counts
     texts, ranks = list(got.texts), got.ranks.tolist()
     counts = got.counts.copy()
-    for w in np.flatnonzero(bad)[::-1].tolist():  # (from the last: the places hold)
-        pairs = _slowly(members, order[win_s == w], slow)
+    slowly = {w: _slowly(members, order[win_s == w], slow)  # (in window order: the
+              for w in np.flatnonzero(bad).tolist()}  # first error is the one raised)
+    for w, pairs in reversed(slowly.items()):  # (from the last: the places hold)
         at = int(begin[w])
         texts[at:at] = [t for t, _ in pairs]
         ranks[at:at] = [r for _, r in pairs]
