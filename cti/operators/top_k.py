@@ -11,6 +11,12 @@ window's own), with one aggregate, ``Ranked``, whose result is the window's rank
 each window's result is then spread into one output event per ranked event. A null (or
 missing) field sorts after every value in either direction; values of a field that do not
 compare (a number and a text) raise ``CtiError`` naming the field.
+
+``Ranked`` is not called per window: the window keeps its members column-wise with their
+order-by values and hands every window a step completes to ``Ranked.rank_windows`` at once
+(``cti.operators.ranking``: one sort, numpy); only windows with values that sort cannot
+order as Python does go through the per-window sort (``Ranked.ranked``). The output payloads
+are written column-wise where Arrow's JSON reader reads the members' payloads exactly.
 """
 
 from __future__ import annotations
