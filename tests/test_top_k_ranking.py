@@ -107,9 +107,12 @@ def members_of(case: dict[str, Any], via: str) -> dict[str, np.ndarray]:
         columns = {f: pa.array([payload_from_json(p).get(f) for p in payload],
                                types[case["kinds"][f]]) for f in FIELDS}
     values = ranking.order_values(ev, [f for f, _ in case["order_by"]], columns)
-    return {"key": np.asarray(key, object), "k": np.asarray(ks, np.int64),
-            "start": np.asarray(start, np.int64), "end": np.asarray(end, np.int64),
-            "payload": np.asarray(payload, object), **values}
+    members = {"key": np.asarray(key, object), "k": np.asarray(ks, np.int64),
+               "start": np.asarray(start, np.int64), "end": np.asarray(end, np.int64),
+               "payload": np.asarray(payload, object), **values}
+    if columns:  # (the payloads' texts left out: the columns are the payloads)
+        members["columns"] = pa.table(columns)
+    return members
 
 
 def expected(members: dict[str, np.ndarray], windows: list[tuple[str, int]],
@@ -117,7 +120,7 @@ def expected(members: dict[str, np.ndarray], windows: list[tuple[str, int]],
     """Each window's ranked members by the oracle over its events in (start, end, payload)
     order, as the window gives them."""
     out = []
-    for key, kk in windows:
+    for key, kk in windows:  # (``payload``: the texts, also beside typed columns)
         at = np.flatnonzero((members["key"] == key) & (members["k"] == kk))
         events = sorted(zip(members["start"][at].tolist(), members["end"][at].tolist(),
                             members["payload"][at].tolist(), strict=True))
@@ -133,7 +136,7 @@ def got(members: dict[str, np.ndarray], windows: list[tuple[str, int]],
     out = ranking.rank_windows(members, np.asarray([w[0] for w in windows], object),
                                np.asarray([w[1] for w in windows], np.int64), order_by, k,
                                ranked.ranked)
-    pairs = list(zip(out.texts.tolist(), out.ranks.tolist(), strict=True))
+    pairs = list(zip(out.payload_texts().tolist(), out.ranks.tolist(), strict=True))
     ends = np.cumsum(out.counts).tolist()
     return [pairs[b:e] for b, e in zip([0, *ends[:-1]], ends, strict=True)]
 
@@ -142,14 +145,17 @@ def check(case: dict[str, Any], via: str, shuffle: st.DataObject) -> None:
     members = members_of(case, via)
     windows = sorted(set(zip(members["key"].tolist(), members["k"].tolist(), strict=True)))
     windows = shuffle.draw(st.permutations(windows))  # (any order of the windows)
+    given = members
+    if "columns" in members:
+        given = {**members, "payload": np.empty(len(members["k"]), object)}
     try:
         want = expected(members, windows, case["order_by"], case["k"])
     except CtiError as exc:
         field = str(exc).split("field ")[1].split(" ")[0]
         with pytest.raises(CtiError, match=f"of field {field} do not compare"):
-            got(members, windows, case["order_by"], case["k"])
+            got(given, windows, case["order_by"], case["k"])
         return
-    assert got(members, windows, case["order_by"], case["k"]) == want
+    assert got(given, windows, case["order_by"], case["k"]) == want
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -186,10 +192,35 @@ def test_payloads_written_column_wise_equal_those_written_one_by_one(payloads, u
     ranked = ranking.Ranking(np.asarray([len(texts)]), texts, np.arange(1, len(texts) + 1))
     node = plan.TopK(None, None, 3, (("a", "asc"),), "rank")  # type: ignore[arg-type]
     keys = np.asarray(["[7]"] * len(texts), object)
-    slow = top_k._payloads(node, ranked, keys, group)
-    fast = top_k._column_payloads(node, ranked, keys, group)
+    slow = top_k._payloads(node, texts, ranked.ranks, keys, group)
+    fast = top_k._column_payloads(node, texts, ranked.ranks, keys, group)
     if fast is not None:
         assert list(fast) == slow
+
+
+@settings(max_examples=100, deadline=None)
+@given(columns=st.fixed_dictionaries({}, optional={
+    "a": st.lists(st.one_of(st.none(), st.integers(-2 ** 63, 2 ** 63 - 1))),
+    "g": st.lists(st.one_of(st.none(), st.floats())),
+    "rank": st.lists(st.one_of(st.none(), st.booleans())),
+    "z": st.lists(st.one_of(st.none(), st.text(max_size=3)))}), rows=st.integers(1, 6),
+    group=st.sampled_from([None, "g"]))
+def test_payloads_written_from_typed_columns_equal_those_written_one_by_one(columns, rows,
+                                                                            group):
+    types = {"a": pa.int64(), "g": pa.float64(), "rank": pa.bool_(), "z": pa.string()}
+    table = pa.table({name: pa.array((values * rows)[:rows] if values else [None] * rows,
+                                     types[name]) for name, values in columns.items()})
+    if not table.num_columns:
+        table = pa.table({"a": pa.array([1] * rows)})
+    ranked = ranking.Ranking(np.asarray([rows]), None, np.arange(1, rows + 1), table)
+    node = plan.TopK(None, None, 3, (("a", "asc"),), "rank")  # type: ignore[arg-type]
+    keys = np.asarray(["[7]"] * rows, object)
+    fast = top_k._typed_payloads(node, ranked, group)
+    if group is not None and group not in table.column_names:
+        assert fast is None
+        return
+    assert list(fast) == top_k._payloads(node, ranked.payload_texts(), ranked.ranks, keys,
+                                         group)
 
 
 def test_nan_and_mixed_types_rank_through_the_engine_as_before():

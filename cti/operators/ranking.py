@@ -26,6 +26,7 @@ import pandas as pd
 import pyarrow as pa
 
 from cti.forms import frame
+from cti.forms.json_text import payload_objects, payload_texts
 from cti.forms.rows import payload_from_json
 
 NUMBER, TEXT, NULL, OTHER = 0, 1, 2, 3  # each value's class
@@ -95,6 +96,48 @@ def _value_classes(values: list[Any]) -> tuple[np.ndarray, np.ndarray, np.ndarra
     return cls, num, text
 
 
+def stacked(blocks: list[dict[str, Any]]) -> dict[str, Any]:
+    """Blocks of members one under the other: with their typed payload columns (``columns``,
+    a table) where every block has the same ones, else with each payload's text."""
+    if len(blocks) == 1:
+        return blocks[0]
+    tables = [b.get("columns") for b in blocks]
+    same = all(t is not None and t.schema.equals(tables[0].schema) for t in tables)
+    if not same:
+        blocks = [with_texts(b) for b in blocks]
+    out: dict[str, Any] = {c: np.concatenate([b[c] for b in blocks]) for c in blocks[0]
+                           if c != "columns"}
+    if same:
+        out["columns"] = pa.concat_tables(tables)
+    return out
+
+
+def taken(members: dict[str, Any], rows: np.ndarray) -> dict[str, Any]:
+    """The members at ``rows`` (positions or a mask)."""
+    out = {c: v[rows] for c, v in members.items() if c != "columns"}
+    if "columns" in members:
+        out["columns"] = members["columns"].take(pa.array(
+            np.flatnonzero(rows) if rows.dtype == bool else rows))
+    return out
+
+
+def with_texts(members: dict[str, Any]) -> dict[str, Any]:
+    """The members with each payload's text, written from their typed columns where they
+    have them (their text left out: ``Chunk``), and no columns."""
+    table = members.get("columns")
+    if table is None:
+        return members
+    out = {c: v for c, v in members.items() if c != "columns"}
+    out["payload"] = payload_objects(payload_texts(fields_of(table), table.num_rows))
+    return out
+
+
+def fields_of(table: pa.Table) -> dict[str, pa.Array]:
+    """A table's columns by name, each one array."""
+    table = table.combine_chunks()
+    return {name: table.column(name).combine_chunks() for name in table.column_names}
+
+
 def _field_key(cls: np.ndarray, num: np.ndarray, text: np.ndarray, desc: bool
                ) -> tuple[np.ndarray, int]:
     """One integer per member, from 0, that sorts as the field's values do in its direction
@@ -130,8 +173,15 @@ class Ranking:
     ``i``'s, then the next window's; each one's payload text and rank."""
 
     counts: np.ndarray
-    texts: np.ndarray
+    texts: np.ndarray | None  # (None: ``columns`` are the payloads)
     ranks: np.ndarray
+    columns: pa.Table | None = None
+
+    def payload_texts(self) -> np.ndarray:
+        """Each ranked member's payload text (written from ``columns`` where they are it)."""
+        if self.texts is not None:
+            return self.texts
+        return payload_objects(payload_texts(fields_of(self.columns), self.columns.num_rows))
 
 
 def rank_windows(members: dict[str, np.ndarray], keys: np.ndarray, ks: np.ndarray,
@@ -151,8 +201,12 @@ def rank_windows(members: dict[str, np.ndarray], keys: np.ndarray, ks: np.ndarra
                      len(keys))
     rank = _ranks(win_s, keys_s)
     keep = (rank <= k) & ~bad[win_s]
-    got = Ranking(np.bincount(win_s[keep], minlength=len(keys)),
-                  members["payload"][order[keep]], rank[keep])
+    at = order[keep]
+    counts = np.bincount(win_s[keep], minlength=len(keys))
+    if "columns" in members and not bad.any():
+        return Ranking(counts, None, rank[keep], members["columns"].take(pa.array(at)))
+    members = with_texts(members)
+    got = Ranking(counts, members["payload"][at], rank[keep])
     return _with_slow(got, members, order, win_s, bad, slow) if bad.any() else got
 
 
@@ -198,7 +252,7 @@ def _sorted(primary: list[np.ndarray], members: dict[str, np.ndarray]) -> np.nda
         same &= s[1:] == s[:-1]
     if not same.any():
         return order
-    _, texts = np.unique(members["payload"], return_inverse=True)
+    _, texts = np.unique(with_texts(members)["payload"], return_inverse=True)
     return np.lexsort([texts, *keys])
 
 

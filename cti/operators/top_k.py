@@ -36,7 +36,13 @@ from cti.errors import CtiError
 from cti.events import EventShape
 from cti.forms import frame
 from cti.forms.frame import Chunk
-from cti.forms.json_text import column_texts, json_lines, object_texts, read_exactly
+from cti.forms.json_text import (
+    column_texts,
+    json_lines,
+    object_texts,
+    payload_texts,
+    read_exactly,
+)
 from cti.forms.rows import payload_from_json, payload_to_json
 from cti.forms.schema import field_names
 from cti.operators import plan, ranking, snapshot, window
@@ -121,22 +127,25 @@ def top_k(node: plan.TopK, chunk: Chunk, state: Any, group_field: str | None = N
         return got
     ranked: ranking.Ranking = ev["payload"].iat[0]  # (every window's: ``rank_windows``)
     at = np.repeat(np.arange(len(ev)), ranked.counts)
-    payloads = _column_payloads(node, ranked, ev["key"].to_numpy(object)[at], group_field)
+    keys = ev["key"].to_numpy(object)[at]
+    payloads = _typed_payloads(node, ranked, group_field)
     if payloads is None:
-        payloads = _payloads(node, ranked, ev["key"].to_numpy(object)[at], group_field)
+        texts = ranked.payload_texts()
+        payloads = _column_payloads(node, texts, ranked.ranks, keys, group_field)
+        if payloads is None:
+            payloads = _payloads(node, texts, ranked.ranks, keys, group_field)
     out = frame.make(ev["kind"].to_numpy(object)[at], ev["start"].to_numpy()[at],
                      ev["end"].to_numpy()[at], payloads, ev["key"].to_numpy(object)[at])
     return Chunk(out, got.ctis)
 
 
-def _payloads(node: plan.TopK, ranked: ranking.Ranking, keys: np.ndarray,
+def _payloads(node: plan.TopK, texts: np.ndarray, ranks: np.ndarray, keys: np.ndarray,
               group_field: str | None) -> list[str]:
     """Each ranked member's payload with its rank under ``rank_field`` (and the group's value,
     from its key, under ``group_field`` where it lacks it), parsed and written one by one."""
     out: list[str] = []
     values: dict[str, Any] = {}
-    for text, rank, key in zip(ranked.texts.tolist(), ranked.ranks.tolist(), keys.tolist(),
-                               strict=True):
+    for text, rank, key in zip(texts.tolist(), ranks.tolist(), keys.tolist(), strict=True):
         p = payload_from_json(text)
         p[node.rank_field] = rank
         if group_field is not None and group_field not in p:
@@ -147,19 +156,30 @@ def _payloads(node: plan.TopK, ranked: ranking.Ranking, keys: np.ndarray,
     return out
 
 
-def _column_payloads(node: plan.TopK, ranked: ranking.Ranking, keys: np.ndarray,
+def _typed_payloads(node: plan.TopK, ranked: ranking.Ranking, group_field: str | None
+                    ) -> pd.arrays.ArrowExtensionArray | None:
+    """``_payloads`` written from the members' typed payload columns (``json_text.
+    payload_texts``), where they are the payloads and hold ``group_field`` if any; else
+    None."""
+    table = ranked.columns
+    if table is None or group_field is not None and group_field not in table.column_names:
+        return None
+    fields = ranking.fields_of(table) | {node.rank_field: pa.array(ranked.ranks, pa.int64())}
+    return pd.arrays.ArrowExtensionArray(payload_texts(fields, table.num_rows))
+
+
+def _column_payloads(node: plan.TopK, texts: np.ndarray, ranks: np.ndarray, keys: np.ndarray,
                      group_field: str | None) -> pd.arrays.ArrowExtensionArray | None:
     """``_payloads`` written column-wise (``json_text.object_texts``), where Arrow's JSON
     reader reads every field of the payloads as ``json.loads`` does and each value's text is
     written back exactly (``json_text.read_exactly``, ``column_texts``); else None."""
-    if not len(ranked.texts):
+    if not len(texts):
         return None
     try:
-        table = pa_json.read_json(pa.BufferReader(json_lines(pa.array(ranked.texts,
-                                                                      pa.string()))))
+        table = pa_json.read_json(pa.BufferReader(json_lines(pa.array(texts, pa.string()))))
     except pa.ArrowInvalid:
         return None
-    if table.num_rows != len(ranked.texts):
+    if table.num_rows != len(texts):
         return None
     fields = {}
     for name, column in zip(table.column_names, table.columns, strict=True):
@@ -167,10 +187,10 @@ def _column_payloads(node: plan.TopK, ranked: ranking.Ranking, keys: np.ndarray,
         if texts is None:
             return None
         fields[name] = texts
-    fields[node.rank_field] = pa.array(ranked.ranks).cast(pa.string())
+    fields[node.rank_field] = pa.array(ranks).cast(pa.string())
     if group_field is not None and group_field not in fields:  # (keys: one-value lists)
         fields[group_field] = pc.utf8_slice_codeunits(pa.array(keys, pa.string()), 1, -1)
-    return pd.arrays.ArrowExtensionArray(object_texts(fields, len(ranked.texts)))
+    return pd.arrays.ArrowExtensionArray(object_texts(fields, len(texts)))
 
 
 def _new_state(node: plan.TopK) -> Any:

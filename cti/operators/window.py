@@ -27,7 +27,7 @@ from cti.forms.json_text import object_texts
 from cti.forms.numbers import Numbers
 from cti.forms.rows import payload_from_json, payload_to_json
 from cti.forms.schema import check_events, field_names
-from cti.operators import exact_sum, plan, udo, usercode
+from cti.operators import exact_sum, plan, ranking, udo, usercode
 from cti.operators.aggregates import Aggregate
 from cti.operators.projection import aggregates_read
 from cti.operators.unit import OperatorUnit
@@ -134,12 +134,15 @@ def ranker(node: Any) -> Any:
 
 def _members(node: plan.Window, ev: pd.DataFrame, rows: np.ndarray, ks: np.ndarray,
              keys: np.ndarray, columns: dict[str, pa.Array] | None) -> dict[str, np.ndarray]:
-    """Each (event row, window k)'s key (as its partials have it), k, lifetime, payload and
-    the values the ranking reads (``ranker(node).values``, once per event)."""
+    """Each (event row, window k)'s key (as its partials have it), k, lifetime, payload (text,
+    or null where the typed ``columns`` are given: kept too) and the values the ranking reads
+    (``ranker(node).values``, once per event)."""
     values = ranker(node).values(ev, columns)
     got = {"key": np.asarray(keys, object), "k": np.asarray(ks, np.int64),
            "start": ev["start"].to_numpy()[rows], "end": ev["end"].to_numpy()[rows],
            "payload": ev["payload"].to_numpy(object)[rows]}
+    if columns:
+        got["columns"] = pa.table(columns).take(pa.array(rows))
     return got | {name: column[rows] for name, column in values.items()}
 
 
@@ -149,14 +152,13 @@ def taken_members(state: dict[str, Any], done: int | None) -> dict[str, np.ndarr
     blocks = state.get("members") or []
     if not blocks:
         return {"k": np.empty(0, np.int64)}
-    both = blocks[0] if len(blocks) == 1 else {
-        c: np.concatenate([b[c] for b in blocks]) for c in blocks[0]}
+    both = ranking.stacked(blocks)
     ready = np.ones(len(both["k"]), bool) if done is None else both["k"] <= done
     if ready.all():
         state["members"] = []
         return both
-    state["members"] = [{c: v[~ready] for c, v in both.items()}]
-    return {c: v[ready] for c, v in both.items()}
+    state["members"] = [ranking.taken(both, ~ready)]
+    return ranking.taken(both, ready)
 
 
 _NONE = {"min": np.iinfo(np.int64).max, "max": np.iinfo(np.int64).min}  # (no integer)
@@ -244,7 +246,9 @@ def window(node: plan.Window, chunk: Chunk, state: dict[str, Any],
     # The payloads' text where an edge (paired by it) or a user's aggregate reads it
     columns_do = len(node.aggregates) == len(_builtins(node)) and node.source.fields \
         is not None and not (is_start.any() or is_end.any())
-    ev = chunk.reads(_read_fields(node)) if columns_do else chunk.events
+    ev = chunk.reads(_read_fields(node)) if columns_do else chunk.raw_events if ranker(
+        node) is not None and chunk.columns and not (is_start.any() or is_end.any()) else \
+        chunk.events  # (TopK's members keep the typed columns: ``ranking.stacked``)
     k_first = _last_complete(node, state["cti"]) + 1 if state["cti"] != MIN_TIME else None
     a, size, hop = node.alignment, node.size, node.hop
     if is_start.any():  # an open edge's value: the first window it has not fed yet
