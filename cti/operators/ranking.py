@@ -237,8 +237,10 @@ def _windows_of(keys: np.ndarray, ks: np.ndarray, m_keys: np.ndarray, m_ks: np.n
     k_codes, k_values = frame.dense_codes(np.concatenate([ks, m_ks]))
     pairs = key_codes.astype(np.int64) * len(k_values) + k_codes
     order = np.argsort(pairs[:n], kind="stable")
-    at = np.searchsorted(pairs[:n][order], pairs[n:])
-    return order[np.minimum(at, n - 1)]
+    at = np.minimum(np.searchsorted(pairs[:n][order], pairs[n:]), n - 1)
+    if (pairs[:n][order][at] != pairs[n:]).any():  # (the window keeps each member's window)
+        raise RuntimeError("top_k: a member of a window that is not complete was ranked")
+    return order[at]
 
 
 def _sorted(primary: list[np.ndarray], members: dict[str, np.ndarray]) -> np.ndarray:
