@@ -11,6 +11,12 @@ window's own), with one aggregate, ``Ranked``, whose result is the window's rank
 each window's result is then spread into one output event per ranked event. A null (or
 missing) field sorts after every value in either direction; values of a field that do not
 compare (a number and a text) raise ``CtiError`` naming the field.
+
+``Ranked`` is not called per window: the window keeps its members column-wise with their
+order-by values and hands every window a step completes to ``Ranked.rank_windows`` at once
+(``cti.operators.ranking``: one sort, numpy); only windows with values that sort cannot
+order as Python does go through the per-window sort (``Ranked.ranked``). The output payloads
+are written column-wise where Arrow's JSON reader reads the members' payloads exactly.
 """
 
 from __future__ import annotations
@@ -21,14 +27,25 @@ from typing import Any
 
 import attrs
 import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pa_json
 
 from cti.errors import CtiError
 from cti.events import EventShape
 from cti.forms import frame
 from cti.forms.frame import Chunk
+from cti.forms.json_text import (
+    column_texts,
+    json_lines,
+    object_texts,
+    payload_texts,
+    read_exactly,
+)
 from cti.forms.rows import payload_from_json, payload_to_json
 from cti.forms.schema import field_names
-from cti.operators import plan, snapshot, window
+from cti.operators import plan, ranking, snapshot, window
 from cti.operators.unit import OperatorUnit
 
 RESULT = "ranked"  # the inner window's one aggregate
@@ -44,18 +61,38 @@ class Ranked:
     rank_field: str
 
     def __call__(self, payloads: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [{**payloads[i], self.rank_field: rank} for i, rank in self.ranked(payloads)]
+
+    def ranked(self, payloads: Sequence[dict[str, Any]]) -> list[tuple[int, int]]:
+        """One window's ranking by a sort of its payloads (in time order, kept for ties):
+        (position, rank) of each payload ranked ``k`` or better, best first. The whole step's
+        windows are ranked at once (``rank_windows``); this sort takes the windows whose
+        values that cannot do as Python compares them."""
         values = [tuple(p.get(f) for f, _ in self.order_by) for p in payloads]
         order = sorted(range(len(payloads)), key=functools.cmp_to_key(
             lambda a, b: self._compare(values[a], values[b])))
-        out: list[dict[str, Any]] = []
+        out: list[tuple[int, int]] = []
         rank = 0
         for place, i in enumerate(order, 1):
             if place == 1 or self._compare(values[order[place - 2]], values[i]) != 0:
                 rank = place
             if rank > self.k:
                 break
-            out.append({**payloads[i], self.rank_field: rank})
+            out.append((i, rank))
         return out
+
+    def values(self, ev: pd.DataFrame, columns: dict[str, pa.Array] | None
+               ) -> dict[str, np.ndarray]:
+        """Each event's order-by values (``ranking.order_values``), kept with its windows."""
+        return ranking.order_values(ev, [f for f, _ in self.order_by], columns)
+
+    def rank_windows(self, members: dict[str, np.ndarray], keys: np.ndarray, ks: np.ndarray
+                     ) -> np.ndarray:
+        """The payload of each window (``keys[i]``, ``ks[i]``): all ranked at once
+        (``ranking.rank_windows``), each window's payload is the one ``Ranking`` of them all,
+        which ``top_k`` spreads into events (no Python object per window)."""
+        return frame.filled(len(keys), ranking.rank_windows(
+            members, keys, ks, self.order_by, self.k, self.ranked))
 
     def _compare(self, a: tuple[Any, ...], b: tuple[Any, ...]) -> int:
         """-1 if ``a`` ranks before ``b``, 1 after, 0 a tie."""
@@ -88,19 +125,72 @@ def top_k(node: plan.TopK, chunk: Chunk, state: Any, group_field: str | None = N
     ev = got.events
     if not len(ev):
         return got
-    ranked = [payload_from_json(p)[RESULT] for p in ev["payload"].to_numpy(object)]
-    if group_field is not None:
-        for events, key in zip(ranked, ev["key"].to_numpy(object), strict=True):
-            if any(group_field not in p for p in events):
-                value = payload_from_json(key)[-1]
-                for p in events:
-                    p.setdefault(group_field, value)
-    counts = np.fromiter(map(len, ranked), np.int64, len(ranked))
-    at = np.repeat(np.arange(len(ev)), counts)
-    payloads = [payload_to_json(p) for events in ranked for p in events]
+    ranked: ranking.Ranking = ev["payload"].iat[0]  # (every window's: ``rank_windows``)
+    at = np.repeat(np.arange(len(ev)), ranked.counts)
+    keys = ev["key"].to_numpy(object)[at]
+    payloads = _typed_payloads(node, ranked, group_field)
+    if payloads is None:
+        texts = ranked.payload_texts()
+        payloads = _column_payloads(node, texts, ranked.ranks, keys, group_field)
+        if payloads is None:
+            payloads = _payloads(node, texts, ranked.ranks, keys, group_field)
     out = frame.make(ev["kind"].to_numpy(object)[at], ev["start"].to_numpy()[at],
                      ev["end"].to_numpy()[at], payloads, ev["key"].to_numpy(object)[at])
     return Chunk(out, got.ctis)
+
+
+def _payloads(node: plan.TopK, texts: np.ndarray, ranks: np.ndarray, keys: np.ndarray,
+              group_field: str | None) -> list[str]:
+    """Each ranked member's payload with its rank under ``rank_field`` (and the group's value,
+    from its key, under ``group_field`` where it lacks it), parsed and written one by one."""
+    out: list[str] = []
+    values: dict[str, Any] = {}
+    for text, rank, key in zip(texts.tolist(), ranks.tolist(), keys.tolist(), strict=True):
+        p = payload_from_json(text)
+        p[node.rank_field] = rank
+        if group_field is not None and group_field not in p:
+            if key not in values:
+                values[key] = payload_from_json(key)[-1]
+            p[group_field] = values[key]
+        out.append(payload_to_json(p))
+    return out
+
+
+def _typed_payloads(node: plan.TopK, ranked: ranking.Ranking, group_field: str | None
+                    ) -> pd.arrays.ArrowExtensionArray | None:
+    """``_payloads`` written from the members' typed payload columns (``json_text.
+    payload_texts``), where they are the payloads and hold ``group_field`` if any; else
+    None."""
+    table = ranked.columns
+    if table is None or group_field is not None and group_field not in table.column_names:
+        return None
+    fields = ranking.fields_of(table) | {node.rank_field: pa.array(ranked.ranks, pa.int64())}
+    return pd.arrays.ArrowExtensionArray(payload_texts(fields, table.num_rows))
+
+
+def _column_payloads(node: plan.TopK, texts: np.ndarray, ranks: np.ndarray, keys: np.ndarray,
+                     group_field: str | None) -> pd.arrays.ArrowExtensionArray | None:
+    """``_payloads`` written column-wise (``json_text.object_texts``), where Arrow's JSON
+    reader reads every field of the payloads as ``json.loads`` does and each value's text is
+    written back exactly (``json_text.read_exactly``, ``column_texts``); else None."""
+    if not len(texts):
+        return None
+    try:
+        table = pa_json.read_json(pa.BufferReader(json_lines(pa.array(texts, pa.string()))))
+    except pa.ArrowInvalid:
+        return None
+    if table.num_rows != len(texts):
+        return None
+    fields = {}
+    for name, column in zip(table.column_names, table.columns, strict=True):
+        texts = column_texts(column) if read_exactly(column) else None
+        if texts is None:
+            return None
+        fields[name] = texts
+    fields[node.rank_field] = pa.array(ranks).cast(pa.string())
+    if group_field is not None and group_field not in fields:  # (keys: one-value lists)
+        fields[group_field] = pc.utf8_slice_codeunits(pa.array(keys, pa.string()), 1, -1)
+    return pd.arrays.ArrowExtensionArray(object_texts(fields, len(texts)))
 
 
 def _new_state(node: plan.TopK) -> Any:

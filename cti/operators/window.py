@@ -27,7 +27,7 @@ from cti.forms.json_text import object_texts
 from cti.forms.numbers import Numbers
 from cti.forms.rows import payload_from_json, payload_to_json
 from cti.forms.schema import check_events, field_names
-from cti.operators import exact_sum, plan, udo, usercode
+from cti.operators import exact_sum, plan, ranking, udo, usercode
 from cti.operators.aggregates import Aggregate
 from cti.operators.projection import aggregates_read
 from cti.operators.unit import OperatorUnit
@@ -111,12 +111,54 @@ def _add(node: plan.Window, state: dict[str, Any], ev: pd.DataFrame, rows: np.nd
     pairs, key_of, k_of = _pairs(key_codes[rows], ks)
     state["partials"] = _merged(state["partials"], _partials(
         keys[key_of], k_of, np.bincount(pairs), measures, pairs))
-    if len(node.aggregates) > len(_builtins(node)):
+    if ranker(node) is not None:  # (TopK: its windows' members kept column-wise)
+        state.setdefault("members", []).append(_members(node, ev, rows, ks, keys[
+            key_codes[rows]], columns))
+    elif len(node.aggregates) > len(_builtins(node)):
         lists = state["events"]
         for key, k, s, e, p in zip(ev["key"].to_numpy()[rows], ks.tolist(),
                                    ev["start"].to_numpy()[rows], ev["end"].to_numpy()[rows],
                                    ev["payload"].to_numpy()[rows], strict=True):
             lists.setdefault((key, k), []).append((int(s), int(e), p))
+
+
+def ranker(node: Any) -> Any:
+    """The aggregate that ranks every complete window's members at once (TopK's
+    ``Ranked``, the window's one aggregate: it has ``values`` and ``rank_windows``), or
+    None."""
+    if len(node.aggregates) != 1:
+        return None
+    fn = getattr(next(iter(node.aggregates.values())), "fn", None)
+    return fn if hasattr(fn, "rank_windows") else None
+
+
+def _members(node: plan.Window, ev: pd.DataFrame, rows: np.ndarray, ks: np.ndarray,
+             keys: np.ndarray, columns: dict[str, pa.Array] | None) -> dict[str, np.ndarray]:
+    """Each (event row, window k)'s key (as its partials have it), k, lifetime, payload (text,
+    or null where the typed ``columns`` are given: kept too) and the values the ranking reads
+    (``ranker(node).values``, once per event)."""
+    values = ranker(node).values(ev, columns)
+    got = {"key": np.asarray(keys, object), "k": np.asarray(ks, np.int64),
+           "start": ev["start"].to_numpy()[rows], "end": ev["end"].to_numpy()[rows],
+           "payload": ev["payload"].to_numpy(object)[rows]}
+    if columns:
+        got["columns"] = pa.table(columns).take(pa.array(rows))
+    return got | {name: column[rows] for name, column in values.items()}
+
+
+def taken_members(state: dict[str, Any], done: int | None) -> dict[str, np.ndarray]:
+    """The kept members (``_members``) of the windows k <= ``done`` (all: None), taken out
+    of ``state``."""
+    blocks = state.get("members") or []
+    if not blocks:
+        return {"k": np.empty(0, np.int64)}
+    both = ranking.stacked(blocks)
+    ready = np.ones(len(both["k"]), bool) if done is None else both["k"] <= done
+    if ready.all():
+        state["members"] = []
+        return both
+    state["members"] = [ranking.taken(both, ~ready)]
+    return ranking.taken(both, ready)
 
 
 _NONE = {"min": np.iinfo(np.int64).max, "max": np.iinfo(np.int64).min}  # (no integer)
@@ -204,7 +246,9 @@ def window(node: plan.Window, chunk: Chunk, state: dict[str, Any],
     # The payloads' text where an edge (paired by it) or a user's aggregate reads it
     columns_do = len(node.aggregates) == len(_builtins(node)) and node.source.fields \
         is not None and not (is_start.any() or is_end.any())
-    ev = chunk.reads(_read_fields(node)) if columns_do else chunk.events
+    ev = chunk.reads(_read_fields(node)) if columns_do else chunk.raw_events if ranker(
+        node) is not None and chunk.columns and not (is_start.any() or is_end.any()) else \
+        chunk.events  # (TopK's members keep the typed columns: ``ranking.stacked``)
     k_first = _last_complete(node, state["cti"]) + 1 if state["cti"] != MIN_TIME else None
     a, size, hop = node.alignment, node.size, node.hop
     if is_start.any():  # an open edge's value: the first window it has not fed yet
@@ -297,6 +341,8 @@ def _emit(node: plan.Window, state: dict[str, Any], done: int | None,
                if isinstance(agg, Aggregate)}
     extra = group_field is not None and group_field not in node.aggregates
     payloads = _numeric_payloads(node, columns, group_field if extra else None, keys)
+    if payloads is None and (rank := ranker(node)) is not None:
+        payloads = rank.rank_windows(taken_members(state, done), keys, kk)
     if payloads is None:
         payloads = []
         plain = {name: numbers.values() for name, numbers in columns.items()}

@@ -42,6 +42,9 @@ def aggregated(node: Any, ev: pd.DataFrame, rows: np.ndarray, ks: np.ndarray,
         return np.empty(0, np.int64), np.empty(0, object), np.empty(0, object)
     kk = out["k"].to_numpy()
     key_of = key_of_k[kk]
+    if (rank := window.ranker(node)) is not None:  # (TopK: all its windows ranked at once)
+        return kk, key_of, rank.rank_windows(window.taken_members(held, None),
+                                             out["key"].to_numpy(object), kk)
     columns = {name: window._result(out, name, agg) for name, agg in node.aggregates.items()
                if isinstance(agg, Aggregate)}
     extra = group_field if group_field is not None and group_field not in node.aggregates \

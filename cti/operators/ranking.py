@@ -1,0 +1,292 @@
+"""TopK's ranking of every window a step completes at once (``cti.operators.top_k``).
+
+The window keeps its members column-wise (``members``: one row per (event, window), with the
+event's order-by values read once per event, from its typed payload columns where known, else
+by Arrow's JSON reader, else payload by payload). When windows complete, all their members are
+sorted together by (window, each order-by field, start, end, payload text): the order in which
+the per-window sort (``Ranked.ranked``) sees them and keeps ties, since that sort is stable
+over the window's events in (start, end, payload) order. Each field is compared through a
+dense code per value: numbers (integers, floats, booleans: ``1 == 1.0 == True`` as in Python)
+before texts, a null after every value in either direction. A rank is one plus the place of
+the first member of its tie (SQL RANK), members ranked ``k`` or better kept.
+
+Values the codes cannot order as Python does leave their window to the per-window sort: NaN,
+integers beyond 2**53 (not exact as floats), lists and objects, and a number and a text tied
+on the fields before (that sort raises ``CtiError`` naming the field, as before).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import attrs
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from cti.forms import frame
+from cti.forms.json_text import payload_objects, payload_texts
+from cti.forms.rows import payload_from_json
+
+NUMBER, TEXT, NULL, OTHER = 0, 1, 2, 3  # each value's class
+_EXACT = 2.0 ** 53  # integers up to this are exact as floats
+Slow = Callable[[Sequence[dict[str, Any]]], list[tuple[int, int]]]
+
+
+def order_values(ev: pd.DataFrame, fields: Sequence[str],
+                 columns: dict[str, pa.Array] | None) -> dict[str, np.ndarray]:
+    """Each event's value of each order-by field as ``cls<i>`` (its class), ``num<i>`` (a
+    number's value) and ``text<i>`` (a text's value), once per event."""
+    out: dict[str, np.ndarray] = {}
+    for i, field in enumerate(fields):
+        got = _column_classes((columns or {}).get(field))
+        if got is None:
+            got = _column_classes(frame._field_column(ev, field))
+        if got is None:
+            got = _value_classes(frame._row_values(ev, field))
+        out[f"cls{i}"], out[f"num{i}"], out[f"text{i}"] = got
+    return out
+
+
+def _column_classes(column: pa.Array | None
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """``order_values`` of an Arrow column of integers, floats, booleans, texts or nulls;
+    None for other types and for whole floats beyond 2**53 (Arrow reads a column's integers as
+    floats once a float is among them: such an integer's float is not exact)."""
+    if column is None:
+        return None
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    n, t = len(column), column.type
+    valid = column.is_valid().to_numpy(zero_copy_only=False)
+    cls = np.where(valid, NUMBER, NULL).astype(np.int8)
+    num = np.zeros(n, np.float64)
+    text = np.empty(n, object)
+    if pa.types.is_null(t):
+        return np.full(n, NULL, np.int8), num, text
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        text[:] = column.to_numpy(zero_copy_only=False)
+        return np.where(valid, TEXT, NULL).astype(np.int8), num, text
+    if not (pa.types.is_int64(t) or pa.types.is_float64(t) or pa.types.is_boolean(t)):
+        return None
+    values = column.fill_null(False if pa.types.is_boolean(t) else 0).to_numpy(
+        zero_copy_only=False)
+    num = values.astype(np.float64) + 0.0  # (-0.0 as 0.0: equal in Python)
+    if pa.types.is_int64(t):
+        cls[valid & (np.abs(values) > _EXACT)] = OTHER
+    elif pa.types.is_float64(t):
+        if (valid & (np.abs(num) >= _EXACT) & (np.floor(num) == num)).any():
+            return None
+        cls[valid & np.isnan(num)] = OTHER
+    return cls, num, text
+
+
+def _value_classes(values: list[Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``order_values`` of parsed values, one by one."""
+    n = len(values)
+    cls, num, text = np.full(n, OTHER, np.int8), np.zeros(n, np.float64), np.empty(n, object)
+    for i, v in enumerate(values):
+        if v is None:
+            cls[i] = NULL
+        elif isinstance(v, str):
+            cls[i], text[i] = TEXT, v
+        elif isinstance(v, bool | int) and abs(v) <= _EXACT or isinstance(v, float) and v == v:
+            cls[i], num[i] = NUMBER, float(v) + 0.0
+    return cls, num, text
+
+
+def stacked(blocks: list[dict[str, Any]]) -> dict[str, Any]:
+    """Blocks of members one under the other: with their typed payload columns (``columns``,
+    a table) where every block has the same ones, else with each payload's text."""
+    if len(blocks) == 1:
+        return blocks[0]
+    tables = [b.get("columns") for b in blocks]
+    same = all(t is not None and t.schema.equals(tables[0].schema) for t in tables)
+    if not same:
+        blocks = [with_texts(b) for b in blocks]
+    out: dict[str, Any] = {c: np.concatenate([b[c] for b in blocks]) for c in blocks[0]
+                           if c != "columns"}
+    if same:
+        out["columns"] = pa.concat_tables(tables)
+    return out
+
+
+def taken(members: dict[str, Any], rows: np.ndarray) -> dict[str, Any]:
+    """The members at ``rows`` (positions or a mask)."""
+    out = {c: v[rows] for c, v in members.items() if c != "columns"}
+    if "columns" in members:
+        out["columns"] = members["columns"].take(pa.array(
+            np.flatnonzero(rows) if rows.dtype == bool else rows))
+    return out
+
+
+def with_texts(members: dict[str, Any]) -> dict[str, Any]:
+    """The members with each payload's text, written from their typed columns where they
+    have them (their text left out: ``Chunk``), and no columns."""
+    table = members.get("columns")
+    if table is None:
+        return members
+    out = {c: v for c, v in members.items() if c != "columns"}
+    out["payload"] = payload_objects(payload_texts(fields_of(table), table.num_rows))
+    return out
+
+
+def fields_of(table: pa.Table) -> dict[str, pa.Array]:
+    """A table's columns by name, each one array."""
+    table = table.combine_chunks()
+    return {name: table.column(name).combine_chunks() for name in table.column_names}
+
+
+def _field_key(cls: np.ndarray, num: np.ndarray, text: np.ndarray, desc: bool
+               ) -> tuple[np.ndarray, int]:
+    """One integer per member, from 0, that sorts as the field's values do in its direction
+    (equal values equal, numbers before texts, nulls last), and how many there are."""
+    key = np.zeros(len(cls), np.int64)
+    is_num, is_text = cls == NUMBER, cls == TEXT
+    _, key[is_num] = np.unique(num[is_num], return_inverse=True)
+    n = int(key[is_num].max()) + 1 if is_num.any() else 0
+    if is_text.any():
+        _, codes = np.unique(text[is_text], return_inverse=True)
+        key[is_text] = n + codes
+        n += int(codes.max()) + 1
+    if desc:
+        key = n - 1 - key
+    return np.where(cls == NULL, n, np.where(cls == OTHER, 0, key)), n + 1
+
+
+def _packed(win: np.ndarray, n: int, fields: list[tuple[np.ndarray, int]]) -> list[np.ndarray]:
+    """The sort keys window, field, field, ... (the first most significant) packed into one
+    integer where their ranges multiply below 2**62, else as they are."""
+    size, packed = n, win.astype(np.int64)
+    for key, span in fields:
+        size *= span
+        if size >= 2 ** 62:
+            return [win, *(key for key, _ in fields)]
+        packed = packed * span + key
+    return [packed]
+
+
+@attrs.frozen
+class Ranking:
+    """The ranked members of windows, best first window by window: ``counts[i]`` of window
+    ``i``'s, then the next window's; each one's payload text and rank."""
+
+    counts: np.ndarray
+    texts: np.ndarray | None  # (None: ``columns`` are the payloads)
+    ranks: np.ndarray
+    columns: pa.Table | None = None
+
+    def payload_texts(self) -> np.ndarray:
+        """Each ranked member's payload text (written from ``columns`` where they are it)."""
+        if self.texts is not None:
+            return self.texts
+        return payload_objects(payload_texts(fields_of(self.columns), self.columns.num_rows))
+
+
+def rank_windows(members: dict[str, np.ndarray], keys: np.ndarray, ks: np.ndarray,
+                 order_by: Sequence[tuple[str, str]], k: int, slow: Slow) -> Ranking:
+    """The ranked members of windows (``keys[i]``, ``ks[i]``) of ``members`` (``key``, ``k``,
+    ``start``, ``end``, ``payload`` and ``order_values``' columns); a window with values the
+    codes cannot order by the per-window sort ``slow``."""
+    if not len(members["k"]):
+        return Ranking(np.zeros(len(keys), np.int64), np.empty(0, object),
+                       np.empty(0, np.int64))
+    win = _windows_of(keys, ks, members["key"], members["k"])
+    fields = [_field_key(members[f"cls{i}"], members[f"num{i}"], members[f"text{i}"],
+                         d == "desc") for i, (_, d) in enumerate(order_by)]
+    order = _sorted(_packed(win, len(keys), fields), members)
+    win_s, keys_s = win[order], [f[order] for f, _ in fields]
+    bad = _unordered(win_s, keys_s, [members[f"cls{i}"][order] for i in range(len(fields))],
+                     len(keys))
+    rank = _ranks(win_s, keys_s)
+    keep = (rank <= k) & ~bad[win_s]
+    at = order[keep]
+    counts = np.bincount(win_s[keep], minlength=len(keys))
+    if "columns" in members and not bad.any():
+        return Ranking(counts, None, rank[keep], members["columns"].take(pa.array(at)))
+    members = with_texts(members)
+    got = Ranking(counts, members["payload"][at], rank[keep])
+    return _with_slow(got, members, order, win_s, bad, slow) if bad.any() else got
+
+
+def _with_slow(got: Ranking, members: dict[str, np.ndarray], order: np.ndarray,
+               win_s: np.ndarray, bad: np.ndarray, slow: Slow) -> Ranking:
+    """``got`` with each window marked ``bad`` ranked by the per-window sort ``slow``."""
+    begin = np.cumsum(got.counts) - got.counts
+    texts, ranks = list(got.texts), got.ranks.tolist()
+    counts = got.counts.copy()
+    slowly = {w: _slowly(members, order[win_s == w], slow)  # (in window order: the
+              for w in np.flatnonzero(bad).tolist()}  # first error is the one raised)
+    for w, pairs in reversed(slowly.items()):  # (from the last: the places hold)
+        at = int(begin[w])
+        texts[at:at] = [t for t, _ in pairs]
+        ranks[at:at] = [r for _, r in pairs]
+        counts[w] = len(pairs)
+    out = np.empty(len(texts), object)
+    out[:] = texts
+    return Ranking(counts, out, np.asarray(ranks, np.int64))
+
+
+def _windows_of(keys: np.ndarray, ks: np.ndarray, m_keys: np.ndarray, m_ks: np.ndarray
+                ) -> np.ndarray:
+    """The position in (``keys``, ``ks``) of each member's window (``m_keys``, ``m_ks``):
+    each pair as one integer, the keys and the k told apart by codes."""
+    n = len(keys)
+    key_codes, _ = pd.factorize(np.concatenate([keys, m_keys]))
+    k_codes, k_values = frame.dense_codes(np.concatenate([ks, m_ks]))
+    pairs = key_codes.astype(np.int64) * len(k_values) + k_codes
+    order = np.argsort(pairs[:n], kind="stable")
+    at = np.minimum(np.searchsorted(pairs[:n][order], pairs[n:]), n - 1)
+    if (pairs[:n][order][at] != pairs[n:]).any():  # (the window keeps each member's window)
+        raise RuntimeError("top_k: a member of a window that is not complete was ranked")
+    return order[at]
+
+
+def _sorted(primary: list[np.ndarray], members: dict[str, np.ndarray]) -> np.ndarray:
+    """The members' order: by the ``primary`` keys (window and fields: ``_packed``), start,
+    end and payload text (the texts compared only where all else ties)."""
+    keys = [members["end"], members["start"], *reversed(primary)]
+    order = np.lexsort(keys)
+    same = np.ones(max(len(order) - 1, 0), bool)
+    for key in keys:
+        s = key[order]
+        same &= s[1:] == s[:-1]
+    if not same.any():
+        return order
+    _, texts = np.unique(with_texts(members)["payload"], return_inverse=True)
+    return np.lexsort([texts, *keys])
+
+
+def _unordered(win: np.ndarray, keys: list[np.ndarray], classes: list[np.ndarray],
+               n: int) -> np.ndarray:
+    """Per window, whether the codes cannot order its members (sorted) as Python does: a
+    value of another class, or a number next to a text tied on the fields before."""
+    bad = np.zeros(n, bool)
+    tied = win[1:] == win[:-1]
+    for key, cls in zip(keys, classes, strict=True):
+        bad[win[cls == OTHER]] = True
+        mixed = tied & (cls[1:] != cls[:-1]) & (cls[1:] <= TEXT) & (cls[:-1] <= TEXT)
+        bad[win[1:][mixed]] = True
+        tied = tied & (key[1:] == key[:-1])
+    return bad
+
+
+def _ranks(win: np.ndarray, keys: list[np.ndarray]) -> np.ndarray:
+    """Each sorted member's SQL RANK in its window: one plus the place of its tie's first."""
+    at = np.arange(len(win))
+    first = np.ones(len(win), bool)
+    first[1:] = win[1:] != win[:-1]
+    new = first.copy()
+    for key in keys:
+        new[1:] |= key[1:] != key[:-1]
+    window_start = np.maximum.accumulate(np.where(first, at, 0))
+    return np.maximum.accumulate(np.where(new, at, 0)) - window_start + 1
+
+
+def _slowly(members: dict[str, np.ndarray], rows: np.ndarray, slow: Slow) -> list[tuple[str, int]]:
+    """One window's members ranked by the per-window sort, in (start, end, payload) order."""
+    events = sorted(zip(members["start"][rows].tolist(), members["end"][rows].tolist(),
+                        members["payload"][rows].tolist(), strict=True))
+    texts = [e[2] for e in events]
+    return [(texts[i], rank) for i, rank in slow([payload_from_json(t) for t in texts])]
