@@ -1,6 +1,8 @@
 """Exactly-once restart of a query with temporal operators on Spark: stop it mid-stream,
 restart from its checkpoint, and the output equals an uninterrupted run, with no duplicates.
-The query's window and join state lives in Spark's state store across the restart."""
+The query's window and join state lives in Spark's state store across the restart, its arrays
+in the state values or (``parts``: every array, however small) as parts beside the
+checkpoint (``cti.runtime.spark.state``)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from restarts import run_twice_from_checkpoint
 from cti import AdvanceTimeSettings, Application, CepStream, EventShape, agg, ticks
 from cti.io.files import FileInputConfig, JsonLinesInputAdapterFactory
 from cti.runtime.local import LocalRuntime
+from cti.runtime.spark import state
 from cti.runtime.spark.runtime import recorded_partitions, recorded_shards
 
 ROWS = [{"t": t, "k": "abc"[n % 3], "v": n}
@@ -31,9 +34,20 @@ def queries(path):
     return counts, pairs
 
 
+@pytest.fixture(params=["inline", "parts"])
+def parts(request, monkeypatch, tmp_path):
+    """``parts``: every array of a shard's state a part of its own; after the test, the
+    checkpoint holds them."""
+    if request.param == "parts":
+        monkeypatch.setattr(state, "PART_BYTES", 0)
+    yield request.param
+    held = list((tmp_path / "checkpoint" / "cti-parts").rglob("*.*"))
+    assert bool(held) == (request.param == "parts"), held
+
+
 @pytest.mark.spark
 @pytest.mark.parametrize("which", [0, 1], ids=["grouped-window", "join"])
-def test_query_restart_from_checkpoint_is_exactly_once(spark, tmp_path, which):
+def test_query_restart_from_checkpoint_is_exactly_once(spark, tmp_path, which, parts):
     _, restarted = run_twice_from_checkpoint(
         spark, tmp_path, ROWS, 7, lambda data: queries(data)[which], (3, 4))
     assert restarted == queries(tmp_path / "in.jsonl")[which].collect(LocalRuntime())
@@ -44,7 +58,7 @@ def test_query_restart_from_checkpoint_is_exactly_once(spark, tmp_path, which):
 
 @pytest.mark.spark
 @pytest.mark.parametrize("which", [0, 1], ids=["grouped-window", "join"])
-def test_a_restart_on_fewer_tasks_gives_the_same_output(spark, tmp_path, which):
+def test_a_restart_on_fewer_tasks_gives_the_same_output(spark, tmp_path, which, parts):
     """4 shards on 4 tasks, stopped, restarted on 2 tasks (``parallelism=2``): the
     checkpoint's state is re-spread, each shard's whole, and the output is the uninterrupted
     in-process one. The restart's output partitions show it ran on 2 tasks."""
