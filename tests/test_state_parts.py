@@ -162,3 +162,53 @@ def test_parts_go_beside_a_file_system_checkpoint_only(location, want):
     from cti.runtime.spark.runtime import parts_directory
 
     assert parts_directory(location) == want
+
+
+def test_a_stored_book_refuses_changes_and_writable_gives_a_copy_to_change():
+    from cti.forms import edges
+
+    book = {(5, "a"): [5, 6], (7, "b"): [None]}
+    stored = edges.stored_book(book)
+    assert stored == {(5, "a"): (5, 6), (7, "b"): (None,)} and list(stored) == list(book)
+    for change in (lambda b: b.__setitem__((1, "x"), [1]), lambda b: b.pop((5, "a")),
+                   lambda b: b.setdefault((1, "x"), []), lambda b: b.clear(),
+                   lambda b: b.update({}), lambda b: b.__delitem__((5, "a")),
+                   lambda b: edges.open_edge(b, (1, "x"), 1),
+                   lambda b: edges.close_edge(b, (5, "a"))):
+        with pytest.raises((TypeError, AttributeError)):
+            change(stored)
+    assert stored == {(5, "a"): (5, 6), (7, "b"): (None,)}
+    copy = edges.writable(stored)
+    assert type(copy) is dict and copy == book and list(copy) == list(book)
+    assert edges.close_edge(copy, (5, "a")) == (True, 5)
+    assert edges.writable(stored, changing=False) is stored and edges.writable(book) is book
+    assert pickle.loads(pickle.dumps(stored)) == stored
+
+
+def test_a_large_ingress_book_is_a_part_named_again_until_its_stream_changes(tmp_path):
+    """``with_stored_books`` makes a group's large edge book a ``StoredBook``: stored once,
+    named again while nothing changes it; a book below the threshold stays a dict."""
+    from cti import EventShape
+    from cti.forms.edges import StoredBook
+    from cti.ingress.spec import StreamSpec
+    from cti.ingress.state import _BOOK, GroupState, with_stored_books
+
+    store = PartStore(str(tmp_path), 64 * 100)  # books of 100 identities or more
+    group = GroupState.new([StreamSpec("ref", EventShape.EDGE),
+                            StreamSpec("small", EventShape.EDGE)])
+    group.streams[0].open_edges = {(5, f"row {i}"): [5] for i in range(300)}
+    group.streams[1].open_edges = {(5, "row"): [5]}
+    data = with_stored_books(group.to_data(), store.min_entries)
+    books = [s[_BOOK] for s in data[1]]
+    assert type(books[0]) is StoredBook and type(books[1]) is dict
+    blob = dump_state({"ingress": {0: data}}, store, None, 1)
+    assert len(_files(store)) == 1
+    for _ in range(2):
+        back, manifest = load_parts(blob, store)
+        again = with_stored_books(back["ingress"][0], store.min_entries)
+        blob = dump_state({"ingress": {0: again}}, store, manifest, 2)
+        assert len(_files(store)) == 1  # the same book, named again
+    state.clear_cache()
+    back = load_state(blob, store)["ingress"][0]
+    assert GroupState.from_data(back, []).streams[0].open_edges == {
+        (5, f"row {i}"): (5,) for i in range(300)}

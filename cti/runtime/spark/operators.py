@@ -51,7 +51,7 @@ from pyspark.sql.types import (
 from cti.engine.route import QueryRoute
 from cti.engine.shard import Shard
 from cti.forms import frame
-from cti.ingress.state import next_in_seq
+from cti.ingress.state import next_in_seq, with_stored_books
 from cti.operators import plan, usercode
 from cti.runtime.spark.ingress import GROUP_OUT_SCHEMA
 from cti.runtime.spark.packing import pack_output, unpack
@@ -115,6 +115,9 @@ def query_function(queries: Sequence[Any], groups: Sequence[Any],
         rows = unpack(pd.concat(list(batches), ignore_index=True),
                       lambda g, i: next_in_seq(saved["ingress"][g], i))
         done = engine.step(saved, rows)
+        if store is not None:  # large edge books as parts too
+            saved["ingress"] = {g: with_stored_books(d, store.min_entries)
+                                for g, d in saved["ingress"].items()}
         state.update((dump_state(saved, store, manifest, _batch_id()),))
         out = [_passed(done.ingress[g], g) if with_inputs else _summary(done.ingress[g], g)
                for g in reported]

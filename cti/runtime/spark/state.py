@@ -4,16 +4,17 @@ compressed with zstd; a shard's large arrays kept beside the checkpoint as immut
 Spark moves a group's state value whole every micro-batch (from the state store to the Python
 worker and back, then into RocksDB and its changelog): about 10 ms per MB to read it into the
 worker whether or not it changed, more to write it. What a shard holds for long is mostly
-reference data (a join side's segments: ``cti.operators.join_side``), arrays that stay as they
-are from one micro-batch to the next. So a ``PartStore`` keeps every numpy array of at least
-``min_bytes`` as a *part*: a file of its own, written once under a unique name (to a temporary
-name, then renamed), never changed. The state value holds only the part's name, and stays
-small. Reading a part, a worker keeps it in a cache bounded by bytes (``_CACHE``), or
-memory-maps it (a plain array: the pages a step touches are read, a join index's binary search
-reads a few); an array handed out is read-only, so a step that would write into it fails
-instead of changing a part other versions share. An array that came from a part, or was
-written as one, is named again by its part on the next write (``_NAMES``, by identity): a
-segment that no step touched costs its name.
+reference data: a join side's segments (``cti.operators.join_side``), arrays that stay as
+they are from one micro-batch to the next, and an ingress edge book of reference edges
+(``cti.forms.edges.StoredBook``). So a ``PartStore`` keeps every numpy array of at least
+``min_bytes``, and every stored book, as a *part*: a file of its own, written once under a
+unique name (to a temporary name, then renamed), never changed. The state value holds only
+the part's name, and stays small. Reading a part, a worker keeps it in a cache bounded by
+bytes (``_CACHE``), or memory-maps it (a plain array: the pages a step touches are read, a
+join index's binary search reads a few); what it hands out is read-only, so a step that
+would write into it fails instead of changing a part other versions share. An object that
+came from a part, or was written as one, is named again by its part on the next write
+(``_NAMES``, by identity): a segment or a book that no step touched costs its name.
 
 Exactly once: parts are written before the state value that names them, and Spark commits the
 value; a failed micro-batch's parts (new names on the replay) are orphans nothing reads. A part
@@ -49,6 +50,8 @@ import attrs
 import numpy as np
 import pyarrow as pa
 
+from cti.forms.edges import StoredBook
+
 MAGIC = b"cti-zstd\x00"
 PARTS_MAGIC = b"cti-part\x00"
 _CODEC = pa.Codec("zstd")
@@ -67,6 +70,12 @@ class PartStore:
     directory: str
     min_bytes: int = PART_BYTES
     retain: int = 100
+
+    @property
+    def min_entries(self) -> int:
+        """From how many identities an edge book is stored as a part (about ``min_bytes`` of
+        its pickle)."""
+        return max(1, self.min_bytes // 64)
 
 
 def part_store(directory: str, retain: int) -> PartStore:
@@ -154,13 +163,15 @@ class _PartWriter:
         return _Pickler(out, self)
 
     def reduce(self, obj: Any) -> Any:
-        if type(obj) is not np.ndarray or obj.nbytes < self.store.min_bytes:
+        kind = type(obj)
+        if not (kind is StoredBook or kind is np.ndarray and obj.nbytes >= self.store.min_bytes):
             return NotImplemented
         name = _name_of(obj, self.directory)
         if name is None:
             name = _write_part(self.directory, obj)
             # A view is cached as a copy: its base, not read-only, may change under it.
-            _remember(obj if obj.base is None else obj.copy(), self.directory, name)
+            kept = obj.copy() if kind is np.ndarray and obj.base is not None else obj
+            _remember(kept, self.directory, name)
         self.named.add(name)
         return _part, (name,)
 
@@ -178,19 +189,20 @@ class _Pickler(pickle.Pickler):
         return self.writer.reduce(obj)
 
 
-def _write_part(directory: Path, array: np.ndarray) -> str:
-    """``array`` as a new part in ``directory`` (written whole under a temporary name, then
+def _write_part(directory: Path, value: np.ndarray | StoredBook) -> str:
+    """``value`` as a new part in ``directory`` (written whole under a temporary name, then
     renamed: a reader sees the whole part or none); its name."""
     directory.mkdir(parents=True, exist_ok=True)
-    name = uuid.uuid4().hex + (_OBJECTS if array.dtype.hasobject else ".npy")
+    objects = type(value) is StoredBook or value.dtype.hasobject
+    name = uuid.uuid4().hex + (_OBJECTS if objects else ".npy")
     tmp = directory / f".{name}.tmp"
     with open(tmp, "wb") as f:
-        if array.dtype.hasobject:
-            raw = pickle.dumps(array, protocol=pickle.HIGHEST_PROTOCOL)
+        if objects:
+            raw = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
             f.write(len(raw).to_bytes(_SIZE, "little"))
             f.write(_CODEC.compress(raw, asbytes=True))
         else:
-            np.lib.format.write_array(f, array, allow_pickle=False)
+            np.lib.format.write_array(f, value, allow_pickle=False)
     os.replace(tmp, directory / name)
     return name
 
@@ -237,12 +249,12 @@ _READER = _Reader()
 # Parts read or written in this process, by path: the most recent first out last, at most
 # CACHE_BYTES; and each live array's part, by identity (the weak reference tells a live array
 # from a later one at the same address).
-_CACHE: OrderedDict[Path, tuple[np.ndarray, int]] = OrderedDict()
+_CACHE: OrderedDict[Path, tuple[Any, int]] = OrderedDict()
 _cached_bytes = 0
 _NAMES: dict[int, tuple[weakref.ref, Path, str]] = {}
 
 
-def _part(name: str) -> np.ndarray:
+def _part(name: str) -> np.ndarray | StoredBook:
     """The part ``name`` of the state being read: from the cache, else from its file."""
     directory = _READER.get()
     path = directory / name
@@ -255,8 +267,8 @@ def _part(name: str) -> np.ndarray:
     return array
 
 
-def _read_part(path: Path) -> np.ndarray:
-    """A part's array, read-only: objects unpickled, plain arrays memory-mapped."""
+def _read_part(path: Path) -> np.ndarray | StoredBook:
+    """A part's array (read-only) or book: objects unpickled, plain arrays memory-mapped."""
     if not path.exists():
         raise FileNotFoundError(
             f"state part {path} is missing: a checkpoint's state keeps its large arrays in "
@@ -264,45 +276,49 @@ def _read_part(path: Path) -> np.ndarray:
     if path.name.endswith(_OBJECTS):
         data = path.read_bytes()
         size = int.from_bytes(data[:_SIZE], "little")
-        array = _unpickled(_CODEC.decompress(data[_SIZE:], size, asbytes=True))
+        value = _unpickled(_CODEC.decompress(data[_SIZE:], size, asbytes=True))
     else:
-        array = np.load(path, mmap_mode="r", allow_pickle=False).view(np.ndarray)
-    array.flags.writeable = False
-    return array
+        value = np.load(path, mmap_mode="r", allow_pickle=False).view(np.ndarray)
+    if type(value) is np.ndarray:
+        value.flags.writeable = False
+    return value
 
 
-def _name_of(array: np.ndarray, directory: Path) -> str | None:
-    """The part ``array`` is, if it is one of ``directory``'s."""
-    entry = _NAMES.get(id(array))
-    if entry is None or entry[0]() is not array or entry[1] != directory:
+def _name_of(value: np.ndarray | StoredBook, directory: Path) -> str | None:
+    """The part ``value`` is, if it is one of ``directory``'s."""
+    entry = _NAMES.get(id(value))
+    if entry is None or entry[0]() is not value or entry[1] != directory:
         return None
     return entry[2]
 
 
-def _remember(array: np.ndarray, directory: Path, name: str) -> None:
-    """``array`` is part ``name``: read-only from now on, named by identity, cached."""
+def _remember(value: np.ndarray | StoredBook, directory: Path, name: str) -> None:
+    """``value`` is part ``name``: read-only from now on, named by identity, cached."""
     global _cached_bytes
-    array.flags.writeable = False
-    key = id(array)
+    if type(value) is np.ndarray:
+        value.flags.writeable = False
+    key = id(value)
 
     def forget(ref: weakref.ref, key: int = key) -> None:
         entry = _NAMES.get(key)
         if entry is not None and entry[0] is ref:
             del _NAMES[key]
 
-    _NAMES[key] = (weakref.ref(array, forget), directory, name)
+    _NAMES[key] = (weakref.ref(value, forget), directory, name)
     path = directory / name
-    size = _footprint(array)
+    size = _footprint(value)
     old = _CACHE.pop(path, None)
     _cached_bytes += size - (old[1] if old else 0)
-    _CACHE[path] = (array, size)
+    _CACHE[path] = (value, size)
     while _cached_bytes > CACHE_BYTES and len(_CACHE) > 1:
         _, (_, dropped) = _CACHE.popitem(last=False)
         _cached_bytes -= dropped
 
 
-def _footprint(array: np.ndarray) -> int:
+def _footprint(array: np.ndarray | StoredBook) -> int:
     """About what a cached part holds in memory (a memory map: its pages, counted whole)."""
+    if type(array) is StoredBook:
+        return 250 * len(array)  # an identity's tuples, a payload text, a value tuple
     if not array.dtype.hasobject:
         return array.nbytes
     return array.nbytes + sum(map(_object_bytes, _sample(array))) * len(array) // max(
