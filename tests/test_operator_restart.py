@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from restarts import run_twice_from_checkpoint
+from restarts import run_twice_from_checkpoint, write
 
 from cti import AdvanceTimeSettings, Application, CepStream, EventShape, agg, ticks
 from cti.io.files import FileInputConfig, JsonLinesInputAdapterFactory
@@ -71,3 +71,24 @@ def test_a_restart_on_fewer_tasks_gives_the_same_output(spark, tmp_path, which, 
     last = max(int(p.name.split("-")[1]) for p in (tmp_path / "out").glob("batch-*"))
     tasks = {int(p.stem.rsplit("-", 1)[1]) for p in (tmp_path / "out").glob(f"batch-{last:010d}-*")}
     assert tasks <= {0, 1}, tasks
+
+
+@pytest.mark.spark
+def test_a_checkpoint_written_without_parts_resumes_with_them(spark, tmp_path, monkeypatch):
+    """A checkpoint as the release before parts wrote it (every state value whole:
+    ``PART_BYTES`` None writes that form) resumes on this release, which then keeps the
+    shards' arrays as parts: the output is the uninterrupted in-process one."""
+    from cti.io.outputs import JsonLinesOutputAdapterFactory, read_json_lines_output
+    from cti.runtime.spark import SparkRuntime
+
+    data, out, checkpoint = tmp_path / "in.jsonl", tmp_path / "out", tmp_path / "checkpoint"
+    write(data, ROWS[:7], "w")
+    query = queries(data)[1].to(JsonLinesOutputAdapterFactory(), str(out))
+    monkeypatch.setattr(state, "PART_BYTES", None)
+    query.run(SparkRuntime(spark, checkpoint_location=str(checkpoint), batch_sizes=[3]))
+    assert not (checkpoint / "cti-parts").exists()
+    write(data, ROWS[7:], "a")
+    monkeypatch.setattr(state, "PART_BYTES", 0)
+    query.run(SparkRuntime(spark, checkpoint_location=str(checkpoint), batch_sizes=[4]))
+    assert read_json_lines_output(out) == queries(data)[1].collect(LocalRuntime())
+    assert list((checkpoint / "cti-parts").rglob("*.npy"))

@@ -115,7 +115,7 @@ def query_function(queries: Sequence[Any], groups: Sequence[Any],
         rows = unpack(pd.concat(list(batches), ignore_index=True),
                       lambda g, i: next_in_seq(saved["ingress"][g], i))
         done = engine.step(saved, rows)
-        if store is not None:  # large edge books as parts too
+        if store is not None and store.writes:  # large edge books as parts too
             saved["ingress"] = {g: with_stored_books(d, store.min_entries)
                                 for g, d in saved["ingress"].items()}
         state.update((dump_state(saved, store, manifest, _batch_id()),))

@@ -56,7 +56,9 @@ MAGIC = b"cti-zstd\x00"
 PARTS_MAGIC = b"cti-part\x00"
 _CODEC = pa.Codec("zstd")
 _SIZE = 8  # bytes of the uncompressed length after the magic
-PART_BYTES = 256 * 1024  # an array this large or larger becomes a part
+# An array this large or larger becomes a part (None: none does, the state values hold
+# everything as the release before parts wrote them; parts a state names are still read).
+PART_BYTES: int | None = 256 * 1024
 CACHE_BYTES = 1 << 30  # a worker's cache of parts read, at most
 _OBJECTS = ".pkl.zst"  # a part of Python objects (pickled, compressed); else ``.npy``
 
@@ -68,18 +70,23 @@ class PartStore:
     (``retain``)."""
 
     directory: str
-    min_bytes: int = PART_BYTES
+    min_bytes: int | None = PART_BYTES
     retain: int = 100
+
+    @property
+    def writes(self) -> bool:
+        """Whether states are written with parts (else whole, though read with them)."""
+        return self.min_bytes is not None
 
     @property
     def min_entries(self) -> int:
         """From how many identities an edge book is stored as a part (about ``min_bytes`` of
         its pickle)."""
-        return max(1, self.min_bytes // 64)
+        return max(1, (self.min_bytes or 0) // 64)
 
 
 def part_store(directory: str, retain: int) -> PartStore:
-    """A ``PartStore`` with this module's ``PART_BYTES`` as it is now (tests lower it)."""
+    """A ``PartStore`` with this module's ``PART_BYTES`` as it is now (tests change it)."""
     return PartStore(directory, PART_BYTES, retain)
 
 
@@ -95,7 +102,7 @@ def dump_state(state: Any, store: PartStore | None = None, previous: Manifest | 
                batch: int = 0) -> bytes:
     """``state`` (plain data) as the state column's bytes; with ``store``, its large arrays as
     parts (``previous``: the manifest of the state read; ``batch``: this micro-batch's id)."""
-    if store is None:
+    if store is None or not store.writes:
         return _framed(MAGIC, pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL))
     writer = _PartWriter(store)
     raw = io.BytesIO()
