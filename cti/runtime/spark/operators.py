@@ -20,7 +20,9 @@ to the shard's own task (``partitioning.shard_slots``). Each shard runs the engi
   vectorised over pandas frames.
 
 The state of a shard (its ingress machines and its query machine: plain data, pickled) is one
-binary state row in Spark's state store, checkpointed with the query. Every shard computes the
+binary state row in Spark's state store, checkpointed with the query; its large arrays and
+edge books are immutable parts beside the checkpoint that the row names
+(``cti.runtime.spark.state``), so the row a micro-batch moves stays small. Every shard computes the
 same output CTIs; shard 0 emits them. Output rows carry the CTI that releases each event, which
 orders the output at the sink; a shard's output rows of a micro-batch travel packed in one
 Spark row (``packing.pack_output``). With ``with_inputs`` shard 0 also emits every input stream's
