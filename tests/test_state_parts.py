@@ -212,3 +212,49 @@ def test_a_large_ingress_book_is_a_part_named_again_until_its_stream_changes(tmp
     back = load_state(blob, store)["ingress"][0]
     assert GroupState.from_data(back, []).streams[0].open_edges == {
         (5, f"row {i}"): (5,) for i in range(300)}
+
+
+@pytest.mark.spark
+def test_on_spark_reference_rows_are_written_once_whatever_the_micro_batches(spark, tmp_path,
+                                                                             monkeypatch):
+    """A join of cars with 3,000 reference rows (their join side's arrays and the ingress's
+    edge book are parts: ``PART_BYTES`` lowered), one car per micro-batch: a run of 12
+    micro-batches writes no more parts than a run of 2, and both give the in-process output."""
+    from cti import (
+        AdvanceTimeImportSettings,
+        AdvanceTimePolicy,
+        AdvanceTimeSettings,
+        Application,
+        Arriving,
+        CepStream,
+        EventShape,
+        PointEvent,
+    )
+    from cti.io.memory import MemoryInputAdapterFactory
+    from cti.io.reference import reference_data
+    from cti.runtime.local import LocalRuntime
+    from cti.runtime.spark import SparkRuntime
+
+    monkeypatch.setattr(state, "PART_BYTES", 4096)
+    rows = [{"plate": f"P{i}", "owner": f"owner {i}"} for i in range(3_000)]
+
+    def query(cars: int):
+        app = Application()
+        arriving = [Arriving(PointEvent(10 * t, {"plate": f"P{t * 7}"}), 10 * t)
+                    for t in range(1, cars + 1)]
+        s = CepStream.create("cars", MemoryInputAdapterFactory(), arriving, EventShape.POINT,
+                             AdvanceTimeSettings.increasing_start_time(), application=app)
+        ref = CepStream.create("ref", MemoryInputAdapterFactory(), reference_data(rows, 5),
+                               EventShape.EDGE, AdvanceTimeSettings(
+                                   import_settings=AdvanceTimeImportSettings("cars"),
+                                   policy=AdvanceTimePolicy.ADJUST), application=app)
+        return s.join(ref, on="plate")
+
+    held = []
+    for cars in (2, 12):
+        checkpoint = tmp_path / f"run-{cars}"
+        got = query(cars).collect(SparkRuntime(spark, checkpoint_location=str(checkpoint),
+                                               batch_sizes={"cars": [1]}, shards=1))
+        assert got == query(cars).collect(LocalRuntime({"cars": [1]}))
+        held.append(len(list((checkpoint / "cti-parts").rglob("*.*"))))
+    assert 0 < held[1] <= held[0], held
