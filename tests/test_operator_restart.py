@@ -1,17 +1,20 @@
 """Exactly-once restart of a query with temporal operators on Spark: stop it mid-stream,
 restart from its checkpoint, and the output equals an uninterrupted run, with no duplicates.
-The query's window and join state lives in Spark's state store across the restart."""
+The query's window and join state lives in Spark's state store across the restart, its arrays
+in the state values or (``parts``: every array, however small) as parts beside the
+checkpoint (``cti.runtime.spark.state``)."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
-from restarts import run_twice_from_checkpoint
+from restarts import run_twice_from_checkpoint, write
 
 from cti import AdvanceTimeSettings, Application, CepStream, EventShape, agg, ticks
 from cti.io.files import FileInputConfig, JsonLinesInputAdapterFactory
 from cti.runtime.local import LocalRuntime
+from cti.runtime.spark import state
 from cti.runtime.spark.runtime import recorded_partitions, recorded_shards
 
 ROWS = [{"t": t, "k": "abc"[n % 3], "v": n}
@@ -31,9 +34,20 @@ def queries(path):
     return counts, pairs
 
 
+@pytest.fixture(params=["inline", "parts"])
+def parts(request, monkeypatch, tmp_path):
+    """``parts``: every array of a shard's state a part of its own; after the test, the
+    checkpoint holds them."""
+    if request.param == "parts":
+        monkeypatch.setattr(state, "PART_BYTES", 0)
+    yield request.param
+    held = list((tmp_path / "checkpoint" / "cti-parts").rglob("*.*"))
+    assert bool(held) == (request.param == "parts"), held
+
+
 @pytest.mark.spark
 @pytest.mark.parametrize("which", [0, 1], ids=["grouped-window", "join"])
-def test_query_restart_from_checkpoint_is_exactly_once(spark, tmp_path, which):
+def test_query_restart_from_checkpoint_is_exactly_once(spark, tmp_path, which, parts):
     _, restarted = run_twice_from_checkpoint(
         spark, tmp_path, ROWS, 7, lambda data: queries(data)[which], (3, 4))
     assert restarted == queries(tmp_path / "in.jsonl")[which].collect(LocalRuntime())
@@ -44,7 +58,7 @@ def test_query_restart_from_checkpoint_is_exactly_once(spark, tmp_path, which):
 
 @pytest.mark.spark
 @pytest.mark.parametrize("which", [0, 1], ids=["grouped-window", "join"])
-def test_a_restart_on_fewer_tasks_gives_the_same_output(spark, tmp_path, which):
+def test_a_restart_on_fewer_tasks_gives_the_same_output(spark, tmp_path, which, parts):
     """4 shards on 4 tasks, stopped, restarted on 2 tasks (``parallelism=2``): the
     checkpoint's state is re-spread, each shard's whole, and the output is the uninterrupted
     in-process one. The restart's output partitions show it ran on 2 tasks."""
@@ -57,3 +71,24 @@ def test_a_restart_on_fewer_tasks_gives_the_same_output(spark, tmp_path, which):
     last = max(int(p.name.split("-")[1]) for p in (tmp_path / "out").glob("batch-*"))
     tasks = {int(p.stem.rsplit("-", 1)[1]) for p in (tmp_path / "out").glob(f"batch-{last:010d}-*")}
     assert tasks <= {0, 1}, tasks
+
+
+@pytest.mark.spark
+def test_a_checkpoint_written_without_parts_resumes_with_them(spark, tmp_path, monkeypatch):
+    """A checkpoint as the release before parts wrote it (every state value whole:
+    ``PART_BYTES`` None writes that form) resumes on this release, which then keeps the
+    shards' arrays as parts: the output is the uninterrupted in-process one."""
+    from cti.io.outputs import JsonLinesOutputAdapterFactory, read_json_lines_output
+    from cti.runtime.spark import SparkRuntime
+
+    data, out, checkpoint = tmp_path / "in.jsonl", tmp_path / "out", tmp_path / "checkpoint"
+    write(data, ROWS[:7], "w")
+    query = queries(data)[1].to(JsonLinesOutputAdapterFactory(), str(out))
+    monkeypatch.setattr(state, "PART_BYTES", None)
+    query.run(SparkRuntime(spark, checkpoint_location=str(checkpoint), batch_sizes=[3]))
+    assert not (checkpoint / "cti-parts").exists()
+    write(data, ROWS[7:], "a")
+    monkeypatch.setattr(state, "PART_BYTES", 0)
+    query.run(SparkRuntime(spark, checkpoint_location=str(checkpoint), batch_sizes=[4]))
+    assert read_json_lines_output(out) == queries(data)[1].collect(LocalRuntime())
+    assert list((checkpoint / "cti-parts").rglob("*.npy"))

@@ -21,6 +21,36 @@ from typing import Any
 OpenEdges = dict[Hashable, list[Any]]
 
 
+class StoredBook(dict):
+    """A large book as a stored state keeps it (``stored_book``): read-only, each identity's
+    values a tuple, so that a process may hand the same object to the next micro-batch
+    (``cti.runtime.spark.state`` keeps it as a part) and a change to it fails instead of
+    changing what others share. ``writable`` gives the book to change."""
+
+    def __reduce__(self) -> tuple:
+        return StoredBook, (dict(self),)
+
+    def _refuse(self, *_args: Any, **_kwargs: Any) -> None:
+        raise TypeError("a stored edge book is read-only: change the book "
+                        "cti.forms.edges.writable gives")
+
+    __setitem__ = __delitem__ = setdefault = pop = popitem = clear = update = _refuse
+    __ior__ = _refuse
+
+
+def stored_book(book: OpenEdges) -> StoredBook:
+    """``book`` as a ``StoredBook`` (the same identities, in the same order)."""
+    return StoredBook((ident, tuple(values)) for ident, values in book.items())
+
+
+def writable(book: OpenEdges, changing: bool = True) -> OpenEdges:
+    """A book that may be changed, where ``changing``: a stored book's copy (its values lists
+    again), else the book itself."""
+    if changing and type(book) is StoredBook:
+        return {ident: list(values) for ident, values in book.items()}
+    return book
+
+
 def open_edge(book: OpenEdges, ident: Hashable, value: Any) -> None:
     """An edge start of ``ident`` opened, last in line among its identity's open starts."""
     book.setdefault(ident, []).append(value)

@@ -30,6 +30,7 @@ import attrs
 import numpy as np
 import pandas as pd
 
+from cti.forms.edges import writable
 from cti.forms.layout import IN_COLUMNS, in_row_to_tuple, in_rows_from_pandas
 from cti.forms.rows import CLOCK, EOS
 from cti.ingress.columns import (
@@ -80,6 +81,7 @@ def process(machine: GroupRun, pdf: pd.DataFrame, exporter: int, j: int
     if spec.policy is None and (violates.any() or (ends & (e < before)).any()):
         return None  # (a stream that imports CTIs has a policy: ``StreamSpec``)
     if event_kind == "edge_start":
+        st.open_edges = writable(st.open_edges, bool((judge | ends).any()))
         out_start, out_end, reason, accepted, adjusted, dropped, stray = edges_paired(
             st.open_edges, spec, judge, ends, s, e, p, before,
             (violates, adjusted, dropped, accepted), strays=True)

@@ -17,6 +17,7 @@ import attrs
 from sortedcontainers import SortedList
 
 from cti.events import EVENT_STATUSES, INPUT_STATUSES, ORDERING_REASONS
+from cti.forms.edges import stored_book
 from cti.ingress.spec import StreamSpec
 from cti.settings import EventOrderingPolicy
 from cti.time import MIN_TIME
@@ -161,6 +162,23 @@ class StreamState:
 
 
 _FIELDS = tuple(f.name for f in attrs.fields(StreamState))
+_BOOK = _FIELDS.index("open_edges")
+
+
+def with_stored_books(data: Any, min_entries: int) -> Any:
+    """A group's state in plain-data form (``GroupState.to_data``) with each edge book of at
+    least ``min_entries`` identities as a ``StoredBook`` (read-only, the same object for as
+    long as no edge of its stream arrives: a stored state names it, not its entries)."""
+    if data is None or isinstance(data, dict):
+        return data
+    version, streams = data
+    out = []
+    for st in streams:
+        book = st[_BOOK]
+        if type(book) is dict and len(book) >= min_entries:
+            st = (*st[:_BOOK], stored_book(book), *st[_BOOK + 1:])
+        out.append(st)
+    return version, out
 
 
 @attrs.define(slots=True, eq=True)

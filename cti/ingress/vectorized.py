@@ -40,6 +40,7 @@ import pyarrow.compute as pc
 from cti.adapters import FIELD_COLUMN
 from cti.errors import CtiViolationError
 from cti.events import EventShape
+from cti.forms.edges import writable
 from cti.forms.frame import Chunk, filled, make, stack
 from cti.forms.json_text import frame_payloads
 from cti.forms.layout import in_rows_from_pandas
@@ -353,6 +354,7 @@ def _decide(spec: StreamSpec, st: StreamState, r: _Rows) -> _Decided:
 
     if edges:  # only the owner of an edge (it has its payload) pairs and judges it
         owned = (is_ev | is_end) & (payload != None)  # noqa: E711 (per row)
+        st.open_edges = writable(st.open_edges, bool(owned.any()))
         out_start, out_end, reason, accepted, adjust, dropped, stray = edges_paired(
             st.open_edges, spec, is_ev & owned, is_end & owned, start, end, payload,
             before, judged(spec, is_ev & owned, start, end, before), strays=True)

@@ -190,6 +190,9 @@ def close_edges(side: Side, ends: pd.DataFrame, jkey: np.ndarray) -> None:
         return
     closed, new_end = ids[at], ends["end"].to_numpy(np.int64)[which]
     for seg, got, pos in _located(side, closed):
+        if not (seg.end.flags.writeable and seg.known.flags.writeable):
+            # (arrays read from a stored state may be shared, read-only: copied, then written)
+            seg.end, seg.known = seg.end.copy(), seg.known.copy()
         seg.end[pos] = new_end[got]
         seg.known[pos] = True
         seg.min_end = min(seg.min_end, int(new_end[got].min()))

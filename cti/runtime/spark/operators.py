@@ -20,7 +20,9 @@ to the shard's own task (``partitioning.shard_slots``). Each shard runs the engi
   vectorised over pandas frames.
 
 The state of a shard (its ingress machines and its query machine: plain data, pickled) is one
-binary state row in Spark's state store, checkpointed with the query. Every shard computes the
+binary state row in Spark's state store, checkpointed with the query; its large arrays and
+edge books are immutable parts beside the checkpoint that the row names
+(``cti.runtime.spark.state``), so the row a micro-batch moves stays small. Every shard computes the
 same output CTIs; shard 0 emits them. Output rows carry the CTI that releases each event, which
 orders the output at the sink; a shard's output rows of a micro-batch travel packed in one
 Spark row (``packing.pack_output``). With ``with_inputs`` shard 0 also emits every input stream's
@@ -29,11 +31,14 @@ ingress rows, so a run can return each input stream's own result.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+import attrs
 import numpy as np
 import pandas as pd
+from pyspark import TaskContext
 from pyspark.sql import DataFrame
 from pyspark.sql.streaming.state import GroupStateTimeout
 from pyspark.sql.types import (
@@ -48,13 +53,13 @@ from pyspark.sql.types import (
 from cti.engine.route import QueryRoute
 from cti.engine.shard import Shard
 from cti.forms import frame
-from cti.ingress.state import next_in_seq
+from cti.ingress.state import next_in_seq, with_stored_books
 from cti.operators import plan, usercode
 from cti.runtime.spark.ingress import GROUP_OUT_SCHEMA
 from cti.runtime.spark.packing import pack_output, unpack
 from cti.runtime.spark.schema import NULL_TIME
 from cti.runtime.spark.shipping import ship_user_functions
-from cti.runtime.spark.state import dump_state, load_state
+from cti.runtime.spark.state import PartStore, dump_state, load_parts
 from cti.time import MAX_TIME
 
 OP, PASS, METRIC = "op", "pass", "metric"
@@ -66,13 +71,16 @@ OUT_FIELDS = [StructField("query", IntegerType(), False),
 OUTPUT_SCHEMA = StructType([*OUT_FIELDS, *GROUP_OUT_SCHEMA.fields,
                             StructField("blob", BinaryType(), True)])
 _STATE = StructType([StructField("blob", BinaryType(), False)])
+BATCH_ID = "streaming.sql.batchId"  # the local property Spark gives a micro-batch's tasks
 
 
 def query_function(queries: Sequence[Any], groups: Sequence[Any],
                    refs: Sequence[Sequence[tuple[int, int]]], with_inputs: bool,
-                   routes: Sequence[QueryRoute]) -> Callable:
+                   routes: Sequence[QueryRoute], parts: PartStore | None = None) -> Callable:
     """The stateful function of ``apply_queries``; plans travel without their input streams
-    (whose configs may hold all the input)."""
+    (whose configs may hold all the input). ``parts``: where shards keep their state's large
+    arrays (``cti.runtime.spark.state``; a directory per query and shard under it), None:
+    in the state value itself."""
     plans = [plan.without_inputs(q.node, q.inputs()) for q in queries]
     for p in plans:
         ship_user_functions(p)
@@ -102,11 +110,17 @@ def query_function(queries: Sequence[Any], groups: Sequence[Any],
         reported = [g for g in mine if reporter[g] == q and (shard == 0 or not with_inputs)]
         engine = Shard(plans[q], [], refs[q], specs, routes[q], shard,
                        reported if with_inputs else ())
-        saved = load_state(state.get[0]) if state.exists else engine.new_state()
+        store = None if parts is None else attrs.evolve(
+            parts, directory=os.path.join(parts.directory, str(q), str(shard)))
+        saved, manifest = (load_parts(state.get[0], store) if state.exists
+                           else (engine.new_state(), None))
         rows = unpack(pd.concat(list(batches), ignore_index=True),
                       lambda g, i: next_in_seq(saved["ingress"][g], i))
         done = engine.step(saved, rows)
-        state.update((dump_state(saved),))
+        if store is not None and store.writes:  # large edge books as parts too
+            saved["ingress"] = {g: with_stored_books(d, store.min_entries)
+                                for g, d in saved["ingress"].items()}
+        state.update((dump_state(saved, store, manifest, _batch_id()),))
         out = [_passed(done.ingress[g], g) if with_inputs else _summary(done.ingress[g], g)
                for g in reported]
         out.append(_released(done.events, done.ctis if shard == 0 else []))
@@ -117,11 +131,19 @@ def query_function(queries: Sequence[Any], groups: Sequence[Any],
     return run
 
 
+def _batch_id() -> int:
+    """The micro-batch a task runs (Spark's local property; 0 outside a streaming task)."""
+    task = TaskContext.get()
+    value = task.getLocalProperty(BATCH_ID) if task is not None else None
+    return int(value) if value is not None else 0
+
+
 def apply_queries(rows: DataFrame, queries: Sequence[Any], groups: Sequence[Any],
                   refs: Sequence[Sequence[tuple[int, int]]], with_inputs: bool,
-                  routes: Sequence[QueryRoute]) -> DataFrame:
+                  routes: Sequence[QueryRoute], parts: PartStore | None = None) -> DataFrame:
     return rows.groupBy("query", "slot").applyInPandasWithState(
-        query_function(queries, groups, refs, with_inputs, routes), OUTPUT_SCHEMA, _STATE,
+        query_function(queries, groups, refs, with_inputs, routes, parts), OUTPUT_SCHEMA,
+        _STATE,
         "append",
         GroupStateTimeout.NoTimeout)
 

@@ -8,7 +8,9 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import timedelta
 from functools import partial, reduce
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
 
 import pyarrow as pa
 from pyspark import TaskContext
@@ -28,7 +30,7 @@ from cti.runtime.spark.dataframes import OUTPUT_COLUMNS, output_rows, packed_fra
 from cti.runtime.spark.handle import RunningQuery, raise_cti_error
 from cti.runtime.spark.ingress import apply_ingress
 from cti.runtime.spark.metrics import OBSERVATION, observe
-from cti.runtime.spark.operators import OP, PASS, apply_queries
+from cti.runtime.spark.operators import BATCH_ID, OP, PASS, apply_queries
 from cti.runtime.spark.packing import unpack_output
 from cti.runtime.spark.partitioning import default_tasks
 from cti.runtime.spark.schema import out_row_from_spark
@@ -43,6 +45,7 @@ from cti.runtime.spark.source import (
     offset_log,
     recorded_ticks,
 )
+from cti.runtime.spark.state import PartStore, part_store
 from cti.time import to_duration_ticks
 
 if TYPE_CHECKING:
@@ -221,6 +224,17 @@ class SparkRuntime:
     def _checkpoint(self) -> str:
         return self.checkpoint_location or tempfile.mkdtemp(prefix="cti-checkpoint-")
 
+    def _parts(self, checkpoint: str | None) -> PartStore | None:
+        """Where a query's shards keep their state's large arrays: ``cti-parts`` in its
+        checkpoint, where that is a file system path (else None: in the state values), and
+        for as many micro-batches after the state stops naming one as Spark keeps versions
+        of the state."""
+        directory = parts_directory(checkpoint) if checkpoint else None
+        if directory is None:
+            return None
+        retain = self.spark.conf.get("spark.sql.streaming.minBatchesToRetain", "100")
+        return part_store(directory, int(retain or 100))
+
     def _start_group(self, group: IngressGroup, outputs: Sequence[OutputBinding],
                      checkpoint: str | None = None, long_running: bool = False
                      ) -> StreamingQuery:
@@ -280,11 +294,13 @@ class SparkRuntime:
 
     recorded_ticks = staticmethod(recorded_ticks)
 
-    def _run_to_memory(self, frame: DataFrame, sharded: bool = True) -> Iterator[Any]:
+    def _run_to_memory(self, frame: DataFrame, sharded: bool = True,
+                       checkpoint: str | None = None) -> Iterator[Any]:
         """Run a streaming frame to the end of its input into the memory sink; its rows
-        (``sharded``: see ``_start``)."""
+        (``sharded``: see ``_start``; ``checkpoint``: the one the frame was built for, removed
+        after the run unless it is ``checkpoint_location``)."""
         table = f"cti_{uuid.uuid4().hex}"
-        checkpoint = self.checkpoint_location or tempfile.mkdtemp(prefix="cti-checkpoint-")
+        checkpoint = checkpoint or self._checkpoint()
         query = self._start(frame.writeStream.format("memory").queryName(table)
                             .outputMode("append"), checkpoint, sharded)
         try:
@@ -301,16 +317,17 @@ class SparkRuntime:
     # ---- queries (temporal operators) -----------------------------------------------------------
 
     def query_frame(self, queries: Sequence[Any], with_inputs: bool = False,
-                    long_running: bool = False
+                    long_running: bool = False, checkpoint: str | None = None
                     ) -> tuple[DataFrame, list[IngressGroup], list[list[tuple[int, int]]]]:
-        """The streaming frame of the queries' output rows (``operators.OUTPUT_SCHEMA``)."""
+        """The streaming frame of the queries' output rows (``operators.OUTPUT_SCHEMA``);
+        ``checkpoint``: where the query will keep its checkpoint (its shards' state parts go
+        beside it; None: unknown, the state values hold everything)."""
         groups, refs = queries_inputs(queries)
         for q in queries:  # (before the routes are pickled: a group_by's key function)
             ship_user_functions(q.node)
         routed = routes(queries, groups, refs, self.shard_count, with_inputs)
         frame = apply_queries(self.source_frame(groups, routed, long_running), queries,
-                              groups, refs,
-                              with_inputs, routed)
+                              groups, refs, with_inputs, routed, self._parts(checkpoint))
         # Ingress metrics in the query's progress, from the rows (or summaries) of shard 0.
         return observe(frame, groups, "weight", f"role != '{OP}'"), groups, refs
 
@@ -320,10 +337,11 @@ class SparkRuntime:
     def run_queries(self, queries: Sequence[Any], with_inputs: bool = True) -> list[RunResult]:
         """Run several queries in one streaming query; each one's result (with its input
         streams' own results when ``with_inputs``)."""
-        frame, groups, refs = self.query_frame(queries, with_inputs)
+        checkpoint = self._checkpoint()
+        frame, groups, refs = self.query_frame(queries, with_inputs, checkpoint=checkpoint)
         blobs: list[list[bytes]] = [[] for _ in queries]
         ingress: list[list] = [[] for _ in groups]
-        for r in self._run_to_memory(frame):
+        for r in self._run_to_memory(frame, checkpoint=checkpoint):
             query, role, group = r[0], r[1], r[4]
             if role == PASS:
                 ingress[group].append(out_row_from_spark(r[5:-1]))
@@ -344,7 +362,9 @@ class SparkRuntime:
 
     def _start_query(self, bound: Any, checkpoint: str | None = None,
                      long_running: bool = False) -> StreamingQuery:
-        frame, _, _ = self.query_frame([bound.stream], long_running=long_running)
+        checkpoint = checkpoint or self._checkpoint()
+        frame, _, _ = self.query_frame([bound.stream], long_running=long_running,
+                                       checkpoint=checkpoint)
         sink = (bound.factory, bound.config, bound.stream.shape)  # not the plan: its inputs
         parallel = bool(getattr(bound.factory, "partitioned", False))
         blobs = frame.where(F.col("role") == OP).select("blob")
@@ -353,7 +373,7 @@ class SparkRuntime:
         written = blobs.mapInArrow(partial(_write_query_partition, sink, parallel),
                                    "written long")
         return self._start(written.writeStream.format("noop").outputMode("append"),
-                           checkpoint or self._checkpoint())
+                           checkpoint)
 
     def output_frame(self, stream: Any, payload_schema: Any = None) -> DataFrame:
         """A query's (or a bound stream's) output as a streaming DataFrame: a row per event and
@@ -382,7 +402,7 @@ def _write_query_partition(sink: tuple[Any, Any, Any], parallel: bool,
     rows = unpack_output(blob for b in batches for blob in b.column(0).to_pylist())
     if len(rows):  # handed over as Arrow: ``deliver`` orders it there, then makes the frame
         task = TaskContext.get()
-        batch_id = int(task.getLocalProperty(_BATCH_ID))
+        batch_id = int(task.getLocalProperty(BATCH_ID))
         factory, config, shape = sink
         adapter = factory.create(config, shape)
         deliver(adapter, rows, batch_id, task.partitionId() if parallel else None)
@@ -390,17 +410,29 @@ def _write_query_partition(sink: tuple[Any, Any, Any], parallel: bool,
     yield pa.RecordBatch.from_pydict({"written": [len(rows)]})
 
 
-_BATCH_ID = "streaming.sql.batchId"  # the local property Spark gives a micro-batch's tasks
 
 
 _LAYOUT = "cti-shards.json"  # a checkpoint's shard count, next to Spark's own files
+PARTS = "cti-parts"  # the shards' state parts, next to Spark's own files
+
+
+def parts_directory(checkpoint: str) -> str | None:
+    """Where the state parts of a query checkpointed at ``checkpoint`` go: its ``cti-parts``,
+    where the checkpoint is a file system path (or a ``file:`` URI); None elsewhere (an object
+    store: the parts would need its own client, so the state values hold everything)."""
+    parsed = urlparse(checkpoint)
+    if parsed.scheme == "file":
+        path = parsed.path
+    elif parsed.scheme and len(parsed.scheme) > 1:  # s3a://, hdfs://, dbfs:/ (not C:\)
+        return None
+    else:
+        path = checkpoint
+    return str(Path(path).absolute() / PARTS)
 
 
 def recorded_shards(checkpoint: str) -> int | None:
     """The shard count a checkpoint was written with (``check_shard_layout``), if any."""
     import json
-    from pathlib import Path
-
     path = Path(checkpoint, _LAYOUT)
     return int(json.loads(path.read_text())["shards"]) if path.exists() else None
 
@@ -435,8 +467,6 @@ def check_shard_layout(checkpoint: str, shards: int) -> None:
     """Record ``shards`` in a new checkpoint; refuse an existing one written with another
     count, naming both."""
     import json
-    from pathlib import Path
-
     path = Path(checkpoint, _LAYOUT)
     recorded = recorded_shards(checkpoint)
     if recorded is not None:
