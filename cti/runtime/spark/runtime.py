@@ -33,6 +33,7 @@ from cti.runtime.spark.packing import unpack_output
 from cti.runtime.spark.partitioning import default_tasks
 from cti.runtime.spark.schema import out_row_from_spark
 from cti.runtime.spark.session import get_spark
+from cti.runtime.spark.worker import settle
 from cti.runtime.spark.source import (
     FORMAT,
     CtiAdapterSource,
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
 
 def _write_partition(output: OutputBinding, batch_id: int, rows: Iterable[Any]) -> None:
     """Executor side: one stream's rows of one micro-batch, in order, to its output adapter."""
+    settle("output")
     selected = output.select(out_row_from_spark(tuple(r)[1:]) for r in rows)
     if selected:
         adapter = output.factory.create(output.config, output.shape)
@@ -376,6 +378,7 @@ def _write_query_partition(sink: tuple[Any, Any, Any], parallel: bool,
     partition (the stateful stage's partition id: the same on a replay, as the shards' keys
     are hashed to the same partitions); else the whole micro-batch. Yields how many rows it
     wrote."""
+    settle("output")
     rows = unpack_output(blob for b in batches for blob in b.column(0).to_pylist())
     if len(rows):  # handed over as Arrow: ``deliver`` orders it there, then makes the frame
         task = TaskContext.get()
