@@ -33,7 +33,6 @@ from cti.runtime.spark.packing import unpack_output
 from cti.runtime.spark.partitioning import default_tasks
 from cti.runtime.spark.schema import out_row_from_spark
 from cti.runtime.spark.session import get_spark
-from cti.runtime.spark.worker import settle
 from cti.runtime.spark.source import (
     FORMAT,
     CtiAdapterSource,
@@ -43,6 +42,7 @@ from cti.runtime.spark.source import (
     offset_log,
     recorded_ticks,
 )
+from cti.runtime.spark.worker import settle
 from cti.time import to_duration_ticks
 
 if TYPE_CHECKING:
