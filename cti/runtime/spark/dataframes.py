@@ -29,6 +29,7 @@ from cti.io.dataframes import ORDER, input_rows
 from cti.runtime.spark.packing import pack_unnumbered, unpack_output
 from cti.runtime.spark.partitioning import shard_slots
 from cti.runtime.spark.source import PACKED_SCHEMA
+from cti.runtime.spark.worker import settle
 
 OUTPUT_COLUMNS = "release long, kind string, start long, end long, payload string"
 
@@ -45,6 +46,7 @@ def packed_frame(stream: Any, group: int, index: int, routes: Sequence[QueryRout
 
 def _pack(routes: list[QueryRoute], group: int, batches: Iterator[pa.RecordBatch]
           ) -> Iterator[pa.RecordBatch]:
+    settle("pack")
     for batch in batches:
         if not batch.num_rows:
             continue
@@ -70,5 +72,6 @@ _PACKED_ARROW = pa.schema([("query", pa.int32()), ("slot", pa.int32()), ("group"
 
 def output_rows(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """Packed output blobs (one column) as output rows (``OUTPUT_COLUMNS``)."""
+    settle("output")
     for batch in batches:
         yield from unpack_output(batch.column(0).to_pylist()).to_batches()

@@ -21,6 +21,7 @@ from cti.ingress.spec import StreamSpec
 from cti.ingress.state import GroupState
 from cti.runtime.spark.schema import OUT_SCHEMA
 from cti.runtime.spark.state import dump_state, load_state
+from cti.runtime.spark.worker import settle
 
 STATE_SCHEMA = StructType([StructField("machine", BinaryType(), False)])
 GROUP_OUT_SCHEMA = StructType([StructField("group", IntegerType(), False), *OUT_SCHEMA.fields])
@@ -31,6 +32,7 @@ def ingress_function(specs: Sequence[Sequence[StreamSpec]]) -> Callable:
     specs = [list(s) for s in specs]
 
     def run(key: tuple, batches: Iterator[pd.DataFrame], state) -> Iterator[pd.DataFrame]:
+        settle("ingress")
         group = int(key[0])
         saved = load_state(state.get[0]) if state.exists else None
         machine = GroupRun(specs[group], GroupState.from_data(saved, specs[group]))

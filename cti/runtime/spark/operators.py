@@ -60,6 +60,7 @@ from cti.runtime.spark.packing import pack_output, unpack
 from cti.runtime.spark.schema import NULL_TIME
 from cti.runtime.spark.shipping import ship_user_functions
 from cti.runtime.spark.state import PartStore, dump_state, load_parts
+from cti.runtime.spark.worker import settle
 from cti.time import MAX_TIME
 
 OP, PASS, METRIC = "op", "pass", "metric"
@@ -91,6 +92,7 @@ def query_function(queries: Sequence[Any], groups: Sequence[Any],
             reporter.setdefault(g, q)
 
     def run(key: tuple, batches: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
+        settle("query")
         try:
             yield from step(key, batches, state)
         except Exception as exc:

@@ -46,6 +46,7 @@ from cti.runtime.spark.source import (
     recorded_ticks,
 )
 from cti.runtime.spark.state import PartStore, part_store
+from cti.runtime.spark.worker import settle
 from cti.time import to_duration_ticks
 
 if TYPE_CHECKING:
@@ -55,6 +56,7 @@ if TYPE_CHECKING:
 
 def _write_partition(output: OutputBinding, batch_id: int, rows: Iterable[Any]) -> None:
     """Executor side: one stream's rows of one micro-batch, in order, to its output adapter."""
+    settle("output")
     selected = output.select(out_row_from_spark(tuple(r)[1:]) for r in rows)
     if selected:
         adapter = output.factory.create(output.config, output.shape)
@@ -399,6 +401,7 @@ def _write_query_partition(sink: tuple[Any, Any, Any], parallel: bool,
     partition (the stateful stage's partition id: the same on a replay, as the shards' keys
     are hashed to the same partitions); else the whole micro-batch. Yields how many rows it
     wrote."""
+    settle("output")
     rows = unpack_output(blob for b in batches for blob in b.column(0).to_pylist())
     if len(rows):  # handed over as Arrow: ``deliver`` orders it there, then makes the frame
         task = TaskContext.get()

@@ -179,6 +179,9 @@ class CtiAdapterStreamReader(DataSourceStreamReader):
         from cti.engine.batch import piece
         from cti.engine.route import stream_reads
         from cti.runtime.spark.packing import packed, with_group
+        from cti.runtime.spark.worker import settle
+
+        settle("source")
 
         if routes is not None:
             events_only = getattr(adapter, "events_only", False)
