@@ -33,9 +33,12 @@ def _unit_says(node: plan.Node, what: str) -> bool:
 
 
 def _data_ctis(node: plan.Node) -> bool:
-    """Whether ``node``'s output CTIs depend on the events it holds (``OperatorUnit.data_ctis``)."""
+    """Whether ``node``'s output CTIs depend on the events it holds (``OperatorUnit.data_ctis``);
+    a window operator's (``apply_operator``) are its inner window's."""
     unit = UNITS.get(type(node))
-    return unit is not None and unit.data_ctis is not None and unit.data_ctis(node)
+    if unit is not None and unit.data_ctis is not None and unit.data_ctis(node):
+        return True
+    return isinstance(node, plan.WindowOperator) and _data_ctis(node.inner)
 
 
 def _payload_paths(node: plan.Node) -> list[Any] | None:

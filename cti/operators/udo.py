@@ -15,7 +15,7 @@ The hook is generic: a ``WindowOperator`` runs its ``inner`` window node (any wi
 user-defined aggregate that calls ``fn`` and returns its outputs as a list; the step then
 turns each window's list into output events. So a window operator is sharded like its window
 under ``group_by(...).apply(...)``, its state is its window's, and its output CTIs depend on
-the events it holds where its window's do (``OperatorUnit.data_ctis``: a snapshot window, and
+the events it holds where its window's do (``cti.operators.sharding``: a snapshot window, and
 under a time-sensitive operator a count window, whose CTIs go back to the earliest window not
 yet complete).
 """
@@ -33,50 +33,10 @@ from cti.forms.frame import Chunk
 from cti.forms.rows import payload_from_json, payload_to_json
 from cti.forms.schema import shown
 from cti.operators import plan, usercode
+from cti.operators.time_sensitive import WindowDescriptor
 from cti.operators.unit import OperatorUnit
-from cti.time import MAX_TIME, to_datetime
 
 EVENTS = "__operator"  # the inner window's one aggregate: the operator's outputs
-
-
-@attrs.frozen
-class WindowDescriptor:
-    """A window as a time-sensitive function sees it: ``[start, end)`` in ticks."""
-
-    start: int
-    end: int
-
-    @property
-    def start_datetime(self) -> Any:
-        return to_datetime(self.start)
-
-    @property
-    def end_datetime(self) -> Any:
-        return to_datetime(self.end)
-
-
-def window_events(events: list[tuple[int, int, str]], start: int, end: int) -> list[Any]:
-    """A window's events (start, end, payload text; in time order) clipped to [start, end);
-    one that lasts forever (in a snapshot window that reaches MAX_TIME) ends at MAX_TIME - 1,
-    the last finite time, as ``alter_event_duration(MAX_TIME)``'s intervals do."""
-    out: list[Any] = []
-    for s, e, text in events:
-        s, e = max(s, start), min(e, end, MAX_TIME - 1)
-        payload = payload_from_json(text)
-        out.append(PointEvent(s, payload) if e - s == 1 else IntervalEvent(s, e, payload))
-    return out
-
-
-def time_sensitive(node: plan.Node, name: str, agg: Any, events: list[tuple[int, int, str]],
-                   start: int, end: int) -> Any:
-    """A time-sensitive aggregate's value over a window (called by the window's emit)."""
-    given = window_events(events, start, end)
-    try:
-        return agg.fn(given, WindowDescriptor(start, end))
-    except Exception as exc:
-        usercode.note(exc, f"aggregate {name!r}", node.source.label, repr(given[:3]),
-                      f"window [{start}, {end}) of {len(given)} events; the first")
-        raise
 
 
 @attrs.frozen
@@ -165,14 +125,6 @@ def _shape(node: plan.WindowOperator) -> Any:
     return None if node.time_sensitive else node.inner.shape
 
 
-def _data_ctis(node: plan.WindowOperator) -> bool:
-    """Whether its window's output CTIs depend on the events it holds."""
-    from cti.operators.registry import UNITS as units
-
-    unit = units[type(node.inner)]
-    return unit.data_ctis is not None and bool(unit.data_ctis(node.inner))
-
-
 UNITS = [OperatorUnit(plan.WindowOperator, lambda node, inputs, state, machine: step(
     node, inputs[0], state, machine), new_state=lambda node: {}, output_fields=lambda node: None,
-    output_shape=_shape, data_ctis=_data_ctis, input_fields=lambda node, wanted, read: (None,))]
+    output_shape=_shape, input_fields=lambda node, wanted, read: (None,))]

@@ -27,7 +27,7 @@ from cti.forms.json_text import object_texts
 from cti.forms.numbers import Numbers
 from cti.forms.rows import payload_from_json, payload_to_json
 from cti.forms.schema import check_events, field_names
-from cti.operators import exact_sum, plan, ranking, udo, usercode
+from cti.operators import exact_sum, plan, ranking, time_sensitive, usercode
 from cti.operators.aggregates import Aggregate
 from cti.operators.projection import aggregates_read
 from cti.operators.unit import OperatorUnit
@@ -355,7 +355,7 @@ def _emit(node: plan.Window, state: dict[str, Any], done: int | None,
                 texts = [e[2] for e in events]
                 for name, agg in node.aggregates.items():
                     if getattr(agg, "time_sensitive", False):  # (events and the window)
-                        p[name] = udo.time_sensitive(node, name, agg, events,
+                        p[name] = time_sensitive.value(node, name, agg, events,
                                                      int(starts[i]), int(ends[i]))
                     elif name not in columns:
                         p[name] = _computed(node, name, agg, texts)

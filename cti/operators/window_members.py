@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from cti.forms.rows import payload_from_json, payload_to_json
-from cti.operators import udo, window
+from cti.operators import time_sensitive, window
 from cti.operators.aggregates import Aggregate
 
 Bounds = tuple[np.ndarray, np.ndarray]  # each window's start and end, by its number ``k``
@@ -75,7 +75,7 @@ def _time_sensitive(node: Any, name: str, agg: Any, events: list[tuple[int, int,
     if bounds is None:
         raise RuntimeError(f"aggregate {name!r}: a time-sensitive aggregate needs its "
                            "window's bounds")
-    return udo.time_sensitive(node, name, agg, events, int(bounds[0][k]), int(bounds[1][k]))
+    return time_sensitive.value(node, name, agg, events, int(bounds[0][k]), int(bounds[1][k]))
 
 
 def expand(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
