@@ -14,17 +14,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from operator_reference import Life
-from strategies import bind, describe
 from test_operator_properties import (
     Case,
+    assert_arrival_order_free,
     assert_spark_equals_local,
     check_case,
-    explain,
-    ingress_outputs,
     input_defs,
     one_stream,
-    replay_defs,
-    run_local,
 )
 
 from cti import MAX_TIME, CtiError, InvalidSettingsError, NullKeyError, PointEvent, agg, ticks
@@ -132,10 +128,7 @@ def test_equals_reference(name, data):
 def test_output_does_not_depend_on_arrival_order_below_the_ctis(data):
     case = data.draw(st.sampled_from(list(CASES)).flatmap(lambda n: CASES[n]()))
     defs = data.draw(input_defs(1, finite=case.window))
-    streams, ins = ingress_outputs(defs)
-    replay = data.draw(replay_defs(defs, ins))
-    assert run_local(case, bind(replay)) == run_local(case, streams), \
-        explain(case, defs, ins) + "\nreplayed as:\n" + describe(replay)
+    assert_arrival_order_free(data, case, defs)
 
 
 @pytest.mark.spark

@@ -697,6 +697,15 @@ def replay_defs(draw: st.DrawFn, defs: list[StreamDef], ins: list[list[Any]]
     return out
 
 
+def assert_arrival_order_free(data: st.DataObject, case: Case, defs: list[StreamDef]) -> None:
+    """The case's output over ``defs`` equals its output over them replayed in another arrival
+    order below their CTIs (``replay_defs``)."""
+    streams, ins = ingress_outputs(defs)
+    replay = data.draw(replay_defs(defs, ins))
+    assert run_local(case, bind(replay)) == run_local(case, streams), \
+        explain(case, defs, ins) + "\nreplayed as:\n" + describe(replay)
+
+
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_output_does_not_depend_on_arrival_order_below_the_ctis(data):

@@ -13,16 +13,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from operator_reference import Life
-from strategies import bind, describe
+from strategies import bind
 from test_operator_properties import (
     Case,
+    assert_arrival_order_free,
     assert_spark_equals_local,
     check_case,
-    explain,
-    ingress_outputs,
     input_defs,
     one_stream,
-    replay_defs,
     run_local,
 )
 
@@ -107,10 +105,7 @@ def test_scan_equals_the_loop(data):
 def test_output_does_not_depend_on_arrival_order_below_the_ctis(data):
     case = data.draw(st.one_of(scan_case(), order_case()))
     defs = data.draw(input_defs(1, [SHAPES]))
-    streams, ins = ingress_outputs(defs)
-    replay = data.draw(replay_defs(defs, ins))
-    assert run_local(case, bind(replay)) == run_local(case, streams), \
-        explain(case, defs, ins) + "\nreplayed as:\n" + describe(replay)
+    assert_arrival_order_free(data, case, defs)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -19,6 +19,7 @@ from operator_reference import Life
 from strategies import bind, describe
 from test_operator_properties import (
     Case,
+    assert_arrival_order_free,
     assert_spark_equals_local,
     check_case,
     explain,
@@ -138,10 +139,7 @@ def test_equals_the_loop_over_windows(data):
 def test_output_does_not_depend_on_arrival_order_below_the_ctis(data):
     case = data.draw(window_operator_case())
     defs = data.draw(input_defs(1, finite=True))
-    streams, ins = ingress_outputs(defs)
-    replay = data.draw(replay_defs(defs, ins))
-    assert run_local(case, bind(replay)) == run_local(case, streams), \
-        explain(case, defs, ins) + "\nreplayed as:\n" + describe(replay)
+    assert_arrival_order_free(data, case, defs)
 
 
 @pytest.mark.spark
