@@ -39,10 +39,12 @@ import gc
 import io
 import os
 import pickle
+import sys
 import uuid
 import weakref
 from collections import OrderedDict
 from collections.abc import Iterator
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -233,26 +235,8 @@ def _next_manifest(store: PartStore, previous: Manifest, named: frozenset[str],
 
 # ---- reading parts ------------------------------------------------------------------------
 
-class _Reader:
-    """The part directory of the state being read (a context variable of ``load_parts``)."""
-
-    def __init__(self) -> None:
-        self.stack: list[Path] = []
-
-    def set(self, directory: Path) -> int:
-        self.stack.append(directory)
-        return len(self.stack)
-
-    def reset(self, _token: int) -> None:
-        self.stack.pop()
-
-    def get(self) -> Path:
-        if not self.stack:
-            raise ValueError("a state part is read outside load_state (no part directory)")
-        return self.stack[-1]
-
-
-_READER = _Reader()
+# The part directory of the state ``load_parts`` is reading.
+_READER: ContextVar[Path] = ContextVar("cti_part_directory")
 # Parts read or written in this process, by path: the most recent first out last, at most
 # CACHE_BYTES; and each live array's part, by identity (the weak reference tells a live array
 # from a later one at the same address).
@@ -263,7 +247,9 @@ _NAMES: dict[int, tuple[weakref.ref, Path, str]] = {}
 
 def _part(name: str) -> np.ndarray | StoredBook:
     """The part ``name`` of the state being read: from the cache, else from its file."""
-    directory = _READER.get()
+    directory = _READER.get(None)
+    if directory is None:
+        raise ValueError("a state part is read outside load_state (no part directory)")
     path = directory / name
     hit = _CACHE.get(path)
     if hit is not None:
@@ -328,7 +314,7 @@ def _footprint(array: np.ndarray | StoredBook) -> int:
         return 250 * len(array)  # an identity's tuples, a payload text, a value tuple
     if not array.dtype.hasobject:
         return array.nbytes
-    return array.nbytes + sum(map(_object_bytes, _sample(array))) * len(array) // max(
+    return array.nbytes + sum(map(sys.getsizeof, _sample(array))) * len(array) // max(
         1, min(len(array), 64))
 
 
@@ -336,11 +322,6 @@ def _sample(array: np.ndarray) -> Iterator[Any]:
     flat = array.reshape(-1)
     step = max(1, len(flat) // 64)
     return iter(flat[::step][:64].tolist())
-
-
-def _object_bytes(value: Any) -> int:
-    import sys
-    return sys.getsizeof(value)
 
 
 def clear_cache() -> None:
