@@ -27,7 +27,7 @@ from cti.forms.json_text import object_texts
 from cti.forms.numbers import Numbers
 from cti.forms.rows import payload_from_json, payload_to_json
 from cti.forms.schema import check_events, field_names
-from cti.operators import exact_sum, plan, ranking, time_sensitive, usercode
+from cti.operators import exact_sum, plan, ranking, time_sensitive, usercode, window_partials
 from cti.operators.aggregates import Aggregate
 from cti.operators.projection import aggregates_read
 from cti.operators.unit import OperatorUnit
@@ -38,7 +38,8 @@ _I64 = np.iinfo(np.int64)
 
 
 def new_state() -> dict[str, Any]:
-    return {"cti": MIN_TIME, "finite_cti": MIN_TIME, "partials": None, "events": {},
+    return {"cti": MIN_TIME, "finite_cti": MIN_TIME, "partials": window_partials.Partials(),
+            "events": {},
             "open": {}}  # OpenEdges: (start, payload, key) -> [first window not fed yet]
 
 
@@ -109,8 +110,8 @@ def _add(node: plan.Window, state: dict[str, Any], ev: pd.DataFrame, rows: np.nd
             measures[f"{agg.op}f:{name}"] = np.where(is_float, got.floats[rows] + 0.0, np.nan)
     key_codes, keys = keys if keys is not None else pd.factorize(ev["key"].to_numpy(object))
     pairs, key_of, k_of = _pairs(key_codes[rows], ks)
-    state["partials"] = _merged(state["partials"], _partials(
-        keys[key_of], k_of, np.bincount(pairs), measures, pairs))
+    partials(state).add(window_partials.grouped(keys[key_of], k_of, np.bincount(pairs),
+                                                measures, pairs))
     if ranker(node) is not None:  # (TopK: its windows' members kept column-wise)
         state.setdefault("members", []).append(_members(node, ev, rows, ks, keys[
             key_codes[rows]], columns))
@@ -120,6 +121,15 @@ def _add(node: plan.Window, state: dict[str, Any], ev: pd.DataFrame, rows: np.nd
                                    ev["start"].to_numpy()[rows], ev["end"].to_numpy()[rows],
                                    ev["payload"].to_numpy()[rows], strict=True):
             lists.setdefault((key, k), []).append((int(s), int(e), p))
+
+
+def partials(state: dict[str, Any]) -> window_partials.Partials:
+    """The window's partials (``window_partials``), made runs where an older state held one
+    frame."""
+    held = state["partials"]
+    if not isinstance(held, window_partials.Partials):
+        held = state["partials"] = window_partials.Partials.of(held)
+    return held
 
 
 def ranker(node: Any) -> Any:
@@ -162,11 +172,6 @@ def taken_members(state: dict[str, Any], done: int | None) -> dict[str, np.ndarr
 
 
 _NONE = {"min": np.iinfo(np.int64).max, "max": np.iinfo(np.int64).min}  # (no integer)
-# How each measure's partials combine, by the prefix of its column.
-_COMBINE = {"sum": "sum", "ints": "sum", "floats": "sum", "min": "min", "max": "max",
-            "minf": "min", "maxf": "max"}
-
-
 def _user_numbers(node: plan.Window, name: str, ev: pd.DataFrame, field: Any,
                   column: pa.Array | None = None) -> Numbers:
     """An aggregate's field of each event as a number (``frame.field_numbers``, from its typed
@@ -203,35 +208,6 @@ def _pairs(key_codes: np.ndarray, ks: np.ndarray) -> tuple[np.ndarray, np.ndarra
     k_codes, windows = frame.dense_codes(ks)
     pairs, uniques = frame.dense_codes(key_codes.astype(np.int64) * len(windows) + k_codes)
     return pairs, uniques // len(windows), windows[uniques % len(windows)]
-
-
-def _partials(keys: np.ndarray, ks: np.ndarray, n: np.ndarray,
-              measures: dict[str, np.ndarray], pairs: np.ndarray) -> pd.DataFrame:
-    """The partial aggregates of each (key, k): ``n`` events, and each measure (``_COMBINE``:
-    its prefix, ``:``, the aggregate's name) of its rows' values, rows grouped by
-    ``pairs``."""
-    part = pd.DataFrame({"key": keys, "k": ks.astype(np.int64), "n": n}, copy=False)
-    if measures:
-        grouped = pd.DataFrame(measures, copy=False).groupby(pairs, sort=True).agg(
-            {c: _COMBINE[c.split(":")[0]] for c in measures})
-        for c in measures:
-            part[c] = grouped[c].to_numpy()
-    return part
-
-
-def _merged(old: pd.DataFrame | None, new: pd.DataFrame) -> pd.DataFrame:
-    """Partials of the same (key, k) combined (count and sums add, min and max take theirs)."""
-    if old is None or not len(old):
-        return new
-    columns = set(old.columns) | set(new.columns)  # (the limbs in use may differ)
-    both = frame.stack([exact_sum.with_columns(old, columns),
-                        exact_sum.with_columns(new, columns)])
-    key_codes, keys = pd.factorize(both["key"].to_numpy(object))
-    pairs, key_of, k_of = _pairs(key_codes, both["k"].to_numpy())
-    if len(k_of) == len(both):  # no (key, k) in both
-        return both
-    return _partials(keys[key_of], k_of, np.bincount(pairs, both["n"].to_numpy()).astype(
-        np.int64), {c: both[c].to_numpy() for c in both.columns if ":" in c}, pairs)
 
 
 def window(node: plan.Window, chunk: Chunk, state: dict[str, Any],
@@ -324,14 +300,9 @@ def _feed_open_edges(node: plan.Window, state: dict[str, Any], done: int) -> Non
 def _emit(node: plan.Window, state: dict[str, Any], done: int | None,
           group_field: str | None) -> pd.DataFrame:
     """Results of the complete windows (k <= done; all when done is None), then purge them."""
-    part = state["partials"]
-    if part is None or not len(part):
+    out = partials(state).take(done)
+    if out is None:
         return frame.empty()
-    ready = np.ones(len(part), bool) if done is None else part["k"].to_numpy() <= done
-    if not ready.any():
-        return frame.empty()
-    out = part[ready]
-    state["partials"] = part[~ready].reset_index(drop=True)
     a, size, hop = node.alignment, node.size, node.hop
     keys = out["key"].to_numpy()
     kk = out["k"].to_numpy()

@@ -34,10 +34,10 @@ def aggregated(node: Any, ev: pd.DataFrame, rows: np.ndarray, ks: np.ndarray,
     group's value (``QueryMachine.group_field_of``), as a hopping window's do. ``bounds``:
     each window's start and end by ``k``, for a time-sensitive aggregate (``udo``), which sees
     its window and its events' lifetimes clipped to it."""
-    held: dict[str, Any] = {"partials": None, "events": {}}
+    held: dict[str, Any] = window.new_state()
     # (k alone tells the windows apart: one key code for all, the keys put back below)
     window._add(node, held, ev, rows, ks, (np.zeros(len(ev), np.int64), np.asarray([""], object)))
-    out = held["partials"]
+    out = window.partials(held).take(None)
     if out is None or not len(out):
         return np.empty(0, np.int64), np.empty(0, object), np.empty(0, object)
     kk = out["k"].to_numpy()
@@ -102,10 +102,10 @@ def aggregated_by_cover(node: Any, ev: pd.DataFrame, first: np.ndarray, past: np
     if not all(isinstance(a, Aggregate) and a.op in _ADDING for a in node.aggregates.values()):
         return None
     rows = np.arange(len(ev))
-    held: dict[str, Any] = {"partials": None, "events": {}}
+    held: dict[str, Any] = window.new_state()
     window._add(node, held, ev, rows, rows, (np.zeros(len(ev), np.int64),
                                              np.asarray([""], object)))
-    each = held["partials"]
+    each = window.partials(held).take(None)
     columns = [c for c in each.columns if c == "n" or ":" in c]
     if any(c.endswith("!") for c in columns):
         return None

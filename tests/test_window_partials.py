@@ -1,0 +1,97 @@
+"""The window operator's partials as sorted runs (``cti.operators.window_partials``): any
+sequence of steps' partials and takes gives the sums, minima and counts a plain per-(k, key)
+tally gives, also where keys' hashes collide, and the runs stay few."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cti.operators import window_partials
+from cti.operators.window_partials import Partials
+
+KEYS = ["a", "b", "c", "d", "e"]
+_row = st.tuples(st.sampled_from(KEYS), st.integers(0, 6), st.integers(-50, 50))
+_steps = st.lists(st.tuples(st.lists(_row, max_size=12), st.none() | st.integers(-1, 7)),
+                  max_size=12)
+
+
+def _step_frame(rows: list[tuple[str, int, int]]) -> pd.DataFrame:
+    """A step's partials as the window builds them: one row per (k, key)."""
+    tally: dict[tuple[int, str], list[int]] = {}
+    for key, k, v in rows:
+        n, total, low = tally.get((k, key), (0, 0, v))
+        tally[(k, key)] = [n + 1, total + v, min(low, v)]
+    return pd.DataFrame({"key": np.asarray([key for _, key in tally], object),
+                         "k": np.asarray([k for k, _ in tally], np.int64),
+                         "n": np.asarray([t[0] for t in tally.values()], np.int64),
+                         "sum:v": np.asarray([t[1] for t in tally.values()], np.int64),
+                         "min:v": np.asarray([t[2] for t in tally.values()], np.int64)})
+
+
+def _as_dict(part: pd.DataFrame | None) -> dict[tuple[int, str], tuple[int, int, int]]:
+    if part is None:
+        return {}
+    got = {(int(k), key): (int(n), int(s), int(m)) for key, k, n, s, m in part[
+        ["key", "k", "n", "sum:v", "min:v"]].itertuples(index=False)}
+    assert len(got) == len(part)  # one row per (k, key)
+    return got
+
+
+def _check(steps: list[tuple[list[tuple[str, int, int]], int | None]]) -> None:
+    partials, expected = Partials(), {}
+    for rows, done in steps:
+        partials.add(_step_frame(rows))
+        for key, k, v in rows:
+            n, total, low = expected.get((k, key), (0, 0, v))
+            expected[(k, key)] = (n + 1, total + v, min(low, v))
+        if done is not None:
+            ready = {kk: t for kk, t in expected.items() if kk[0] <= done}
+            assert _as_dict(partials.take(done)) == ready
+            expected = {kk: t for kk, t in expected.items() if kk[0] > done}
+        assert len(partials) >= len(expected)  # (a run may hold a (k, key) another holds)
+    assert _as_dict(partials.take(None)) == expected
+    assert len(partials) == 0
+
+
+@settings(max_examples=80, deadline=None)
+@given(_steps)
+def test_runs_tally_as_one_table(steps: list) -> None:
+    _check(steps)
+
+
+@settings(max_examples=50, deadline=None)
+@given(steps=_steps)
+def test_keys_whose_hashes_collide_stay_apart(steps: list, monkeypatch_module: None) -> None:
+    _check(steps)
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module() -> object:
+    """Every key hashed to one of two values: most merges meet two keys with one hash."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(window_partials, "key_hashes", lambda keys: np.asarray(
+            [ord(k[0]) % 2 for k in keys], np.uint64))
+        yield None
+
+
+def test_runs_stay_few() -> None:
+    """A thousand one-row steps leave a run per binary digit or so, not a thousand."""
+    partials = Partials()
+    for i in range(1000):
+        partials.add(_step_frame([(f"k{i}", 0, 1)]))
+    assert len(partials.runs) <= 12
+    assert len(partials) == 1000
+
+
+def test_a_state_holding_one_frame_reads_as_runs() -> None:
+    """A window state written when the partials were one frame (a checkpoint of an earlier
+    release) is taken over as runs."""
+    old = _step_frame([("a", 1, 5), ("b", 1, 7), ("a", 2, 1)])
+    partials = Partials.of(old)
+    partials.add(_step_frame([("a", 1, 2)]))
+    assert _as_dict(partials.take(1)) == {(1, "a"): (2, 7, 2), (1, "b"): (1, 7, 7)}
+    assert Partials.of(None).runs == []
