@@ -95,3 +95,28 @@ def test_a_state_holding_one_frame_reads_as_runs() -> None:
     partials.add(_step_frame([("a", 1, 2)]))
     assert _as_dict(partials.take(1)) == {(1, "a"): (2, 7, 2), (1, "b"): (1, 7, 7)}
     assert Partials.of(None).runs == []
+
+
+def test_a_large_run_is_not_written_again_by_a_small_step(tmp_path) -> None:
+    """On Spark, a window's large run read back from its parts is named again, not written
+    again, when a step adds a small run (the state costs what the micro-batch touches)."""
+    from cti.runtime.spark import state
+
+    state.clear_cache()
+    store = state.PartStore(str(tmp_path), 64 * 1024)
+    big = pd.DataFrame({"key": np.asarray([f"k{i}" for i in range(40_000)], object),
+                        "k": np.repeat(np.arange(4, dtype=np.int64), 10_000),
+                        "n": np.ones(40_000, np.int64)})
+    held = {"partials": Partials.of(big)}
+    blob = state.dump_state(held, store, None, 1)
+    written = set(tmp_path.iterdir())
+    assert written  # the large run's columns are parts
+    for batch in (2, 3, 4):
+        back, manifest = state.load_parts(blob, store)
+        back["partials"].add(_step_frame([("k7", 3, 1), ("new", 3, 2)]))
+        assert len(back["partials"].runs) == 2  # (the small run not merged into the large)
+        blob = state.dump_state(back, store, manifest, batch)
+        assert set(tmp_path.iterdir()) == written
+    got = state.load_state(blob, store)["partials"].take(3)
+    assert len(got) == 40_002 and int(got["n"].sum()) == 40_000 + 6  # (k7 and new at k 3)
+    state.clear_cache()
