@@ -136,3 +136,52 @@ def test_levels_combine_by_tag_and_events_wait_for_the_least():
        splits=st.one_of(st.none(), st.lists(st.integers(1, 5), min_size=1, max_size=3)))
 def test_spread_queries_on_spark_equal_local(spark, cases, splits):
     props.assert_spark_equals_local(spark, cases, splits, shards=3)
+
+
+def _restart_query(path: Any) -> Any:
+    """Points whose lifetime is their ``d``, a snapshot window per key clipped to its windows:
+    key ``a``'s long event keeps the query's CTI at its start while the other keys' shards
+    release their windows."""
+    from cti import AdvanceTimeSettings, Application, CepStream, EventShape
+    from cti.io.files import FileInputConfig, JsonLinesInputAdapterFactory
+
+    config = FileInputConfig(path, start_column="t", time_format="ticks", live=True)
+    s = CepStream.create("s", JsonLinesInputAdapterFactory(), config, EventShape.POINT,
+                         AdvanceTimeSettings.unordered_start_time(ticks(1)),
+                         application=Application())
+    return s.alter_event_duration(lambda e: ticks(e.payload["d"])).group_by("k").apply(
+        lambda g: g.snapshot_window().aggregate(n=agg.count(), total=agg.sum("v")))
+
+
+RESTART_ROWS = [{"t": 10, "k": "a", "v": 1, "d": 60}] + [
+    {"t": t, "k": "bcdefg"[n % 6], "v": n, "d": 2} for n, t in enumerate(range(12, 90, 3))]
+
+
+@pytest.mark.spark
+def test_a_restart_keeps_the_events_held_across_the_stop(spark, tmp_path):
+    """Over 4 shards (2 tasks): the first run ends with the query's CTI held at key ``a``'s
+    start (10) while the shards of the other keys have released their windows, which wait in
+    the hold stage's state; after the restart they leave, and the whole output is the
+    uninterrupted in-process run's, with no duplicates. Both tasks wrote output: the events
+    stay spread."""
+    import json
+
+    from restarts import run_twice_from_checkpoint
+
+    from cti.engine.batch import owners
+    from cti.runtime.local import LocalRuntime
+
+    keys = pa.array([json.dumps({"k": k}) for k in "abcdefg"])
+    owner = owners(keys, "k", 4)
+    assert len(set(owner[1:]) - {owner[0]}) >= 1  # (another key's shard than a's)
+    before, after = run_twice_from_checkpoint(
+        spark, tmp_path, RESTART_ROWS, 12, _restart_query, (5, 6), ({"shards": 4}, {}))
+    events = [e for e in before if hasattr(e, "payload")]
+    ctis = [c.time for c in before if not hasattr(c, "payload")]
+    assert ctis and max(ctis) <= 10 and not events  # (everything the shards released waits)
+    assert after == _restart_query(tmp_path / "in.jsonl").collect(LocalRuntime())
+    done = [json.dumps(e.payload, sort_keys=True) + str(e.start) for e in after
+            if hasattr(e, "payload")]
+    assert len(done) == len(set(done)) and done
+    tasks = {int(p.stem.rsplit("-", 1)[1]) for p in (tmp_path / "out").glob("batch-*")}
+    assert tasks == {0, 1}, tasks

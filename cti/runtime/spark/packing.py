@@ -133,6 +133,11 @@ def pack_output(events: pd.DataFrame, ctis: Sequence[int]) -> bytes | None:
     return _ipc(ordered_table(step_table(events, ctis)))
 
 
+def pack_rows(rows: pa.Table) -> bytes:
+    """Output rows (``OUTPUT_ARROW``) as one packed blob, in output order (``pack_output``)."""
+    return _ipc(ordered_table(rows))
+
+
 def unpack_output(blobs: Iterable[bytes]) -> pa.Table:
     """The output rows of packed output blobs (``pack_output``), one table."""
     tables = [pa.ipc.open_stream(b).read_all().cast(OUTPUT_ARROW) for b in blobs]
