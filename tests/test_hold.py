@@ -10,6 +10,7 @@ across the stop; and that such a plan really spreads."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pyarrow as pa
@@ -164,8 +165,6 @@ def test_a_restart_keeps_the_events_held_across_the_stop(spark, tmp_path):
     the hold stage's state; after the restart they leave, and the whole output is the
     uninterrupted in-process run's, with no duplicates. Both tasks wrote output: the events
     stay spread."""
-    import json
-
     from restarts import run_twice_from_checkpoint
 
     from cti.engine.batch import owners
@@ -185,3 +184,44 @@ def test_a_restart_keeps_the_events_held_across_the_stop(spark, tmp_path):
     assert len(done) == len(set(done)) and done
     tasks = {int(p.stem.rsplit("-", 1)[1]) for p in (tmp_path / "out").glob("batch-*")}
     assert tasks == {0, 1}, tasks
+
+
+def _snapshots() -> Any:
+    """A snapshot window per key (clipped to its windows) over lasting points, spread."""
+    from cti import AdvanceTimeSettings, Application, CepStream, EventShape, PointEvent
+    from cti.io.memory import MemoryInputAdapterFactory
+
+    events = [PointEvent(t * 3 + (t * 7) % 5, {"k": f"k{t % 7}", "v": t}) for t in range(90)]
+    s = CepStream.create("s", MemoryInputAdapterFactory(), events, EventShape.POINT,
+                         AdvanceTimeSettings.unordered_start_time(ticks(6)),
+                         application=Application())
+    return s.alter_event_duration(lambda e: ticks(4 + e.payload["v"] % 9 * 5)).group_by(
+        "k").apply(lambda g: g.snapshot_window().aggregate(n=agg.count(), total=agg.sum("v")))
+
+
+@pytest.mark.spark
+def test_the_sinks_that_take_whole_batches_and_dataframes_get_the_held_output(spark,
+                                                                              tmp_path):
+    """An adapter that takes whole batches gets each micro-batch whole, once, after the hold
+    stage; ``to_dataframe()`` gives the same rows: both the in-process output."""
+    from test_parallel_output import _whole_batches_factory, _written
+
+    from cti.events import Cti
+    from cti.runtime.local import LocalRuntime
+    from cti.runtime.spark import SparkRuntime
+
+    want = _snapshots().collect(LocalRuntime())
+    _snapshots().to(_whole_batches_factory(), str(tmp_path)).run(
+        SparkRuntime(spark, shards=4, batch_sizes=[25]))
+    assert _written(tmp_path) == [repr(i) for i in want]
+    out = _snapshots().to_dataframe(SparkRuntime(spark, shards=4))
+    writer = (out.writeStream.format("memory").queryName("held_out")
+              .option("checkpointLocation", str(tmp_path / "checkpoint")).start())
+    writer.processAllAvailable()
+    writer.stop()
+    rows = spark.table("held_out").collect()
+    assert sorted(r.start for r in rows if r.kind == "cti") == [
+        c.time for c in want if isinstance(c, Cti)]
+    assert sorted((r.start, r.end, r.payload) for r in rows if r.kind != "cti") == sorted(
+        (e.start, e.end, json.dumps(e.payload, separators=(",", ":"))) for e in want
+        if not isinstance(e, Cti))
