@@ -31,7 +31,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cti.operators.output import OUTPUT_ARROW, ordered_table, step_table
+from cti.operators.output import OUTPUT_ARROW, step_table
 from cti.time import MIN_TIME
 
 Levels = tuple[Sequence[int], Sequence[int]]  # a shard's new output CTIs and their tags
@@ -87,8 +87,8 @@ def hold_step(state: HoldState, rises: Mapping[int, Levels], events: pa.Table
     """One micro-batch of one shard's hold: the shards' new CTIs (``rises``) give the new
     combined CTIs; the shard's new ``events`` (output rows, released by its own CTIs) join the
     held ones, and those whose sync time a new combined CTI passes leave, each with the first
-    above it as ``release``. Returns those (output rows, in output order) and the combined
-    CTIs; updates ``state``."""
+    above it as ``release``. Returns those (output rows, in no particular order: the sink's
+    to make, ``output.ordered``) and the combined CTIs; updates ``state``."""
     gs, state.levels = combine(state.levels, state.cti, rises)
     rows = events.select(OUTPUT_ARROW.names).cast(OUTPUT_ARROW)
     held = pa.concat_tables([state.held, rows]) if state.held.num_rows else rows
@@ -101,8 +101,7 @@ def hold_step(state: HoldState, rises: Mapping[int, Levels], events: pa.Table
     ready = at < len(gs)
     state.held = held.filter(pa.array(~ready))
     out = held.filter(pa.array(ready))
-    out = out.set_column(0, "release", pa.array(np.asarray(gs, np.int64)[at[ready]]))
-    return ordered_table(out), gs
+    return out.set_column(0, "release", pa.array(np.asarray(gs, np.int64)[at[ready]])), gs
 
 
 def tagged_table(events: Any, ctis: Sequence[int], tags: Sequence[int]) -> pa.Table:
