@@ -13,7 +13,8 @@ shards by key); ``snapshot``, each event lasting 3 s then a snapshot window's co
 written to ``bench/run.py``'s counting adapter. One JSON line per (query, shards): how many
 shards the query was spread over (``spread``), the median of the timed runs' seconds (and
 each), Spark's shuffle bytes and the tasks' run time per run (``bench/run.py``'s
-``task_metrics``), and the output events.
+``task_metrics``), the output events, and the last stages' spread (``stages``: per stage its
+tasks, their run seconds and the longest task's share of them).
 """
 
 from __future__ import annotations
@@ -95,12 +96,45 @@ def measure(spark: Any, query: str, data: Path, shards: int, repeat: int = 1
     once()
     before, cpu = bench.stage_metrics(spark), bench.tree_cpu_s()
     runs = [once() for _ in range(repeat)]
-    metrics = bench.per_run(bench.task_metrics(before, bench.stage_metrics(spark),
-                                               bench.tree_cpu_s() - cpu), repeat)
+    after = bench.stage_metrics(spark)
+    metrics = bench.per_run(bench.task_metrics(before, after, bench.tree_cpu_s() - cpu),
+                            repeat)
+    metrics["stages"] = stage_tasks(spark, set(before))[-3:]  # (the last run's, roughly)
     seconds = sorted(r[0] for r in runs)
     return {"query": query, "shards": shards, "spread": spread(build(query, data), shards),
             "run_s": round(seconds[len(seconds) // 2], 3),
             "runs_s": [round(r[0], 3) for r in runs], "output_events": runs[0][1], **metrics}
+
+
+def stage_tasks(spark: Any, before: set[int]) -> list[list[float]]:
+    """The stages that ran since ``before`` (stage ids) and did work: [tasks, their run
+    seconds summed, the longest task's share], by stage id: how the work spread over tasks."""
+    sc = spark.sparkContext
+    jvm = sc._jvm
+    store = sc._jsc.sc().statusStore()
+    stages = store.stageList(None, False, False, sc._gateway.new_array(jvm.double, 0),
+                             jvm.java.util.ArrayList())
+    out = []
+    it = stages.iterator()
+    while it.hasNext():
+        st = it.next()
+        if st.stageId() in before or st.executorRunTime() <= 0:
+            continue
+        times = [t.duration().get() if t.duration().isDefined() else 0 for t in
+                 _seq(store.taskList(st.stageId(), st.attemptId(), 1000))]
+        total = sum(times) or 1
+        out.append((st.stageId(), [st.numTasks(), round(st.executorRunTime() / 1e3, 3),
+                                   round(max(times or [0]) / total, 2)]))
+    return [v for _, v in sorted(out)]
+
+
+def _seq(seq: Any) -> list[Any]:
+    """A Scala sequence's items."""
+    it = seq.iterator()
+    items = []
+    while it.hasNext():
+        items.append(it.next())
+    return items
 
 
 def main(argv: list[str] | None = None) -> int:

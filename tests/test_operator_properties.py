@@ -882,14 +882,15 @@ def test_spark_with_every_array_a_part_equals_local(spark, cases, splits):
 
 
 def assert_spark_equals_local(spark: Any, cases: list[tuple[Case, list[StreamDef]]],
-                              splits: list[int] | None) -> None:
-    """All ``cases`` as queries of one Spark run, each with the output of a local run."""
+                              splits: list[int] | None, shards: int | None = None) -> None:
+    """All ``cases`` as queries of one Spark run (over ``shards``: the runtime's default if
+    None), each with the output of a local run."""
     from cti.runtime.spark import SparkRuntime
 
     queries = []
     for k, (case, defs) in enumerate(cases):
         queries.append(case.build(bind(defs)).named(f"q{k}"))
-    results = SparkRuntime(spark, batch_sizes=splits).run_queries(queries)
+    results = SparkRuntime(spark, batch_sizes=splits, shards=shards).run_queries(queries)
     for k, ((case, defs), query, got) in enumerate(zip(cases, queries, results, strict=True)):
         want = query.run(LocalRuntime())
         assert got.items(f"q{k}") == want.items(f"q{k}"), explain(case, defs)

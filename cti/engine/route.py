@@ -13,7 +13,7 @@ from cti.ingress.timed import timed_streams
 from cti.operators import plan
 from cti.operators.projection import union
 from cti.operators.registry import inputs_read
-from cti.operators.sharding import shard_fields
+from cti.operators.sharding import data_ctis, shard_fields
 
 # What spreads a stream over shards: a payload field, or a ``group_by(key=fn)``'s function
 # (``cti.engine.batch.owners``); None: one shard owns every event.
@@ -32,7 +32,10 @@ class QueryRoute:
     each stream whose shards take their time from the source's generation points
     (``cti.ingress.timed``) instead of every row.
     ``reads[(group, stream)]``: the payload fields the query needs of a stream's events
-    (``cti.operators.projection``); a stream not named there is read whole."""
+    (``cti.operators.projection``); a stream not named there is read whole.
+    ``held``: the query's output CTIs depend on the events its shards hold, and it is spread
+    over several: each shard's CTIs carry their tags, and its output goes through the hold
+    stage that combines the shards' levels (``cti.engine.hold``)."""
 
     query: int
     shards: int
@@ -41,6 +44,7 @@ class QueryRoute:
     substreams: dict[tuple[int, int], str] = attrs.field(factory=dict)
     timed: dict[tuple[int, int], tuple[int | None, str]] = attrs.field(factory=dict)
     reads: dict[tuple[int, int], frozenset[str]] = attrs.field(factory=dict)
+    held: bool = False
 
     @property
     def groups(self) -> set[int]:
@@ -72,7 +76,8 @@ def routes(queries: Sequence[Any], groups: Sequence[Any],
         out.append(QueryRoute(q, spread,
                               {r: fields[j] if fields else None for j, r in enumerate(refs[q])},
                               with_inputs, substreams, timed,
-                              {} if with_inputs else _reads(query, groups, refs[q])))
+                              {} if with_inputs else _reads(query, groups, refs[q]),
+                              spread > 1 and data_ctis(query.node)))
     return out
 
 

@@ -51,11 +51,13 @@ class ShardOutput:
     ``weight``: how many rows each stands for): the rows of the groups it passes on in full;
     else the rows of its own events of a stream timed by generation points, of its own edges,
     and, on shard 0, every other row (the CTIs and what every shard judged alike). The
-    released events (with ``release``) and the new output CTIs."""
+    released events (with ``release``) and the new output CTIs, with each one's tag (the
+    input CTI it answers: ``Chunk.tags``)."""
 
     ingress: dict[int, pd.DataFrame]
     events: pd.DataFrame
     ctis: list[int]
+    tags: list[int] = attrs.field(factory=list)
 
 
 @attrs.frozen
@@ -103,7 +105,7 @@ class Shard:
             for g, i in self.refs]
         events, ctis = machine.step(chunks)
         state["machine"] = machine.state
-        return ShardOutput(reports, events, list(ctis))
+        return ShardOutput(reports, events, list(ctis), list(machine.tags))
 
     def _context(self, group: int) -> paths.ShardContext:
         """What ingress needs of this shard's route for a group (``paths.shard_step``)."""

@@ -400,13 +400,24 @@ class Chunk:
     as given (``raw_events``): ``events`` writes it from the columns, once, when an operator
     asks for it. An operator that reads only the columns (a window's built-in aggregates, a
     ``group_by`` key, a frame of payloads) or passes the events on with them takes
-    ``raw_events``, and no text is written."""
+    ``raw_events``, and no text is written.
+
+    ``tags``: each output CTI's tag, the input CTI it answers (``cti_tags``; None: the CTIs
+    are the input's own, each its own tag). An operator of a single-input plan that maps,
+    pushes back or drops CTIs keeps each one's tag (``OperatorUnit.tags``), so the levels of
+    shards that hold different keys line up on the input CTIs (``cti.engine.hold``)."""
 
     _events: pd.DataFrame
     ctis: list[int]
     columns: dict[str, pa.Array] = attrs.field(factory=dict)
     keys: tuple[np.ndarray, np.ndarray] | None = None
+    tags: list[int] | None = None
     _written: bool = attrs.field(default=False, init=False)
+
+    @property
+    def cti_tags(self) -> list[int]:
+        """Each CTI's tag: ``tags``, or the CTIs themselves (the input's own)."""
+        return self.ctis if self.tags is None else self.tags
 
     @property
     def events(self) -> pd.DataFrame:
@@ -460,6 +471,20 @@ class Chunk:
         """``columns`` of the events at ``rows`` (positions or a mask)."""
         at = pa.array(np.flatnonzero(rows) if rows.dtype == bool else rows)
         return {name: column.take(at) for name, column in self.columns.items()}
+
+
+def rising(values: Iterable[int], tags: Iterable[int], after: int | None = None
+           ) -> tuple[list[int], list[int]]:
+    """Of CTIs mapped one to one from their tagged inputs (``values``, with ``tags``), those
+    that rise above ``after`` (if given) and every earlier one, with their tags: an
+    operator's output CTIs (``Chunk.tags``)."""
+    out: list[int] = []
+    kept: list[int] = []
+    for t, tag in zip(values, tags, strict=True):
+        if (after is None or t > after) and (not out or t > out[-1]):
+            out.append(t)
+            kept.append(tag)
+    return out, kept
 
 
 def chunk_of(status: np.ndarray, kind: np.ndarray, start: np.ndarray, end: np.ndarray,

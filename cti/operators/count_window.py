@@ -154,20 +154,22 @@ def count_window(node: plan.CountWindow, chunk: Chunk, state: CountState,
         state.held = held[keep].reset_index(drop=True)
     state.cti = c
     if node.output_policy is not plan.WindowOutputPolicy.CLIP_TO_WINDOW_END:
-        return Chunk(out, list(chunk.ctis))
-    ctis = _clipped_ctis(starts, chunk.ctis, n, state.out_cti)
+        return Chunk(out, list(chunk.ctis), tags=chunk.tags)
+    ctis, tags = _clipped_ctis(starts, chunk.ctis, chunk.cti_tags, n, state.out_cti)
     if ctis:
         state.out_cti = ctis[-1]
-    return Chunk(out, ctis)
+    return Chunk(out, ctis, tags=tags)
 
 
-def _clipped_ctis(starts: _Starts, ctis: list[int], n: int, after: int) -> list[int]:
+def _clipped_ctis(starts: _Starts, ctis: list[int], tags: list[int], n: int, after: int
+                  ) -> tuple[list[int], list[int]]:
     """The output CTIs where outputs may start anywhere in their window (a time-sensitive
     operator's, ``cti.operators.udo``): each CTI c (above ``after``) goes back to the start of
     the earliest window not complete at c. The window that starts at a key's distinct start d
     is open at c where d < c <= its n-th start (none yet: open), so c goes to the least such
     d: found, as the snapshot window's, by a running maximum of the windows' last starts in
-    order of d (``starts``: every start before the step's last CTI, so all before c)."""
+    order of d (``starts``: every start before the step's last CTI, so all before c). With
+    their tags (``Chunk.tags``)."""
     d = starts.time
     cs = np.asarray(ctis, np.int64)
     got = cs
@@ -179,11 +181,7 @@ def _clipped_ctis(starts: _Starts, ctis: list[int], n: int, after: int) -> list[
         j = np.searchsorted(reach, cs, side="left")  # (the first window that reaches c)
         first = b[np.minimum(j, len(b) - 1)]
         got = np.where((j < len(b)) & (first < cs) & (cs < MAX_TIME), first, cs)
-    out: list[int] = []
-    for t in got.tolist():
-        if t > after and (not out or t > out[-1]):
-            out.append(t)
-    return out
+    return frame.rising(got.tolist(), tags, after)
 
 
 UNITS = [OperatorUnit(
@@ -194,4 +192,4 @@ UNITS = [OperatorUnit(
     data_ctis=lambda node: node.output_policy is plan.WindowOutputPolicy.CLIP_TO_WINDOW_END,
     output_fields=lambda node: field_names(node.aggregates),
     input_fields=lambda node, wanted, read: (aggregates_read(node.aggregates),),
-    output_shape=lambda node: EventShape.POINT)]
+    output_shape=lambda node: EventShape.POINT, tags=True)]

@@ -35,4 +35,5 @@ def _spreads(node: plan.GroupApply) -> tuple[tuple[plan.Node, Any], ...]:
 UNITS = [OperatorUnit(plan.GroupApply, group_apply,
                       spreads=_spreads, output_fields=_fields,
                       output_shape=lambda node: node.body.shape,
-                      input_fields=lambda node, wanted, read: (group_read(node, wanted, read),))]
+                      input_fields=lambda node, wanted, read: (group_read(node, wanted, read),),
+                      tags=True)]

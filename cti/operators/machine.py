@@ -66,6 +66,7 @@ class QueryMachine:
                                if isinstance(n, plan.GroupApply) and id(n) not in nested
                                and isinstance(n.body, plan.Window | plan.SnapshotWindow
                                               | plan.CountWindow | plan.TopK)}
+        self.tags: list[int] = []  # the last step's output CTIs' tags (``Chunk.tags``)
         self.state = state if state is not None else {
             "nodes": [_new_node_state(n) for n in self.nodes],
             "buffer": frame.empty(), "cti": MIN_TIME}
@@ -75,7 +76,8 @@ class QueryMachine:
 
     def step(self, chunks: Sequence[Chunk]) -> tuple[pd.DataFrame, list[int]]:
         """One step. Returns (released events with a ``release`` column, in no particular
-        order: ``output.ordered`` puts them in output order where they meet; new CTIs)."""
+        order: ``output.ordered`` puts them in output order where they meet; new CTIs). Each
+        new CTI's tag, the input CTI it answers, is then in ``tags`` (``Chunk.tags``)."""
         memo: dict[int, Chunk] = {}
         self._step = (chunks, memo)  # the step's inputs, for a group_by's body (group_apply)
         out = self._eval(self.root, chunks, memo)
@@ -116,9 +118,9 @@ class QueryMachine:
                             keys[1][keys[0]])
         group_inputs = [n for n in plan.walk(node.body) if isinstance(n, plan.GroupInput)]
         for g in group_inputs:
-            memo[id(g)] = Chunk(ev, chunk.ctis, columns, keys)
+            memo[id(g)] = Chunk(ev, chunk.ctis, columns, keys, chunk.tags)
         out = self._eval(node.body, chunks, memo)
-        return Chunk(self._ungroup(node, out.events.copy()), out.ctis)
+        return Chunk(self._ungroup(node, out.events.copy()), out.ctis, tags=out.tags)
 
     def _ungroup(self, node: plan.GroupApply, res: pd.DataFrame) -> pd.DataFrame:
         """The group's value goes into each output payload (a payload that has the field keeps
@@ -149,7 +151,7 @@ class QueryMachine:
 
     def _release(self, out: Chunk) -> tuple[pd.DataFrame, list[int]]:
         buffer = frame.concat([self.state["buffer"], out.events])
-        ctis = [c for c in out.ctis if c > self.state["cti"]]
+        ctis, self.tags = frame.rising(out.ctis, out.cti_tags, self.state["cti"])
         if not ctis or not len(buffer):
             self.state["buffer"] = buffer
             if ctis:

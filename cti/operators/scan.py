@@ -108,10 +108,10 @@ def scan(node: plan.Scan, chunk: Chunk, state: dict[str, Any]) -> Chunk:
         rows += [("point", int(s), int(s) + 1, t, key) for t in texts]
     op.state = None
     out = frame.make(*zip(*rows, strict=True)) if rows else frame.empty()
-    return Chunk(out, list(chunk.ctis))
+    return Chunk(out, list(chunk.ctis), tags=chunk.tags)
 
 
 UNITS = [OperatorUnit(plan.Scan, lambda node, inputs, state, machine: scan(
     node, inputs[0], state), new_state=lambda node: new_state(),
     output_fields=lambda node: None, output_shape=lambda node: EventShape.POINT,
-    input_fields=lambda node, wanted, read: (None,))]
+    input_fields=lambda node, wanted, read: (None,), tags=True)]

@@ -12,10 +12,16 @@ every stateful operator keeps its state per value of that field:
 with only per-event operators above it. What each operator does here (``keeps_payload``,
 ``per_event``, ``spreads``) its unit declares (``cti.operators.registry``). Anything else (a
 window outside group_by, a join without keys, two different keys) runs in one shard: correct,
-not spread. CTIs go to every
-shard, so every shard computes the same output CTIs; a query with an operator whose output
-CTIs depend on the events it holds (``OperatorUnit.data_ctis``: a clip by another stream, a
-snapshot window that clips to its windows) runs in one shard.
+not spread. CTIs go to every shard, so every shard computes the same output CTIs, except
+where an operator's output CTIs depend on the events it holds (``OperatorUnit.data_ctis``: a
+snapshot window that clips to its windows, TopK or a user-defined operator over one, a
+time-sensitive operator over a count window, a clip by another stream). Such a plan is
+spread only where it reads ONE input stream and each of its operators keeps its CTIs' tags
+(``OperatorUnit.tags``): each shard's output CTIs then carry the input CTI they answer, and
+the runtime combines the shards' levels after them (``cti.engine.hold``: the query's CTI at
+an input CTI is the least of the shards'). Two streams meeting (a clip by another stream, a
+union, a join) could make one input CTI answer several output CTIs, which a tag per CTI
+cannot say: such a plan runs in one shard.
 """
 
 from __future__ import annotations
@@ -41,6 +47,21 @@ def _data_ctis(node: plan.Node) -> bool:
     return isinstance(node, plan.WindowOperator) and _data_ctis(node.inner)
 
 
+def data_ctis(root: plan.Node) -> bool:
+    """Whether a plan has an operator whose output CTIs depend on the events it holds (its
+    shards' CTIs must be combined: ``cti.engine.hold``)."""
+    return any(_data_ctis(n) for n in plan.walk(root))
+
+
+def _keeps_tags(node: plan.Node) -> bool:
+    """Whether ``node``'s operator (and a window operator's window) keeps its CTIs' tags."""
+    if isinstance(node, plan.Input | plan.GroupInput):
+        return True
+    unit = UNITS.get(type(node))
+    inner = node.inner if isinstance(node, plan.WindowOperator) else None
+    return unit is not None and unit.tags and (inner is None or _keeps_tags(inner))
+
+
 def _payload_paths(node: plan.Node) -> list[Any] | None:
     """The input streams below ``node`` if every path to them keeps payloads, else None."""
     if isinstance(node, plan.Input):
@@ -59,8 +80,11 @@ def _payload_paths(node: plan.Node) -> list[Any] | None:
 def shard_fields(root: plan.Node, inputs: list[Any]) -> list[Any] | None:
     """Per input (by position in ``inputs``) the field (or ``group_by(key=fn)``'s function)
     to shard it by, or None: one shard."""
-    if any(_data_ctis(n) for n in plan.walk(root)):
-        return None  # (every shard computes the output CTIs alone: they must agree)
+    if data_ctis(root) and (len(inputs) != 1 or not all(
+            _keeps_tags(n) for n in plan.walk(root))):
+        # Shards holding different keys give different CTIs, combined by their tags, which
+        # only a single-input plan of operators that keep them gives: else one shard.
+        return None
     node = root
     while _unit_says(node, "per_event"):
         node = node.source

@@ -180,10 +180,12 @@ def _emit(node: plan.SnapshotWindow, held: pd.DataFrame, cut: _Cut,
     return frame.make(frame.filled(len(kk), "point"), ends, ends + 1, payloads, key_of)
 
 
-def _out_ctis(cut: _Cut, ctis: list[int], after: int) -> list[int]:
+def _out_ctis(cut: _Cut, ctis: list[int], tags: list[int], after: int
+              ) -> tuple[list[int], list[int]]:
     """``CLIP_TO_WINDOW_END``'s output CTIs (above ``after``): each CTI c at the start b of
     the earliest window that holds events, starts before c and ends after c (at c, where
-    what ends there is an edge end or nothing but starts: not certain at c)."""
+    what ends there is an edge end or nothing but starts: not certain at c); with their
+    tags."""
     held = np.flatnonzero(cut.same_key & (cut.cover[:-1] > 0)) if len(cut.time) else \
         np.empty(0, np.int64)
     b = cut.time[held]
@@ -195,12 +197,8 @@ def _out_ctis(cut: _Cut, ctis: list[int], after: int) -> list[int]:
     j = np.searchsorted(reach, cs, side="right")
     first = b[np.minimum(j, len(b) - 1)] if len(b) else cs
     got = np.where((j < len(b)) & (first < cs), first, cs)
-    out = []
-    for c, t in zip(ctis, got.tolist(), strict=True):
-        t = MAX_TIME if c == MAX_TIME else t
-        if t > after and (not out or t > out[-1]):
-            out.append(t)
-    return out
+    return frame.rising((MAX_TIME if c == MAX_TIME else t
+                         for c, t in zip(ctis, got.tolist(), strict=True)), tags, after)
 
 
 def _purge(state: SnapshotState, cut: _Cut, c: int) -> None:
@@ -230,14 +228,14 @@ def snapshot(node: plan.SnapshotWindow, chunk: Chunk, state: SnapshotState,
     cut = _cut(state.held, c)
     out = _emit(node, state.held, cut, group_field)
     if node.output_policy is plan.WindowOutputPolicy.CLIP_TO_WINDOW_END:
-        ctis = _out_ctis(cut, chunk.ctis, state.out_cti)
+        ctis, tags = _out_ctis(cut, chunk.ctis, chunk.cti_tags, state.out_cti)
     else:
-        ctis = list(chunk.ctis)
+        ctis, tags = list(chunk.ctis), chunk.tags
     if ctis:
         state.out_cti = ctis[-1]
     _purge(state, cut, c)
     state.cti = c
-    return Chunk(out, ctis)
+    return Chunk(out, ctis, tags=tags)
 
 
 def ctis_from_data(node: Any) -> bool:
@@ -263,4 +261,4 @@ UNITS = [OperatorUnit(
     new_state=lambda node: SnapshotState(), data_ctis=ctis_from_data,
     output_fields=lambda node: field_names(node.aggregates),
     input_fields=lambda node, wanted, read: (aggregates_read(node.aggregates),),
-    output_shape=output_shape)]
+    output_shape=output_shape, tags=True)]

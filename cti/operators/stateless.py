@@ -31,13 +31,12 @@ def _shift_times(values: np.ndarray, d: int) -> np.ndarray:
     return np.where(finite, moved, values).astype(np.int64)
 
 
-def _map_ctis(ctis: list[int], fn) -> list[int]:
-    out: list[int] = []
-    for c in ctis:
-        t = c if c in (MAX_TIME, MIN_TIME) else min(max(int(fn(c)), MIN_TIME + 1), MAX_TIME - 1)
-        if not out or t > out[-1]:
-            out.append(t)
-    return out
+def _map_ctis(chunk: Chunk, fn) -> tuple[list[int], list[int]]:
+    """The chunk's CTIs through ``fn`` (the sentinels kept), those that rise, with their
+    tags (``frame.rising``)."""
+    return frame.rising(
+        (c if c in (MAX_TIME, MIN_TIME) else min(max(int(fn(c)), MIN_TIME + 1), MAX_TIME - 1)
+         for c in chunk.ctis), chunk.cti_tags)
 
 
 def _on_frame(node: plan.Where | plan.Select, operator: str, fn: Any, chunk: Chunk
@@ -73,7 +72,8 @@ def where(node: plan.Where, chunk: Chunk) -> Chunk:
         keep = np.asarray(frame.map_payloads(ev, test), dtype=bool)
     return Chunk(ev[keep].reset_index(drop=True), chunk.ctis,  # the payloads are the same
                  chunk.taken(keep),
-                 None if chunk.keys is None else (chunk.keys[0][keep], chunk.keys[1]))
+                 None if chunk.keys is None else (chunk.keys[0][keep], chunk.keys[1]),
+                 chunk.tags)
 
 
 def select(node: plan.Select, chunk: Chunk) -> Chunk:
@@ -99,7 +99,7 @@ def select(node: plan.Select, chunk: Chunk) -> Chunk:
         payloads = frame.map_payloads(ev, project)
     ev = ev.copy()
     ev["payload"] = pd.Series(payloads, dtype=object, index=ev.index)
-    return Chunk(ev, chunk.ctis)
+    return Chunk(ev, chunk.ctis, tags=chunk.tags)
 
 
 def shift(node: plan.ShiftEventTime, chunk: Chunk) -> Chunk:
@@ -107,14 +107,16 @@ def shift(node: plan.ShiftEventTime, chunk: Chunk) -> Chunk:
     ev = chunk.raw_events.copy()
     ev["start"] = _shift_times(ev["start"].to_numpy(), d)
     ev["end"] = _shift_times(ev["end"].to_numpy(), d)
-    return Chunk(ev, _map_ctis(chunk.ctis, lambda c: c + d), chunk.columns)
+    ctis, tags = _map_ctis(chunk, lambda c: c + d)
+    return Chunk(ev, ctis, chunk.columns, tags=tags)
 
 
-def _as_intervals(chunk: Chunk, start: np.ndarray, duration: Any, ctis: list[int],
-                  node: Any = None) -> Chunk:
+def _as_intervals(chunk: Chunk, start: np.ndarray, duration: Any,
+                  ctis: tuple[list[int], list[int] | None], node: Any = None) -> Chunk:
     """Every event but edge ends, as the interval [start, start + duration), with ``ctis``
-    (the payloads and their typed columns unchanged). ``duration``: ticks, or a function of
-    each event (``durations``; ``node`` names the operator and stream in its errors)."""
+    and their tags (the payloads and their typed columns unchanged). ``duration``: ticks,
+    or a function of each event (``durations``; ``node`` names the operator and stream in
+    its errors)."""
     ev = chunk.raw_events
     keep = ev["kind"].to_numpy() != "edge_end"
     start = start[keep]
@@ -125,12 +127,12 @@ def _as_intervals(chunk: Chunk, start: np.ndarray, duration: Any, ctis: list[int
                                        chunk.events[keep])
     end = durations.ends(start, duration)
     return Chunk(frame.make(["interval"] * int(keep.sum()), start, end, ev["payload"][keep],
-                            ev["key"][keep]), ctis, chunk.taken(keep))
+                            ev["key"][keep]), ctis[0], chunk.taken(keep), tags=ctis[1])
 
 
 def alter_duration(node: plan.AlterEventDuration, chunk: Chunk) -> Chunk:
     return _as_intervals(chunk, chunk.raw_events["start"].to_numpy(), node.duration,
-                         chunk.ctis, node)
+                         (chunk.ctis, chunk.tags), node)
 
 
 def alter_lifetime(node: plan.AlterEventLifetime, chunk: Chunk) -> Chunk:
@@ -143,7 +145,7 @@ def alter_lifetime(node: plan.AlterEventLifetime, chunk: Chunk) -> Chunk:
             raise
 
     starts = np.asarray([start(int(s)) for s in ev["start"]], dtype=np.int64)
-    return _as_intervals(chunk, starts, node.duration, _map_ctis(chunk.ctis, node.start_fn),
+    return _as_intervals(chunk, starts, node.duration, _map_ctis(chunk, node.start_fn),
                          node)
 
 
@@ -152,7 +154,8 @@ def to_point(node: plan.ToPointEventStream, chunk: Chunk) -> Chunk:
     keep = ev["kind"].to_numpy() != "edge_end"
     start = ev["start"].to_numpy()[keep]
     return Chunk(frame.make(["point"] * int(keep.sum()), start, start + 1, ev["payload"][keep],
-                            ev["key"][keep]), chunk.ctis, chunk.taken(keep))
+                            ev["key"][keep]), chunk.ctis, chunk.taken(keep),
+                 tags=chunk.tags)
 
 
 def new_clip_state() -> dict[str, Any]:
@@ -190,7 +193,7 @@ def clip(node: plan.ClipEventDuration, chunk: Chunk, state: dict[str, Any]) -> C
                 queue[i] = True
                 edges.append(("edge_end", s, s + d, p, key))
     extra = frame.make(*zip(*edges, strict=True)) if edges else frame.empty()
-    return Chunk(frame.concat([out, extra]), chunk.ctis)
+    return Chunk(frame.concat([out, extra]), chunk.ctis, tags=chunk.tags)
 
 
 def _unary(fn: Any) -> Any:
@@ -200,17 +203,17 @@ def _unary(fn: Any) -> Any:
 
 UNITS = [
     OperatorUnit(plan.Where, _unary(where), keeps_payload=True, per_event=True,
-                 input_fields=lambda node, wanted, read: (None,)),  # the predicate: all
+                 input_fields=lambda node, wanted, read: (None,), tags=True),  # the predicate: all
     OperatorUnit(plan.Select, _unary(select), per_event=True,
-                 output_fields=lambda node: None),  # a function's output: unknown
-    OperatorUnit(plan.ShiftEventTime, _unary(shift), keeps_payload=True, per_event=True),
+                 output_fields=lambda node: None, tags=True),  # a function's output: unknown
+    OperatorUnit(plan.ShiftEventTime, _unary(shift), keeps_payload=True, per_event=True, tags=True),
     OperatorUnit(plan.AlterEventDuration, _unary(alter_duration), keeps_payload=True,
-                 per_event=True, output_shape=lambda node: EventShape.INTERVAL),
+                 per_event=True, output_shape=lambda node: EventShape.INTERVAL, tags=True),
     OperatorUnit(plan.AlterEventLifetime, _unary(alter_lifetime), keeps_payload=True,
-                 per_event=True, output_shape=lambda node: EventShape.INTERVAL),
+                 per_event=True, output_shape=lambda node: EventShape.INTERVAL, tags=True),
     OperatorUnit(plan.ToPointEventStream, _unary(to_point), keeps_payload=True, per_event=True,
-                 output_shape=lambda node: EventShape.POINT),
+                 output_shape=lambda node: EventShape.POINT, tags=True),
     OperatorUnit(plan.ClipEventDuration,
                  lambda node, inputs, state, machine: clip(node, inputs[0], state),
-                 new_state=lambda node: new_clip_state(), keeps_payload=True),
+                 new_state=lambda node: new_clip_state(), keeps_payload=True, tags=True),
 ]

@@ -136,7 +136,7 @@ def top_k(node: plan.TopK, chunk: Chunk, state: Any, group_field: str | None = N
             payloads = _payloads(node, texts, ranked.ranks, keys, group_field)
     out = frame.make(ev["kind"].to_numpy(object)[at], ev["start"].to_numpy()[at],
                      ev["end"].to_numpy()[at], payloads, ev["key"].to_numpy(object)[at])
-    return Chunk(out, got.ctis)
+    return Chunk(out, got.ctis, tags=got.tags)
 
 
 def _payloads(node: plan.TopK, texts: np.ndarray, ranks: np.ndarray, keys: np.ndarray,
@@ -209,4 +209,4 @@ UNITS = [OperatorUnit(
         node, inputs[0], state, machine.group_field_of.get(id(node))),
     new_state=_new_state, output_fields=_fields, data_ctis=snapshot.ctis_from_data,
     output_shape=lambda node: EventShape.INTERVAL if node.window.output_policy is
-    plan.WindowOutputPolicy.CLIP_TO_WINDOW_END else EventShape.POINT)]
+    plan.WindowOutputPolicy.CLIP_TO_WINDOW_END else EventShape.POINT, tags=True)]

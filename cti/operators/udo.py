@@ -118,7 +118,7 @@ def step(node: plan.WindowOperator, chunk: Chunk, state: Any, machine: Any) -> C
             else:
                 rows.append((kind, int(s), int(e), payload_to_json(got), key))
     events = frame.make(*zip(*rows, strict=True)) if rows else frame.empty()
-    return Chunk(events, out.ctis)
+    return Chunk(events, out.ctis, tags=out.tags)
 
 
 def _shape(node: plan.WindowOperator) -> Any:
@@ -127,4 +127,4 @@ def _shape(node: plan.WindowOperator) -> Any:
 
 UNITS = [OperatorUnit(plan.WindowOperator, lambda node, inputs, state, machine: step(
     node, inputs[0], state, machine), new_state=lambda node: {}, output_fields=lambda node: None,
-    output_shape=_shape, input_fields=lambda node, wanted, read: (None,))]
+    output_shape=_shape, input_fields=lambda node, wanted, read: (None,), tags=True)]

@@ -41,8 +41,10 @@ class OperatorUnit:
     built (None: unknown); by default its input's (``node.source.fields``).
     ``data_ctis(node)``: whether its output CTIs depend on the events it holds (a clip by another
     stream; a snapshot window that clips to its windows), so shards holding different keys
-    would disagree on them: a query with it runs in one shard (``sharding``) until the runtime
-    combines the shards' CTIs.
+    would disagree on them: the shards' CTIs are then combined after them, where the plan
+    allows it (``sharding``, ``cti.engine.hold``), else the query runs in one shard.
+    ``tags``: it keeps each output CTI's tag, the input CTI it answers (``Chunk.tags``), so a
+    plan of such operators over one input stream can be spread with ``data_ctis``.
     ``output_shape(node)``: its output's ``EventShape`` from its inputs' (None: mixed); by
     default its input's (``node.source.shape``). ``input_fields(node, wanted, read)``: for
     each child, the payload fields of its events that the operator's output needs, given the
@@ -63,6 +65,7 @@ class OperatorUnit:
     output_shape: Callable[[Any], EventShape | None] | None = None
     input_fields: Callable[[Any, Wanted, Any], tuple[Wanted, ...]] | None = None
     data_ctis: Callable[[Any], bool] | None = None
+    tags: bool = False
 
     def fields_of(self, node: Any) -> Fields:
         """``output_fields(node)``, or the input's fields."""

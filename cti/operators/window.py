@@ -276,13 +276,11 @@ def window(node: plan.Window, chunk: Chunk, state: dict[str, Any],
         done = None
     out = _emit(node, state, done, group_field)
     if node.output_policy is plan.WindowOutputPolicy.CLIP_TO_WINDOW_END:
-        ctis: list[int] = []
-        for c in chunk.ctis:
-            t = c if c == MAX_TIME else a + (_last_complete(node, c) + 1) * hop
-            if not ctis or t > ctis[-1]:
-                ctis.append(t)
-        return Chunk(out, ctis)
-    return Chunk(out, list(chunk.ctis))
+        ctis, tags = frame.rising(
+            (c if c == MAX_TIME else a + (_last_complete(node, c) + 1) * hop
+             for c in chunk.ctis), chunk.cti_tags)
+        return Chunk(out, ctis, tags=tags)
+    return Chunk(out, list(chunk.ctis), tags=chunk.tags)
 
 
 def _feed_open_edges(node: plan.Window, state: dict[str, Any], done: int) -> None:
@@ -385,4 +383,4 @@ UNITS = [OperatorUnit(
     output_fields=lambda node: field_names(node.aggregates),
     input_fields=lambda node, wanted, read: (aggregates_read(node.aggregates),),
     output_shape=lambda node: EventShape.INTERVAL if node.output_policy is
-    plan.WindowOutputPolicy.CLIP_TO_WINDOW_END else EventShape.POINT)]
+    plan.WindowOutputPolicy.CLIP_TO_WINDOW_END else EventShape.POINT, tags=True)]

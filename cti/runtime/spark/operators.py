@@ -55,6 +55,7 @@ from cti.engine.shard import Shard
 from cti.forms import frame
 from cti.ingress.state import next_in_seq, with_stored_books
 from cti.operators import plan, usercode
+from cti.runtime.spark.hold import HOLD, routed_rows
 from cti.runtime.spark.ingress import GROUP_OUT_SCHEMA
 from cti.runtime.spark.packing import pack_output, unpack
 from cti.runtime.spark.schema import NULL_TIME
@@ -125,7 +126,10 @@ def query_function(queries: Sequence[Any], groups: Sequence[Any],
         state.update((dump_state(saved, store, manifest, _batch_id()),))
         out = [_passed(done.ingress[g], g) if with_inputs else _summary(done.ingress[g], g)
                for g in reported]
-        out.append(_released(done.events, done.ctis if shard == 0 else []))
+        if routes[q].held:  # (its CTIs combined after the shards: ``cti.runtime.spark.hold``)
+            out.append(_held(routed_rows(routes[q], shard, done.events, done.ctis, done.tags)))
+        else:
+            out.append(_released(done.events, done.ctis if shard == 0 else []))
         result = frame.stack([o for o in out if len(o)] or [out[-1]])
         result.insert(0, "query", np.int32(q))
         yield result
@@ -192,11 +196,24 @@ def _released(events: pd.DataFrame, ctis: Sequence[int]) -> pd.DataFrame:
     """Released events and CTIs as ONE output row (none if there are none) that holds them
     packed (``blob``; ``release`` orders them at the sink)."""
     blob = pack_output(events, ctis)
-    rows = [] if blob is None else [blob]
+    return _blob_rows([] if blob is None else [blob])
+
+
+def _held(rows: list[tuple[int, int, bytes]]) -> pd.DataFrame:
+    """A held query's shard's rows into the hold stage (``hold.routed_rows``: slot, shard,
+    blob): role ``hold``, the slot in ``stream``, the shard in ``seq``."""
+    out = _blob_rows([b for _, _, b in rows], HOLD)
+    out["stream"] = np.asarray([slot for slot, _, _ in rows], np.int32)
+    out["seq"] = np.asarray([shard for _, shard, _ in rows], np.int64)
+    return out
+
+
+def _blob_rows(rows: list[bytes], role: str = OP) -> pd.DataFrame:
+    """Packed blobs as rows of ``OUTPUT_SCHEMA`` (its other columns empty)."""
     n = len(rows)
     null = np.full(n, NULL_TIME, np.int64)
     return pd.DataFrame({
-        "role": np.full(n, OP, object), "release": null, "weight": np.zeros(n, np.int64),
+        "role": np.full(n, role, object), "release": null, "weight": np.zeros(n, np.int64),
         "group": np.full(n, -1, np.int32), "stream": np.full(n, -1, np.int32),
         "seq": np.zeros(n, np.int64), "in_seq": np.zeros(n, np.int64),
         "kind": np.full(n, "packed", object), "start": null, "end": null,

@@ -133,6 +133,12 @@ def pack_output(events: pd.DataFrame, ctis: Sequence[int]) -> bytes | None:
     return _ipc(ordered_table(step_table(events, ctis)))
 
 
+def pack_rows(rows: pa.Table, order: bool = True) -> bytes:
+    """Output rows (``OUTPUT_ARROW``) as one packed blob, in output order (``pack_output``)
+    unless ``order`` is False (rows on their way to a stage that orders them itself)."""
+    return _ipc(ordered_table(rows) if order else rows)
+
+
 def unpack_output(blobs: Iterable[bytes]) -> pa.Table:
     """The output rows of packed output blobs (``pack_output``), one table."""
     tables = [pa.ipc.open_stream(b).read_all().cast(OUTPUT_ARROW) for b in blobs]

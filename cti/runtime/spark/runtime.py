@@ -28,6 +28,7 @@ from cti.results import DIAGNOSTIC_STATUSES, RunResult, derived_result
 from cti.runtime.base import BatchSizes, queries_inputs, stream_caps
 from cti.runtime.spark.dataframes import OUTPUT_COLUMNS, output_rows, packed_frame
 from cti.runtime.spark.handle import RunningQuery, raise_cti_error
+from cti.runtime.spark.hold import HOLD, hold_stage
 from cti.runtime.spark.ingress import apply_ingress
 from cti.runtime.spark.metrics import OBSERVATION, observe
 from cti.runtime.spark.operators import BATCH_ID, OP, PASS, apply_queries
@@ -331,7 +332,10 @@ class SparkRuntime:
         frame = apply_queries(self.source_frame(groups, routed, long_running), queries,
                               groups, refs, with_inputs, routed, self._parts(checkpoint))
         # Ingress metrics in the query's progress, from the rows (or summaries) of shard 0.
-        return observe(frame, groups, "weight", f"role != '{OP}'"), groups, refs
+        frame = observe(frame, groups, "weight", f"role NOT IN ('{OP}', '{HOLD}')")
+        if any(r.held for r in routed):  # (only a plan that needs it has the hold stage)
+            frame = hold_stage(frame, routed)
+        return frame, groups, refs
 
     def run_query(self, query: Any, with_inputs: bool = True) -> RunResult:
         return self.run_queries([query], with_inputs)[0]

@@ -1,0 +1,128 @@
+"""The hold stage: a query whose output CTIs depend on the events, spread over shards
+(``QueryRoute.held``), has its shards' output combined after them (``cti.engine.hold``).
+
+The shards' stateful function sends, for such a query, each shard's released events and its
+tagged output CTIs (``hold.tagged_table``) as ONE packed row to its own slot, and its tagged
+CTIs alone to every other slot (``routed_rows``: role ``hold``, the slot in ``stream``, the
+sending shard in ``seq``). This stage, a ``transformWithStateInPandas`` keyed by (query,
+slot) (PySpark 4.3 runs it chained after the shards' ``applyInPandasWithState``), runs
+``hold.hold_step`` per shard: every slot computes the same combined CTIs from the shards'
+levels, lets its own shard's events leave by them, and keeps the rest in its state (in the
+checkpoint, committed with the micro-batch, so a restart is exactly once); the slot of shard
+0 emits the combined CTIs. Its output is the shards' output as before (``OP`` rows with a
+packed blob, ``operators.OUTPUT_SCHEMA``), so every sink reads it as it reads the shards':
+a shard's events stay in the partition of its slot, and no row meets the others in one task.
+Every other row (another query's, ingress rows passed on, metrics) passes through as it came.
+Only a query plan that needs the stage gets it (``SparkRuntime.query_frame``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.streaming.stateful_processor import StatefulProcessor
+from pyspark.sql.types import BinaryType, LongType, StructField, StructType
+
+from cti.engine.hold import HoldState, Levels, cti_rows, split, tagged_table
+from cti.engine.hold import hold_step as step
+from cti.engine.route import QueryRoute
+from cti.operators.output import OUTPUT_ARROW
+from cti.runtime.spark.packing import pack_rows, unpack_output
+from cti.runtime.spark.partitioning import shard_slots
+from cti.runtime.spark.worker import settle
+
+HOLD = "hold"  # the role of a shard's rows into the hold stage
+_STATE = StructType([StructField("levels", BinaryType(), False),
+                     StructField("cti", LongType(), False),
+                     StructField("held", BinaryType(), True)])
+
+
+def routed_rows(route: QueryRoute, shard: int, events: pd.DataFrame, ctis: Sequence[int],
+                tags: Sequence[int]) -> list[tuple[int, int, bytes]]:
+    """A held query's shard's step for the hold stage, as (slot, shard, blob): its events and
+    tagged CTIs to its own slot, its tagged CTIs to every other (none where it has none)."""
+    slots = shard_slots(route.query, route.shards, route.shards)
+    out = []
+    if len(events) or len(ctis):  # (unordered: the hold stage orders what it releases)
+        out.append((slots[shard], shard, pack_rows(tagged_table(events, ctis, tags), False)))
+    if len(ctis):
+        levels = pack_rows(tagged_table(events.iloc[:0], ctis, tags), False)
+        out += [(slot, shard, levels) for s, slot in enumerate(slots) if s != shard]
+    return out
+
+
+class Hold(StatefulProcessor):
+    """The hold stage's processor: per (query, slot) key, ``hold.hold_step`` for the slot's
+    shard; ``shards``: each query's shard count (0: not held, its rows pass through)."""
+
+    def __init__(self, shards: Sequence[int], output_columns: Sequence[str]) -> None:
+        self.shards = list(shards)
+        self.columns = list(output_columns)
+
+    def init(self, handle: Any) -> None:
+        self.state = handle.getValueState("hold", _STATE)
+
+    def handleInputRows(self, key: tuple, rows: Iterator[pd.DataFrame], timerValues: Any
+                        ) -> Iterator[pd.DataFrame]:
+        settle("hold")
+        frame = pd.concat(list(rows), ignore_index=True)
+        mine = (frame["role"] == HOLD).to_numpy()
+        if (~mine).any():
+            yield frame.loc[~mine, self.columns]
+        if mine.any():
+            got = self._step(int(key[0]), int(key[1]), frame[mine])
+            if got is not None:
+                yield got
+
+    def _step(self, query: int, slot: int, rows: pd.DataFrame) -> pd.DataFrame | None:
+        shards = self.shards[query]
+        shard = slot % shards
+        state = self._load(shards)
+        rises: dict[int, Levels] = {}
+        events = OUTPUT_ARROW.empty_table()
+        for sender, blob in zip(rows["seq"].to_numpy(), rows["blob"], strict=True):
+            got, levels = split(unpack_output([blob]))
+            rises[int(sender)] = levels
+            if int(sender) == shard:
+                events = got
+        released, gs = step(state, rises, events)
+        self.state.update((np.asarray(state.levels, np.int64).tobytes(), int(state.cti),
+                           pack_rows(state.held, False) if state.held.num_rows else None))
+        out = pa.concat_tables([released, cti_rows(gs)]) if shard == 0 else released
+        blob = pack_rows(out) if out.num_rows else None
+        if blob is None:
+            return None
+        row = rows.iloc[:1, :].copy()
+        row["role"], row["query"], row["seq"], row["stream"], row["blob"] = (
+            "op", np.int32(query), np.int64(0), np.int32(-1), [blob])
+        return row[self.columns]
+
+    def _load(self, shards: int) -> HoldState:
+        if not self.state.exists():
+            return HoldState.new(shards)
+        levels, cti, held = self.state.get()
+        return HoldState(np.frombuffer(levels, np.int64).tolist(), int(cti),
+                         unpack_output([held]) if held is not None else
+                         OUTPUT_ARROW.empty_table())
+
+    def close(self) -> None:
+        pass
+
+
+def hold_stage(frame: DataFrame, routes: Sequence[QueryRoute]) -> DataFrame:
+    """The shards' output rows (``operators.OUTPUT_SCHEMA``) through the hold stage, keyed by
+    (query, slot): a ``hold`` row's slot is in its ``stream``; any other row goes to slot 0 of
+    its query and passes through."""
+    columns = frame.columns
+    keyed = frame.withColumn("slot", F.when(F.col("role") == HOLD, F.col("stream"))
+                             .otherwise(F.lit(0)))
+    shards = [r.shards if r.held else 0 for r in routes]
+    return keyed.groupBy("query", "slot").transformWithStateInPandas(
+        Hold(shards, columns), frame.schema, "Append", "None")
+

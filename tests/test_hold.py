@@ -1,0 +1,227 @@
+"""Output CTIs that depend on the events, spread over shards (``cti.engine.hold``): under
+``group_by``, a snapshot window that clips to its windows, TopK over one, a time-sensitive
+operator over a count window. Each shard's output CTIs carry the input CTI they answer; the
+query's CTI at an input CTI is the least of the shards' levels there, and each event leaves
+by the first such CTI above its sync time. In process (``tests/shard_runs.py``): over 2-4
+shards that way, the output equals one shard's, micro-batch by micro-batch (CTIs, events and
+their release). On Spark (the hold stage after the shards): the same output as the
+in-process runtime, many small queries in one streaming query; a restart with events held
+across the stop; and that such a plan really spreads."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pyarrow as pa
+import pytest
+import test_operator_properties as props
+from hypothesis import HealthCheck, given, note, settings
+from hypothesis import strategies as st
+from shard_runs import run_shards
+from strategies import bind
+from test_window_operators import pieces
+
+from cti import agg, ticks
+from cti.engine.hold import HoldState, combine, combined, hold_step, tagged_table
+from cti.io.memory import MemoryInputAdapter
+from cti.operators.output import OUTPUT_ARROW, ordered_table, step_table
+from cti.operators.sharding import data_ctis, shard_fields
+from cti.time import MIN_TIME
+
+KINDS = ("snapshot", "sliding", "top_k", "count")
+
+
+@st.composite
+def held_case(draw: st.DrawFn) -> props.Case:
+    """A query spread by ``group_by("k")`` whose output CTIs depend on its events; maybe a
+    filter and a shift inside the group, and a filter above it (operators that keep tags)."""
+    kind = draw(st.sampled_from(KINDS))
+    n, k, d = draw(st.integers(1, 3)), draw(st.integers(1, 3)), draw(st.integers(1, 8))
+    shift = draw(st.sampled_from([None, -2, 3]))
+    keep = draw(st.booleans())
+    above = draw(st.booleans())
+
+    def body(g: Any) -> Any:
+        if kind == "snapshot":
+            out = g.snapshot_window().aggregate(n=agg.count(), v=agg.sum("v"),
+                                                id=agg.udf(props._udf_ids))
+        elif kind == "sliding":
+            out = g.alter_event_duration(ticks(d)).snapshot_window().aggregate(
+                v=agg.max("v"))
+        elif kind == "top_k":
+            out = g.snapshot_window().top_k(k, [["v", "desc"]])
+        else:
+            out = g.count_window(n).apply_operator(pieces, time_sensitive=True)
+        if keep:
+            out = out.where(lambda p: p.get("v", 0) != 3)
+        return out if shift is None else out.shift_event_time(ticks(shift))
+
+    def build(s: list[Any]) -> Any:
+        q = s[0].group_by("k").apply(body)
+        return q.where(lambda p: p.get("v", 0) != 5) if above else q
+
+    text = (f"group_by(k).apply({kind}(n={n}, k={k}, d={d}){'.where' if keep else ''}"
+            f"{f'.shift({shift})' if shift is not None else ''}){'.where' if above else ''}")
+    return props.Case(text, 1, build, lambda lv, c: [], lambda c: [], window=True)
+
+
+def _batches(cuts: list[int], n: int) -> list[dict]:
+    bounds = [0, *cuts, n]
+    return [{"a": [(a, b, i == len(bounds) - 2)]}
+            for i, (a, b) in enumerate(zip(bounds, bounds[1:], strict=False))]
+
+
+def _rows(table: pa.Table) -> list[tuple]:
+    return [tuple(r.values()) for r in ordered_table(table).to_pylist()]
+
+
+@settings(max_examples=120, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(case=held_case(), defs=props.input_defs(1, max_size=14), shards=st.integers(2, 4),
+       seed=st.integers(0, 99), data=st.data())
+def test_the_least_level_per_tag_over_the_shards_is_one_shards_output(case, defs, shards,
+                                                                     seed, data):
+    items = defs[0].items
+    cuts = sorted(set(data.draw(st.lists(st.integers(0, len(items)), max_size=3))))
+    query = case.build(bind(defs))
+    note(props.explain(case, defs) + f"\ncuts {cuts}, {shards} shards")
+    adapters = {"a": MemoryInputAdapter(list(items), defs[0].shape)}
+    batches = _batches(cuts, len(items))
+    _, one, _, _ = run_shards(query, adapters, batches, 1)
+    route, many, _, _ = run_shards(query, adapters, batches, shards, seed)
+    assert route.shards == shards and route.held  # (spread, and combined after the shards)
+    got = combined([[tagged_table(o.events, o.ctis, o.tags) for o in outs] for outs in many])
+    for b, (step, table) in enumerate(zip(one[0], got, strict=True)):
+        assert _rows(table) == _rows(step_table(step.events, step.ctis)), f"micro-batch {b}"
+
+
+def test_data_cti_plans_of_one_input_spread_and_two_inputs_stay_in_one_shard():
+    defs = [props.StreamDef("a", props.POINT, (), None), props.StreamDef("b", props.POINT, (),
+                                                                         None)]
+    a, b = bind(defs)
+    snap = a.group_by("k").apply(lambda g: g.snapshot_window().aggregate(n=agg.count()))
+    assert data_ctis(snap.node) and shard_fields(snap.node, snap.inputs()) == ["k"]
+    count = a.group_by("k").apply(
+        lambda g: g.count_window(2).apply_operator(pieces, time_sensitive=True))
+    assert data_ctis(count.node) and shard_fields(count.node, count.inputs()) == ["k"]
+    # A clip by another stream (two inputs: one CTI of one may answer several): one shard.
+    clipped = a.clip_event_duration(b, on="k")
+    assert data_ctis(clipped.node) and shard_fields(clipped.node, clipped.inputs()) is None
+    # A union inside the group (no tags through it): one shard.
+    union = a.group_by("k").apply(lambda g: g.snapshot_window().aggregate(n=agg.count())
+                                  .union(g.snapshot_window().aggregate(n=agg.count())))
+    assert shard_fields(union.node, union.inputs()) is None
+
+
+def test_levels_combine_by_tag_and_events_wait_for_the_least():
+    """Shard 0 answers input CTIs 10 and 20 with 4 and 15; shard 1 answers 20 with 12 (its
+    level at 10 is its old one, 3). The query's CTIs: 3 at tag 10, 12 at 20. Shard 0's event
+    at 13 (released by its own 15) waits for a later CTI; its event at 5 leaves by 12."""
+    gs, levels = combine([MIN_TIME, 3], MIN_TIME, {0: ([4, 15], [10, 20]), 1: ([12], [20])})
+    assert (gs, levels) == ([3, 12], [15, 12])
+    state = HoldState([MIN_TIME, 3])
+    events = pa.table({"release": [15, 15], "kind": ["point", "point"], "start": [5, 13],
+                       "end": [6, 14], "payload": ["{}", "{}"]}, schema=OUTPUT_ARROW)
+    out, gs = hold_step(state, {0: ([4, 15], [10, 20]), 1: ([12], [20])}, events)
+    assert gs == [3, 12] and out.column("release").to_pylist() == [12]
+    assert state.held.column("start").to_pylist() == [13] and state.cti == 12
+    out, gs = hold_step(state, {1: ([30], [40])}, OUTPUT_ARROW.empty_table())
+    assert gs == [15] and out.column("release").to_pylist() == [15]
+
+
+@pytest.mark.spark
+@settings(max_examples=2, deadline=None, suppress_health_check=list(HealthCheck))
+@given(cases=st.lists(st.tuples(held_case(), props.input_defs(1, max_size=10)),
+                      min_size=6, max_size=8),
+       splits=st.one_of(st.none(), st.lists(st.integers(1, 5), min_size=1, max_size=3)))
+def test_spread_queries_on_spark_equal_local(spark, cases, splits):
+    props.assert_spark_equals_local(spark, cases, splits, shards=3)
+
+
+def _restart_query(path: Any) -> Any:
+    """Points whose lifetime is their ``d``, a snapshot window per key clipped to its windows:
+    key ``a``'s long event keeps the query's CTI at its start while the other keys' shards
+    release their windows."""
+    from cti import AdvanceTimeSettings, Application, CepStream, EventShape
+    from cti.io.files import FileInputConfig, JsonLinesInputAdapterFactory
+
+    config = FileInputConfig(path, start_column="t", time_format="ticks", live=True)
+    s = CepStream.create("s", JsonLinesInputAdapterFactory(), config, EventShape.POINT,
+                         AdvanceTimeSettings.unordered_start_time(ticks(1)),
+                         application=Application())
+    return s.alter_event_duration(lambda e: ticks(e.payload["d"])).group_by("k").apply(
+        lambda g: g.snapshot_window().aggregate(n=agg.count(), total=agg.sum("v")))
+
+
+RESTART_ROWS = [{"t": 10, "k": "a", "v": 1, "d": 60}] + [
+    {"t": t, "k": "bcdefg"[n % 6], "v": n, "d": 2} for n, t in enumerate(range(12, 90, 3))]
+
+
+@pytest.mark.spark
+def test_a_restart_keeps_the_events_held_across_the_stop(spark, tmp_path):
+    """Over 4 shards (2 tasks): the first run ends with the query's CTI held at key ``a``'s
+    start (10) while the shards of the other keys have released their windows, which wait in
+    the hold stage's state; after the restart they leave, and the whole output is the
+    uninterrupted in-process run's, with no duplicates. Both tasks wrote output: the events
+    stay spread."""
+    from restarts import run_twice_from_checkpoint
+
+    from cti.engine.batch import owners
+    from cti.runtime.local import LocalRuntime
+
+    keys = pa.array([json.dumps({"k": k}) for k in "abcdefg"])
+    owner = owners(keys, "k", 4)
+    assert len(set(owner[1:]) - {owner[0]}) >= 1  # (another key's shard than a's)
+    before, after = run_twice_from_checkpoint(
+        spark, tmp_path, RESTART_ROWS, 12, _restart_query, (5, 6), ({"shards": 4}, {}))
+    events = [e for e in before if hasattr(e, "payload")]
+    ctis = [c.time for c in before if not hasattr(c, "payload")]
+    assert ctis and max(ctis) <= 10 and not events  # (everything the shards released waits)
+    assert after == _restart_query(tmp_path / "in.jsonl").collect(LocalRuntime())
+    done = [json.dumps(e.payload, sort_keys=True) + str(e.start) for e in after
+            if hasattr(e, "payload")]
+    assert len(done) == len(set(done)) and done
+    tasks = {int(p.stem.rsplit("-", 1)[1]) for p in (tmp_path / "out").glob("batch-*")}
+    assert tasks == {0, 1}, tasks
+
+
+def _snapshots() -> Any:
+    """A snapshot window per key (clipped to its windows) over lasting points, spread."""
+    from cti import AdvanceTimeSettings, Application, CepStream, EventShape, PointEvent
+    from cti.io.memory import MemoryInputAdapterFactory
+
+    events = [PointEvent(t * 3 + (t * 7) % 5, {"k": f"k{t % 7}", "v": t}) for t in range(90)]
+    s = CepStream.create("s", MemoryInputAdapterFactory(), events, EventShape.POINT,
+                         AdvanceTimeSettings.unordered_start_time(ticks(6)),
+                         application=Application())
+    return s.alter_event_duration(lambda e: ticks(4 + e.payload["v"] % 9 * 5)).group_by(
+        "k").apply(lambda g: g.snapshot_window().aggregate(n=agg.count(), total=agg.sum("v")))
+
+
+@pytest.mark.spark
+def test_the_sinks_that_take_whole_batches_and_dataframes_get_the_held_output(spark,
+                                                                              tmp_path):
+    """An adapter that takes whole batches gets each micro-batch whole, once, after the hold
+    stage; ``to_dataframe()`` gives the same rows: both the in-process output."""
+    from test_parallel_output import _whole_batches_factory, _written
+
+    from cti.events import Cti
+    from cti.runtime.local import LocalRuntime
+    from cti.runtime.spark import SparkRuntime
+
+    want = _snapshots().collect(LocalRuntime())
+    _snapshots().to(_whole_batches_factory(), str(tmp_path)).run(
+        SparkRuntime(spark, shards=4, batch_sizes=[25]))
+    assert _written(tmp_path) == [repr(i) for i in want]
+    out = _snapshots().to_dataframe(SparkRuntime(spark, shards=4))
+    writer = (out.writeStream.format("memory").queryName("held_out")
+              .option("checkpointLocation", str(tmp_path / "checkpoint")).start())
+    writer.processAllAvailable()
+    writer.stop()
+    rows = spark.table("held_out").collect()
+    assert sorted(r.start for r in rows if r.kind == "cti") == [
+        c.time for c in want if isinstance(c, Cti)]
+    assert sorted((r.start, r.end, r.payload) for r in rows if r.kind != "cti") == sorted(
+        (e.start, e.end, json.dumps(e.payload, separators=(",", ":"))) for e in want
+        if not isinstance(e, Cti))
