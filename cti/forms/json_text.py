@@ -158,7 +158,8 @@ def column_texts(column: pa.ChunkedArray | pa.Array) -> pa.Array | pa.ChunkedArr
 def exact_texts(column: pa.ChunkedArray | pa.Array) -> pa.Array:
     """Each value's JSON text exactly as ``json.dumps`` writes it (null: ``null``): column-wise
     where it can (``value_texts``), else one ``json.dumps`` per distinct value. A string
-    column's comes dictionary-encoded (its texts once per distinct value)."""
+    column whose values repeat comes dictionary-encoded (its texts once per distinct
+    value)."""
     got = value_texts(column)
     if got is None:
         if isinstance(column, pa.ChunkedArray):
