@@ -314,6 +314,20 @@ def test_import_chains_equal_reference_whatever_the_batches(defs, sizes):
         assert run_local(defs, size).streams == whole.streams, describe(defs)
 
 
+def test_importing_streams_with_bulk_books_equal_reference():
+    """The same with every batch's edge starts, where no end comes and the book is empty,
+    opened as a ``BulkBook`` (``edges.BULK_STARTS`` 1: a large reference table's form)."""
+    from cti.forms import edges
+
+    saved, edges.BULK_STARTS = edges.BULK_STARTS, 1
+    try:
+        test_importing_streams_equal_reference()
+        test_edge_stream_with_stray_ends_equals_reference()
+        test_import_chains_equal_reference_whatever_the_batches()
+    finally:
+        edges.BULK_STARTS = saved
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(defs=stream_defs(chain=4, max_size=8), sizes=batch_sizes)
 def test_chains_of_four_do_not_depend_on_the_batches(defs, sizes):

@@ -22,6 +22,7 @@ from cti import (
     InvalidInput,
     PointEvent,
 )
+from cti.adapters import FIELD_COLUMN
 from cti.errors import InvalidSettingsError
 from cti.io.memory import MemoryInputAdapterFactory
 from cti.io.reference import (
@@ -141,8 +142,10 @@ def test_file_options_and_bad_rows(tmp_path):
 def test_the_columnar_read_gives_the_rows_one_by_one_gives(tmp_path, fmt, text, columns,
                                                           arrow):
     """The engine reads a reference file by ``read_frame``: the same input rows (payloads,
-    times, bad rows and their rules) as ``read``, item by item, for any range."""
-    from cti.engine.batch import _in_table, read_rows, rows_table
+    times, bad rows and their rules) as ``read``, item by item, for any range; where Arrow
+    read the file, the payloads as typed columns, their text written from those
+    (``text_rows``)."""
+    from cti.engine.batch import _in_table, read_rows, rows_table, text_rows
 
     path = tmp_path / f"ref.{fmt}"
     path.write_bytes(text.encode() + b"E,\xff\n" * (fmt == "csv" and not arrow))
@@ -153,7 +156,13 @@ def test_the_columnar_read_gives_the_rows_one_by_one_gives(tmp_path, fmt, text, 
     for start, end in [(0, n), (1, n), (0, 2), (2, 2)]:
         one_by_one = rows_table(read_rows(3, adapter, start, end))
         columnar = _in_table(adapter.read_frame(start, end), 3, start)
-        assert columnar.to_pylist() == one_by_one.to_pylist(), (start, end)
+        assert text_rows(columnar).to_pylist() == one_by_one.to_pylist(), (start, end)
+        if arrow and end > start:
+            assert columnar.column("payload").null_count == end - start
+            fields = [json.loads(r["payload"]) for r in one_by_one.to_pylist()]
+            for name in fields[0]:
+                assert columnar.column(FIELD_COLUMN + name).to_pylist() == [
+                    f[name] for f in fields]
     assert one_by_one.num_rows == 0 and n >= 4
 
 

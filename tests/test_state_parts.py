@@ -214,6 +214,36 @@ def test_a_large_ingress_book_is_a_part_named_again_until_its_stream_changes(tmp
         (5, f"row {i}"): (5,) for i in range(300)}
 
 
+def test_a_bulk_book_is_its_arrays_as_parts_named_again_until_its_stream_changes(tmp_path):
+    """A ``BulkBook`` (a reference table's starts, opened at once) is written as its arrays'
+    parts (the times as ``.npy``, the payloads pickled), named again while nothing changes
+    it, read back as the book it was, and ``with_stored_books`` leaves it as it is."""
+    import numpy as np
+
+    from cti import EventShape
+    from cti.forms.edges import BulkBook, writable
+    from cti.ingress.spec import StreamSpec
+    from cti.ingress.state import _BOOK, GroupState, with_stored_books
+
+    store = PartStore(str(tmp_path), 1024)
+    n = 1000
+    book = BulkBook(((np.full(n, 5, np.int64), np.asarray([f"row {i}" for i in range(n)],
+                                                           object), np.full(n, 5, np.int64)),))
+    group = GroupState.new([StreamSpec("ref", EventShape.EDGE)])
+    group.streams[0].open_edges = book
+    data = with_stored_books(group.to_data(), store.min_entries)
+    assert data[1][0][_BOOK] is book
+    blob = dump_state({"ingress": {0: data}}, store, None, 1)
+    assert sorted(name.split(".", 1)[1] for name in _files(store)) == ["npy", "npy", "pkl.zst"]
+    back, manifest = load_parts(blob, store)
+    blob = dump_state(back, store, manifest, 2)
+    assert len(_files(store)) == 3  # the same arrays, named again
+    state.clear_cache()
+    got = GroupState.from_data(load_state(blob, store)["ingress"][0], []).streams[0].open_edges
+    assert type(got) is BulkBook and got == book
+    assert list(writable(got).items()) == [((5, f"row {i}"), [5]) for i in range(n)]
+
+
 @pytest.mark.spark
 def test_on_spark_reference_rows_are_written_once_whatever_the_micro_batches(spark, tmp_path,
                                                                              monkeypatch):

@@ -20,6 +20,8 @@ from cti.adapters import Arriving
 from cti.engine.batch import read_rows
 from cti.errors import BadInputError, CtiError
 from cti.events import EdgeEvent, EventShape, IntervalEvent, PointEvent
+from cti.forms import edges
+from cti.forms.edges import writable
 from cti.forms.rows import clock_row, eos_row
 from cti.ingress import columns, importing, vectorized
 from cti.ingress.spec import StreamSpec
@@ -601,8 +603,9 @@ def test_span_points_are_the_generators_of_the_rule(starts, span, gen_ref, befor
 
 
 def _books(machine: IngressMachine) -> list[list]:
-    """Each stream's open edges in the book's order (``==`` on dicts ignores it)."""
-    return [list(s.open_edges.items()) for s in machine.state.streams]
+    """Each stream's open edges in the book's order (``==`` on dicts ignores it; a bulk
+    book's as the dict it stands for)."""
+    return [list(writable(s.open_edges).items()) for s in machine.state.streams]
 
 
 @settings(max_examples=250, deadline=None, suppress_health_check=list(HealthCheck))
@@ -637,6 +640,16 @@ def test_an_edge_stream_runs_vectorised_as_the_row_machine(defs, sizes, data):
     event(f"vectorised edge batches: {min(used, 2)}")
     if specs[0].policy is None:
         event(f"no policy, vectorised edge batches: {min(used, 2)}")
+
+
+def test_an_edge_stream_with_bulk_books_runs_vectorised_as_the_row_machine():
+    """The same with every batch's starts, where no end comes and the book is empty, opened
+    as a ``BulkBook`` (``edges.BULK_STARTS`` 1: a large reference table's form)."""
+    saved, edges.BULK_STARTS = edges.BULK_STARTS, 1
+    try:
+        test_an_edge_stream_runs_vectorised_as_the_row_machine()
+    finally:
+        edges.BULK_STARTS = saved
 
 
 def test_an_edge_stream_with_ends_takes_the_vectorised_path():

@@ -25,7 +25,7 @@ from cti.adapters import FIELD_COLUMN, InputAdapter
 from cti.engine.route import QueryRoute, ShardKey
 from cti.events import EVENT_KINDS, SHAPE_KINDS, EventShape
 from cti.forms.frame import exact_field, filled, framed, payload_objects, value_json
-from cti.forms.json_text import exact_texts, filled_payloads, scattered
+from cti.forms.json_text import exact_texts, filled_payloads, repeats, scattered
 from cti.forms.layout import IN_COLUMNS, NULLABLE, in_row_to_tuple
 from cti.forms.rows import (
     InRow,
@@ -134,6 +134,10 @@ def key_shards(payloads: pa.Array, field: str, shards: int, texts: pa.Array | No
         out[mask] = key_shards(payloads.filter(given), field, shards, texts.filter(given))
         out[~mask] = key_shards(payloads.filter(pc.invert(given)), field, shards)
         return out
+    if texts is not None and not pa.types.is_dictionary(texts.type) and not repeats(texts):
+        # (the values' own JSON texts, nearly all distinct: hashed row by row, not hashed
+        # first to find the distinct ones)
+        return (text_hashes(texts) % np.uint64(shards)).astype(np.int32)
     if texts is not None:  # the value's own JSON text: one per distinct value
         encoded = texts.dictionary_encode()  # (itself, if it is encoded)
         distinct = encoded.dictionary

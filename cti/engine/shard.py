@@ -151,13 +151,15 @@ def _counted(got: pd.DataFrame, shard: int, route: QueryRoute, group: int) -> pd
         rows = by_owner & (stream == i)
         mine[rows] = _owned(payload[rows], route.fields.get((group, int(i))), shard,
                             route.shards)
-    return got[mine | (~by_owner & (shard == 0))]
+    return frame.rows_where(got, mine | (~by_owner & (shard == 0)))
 
 
 def _owned(payloads: np.ndarray, field: ShardKey, shard: int, shards: int) -> np.ndarray:
     """Which of these events (their payloads; None: left out, another shard's) the shard
     owns, by the hash the rows were routed by (``batch.owners``)."""
     kept = pd.notna(payloads)
+    if field is None or shards == 1:  # (one shard owns them all: ``batch.owners``)
+        return kept & (shard == 0)
     mine = np.zeros(len(payloads), bool)
     if kept.any():
         mine[kept] = owners(pa.array(list(payloads[kept]), pa.string()), field, shards) == shard

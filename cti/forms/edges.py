@@ -11,6 +11,13 @@ dict of lists), so it pickles with the holder's state.
 
 A holder that keeps its events in a table anyway (the join) needs no book: ``pair_ends``
 applies the same rule to the table's open starts, all of a chunk's ends at once.
+
+A book that many starts open at once and no end has reached yet (a reference table: a
+million edges from its load time, which may never end) is kept as the starts' arrays, in
+the order they opened (``BulkBook``, ``opened``): no Python object per edge, and in a
+stored state a few arrays (``cti.runtime.spark.state`` keeps each large one as a part).
+It is the book those starts would make, opened one by one on an empty book; the first end
+(or a holder that changes it otherwise) gets that book as a dict (``writable``).
 """
 
 from __future__ import annotations
@@ -18,7 +25,14 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterable
 from typing import Any
 
+import numpy as np
+
+from cti.time import MIN_TIME
+
 OpenEdges = dict[Hashable, list[Any]]
+NO_START = MIN_TIME  # a ``BulkBook`` value: the start was dropped (None; ingress's NULL)
+# From how many starts opened at once on an empty book it is kept as a ``BulkBook``.
+BULK_STARTS = 4096
 
 
 class StoredBook(dict):
@@ -43,11 +57,75 @@ def stored_book(book: OpenEdges) -> StoredBook:
     return StoredBook((ident, tuple(values)) for ident, values in book.items())
 
 
-def writable(book: OpenEdges, changing: bool = True) -> OpenEdges:
+class BulkBook:
+    """The book of edge starts opened in bulk (``opened``) on an empty book, none closed
+    yet: per bulk, the starts' times, payloads and values (the time each start was emitted
+    at; ``NO_START``: None, dropped) as arrays, in the order they opened. Read-only, like a
+    ``StoredBook``: ``writable`` gives it as the dict ``open_edges`` would have made of the
+    same starts (identities in the order they first opened, each one's values in order)."""
+
+    __slots__ = ("pieces",)
+
+    def __init__(self, pieces: tuple[tuple[np.ndarray, np.ndarray, np.ndarray], ...]
+                 ) -> None:
+        self.pieces = pieces
+
+    def __reduce__(self) -> tuple:
+        return BulkBook, (self.pieces,)
+
+    def __bool__(self) -> bool:
+        return any(len(start) for start, _, _ in self.pieces)
+
+    def starts(self) -> int:
+        """How many open starts it holds."""
+        return sum(len(start) for start, _, _ in self.pieces)
+
+    def as_dict(self) -> OpenEdges:
+        """The book as a dict of lists (``open_edges`` of every start, in order)."""
+        book: OpenEdges = {}
+        for start, payload, value in self.pieces:
+            values = value.tolist()
+            open_edges(book, zip(start.tolist(), payload.tolist(), strict=True),
+                       [None if v == NO_START else v for v in values])
+        return book
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, BulkBook):
+            other = other.as_dict()
+        return isinstance(other, dict) and self.as_dict() == other
+
+    __hash__ = None  # type: ignore[assignment]  (a book is mutable data, as a dict is)
+
+    def __repr__(self) -> str:
+        return f"BulkBook({self.starts()} open starts)"
+
+
+def opened(book: OpenEdges | BulkBook, start: np.ndarray, payload: np.ndarray,
+           emitted: np.ndarray) -> OpenEdges | BulkBook:
+    """The book after edge starts open, in order (``open_edges``): their times ``start``,
+    payloads and the times they were emitted at (``NO_START``: dropped). An empty book or a
+    ``BulkBook`` takes many at once as arrays (``BulkBook``); any other book is changed in
+    place (a stored one copied first: ``writable``)."""
+    if not len(start):
+        return book
+    bulk = type(book) is BulkBook
+    if bulk or (not book and len(start) >= BULK_STARTS):
+        piece = (np.asarray(start, np.int64), np.asarray(payload, object),
+                 np.asarray(emitted, np.int64))
+        return BulkBook((*book.pieces, piece) if bulk else (piece,))
+    book = writable(book)
+    open_edges(book, zip(start.tolist(), payload.tolist(), strict=True),
+               [None if t == NO_START else t for t in emitted.tolist()])
+    return book
+
+
+def writable(book: OpenEdges | BulkBook, changing: bool = True) -> OpenEdges | BulkBook:
     """A book that may be changed, where ``changing``: a stored book's copy (its values lists
-    again), else the book itself."""
+    again), a ``BulkBook`` as a dict, else the book itself."""
     if changing and type(book) is StoredBook:
         return {ident: list(values) for ident, values in book.items()}
+    if changing and type(book) is BulkBook:
+        return book.as_dict()
     return book
 
 

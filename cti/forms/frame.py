@@ -82,6 +82,13 @@ def with_payloads(frame: pd.DataFrame, payloads: np.ndarray) -> pd.DataFrame:
     return out
 
 
+def rows_where(frame: pd.DataFrame, mask: np.ndarray) -> pd.DataFrame:
+    """``frame[mask]``, where every row is kept its columns shared, not copied (pandas copies
+    a frame whole for a mask of all rows, first joining its columns of a type into one block:
+    a second per million rows of text)."""
+    return frame.copy(deep=False) if mask.all() else frame[mask]
+
+
 def concat(frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
     frames = [f for f in frames if len(f)]
     if not frames:
@@ -499,9 +506,9 @@ def chunk_of(status: np.ndarray, kind: np.ndarray, start: np.ndarray, end: np.nd
     end = np.where(kind == "point", start + 1, np.where(
         kind == "edge_start", MAX_TIME,
         np.where(pd.isna(raw_end), 0, raw_end).astype(np.int64))).astype(np.int64)
-    pays = payload[is_event]
-    pays = np.where(pd.isna(pays), "{}", pays) if len(pays) else pays
-    return Chunk(make(kind, start, end, pays, [""] * len(kind)), ctis)
+    pays = np.asarray(payload[is_event], object)  # (a copy: its missing ones filled in place)
+    pays[pd.isna(pays)] = "{}"
+    return Chunk(make(kind, start, end, pays, filled(len(kind), "")), ctis)
 
 
 def from_out_rows(rows: Iterable[OutRow]) -> Chunk:

@@ -27,9 +27,10 @@ _PLAIN_TEXT = rf"^{PLAIN_JSON_CHARS}*$"  # a string quoted is its own JSON text
 def value_texts(column: pa.ChunkedArray | pa.Array) -> tuple[pa.Array, pa.Array | None] | None:
     """A column's values as JSON text, where it is written exactly as ``json.dumps`` writes
     them (integers, booleans, floats, strings of plain printable ASCII); else None. A
-    string column's as the texts of its distinct values (and ``null``) and each row's index
-    into them (keys repeat: checked and quoted once per value), another's as one text per row
-    and None."""
+    string column whose values repeat (``repeats``: keys) as the texts of its distinct values
+    (and ``null``) and each row's index into them (checked and quoted once per value),
+    another's as one text per row and None (hashing a million distinct texts to find that
+    they are distinct costs four times writing them)."""
     import pyarrow.compute as pc
 
     t = column.type
@@ -40,8 +41,13 @@ def value_texts(column: pa.ChunkedArray | pa.Array) -> tuple[pa.Array, pa.Array 
     if pa.types.is_boolean(t):
         return pc.if_else(column, "true", "false").fill_null("null"), None
     if pa.types.is_string(t) or pa.types.is_large_string(t):
-        encoded = (column.combine_chunks() if isinstance(column, pa.ChunkedArray)
-                   else column).cast(pa.string()).dictionary_encode()
+        column = (column.combine_chunks() if isinstance(column, pa.ChunkedArray)
+                  else column).cast(pa.string())
+        if not repeats(column):
+            if len(column) and not pc.all(pc.match_substring_regex(column, _PLAIN_TEXT)).as_py():
+                return None
+            return pc.binary_join_element_wise('"', column, '"', "").fill_null("null"), None
+        encoded = column.dictionary_encode()
         values = encoded.dictionary
         if len(values) and not pc.all(pc.match_substring_regex(values, _PLAIN_TEXT)).as_py():
             return None
@@ -152,7 +158,8 @@ def column_texts(column: pa.ChunkedArray | pa.Array) -> pa.Array | pa.ChunkedArr
 def exact_texts(column: pa.ChunkedArray | pa.Array) -> pa.Array:
     """Each value's JSON text exactly as ``json.dumps`` writes it (null: ``null``): column-wise
     where it can (``value_texts``), else one ``json.dumps`` per distinct value. A string
-    column's comes dictionary-encoded (its texts once per distinct value)."""
+    column whose values repeat comes dictionary-encoded (its texts once per distinct
+    value)."""
     got = value_texts(column)
     if got is None:
         if isinstance(column, pa.ChunkedArray):
@@ -223,10 +230,20 @@ def frame_payloads(pdf: pd.DataFrame, rows: np.ndarray | None = None) -> np.ndar
     marker = pa.array(pdf[FIELD_COLUMN].array).take(pa.array(at))
     lazy = pd.isna(out) & marker.is_valid().to_numpy(zero_copy_only=False)
     for fields, these in _marked(marker, lazy):
-        taken = pa.array(at[these])
+        taken = at[these]
         out[these] = payload_objects(payload_texts(
-            {f: pa.array(pdf[FIELD_COLUMN + f].array).take(taken) for f in fields}, len(taken)))
+            {f: _taken(pa.array(pdf[FIELD_COLUMN + f].array), taken) for f in fields},
+            len(taken)))
     return out
+
+
+def _taken(column: pa.Array | pa.ChunkedArray, at: np.ndarray) -> pa.Array:
+    """``column``'s values at the increasing positions ``at``: a slice where they are one run
+    (a stream's rows in a batch of several), else taken."""
+    if len(at) and int(at[-1]) - int(at[0]) + 1 == len(at):
+        part = column.slice(int(at[0]), len(at))
+        return part.combine_chunks() if isinstance(part, pa.ChunkedArray) else part
+    return column.take(pa.array(at))
 
 
 def _marked(marker: pa.Array | pa.ChunkedArray, rows: np.ndarray

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from cti.events import EVENT_STATUSES, SHAPE_KINDS, EventShape
-from cti.forms.edges import open_edges
+from cti.forms.edges import opened, writable
 from cti.forms.frame import framed
 from cti.forms.rows import CLOCK, EOS, INVALID, InRow, payload_to_json
 from cti.ingress import ordering
@@ -102,14 +102,16 @@ def policed(verdict: tuple[np.ndarray, ...], start: np.ndarray, end: np.ndarray,
 def edges_paired(book: dict, spec: StreamSpec, starts: np.ndarray, ends: np.ndarray,
                  start: np.ndarray, end: np.ndarray, payload: np.ndarray, before: np.ndarray,
                  verdict: tuple[np.ndarray, ...], strays: bool = False
-                 ) -> tuple[np.ndarray, ...] | None:
+                 ) -> tuple[Any, ...] | None:
     """The edges' output times (``NULL`` where dropped), reasons, (accepted, adjusted,
-    dropped) masks, the ends' included, and the mask of ends that close nothing (bad input),
+    dropped) masks, the ends' included, the mask of ends that close nothing (bad input),
     pairing each end with the earliest open start of its start time and payload
-    (``cti.forms.edges``) in arrival order as the row machine does; and the book (``open_edges``) as
-    the row machine leaves it, its order included: identities it holds throughout keep their
-    place, the others follow in the order they were last opened. An end that closes nothing
-    changes nothing; without ``strays`` the first one gives None instead (the book untouched).
+    (``cti.forms.edges``) in arrival order as the row machine does; and the book as the row
+    machine leaves it (``book`` itself, changed, or a new one: a stored book is read-only,
+    ``writable``; starts alone opened on an empty book may make a ``BulkBook``, ``opened``),
+    its order included: identities it holds throughout keep their place, the others follow
+    in the order they were last opened. An end that closes nothing changes nothing; without
+    ``strays`` the first one gives None instead (the book's content untouched).
 
     ``starts``/``ends``: the rows to pair (the owner's edges); ``verdict``: ``judged`` on the
     starts. A start opens with the time it was emitted at (None if dropped); an end closes it:
@@ -123,10 +125,9 @@ def edges_paired(book: dict, spec: StreamSpec, starts: np.ndarray, ends: np.ndar
     rows = np.flatnonzero(starts | ends)
     stray = np.zeros(len(starts), bool)
     if not ends.any():  # starts alone: opened in bulk, in order
-        emitted = out_start[rows].tolist()
-        open_edges(book, zip(start[rows].tolist(), payload[rows].tolist(), strict=True),
-                   [None if t == NULL else t for t in emitted])
-        return out_start, out_end, reason, accepted, adjust, dropped, stray
+        book = opened(book, start[rows], payload[rows], out_start[rows])
+        return out_start, out_end, reason, accepted, adjust, dropped, stray, book
+    book = writable(book)
     lines: dict[tuple, list] = {}  # identity -> its open values now (the book's, copied)
     moved: dict[tuple, int] = {}  # identity -> when it was last (re)opened, if it left its place
     drop_late = spec.policy is not AdvanceTimePolicy.ADJUST  # (None: the caller words them)
@@ -177,7 +178,7 @@ def edges_paired(book: dict, spec: StreamSpec, starts: np.ndarray, ends: np.ndar
     judged_ends = ends & ~stray
     return (out_start, out_end, reason, accepted | (judged_ends & kept),
             adjust | (judged_ends & ~kept & (out_start != NULL)),
-            dropped | (judged_ends & (out_start == NULL)), stray)
+            dropped | (judged_ends & (out_start == NULL)), stray, book)
 
 
 def output_frame(cols: dict[str, Any], index: int) -> pd.DataFrame:

@@ -30,7 +30,6 @@ import attrs
 import numpy as np
 import pandas as pd
 
-from cti.forms.edges import writable
 from cti.forms.layout import IN_COLUMNS, in_row_to_tuple, in_rows_from_pandas
 from cti.forms.rows import CLOCK, EOS
 from cti.ingress.columns import (
@@ -81,10 +80,9 @@ def process(machine: GroupRun, pdf: pd.DataFrame, exporter: int, j: int
     if spec.policy is None and (violates.any() or (ends & (e < before)).any()):
         return None  # (a stream that imports CTIs has a policy: ``StreamSpec``)
     if event_kind == "edge_start":
-        st.open_edges = writable(st.open_edges, bool((judge | ends).any()))
-        out_start, out_end, reason, accepted, adjusted, dropped, stray = edges_paired(
-            st.open_edges, spec, judge, ends, s, e, p, before,
-            (violates, adjusted, dropped, accepted), strays=True)
+        out_start, out_end, reason, accepted, adjusted, dropped, stray, st.open_edges = \
+            edges_paired(st.open_edges, spec, judge, ends, s, e, p, before,
+                         (violates, adjusted, dropped, accepted), strays=True)
         judge |= ends & ~stray
         rule[:ready][stray] = STRAY_END  # (an end that closes nothing: bad input)
         dead = dead | stray
@@ -139,15 +137,24 @@ def process(machine: GroupRun, pdf: pd.DataFrame, exporter: int, j: int
         "orig_end": pick(np.where(gone, e[emits], np.where(back, NULL, no_end)),
                          np.full(c, NULL)),
         "cti": pick(np.where(before_ev == MIN_TIME, NULL, before_ev), new_ctis),
-        "reason": pick(np.where(gone, rule[done][emits], np.where(back, np.asarray(
-            [cti_regression(int(t), int(b)) if r else None for t, b, r in zip(
-                s[emits], before_ev, back, strict=True)], object), reason[emits])).astype(
-            object), np.full(c, None, object)),
+        "reason": pick(np.where(gone, rule[done][emits], np.where(
+            back, _regressions(s[emits], before_ev, back), reason[emits])).astype(object),
+            np.full(c, None, object)),
     }, j)
 
     _moved_state(st, rx, tm, j, ready, queue, waiting, (accepted, adjusted, dropped, dead),
                  c, m)
     return out, exported
+
+
+def _regressions(start: np.ndarray, before: np.ndarray, back: np.ndarray) -> np.ndarray:
+    """The reason of each adapter CTI that goes ``back`` (``rules.cti_regression``), None
+    elsewhere."""
+    out = np.empty(len(back), object)  # (Nones)
+    at = np.flatnonzero(back)
+    out[at] = [cti_regression(int(t), int(b)) for t, b in zip(
+        start[at].tolist(), before[at].tolist(), strict=True)]
+    return out
 
 
 @attrs.define(slots=True)

@@ -40,8 +40,7 @@ import pyarrow.compute as pc
 from cti.adapters import FIELD_COLUMN
 from cti.errors import CtiViolationError
 from cti.events import EventShape
-from cti.forms.edges import writable
-from cti.forms.frame import Chunk, filled, make, stack
+from cti.forms.frame import Chunk, filled, make, rows_where, stack
 from cti.forms.json_text import frame_payloads
 from cti.forms.layout import in_rows_from_pandas
 from cti.ingress import importing
@@ -154,17 +153,17 @@ def with_importers(machine: GroupRun, pdf: pd.DataFrame, i: int,
     def in_order(streams: range) -> None:
         for j in streams:
             if j != i:
-                in_sequence(machine.specs[j], machine.state.streams[j], pdf[stream == j],
-                            STARTS[machine.specs[j].shape])
+                in_sequence(machine.specs[j], machine.state.streams[j],
+                            rows_where(pdf, stream == j), STARTS[machine.specs[j].shape])
 
     in_order(range(i))
-    done = fast(pdf[mine])
+    done = fast(rows_where(pdf, mine))
     if done is None:
         return None
     in_order(range(i + 1, len(machine.specs)))
     out, ctis = done
     machine.import_ctis(i, ctis)
-    return out, importers_step(machine, pdf[~mine], i)
+    return out, importers_step(machine, rows_where(pdf, ~mine), i)
 
 
 def importers_step(machine: GroupRun, rows: pd.DataFrame, i: int) -> pd.DataFrame:
@@ -178,15 +177,17 @@ def importers_step(machine: GroupRun, rows: pd.DataFrame, i: int) -> pd.DataFram
     todo = [(i, j) for j in machine.importers[i]]
     while todo:
         exporter, j = todo.pop(0)
-        got = importing.process(machine, rows[stream == j], exporter, j)
+        got = importing.process(machine, rows_where(rows, stream == j), exporter, j)
         if got is None:  # (binding gives every such stream a policy and no ordering)
             raise RuntimeError(f"no vectorised ingress for stream {machine.specs[j].name!r}, "
                                "which imports CTIs: a bug in cti")
         done.append(got[0])
         machine.import_ctis(j, got[1])
         todo += [(j, k) for k in machine.importers[j]]
-    return stack([*done, *(metrics_row(spec, st, k) for k, (spec, st) in enumerate(
-        zip(machine.specs, machine.state.streams, strict=True)) if spec.ordering)])
+    frames = [*done, *(metrics_row(spec, st, k) for k, (spec, st) in enumerate(
+        zip(machine.specs, machine.state.streams, strict=True)) if spec.ordering)]
+    # (one stream's new frame as it is: ``stack`` would copy it whole)
+    return frames[0] if len(frames) == 1 else stack(frames)
 
 
 def shard_chunk(machine: GroupRun, pdf: pd.DataFrame, owner: int
@@ -354,10 +355,10 @@ def _decide(spec: StreamSpec, st: StreamState, r: _Rows) -> _Decided:
 
     if edges:  # only the owner of an edge (it has its payload) pairs and judges it
         owned = (is_ev | is_end) & (payload != None)  # noqa: E711 (per row)
-        st.open_edges = writable(st.open_edges, bool(owned.any()))
-        out_start, out_end, reason, accepted, adjust, dropped, stray = edges_paired(
-            st.open_edges, spec, is_ev & owned, is_end & owned, start, end, payload,
-            before, judged(spec, is_ev & owned, start, end, before), strays=True)
+        out_start, out_end, reason, accepted, adjust, dropped, stray, st.open_edges = \
+            edges_paired(st.open_edges, spec, is_ev & owned, is_end & owned, start, end,
+                         payload, before, judged(spec, is_ev & owned, start, end, before),
+                         strays=True)
         if spec.policy is None:  # and the paired ends behind the CTI (kept open)
             late = is_end & owned & ~stray & (out_start == NULL) & (reason == "cti_violation")
             violated |= late

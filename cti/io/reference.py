@@ -32,9 +32,10 @@ import attrs
 import numpy as np
 import pyarrow as pa
 
-from cti.adapters import AdapterItem, Arriving, InvalidInput
+from cti.adapters import FIELD_COLUMN, AdapterItem, Arriving, InvalidInput, field_marker
 from cti.errors import InvalidSettingsError
 from cti.events import EdgeEvent, EventShape
+from cti.forms.json_text import typed_payloads
 from cti.forms.rows import INVALID, payload_to_json
 from cti.io.files.arrow_tables import arrow_table
 from cti.io.files.frame_columns import column_payloads
@@ -139,11 +140,17 @@ class ReferenceDataInputAdapter:
 
     def read_frame(self, start: int, end: int) -> pa.Table:
         """``read``'s rows in cti's row form, as an Arrow table (``InputAdapter.read_frame``):
-        no Python event per row."""
+        no Python event per row. Where Arrow read the file, each payload is its fields' typed
+        columns (``cti.adapters.FIELD_COLUMN``; its text written where the engine needs it),
+        or its text where a column has no such type."""
         t = self.config.load_time
         table = self._table()
         if table is not None:
-            return _frame(t, column_payloads(table.slice(start, max(0, end - start))), None)
+            part = table.slice(start, max(0, end - start))
+            typed = typed_payloads(part, part.column_names)
+            if typed:
+                return _frame(t, pa.nulls(part.num_rows, pa.string()), None, typed)
+            return _frame(t, column_payloads(part), None)
         entries = list(self._entries(start, end))
         return _frame(t, _payloads(entries), [e for _, e, _ in entries])
 
@@ -151,19 +158,28 @@ class ReferenceDataInputAdapter:
         return True
 
 
-def _frame(load_time: int, payloads: list[str], errors: list[str | None] | None) -> pa.Table:
-    """Rows in cti's row form: start edges at ``load_time`` with ``payloads``, or where
-    ``errors`` has a reason, bad rows whose payload is their raw text."""
+def _frame(load_time: int, payloads: list[str] | pa.Array, errors: list[str | None] | None,
+           typed: dict[str, pa.Array] | None = None) -> pa.Table:
+    """Rows in cti's row form: start edges at ``load_time`` with ``payloads`` (or, with
+    ``typed``, those typed payload columns, their text null), or where ``errors`` has a
+    reason, bad rows whose payload is their raw text."""
     n = len(payloads)
-    good = np.ones(n, bool) if errors is None else np.fromiter(
-        (e is None for e in errors), bool, n)
     t = load_time
+    if errors is None:
+        kind, start = pa.repeat(pa.scalar("edge_start"), n), np.full(n, t, np.int64)
+    else:
+        good = np.fromiter((e is None for e in errors), bool, n)
+        kind = pa.array(np.where(good, "edge_start", INVALID).astype(object), pa.string())
+        start = np.where(good, t, NULL)
     return pa.table({
-        "kind": pa.array(np.where(good, "edge_start", INVALID).astype(object), pa.string()),
-        "start": np.where(good, t, NULL), "end": np.full(n, NULL, np.int64),
-        "payload": pa.array(payloads, pa.string()),
-        "arrival": np.where(good, t, NULL), "partition": pa.nulls(n, pa.string()),
-        "error": pa.nulls(n, pa.string()) if errors is None else pa.array(errors, pa.string())})
+        "kind": kind, "start": start, "end": np.full(n, NULL, np.int64),
+        "payload": payloads if isinstance(payloads, pa.Array) else pa.array(payloads,
+                                                                           pa.string()),
+        "arrival": start, "partition": pa.nulls(n, pa.string()),
+        "error": pa.nulls(n, pa.string()) if errors is None else pa.array(errors, pa.string()),
+        **({FIELD_COLUMN: pa.repeat(pa.scalar(field_marker(typed)), n),
+            **{FIELD_COLUMN + name: column for name, column in typed.items()}}
+           if typed else {})})
 
 
 class ReferenceDataInputAdapterFactory:
