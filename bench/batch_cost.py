@@ -1,8 +1,11 @@
 """Where a small micro-batch's time goes: cti-spark against plain Spark, in one session.
 
     python bench/batch_cost.py [--events 2000] [--keys 10] [--batches 20] [--rounds 3]
+                               [--query window | reference [--reference R]]
+                               [--output partitioned | gathered] [--warmup small | same]
 
-Runs the window bench's query (``bench/run.py``: a hopping-window count per key) on both
+Runs the window bench's query (``bench/run.py``: a hopping-window count per key; or with
+``--query reference`` the events joined on key with ``--reference`` rows) on both
 systems over the same Parquet files, cut into ``--batches`` micro-batches, alternating the
 systems for ``--rounds`` rounds after a warm-up of each. For every micro-batch after the first
 it keeps Spark's progress report (``durationMs``: latestOffset, queryPlanning, addBatch,
@@ -28,13 +31,23 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from bench import run as bench  # noqa: E402
+from bench.measure import _descendants  # noqa: E402
 
 
 def stages(spark: Any) -> dict[int, dict[str, Any]]:
-    """Every stage the status store holds: id -> name, wall ms, tasks, task run ms."""
+    """Every stage the status store holds: id -> name (its place in its job: "stage 2 of 3";
+    a streaming query's stages are all named after the call that started the query), wall
+    ms, tasks, task run ms, result bytes."""
     sc = spark.sparkContext
     jvm = sc._jvm
-    found = sc._jsc.sc().statusStore().stageList(
+    store = sc._jsc.sc().statusStore()
+    place: dict[int, str] = {}
+    it = store.jobsList(jvm.java.util.ArrayList()).iterator()
+    while it.hasNext():
+        ids = sorted(int(i) for i in _scala_ints(it.next().stageIds()))
+        for n, i in enumerate(ids):
+            place[i] = f"stage {n + 1} of {len(ids)}"
+    found = store.stageList(
         None, False, False, sc._gateway.new_array(jvm.double, 0), jvm.java.util.ArrayList())
     out: dict[int, dict[str, Any]] = {}
     it = found.iterator()
@@ -43,9 +56,18 @@ def stages(spark: Any) -> dict[int, dict[str, Any]]:
         sub, done = s.submissionTime(), s.completionTime()
         wall = (done.get().getTime() - sub.get().getTime()
                 if sub.isDefined() and done.isDefined() else 0)
-        out[s.stageId()] = {"name": s.name().split(" at ")[0], "wall_ms": wall,
-                            "tasks": s.numTasks(), "run_ms": s.executorRunTime(),
-                            "deser_ms": s.executorDeserializeTime()}
+        out[s.stageId()] = {"name": place.get(s.stageId(), s.name().split(" at ")[0]),
+                            "wall_ms": wall, "tasks": s.numTasks(),
+                            "run_ms": s.executorRunTime(), "cpu_ms": s.executorCpuTime() / 1e6,
+                            "deser_ms": s.executorDeserializeTime(),
+                            "result_bytes": s.resultSize()}
+    return out
+
+
+def _scala_ints(seq: Any) -> list[int]:
+    it, out = seq.iterator(), []
+    while it.hasNext():
+        out.append(it.next())
     return out
 
 
@@ -65,7 +87,7 @@ def tree_cpu() -> dict[str, float]:
 
     ticks = os.sysconf("SC_CLK_TCK")
     out: dict[str, float] = defaultdict(float)
-    for pid in ["self", *bench._descendants()]:
+    for pid in ["self", *_descendants()]:
         try:
             with open(f"/proc/{pid}/stat") as f:
                 fields = f.read().rsplit(")", 1)[1].split()
@@ -100,16 +122,19 @@ class Recorder:
         runtime.batch_seconds = keep
 
 
-def native(spark: Any, data: Path) -> list[dict[str, Any]]:
-    _, progress = bench._native_run(spark, data)
+def native(spark: Any, data: Path, query: str) -> list[dict[str, Any]]:
+    _, progress = bench._native_run(spark, data, query=query)
     return [json.loads(p.json) if hasattr(p, "json") else dict(p) for p in progress]
 
 
-def cti(spark: Any, data: Path, batch: int, recorder: Recorder) -> list[dict[str, Any]]:
+def cti(spark: Any, data: Path, batch: int, recorder: Recorder, query: str,
+        output: str = "partitioned") -> list[dict[str, Any]]:
     from cti.runtime.spark import SparkRuntime
 
     factory, config, _ = bench._cti_source(data, "parquet")
-    bench._cti_run(factory, config, SparkRuntime(spark, batch_sizes={"events": [batch]}))
+    reference = bench.reference_file(data) if query == "reference" else None
+    bench._cti_run(factory, config, SparkRuntime(spark, batch_sizes={"events": [batch]}),
+                   reference=reference, query=query, output=output)
     return recorder.progress
 
 
@@ -133,7 +158,9 @@ def summary(progress: list[dict[str, Any]], ran: dict[int, dict[str, Any]], job_
                           "wall_ms": statistics.median(s["wall_ms"] for s in v),
                           "tasks": statistics.median(s["tasks"] for s in v),
                           "run_ms": statistics.median(s["run_ms"] for s in v),
-                          "deser_ms": statistics.median(s["deser_ms"] for s in v)}
+                          "cpu_ms": round(statistics.median(s["cpu_ms"] for s in v), 1),
+                          "deser_ms": statistics.median(s["deser_ms"] for s in v),
+                          "result_bytes": statistics.median(s["result_bytes"] for s in v)}
                    for name, v in sorted(by_name.items())},
     }
 
@@ -145,19 +172,31 @@ def main() -> int:
     p.add_argument("--batches", type=int, default=20)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--systems", default="cti-spark,spark-native")
+    p.add_argument("--query", choices=("window", "reference"), default="window")
+    p.add_argument("--reference", type=int, default=None, metavar="R",
+                   help="--query reference: how many reference rows (default: --keys)")
+    p.add_argument("--output", choices=tuple(bench.OUTPUTS), default="partitioned",
+                   help="cti-spark's counting output adapter (bench/run.py --output)")
+    p.add_argument("--warmup", choices=("small", "same"), default="small",
+                   help="the warm-up of each system: the bench's small query (small) or a "
+                        "whole run on the measured data (same: the JIT's warm-up out of "
+                        "the rounds)")
     opts = p.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="cti-batch-cost-"))
     bench.generate(opts.events, opts.keys, 0, opts.batches, tmp / "events")
     bench.generate(bench.WARMUP_EVENTS, min(opts.keys, 10), 1, 1, tmp / "warmup")
+    if opts.query == "reference":
+        bench.generate_reference(max(opts.reference or opts.keys, opts.keys), tmp / "events")
+        bench.generate_reference(min(opts.keys, 10), tmp / "warmup")
     spark = bench.start_spark()
     recorder = Recorder()
     recorder.patch()
     size = -(-opts.events // opts.batches)
     systems = [s for s in opts.systems.split(",") if s]
-    run = {"cti-spark": lambda d: cti(spark, d, size, recorder),
-           "spark-native": lambda d: native(spark, d)}
+    run = {"cti-spark": lambda d: cti(spark, d, size, recorder, opts.query, opts.output),
+           "spark-native": lambda d: native(spark, d, opts.query)}
     for system in systems:
-        run[system](tmp / "warmup")
+        run[system](tmp / ("events" if opts.warmup == "same" else "warmup"))
     results: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in range(opts.rounds):
         for system in systems:

@@ -259,41 +259,59 @@ def _check_cti_api() -> None:
 
 
 class CountingOutputAdapter:
-    """Counts the events (not CTIs) of each batch into ``<dir>/batch-<id>.count``."""
+    """Counts the events (not CTIs) of each batch into ``<dir>/batch-<id>.count``, or of each
+    partition of a batch into ``<dir>/batch-<id>-<partition>.count`` (the factory is
+    ``partitioned``: on Spark each shard task counts its own results, as plain Spark's no-op
+    sink takes each partition where it is, with no task that gathers a micro-batch)."""
 
     def __init__(self, directory: str) -> None:
         self.directory = Path(directory)
 
-    def write(self, items: list[Any], batch_id: int) -> None:
+    def write(self, items: list[Any], batch_id: int, partition: int | None = None) -> None:
         from cti import Cti
 
-        self._save(sum(1 for item in items if not isinstance(item, Cti)), batch_id)
+        self._save(sum(1 for item in items if not isinstance(item, Cti)), batch_id, partition)
 
-    def write_frame(self, frame: Any, batch_id: int) -> None:
+    def write_frame(self, frame: Any, batch_id: int, partition: int | None = None) -> None:
         """The columnar form of ``write`` (cti's output adapters may have both)."""
-        self._save(int((frame["kind"] != "cti").sum()), batch_id)
+        self._save(int((frame["kind"] != "cti").sum()), batch_id, partition)
 
-    def write_table(self, table: Any, batch_id: int) -> None:
+    def write_table(self, table: Any, batch_id: int, partition: int | None = None) -> None:
         """The Arrow form, which the runtimes prefer (as cti's Parquet and Delta outputs)."""
         import pyarrow.compute as pc
 
         self._save(int(pc.sum(pc.not_equal(table.column("kind"), "cti")).as_py() or 0),
-                   batch_id)
+                   batch_id, partition)
 
-    def _save(self, n: int, batch_id: int) -> None:
-        tmp = self.directory / f".batch-{batch_id:06d}.{os.getpid()}"
+    def _save(self, n: int, batch_id: int, partition: int | None) -> None:
+        name = f"batch-{batch_id:06d}" + ("" if partition is None else f"-{partition:05d}")
+        tmp = self.directory / f".{name}.{os.getpid()}"
         tmp.write_text(str(n))
-        tmp.replace(self.directory / f"batch-{batch_id:06d}.count")  # a replay replaces
+        tmp.replace(self.directory / f"{name}.count")  # a replay replaces
 
     def close(self) -> None:
         pass
 
 
 class CountingOutputAdapterFactory:
-    """``create(directory, shape)``: a ``CountingOutputAdapter`` (no rows through the driver)."""
+    """``create(directory, shape)``: a ``CountingOutputAdapter`` (no rows through the driver);
+    ``partitioned`` (docs/adapters.md, "Parallel output")."""
+
+    partitioned = True
 
     def create(self, config: str, shape: Any) -> CountingOutputAdapter:
         return CountingOutputAdapter(config)
+
+
+class GatheredCountingOutputAdapterFactory(CountingOutputAdapterFactory):
+    """The counting adapter as one that takes whole micro-batches (``--output gathered``): on
+    Spark each micro-batch's results meet in one task first, a stage of their own."""
+
+    partitioned = False
+
+
+OUTPUTS = {"partitioned": CountingOutputAdapterFactory,
+           "gathered": GatheredCountingOutputAdapterFactory}
 
 
 def _counted(directory: Path) -> int:
@@ -324,7 +342,7 @@ def _cti_source(data: Path, cti_input: str, cti_by: str = "count"
 
 
 def _cti_run(factory: Any, config: Any, runtime: Any, where: str = "none", cti_by: str = "count",
-             reference: Path | None = None, query: str = "window"
+             reference: Path | None = None, query: str = "window", output: str = "partitioned"
              ) -> tuple[float, int, list[float]]:
     """Run the cti query into a counting adapter: seconds taken, output events and each
     micro-batch's seconds (the runtime's ``batch_seconds``).
@@ -338,7 +356,8 @@ def _cti_run(factory: Any, config: Any, runtime: Any, where: str = "none", cti_b
     them) the query ``query`` of ``bench/queries.py`` (``cti_query``); for "reference"
     (``reference``, a reference data file) the events joined with its rows on ``key``: a slow
     stream of edges from a load time before the first event, which imports the events' CTIs
-    (``cti.io.reference``), as ``examples/toll_booth.py`` joins its registrations.
+    (``cti.io.reference``), as ``examples/toll_booth.py`` joins its registrations. ``output``:
+    the counting adapter's kind (``OUTPUTS``).
     """
     from cti import (
         AdvanceTimeGenerationSettings,
@@ -382,7 +401,7 @@ def _cti_run(factory: Any, config: Any, runtime: Any, where: str = "none", cti_b
                     import_settings=AdvanceTimeImportSettings("events"),
                     policy=AdvanceTimePolicy.ADJUST), application=stream.application)
         counts = cti_query(query, stream, rows)
-        counts.to(CountingOutputAdapterFactory(), str(out)).run(runtime)
+        counts.to(OUTPUTS[output](), str(out)).run(runtime)
         elapsed = time.perf_counter() - t0
         return elapsed, _counted(out), list(runtime.batch_seconds)
     finally:
@@ -408,10 +427,10 @@ def run_cti_local(root: Path, opts: argparse.Namespace) -> dict[str, Any]:
     _check_cti_api()
     # The warm-up query the Spark systems run too (imports, first use of each code path).
     _cti_run(*_cti_source(root / "warmup", opts.cti_input, opts.cti_by)[:2], LocalRuntime(),
-             opts.where, opts.cti_by, _reference(root / "warmup", opts), opts.query)
+             opts.where, opts.cti_by, _reference(root / "warmup", opts), opts.query, opts.output)
     factory, config, load = _cti_source(root / "events", opts.cti_input, opts.cti_by)
     runs = [_cti_run(factory, config, LocalRuntime(_batch_sizes(opts)), opts.where, opts.cti_by,
-                     _reference(root / "events", opts), opts.query)
+                     _reference(root / "events", opts), opts.query, opts.output)
             for _ in range(opts.repeat)]
     elapsed, rows, seconds = _median(runs)
     return {"startup_s": 0.0, "load_s": load, "run_s": elapsed,
@@ -431,14 +450,14 @@ def run_cti_spark(root: Path, opts: argparse.Namespace) -> dict[str, Any]:
     shards = opts.shards[0] if opts.shards else None
     _cti_run(*_cti_source(root / "warmup", opts.cti_input, opts.cti_by)[:2],
              SparkRuntime(spark, shards=shards), opts.where, opts.cti_by,
-             _reference(root / "warmup", opts), opts.query)
+             _reference(root / "warmup", opts), opts.query, opts.output)
     startup = time.perf_counter() - t0
     log(f"cti-spark: session {session:.1f} s, with warm-up query {startup:.1f} s")
     factory, config, load = _cti_source(root / "events", opts.cti_input, opts.cti_by)
     before, cpu = stage_metrics(spark), tree_cpu_s()
     runs = [_cti_run(factory, config, SparkRuntime(spark, batch_sizes=_batch_sizes(opts),
                                                    shards=shards), opts.where, opts.cti_by,
-                     _reference(root / "events", opts), opts.query)
+                     _reference(root / "events", opts), opts.query, opts.output)
             for _ in range(opts.repeat)]
     metrics = per_run(task_metrics(before, stage_metrics(spark), tree_cpu_s() - cpu),
                       opts.repeat)
@@ -524,6 +543,7 @@ def line_head(system: str, opts: argparse.Namespace, query: str) -> dict[str, An
     line: dict[str, Any] = {"system": system, "events": opts.events, "keys": opts.keys,
                             "batches": opts.batches, "key_rate": opts.key_rate,
                             "where": opts.where, "cti_by": opts.cti_by, "query": query,
+                            "output": opts.output,
                             "reference": opts.reference,
                             "load_avg_1m": round(os.getloadavg()[0], 2)}
     if system.startswith("cti-"):
@@ -563,7 +583,7 @@ def run_system(system: str, root: Path, args: argparse.Namespace, shards: int | 
            "--batches", str(args.batches), "--seed", str(args.seed),
            "--repeat", str(args.repeat),
            "--cti-input", args.cti_input, "--where", args.where, "--cti-by", args.cti_by,
-           "--query", query]
+           "--query", query, "--output", args.output]
     if query == "reference":
         cmd += ["--reference", str(args.reference)]
     if args.key_rate is not None:
@@ -627,6 +647,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--reference", type=int, default=None, metavar="R",
                    help="--query reference: how many reference rows (default: --keys); the "
                         "first --keys of them have the events' keys")
+    p.add_argument("--output", choices=tuple(OUTPUTS), default="partitioned",
+                   help="the cti systems' counting output adapter: partitioned (default: on "
+                        "Spark each shard's task counts its own results, as plain Spark's no-op "
+                        "sink takes each partition where it is) or gathered (it takes whole "
+                        "micro-batches: on Spark they meet in one task first)")
     p.add_argument("--child", choices=SYSTEMS + YARDSTICKS, help=argparse.SUPPRESS)
     p.add_argument("--data", type=Path, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
