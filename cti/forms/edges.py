@@ -46,7 +46,7 @@ def stored_book(book: OpenEdges) -> StoredBook:
 def writable(book: OpenEdges, changing: bool = True) -> OpenEdges:
     """A book that may be changed, where ``changing``: a stored book's copy (its values lists
     again), else the book itself."""
-    if changing and type(book) is StoredBook:
+    if changing and isinstance(book, StoredBook):  # (or a part's book read when looked in)
         return {ident: list(values) for ident, values in book.items()}
     return book
 
