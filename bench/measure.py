@@ -34,19 +34,25 @@ class TreeMemory:
     Counts processes named ``java`` (except Spark's launcher JVM, ``launcher.Main``, alive only
     while the session starts) or ``python*``. Other descendants are short-lived helpers
     (``chmod``, ``readlink``) or JVM forks not yet exec'd, whose ``VmHWM`` is the JVM's own.
-    Keeps each counted descendant's largest ``VmHWM`` seen (its peak RSS) and the peak of the
-    sampled sum of ``Pss`` over this process and the counted descendants.
+    Keeps each counted descendant's largest ``VmHWM`` seen (its peak RSS); the peak over the
+    samples of the sum of ``VmHWM`` of this process and the counted descendants alive at that
+    sample (a process that ended before another started is not added to it: a query's Python
+    source runner and the next query's); and the peak of the sampled sum of ``Pss`` over the
+    same processes (a page shared by several, as a forked worker shares its daemon's and
+    every process the libraries' files, split between them).
     """
 
     def __init__(self, interval: float = 0.25) -> None:
         self.interval = interval
         self.hwm_kb: dict[int, tuple[str, int]] = {}
         self.tree_peak_kb = 0
+        self.live_hwm_peak_kb = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
     def sample(self) -> None:
         total = _pss_kb("self")
+        live = _kb(_proc_status(os.getpid()).get("VmHWM"))
         for pid in _descendants():
             try:
                 status = _proc_status(pid)
@@ -60,9 +66,11 @@ class TreeMemory:
             if b"org.apache.spark.launcher.Main" in cmdline:
                 continue
             total += _pss_kb(pid)
-            hwm = _kb(status.get("VmHWM"))
-            self.hwm_kb[pid] = (name, max(hwm, self.hwm_kb.get(pid, (name, 0))[1]))
+            hwm = max(_kb(status.get("VmHWM")), self.hwm_kb.get(pid, (name, 0))[1])
+            self.hwm_kb[pid] = (name, hwm)
+            live += hwm
         self.tree_peak_kb = max(self.tree_peak_kb, total)
+        self.live_hwm_peak_kb = max(self.live_hwm_peak_kb, live)
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval):
@@ -73,7 +81,12 @@ class TreeMemory:
         return self
 
     def stop(self) -> dict[str, float]:
-        """Stop sampling; the memory fields of the result line, in MB."""
+        """Stop sampling; the memory fields of the result line, in MB: ``peak_rss_mb`` (the
+        peak of the sum of the live processes' peak RSS), ``hwm_sum_mb`` (every process's peak
+        RSS summed, whether or not they were alive together: what ``peak_rss_mb`` was before
+        issue 40), this process's, the JVM's and the Python workers' peak RSS, and
+        ``tree_pss_peak_mb`` (the peak of the sampled sum of PSS: the fair number where
+        processes share pages)."""
         self._stop.set()
         self._thread.join()
         self.sample()
@@ -82,7 +95,8 @@ class TreeMemory:
         workers = sum(kb for name, kb in self.hwm_kb.values() if name != "java")
         mb = 1024
         return {
-            "peak_rss_mb": round((self_kb + jvm + workers) / mb, 1),
+            "peak_rss_mb": round(max(self.live_hwm_peak_kb, self_kb + jvm) / mb, 1),
+            "hwm_sum_mb": round((self_kb + jvm + workers) / mb, 1),
             "python_rss_mb": round(self_kb / mb, 1),
             "jvm_rss_mb": round(jvm / mb, 1),
             "workers_rss_mb": round(workers / mb, 1),

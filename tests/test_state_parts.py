@@ -1,7 +1,8 @@
 """A shard's state with its large arrays as parts (``cti.runtime.spark.state``): what is
 written is what is read back; a part is written once and named again while the state keeps
 the array; an array read from a part refuses to be written in place; a part the state stopped
-naming is deleted only ``retain`` micro-batches later; a state written without parts (this
+naming is deleted only ``retain`` micro-batches later; a part no retained version can name (a
+failed micro-batch's) is swept by a later micro-batch; a state written without parts (this
 release inline, or an older checkpoint) still loads."""
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from hypothesis import strategies as st
 
 from cti.operators import join_side
 from cti.runtime.spark import state
-from cti.runtime.spark.state import Manifest, PartStore, dump_state, load_parts, load_state
+from cti.runtime.spark.state import PartStore, dump_state, load_parts, load_state
 
 
 @pytest.fixture(autouse=True)
@@ -127,16 +128,82 @@ def test_a_part_no_longer_named_is_deleted_retain_batches_later(tmp_path):
     assert manifest.retired == () and _files(store) == set(manifest.parts)
 
 
+def test_a_failed_micro_batchs_parts_are_swept_by_a_later_one_and_nothing_named(tmp_path):
+    """Parts written by an attempt of a micro-batch that failed (and its temporary files) are
+    named by no version: the next write from a committed state deletes those of earlier
+    micro-batches. What a retained version names (the state read, its retired parts), what an
+    attempt of the running micro-batch writes, and an older release's names stay."""
+    store = PartStore(str(tmp_path), 0, retain=3)
+    directory = Path(store.directory)
+    blob = dump_state({"a": np.arange(10), "b": np.arange(30)}, store, None, 1)
+    committed, manifest = load_parts(blob, store)
+    committed["b"] = np.arange(40)  # b's part retired at 2, named by the version of 1
+    blob = dump_state(committed, store, manifest, 2)
+    committed, manifest = load_parts(blob, store)
+    kept = _files(store)
+    # batch 3 fails twice after writing its parts: a task error, then a crash mid-write
+    for attempt in range(2):
+        failed = dict(committed, c=np.arange(50 + attempt))
+        dump_state(failed, store, manifest, 3)
+    (directory / ".3-0123abcd.npy.tmp").write_bytes(b"half a part")
+    (directory / "0123456789abcdef0123456789abcdef.npy").write_bytes(b"an older release's")
+    orphans = _files(store) - kept - {"0123456789abcdef0123456789abcdef.npy"}
+    assert len(orphans) == 3 and {state.written_at(n) for n in orphans} == {3}
+    # batch 3 again (this attempt may race another of batch 3): its orphans stay for now
+    again = dict(committed, c=np.arange(60))
+    blob = dump_state(again, store, manifest, 3)
+    assert orphans <= _files(store)
+    written = _files(store) - kept - orphans - {"0123456789abcdef0123456789abcdef.npy"}
+    back, manifest3 = load_parts(blob, store)
+    # batch 4 reads the committed version of 3: the failed attempts' files go
+    dump_state(back, store, manifest3, 4)
+    assert not orphans & _files(store)
+    assert kept | written | {"0123456789abcdef0123456789abcdef.npy"} <= _files(store)
+    state.clear_cache()  # every version Spark may restart from still reads
+    for version in (blob,):
+        assert load_state(version, store)["c"].tolist() == list(range(60))
+
+
+def test_a_sweep_keeps_what_any_retained_version_names(tmp_path):
+    """Over micro-batches that replace arrays, with a failed attempt now and then, each
+    retained version still loads from its files, and only the parts those versions name (and
+    an attempt's of the running micro-batch) are on disk. (Retired at micro-batch b, a part
+    stays while b + retain >= the micro-batch written: the versions back to ``retain + 1``
+    before it.)"""
+    store = PartStore(str(tmp_path), 0, retain=2)
+    rng = np.random.default_rng(7)
+    value = {"a": np.arange(10)}
+    blob = dump_state(value, store, None, 0)
+    versions = [blob]
+    for batch in range(1, 12):
+        back, manifest = load_parts(versions[-1], store)
+        if batch % 3 == 0:  # a failed attempt first
+            dump_state(dict(back, f=rng.integers(0, 9, 20)), store, manifest, batch)
+        back = dict(back)
+        if batch % 2:
+            back["a"] = rng.integers(0, 9, 10 + batch)
+        back[f"b{batch % 3}"] = rng.integers(0, 9, 5 + batch)
+        versions.append(dump_state(back, store, manifest, batch))
+        retained = versions[-(store.retain + 2):]
+        named = set()
+        for version in retained:
+            state.clear_cache()
+            load_state(version, store)  # reads every part it names
+            named |= load_parts(version, store)[1].parts
+        assert named <= _files(store)
+        assert {n for n in _files(store) - named if state.written_at(n) < batch} == set(), batch
+
+
 def test_a_state_written_inline_or_by_an_older_release_still_loads(tmp_path):
     """Values of the release before parts: zstd-compressed (``MAGIC``) or a plain pickle,
-    arrays inline; they load with or without a part store, and their manifest is empty."""
+    arrays inline; they load with or without a part store, and they have no manifest."""
     value = {"ingress": {0: None}, "side": np.arange(100_000)}
     store = PartStore(str(tmp_path), 0)
     for blob in (dump_state(value), pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)):
         for reader in (None, store):
             back, manifest = load_parts(blob, reader)
             assert back["side"].tolist() == value["side"].tolist()
-            assert manifest == Manifest()
+            assert manifest is None
     # the next write, with parts, retires nothing and writes the array once
     back, manifest = load_parts(dump_state(value), store)
     load_parts(dump_state(back, store, manifest, 7), store)
@@ -242,6 +309,120 @@ def test_a_bulk_book_is_its_arrays_as_parts_named_again_until_its_stream_changes
     got = GroupState.from_data(load_state(blob, store)["ingress"][0], []).streams[0].open_edges
     assert type(got) is BulkBook and got == book
     assert list(writable(got).items()) == [((5, f"row {i}"), [5]) for i in range(n)]
+
+
+def test_a_book_part_is_read_when_a_step_looks_inside_it_not_before(tmp_path):
+    """A stored edge book comes back as a ``LazyBook``: its length (whether it is empty) and
+    the next write (which names it again) need no read of its part; the first look inside
+    reads it, and it is then the book that was written, still read-only."""
+    from cti.forms.edges import StoredBook, writable
+
+    store = PartStore(str(tmp_path), 0)
+    book = StoredBook({(i, f"row {i}"): (i,) for i in range(500)})
+    blob = dump_state({"book": book, "n": 1}, store, None, 1)
+    state.clear_cache()  # another worker
+    back, manifest = load_parts(blob, store)
+    lazy = back["book"]
+    assert type(lazy) is state.LazyBook and len(lazy) == 500 and lazy
+    assert state._footprint(lazy) == 0  # nothing of it held yet
+    files = _files(store)
+    blob = dump_state(back, store, manifest, 2)
+    assert _files(store) == files and lazy._path is not None  # named again, not read
+    assert lazy[(7, "row 7")] == (7,) and lazy._path is None  # read at the first look
+    assert lazy == book and book == lazy and dict(lazy) == dict(book)
+    assert state._footprint(lazy) > 0
+    with pytest.raises(TypeError, match="read-only"):
+        lazy[(1, "x")] = (1,)
+    state.clear_cache()
+    for look in (list, lambda b: writable(b), lambda b: b.get((3, "row 3")),
+                 lambda b: pickle.loads(pickle.dumps(b))):
+        again = load_state(blob, store)["book"]
+        assert type(again) is state.LazyBook
+        got = look(again)
+        assert got == (3,) if not isinstance(got, (list, dict)) else len(got) == 500
+    assert type(pickle.loads(pickle.dumps(load_state(blob, store)["book"]))) is StoredBook
+    # written into another shard's directory (not one of its parts there): read, then written
+    moved = PartStore(str(tmp_path / "elsewhere"), 0)
+    again = load_state(dump_state(load_state(blob, store), moved, None, 3), moved)["book"]
+    assert again == book
+
+
+def test_a_written_array_is_cached_as_the_map_of_its_file(tmp_path):
+    """A plain array written as a part is cached as the memory map of its file (page cache,
+    not this worker's own memory: no footprint against the bound), an array of objects as
+    itself."""
+    store = PartStore(str(tmp_path), 0)
+    table = np.arange(100_000)
+    texts = np.asarray([f"t{i}" for i in range(1_000)], object)
+    blob = dump_state({"table": table, "view": table[::2], "texts": texts}, store, None, 1)
+    cached = [v for v, _ in state._CACHE.values()]
+    assert sum(map(state._mapped, cached)) == 2 and any(v is texts for v in cached)
+    assert state._cached_bytes == state._footprint(texts)
+    assert not table.flags.writeable  # (as before: the array written is a part now)
+    back = load_state(blob, store)
+    assert state._mapped(back["table"]) and state._mapped(back["view"])
+    assert back["table"].tolist() == table.tolist() and back["view"].tolist() == table[
+        ::2].tolist()
+
+
+def test_the_cache_holds_what_the_latest_state_of_each_shard_names(tmp_path):
+    """A part a shard's state stopped naming leaves the cache at the write that dropped it (it
+    stays on disk while retained), and reading a version (a restart from an older one) keeps
+    only that version's parts; another shard's parts stay."""
+    store = PartStore(str(tmp_path / "0"), 0)
+    other = PartStore(str(tmp_path / "1"), 0)
+    dump_state({"x": np.asarray(["o"] * 10, object)}, other, None, 1)
+    old = {"a": np.asarray(["a"] * 10, object), "b": np.asarray(["b"] * 10, object)}
+    first = dump_state(old, store, None, 1)
+    back, manifest = load_parts(first, store)
+    back["b"] = np.asarray(["c"] * 10, object)
+    second = dump_state(back, store, manifest, 2)
+
+    def cached(store: PartStore) -> set[str]:
+        return {p.name for p in state._CACHE if p.parent == Path(store.directory)}
+
+    assert cached(store) == load_parts(second, store)[1].parts and len(cached(store)) == 2
+    assert len(_files(store)) == 3 and len(cached(other)) == 1
+    assert cached(store) != load_parts(first, store)[1].parts
+    assert cached(store) == load_parts(first, store)[1].parts
+    assert len(cached(other)) == 1
+
+
+def test_a_cache_bound_of_zero_keeps_no_part_of_objects(tmp_path):
+    store = PartStore(str(tmp_path), 0, cache_bytes=0)
+    blob = dump_state({"a": np.asarray([f"a{i}" for i in range(100)], object),
+                       "b": np.asarray([f"b{i}" for i in range(100)], object)}, store, None, 1)
+    assert len(state._CACHE) <= 1  # (the last one read stays: the state being read uses it)
+    assert load_state(blob, store)["b"].tolist() == [f"b{i}" for i in range(100)]
+    assert state._cached_bytes <= max(state._footprint(v) for v, _ in state._CACHE.values())
+
+
+def test_the_cache_bound_is_the_sessions_setting(tmp_path):
+    """``spark.cti.state.partCacheMB`` gives each worker's cache bound (default 512 MB); a
+    value that is no number of MB is refused, naming the setting."""
+    from cti.errors import BindingError
+    from cti.runtime.spark import SparkRuntime
+
+    class Conf:
+        def __init__(self, values: dict[str, str]) -> None:
+            self.values = values
+
+        def get(self, key: str, default: str | None = None) -> str | None:
+            return self.values.get(key, default)
+
+    def store(values: dict[str, str]) -> PartStore:
+        runtime = SparkRuntime()
+        runtime._spark = type("Session", (), {"conf": Conf(values),
+                                              "dataSource": type("DS", (), {
+                                                  "register": lambda self, _: None})()})()
+        return runtime._parts(str(tmp_path))
+
+    assert store({}).cache_bytes == state.CACHE_BYTES == 512 << 20
+    assert store({state.CACHE_SETTING: "64"}).cache_bytes == 64 << 20
+    assert store({state.CACHE_SETTING: "0"}).cache_bytes == 0
+    for bad in ("-1", "lots"):
+        with pytest.raises(BindingError, match="partCacheMB"):
+            store({state.CACHE_SETTING: bad})
 
 
 @pytest.mark.spark

@@ -122,7 +122,7 @@ def opened(book: OpenEdges | BulkBook, start: np.ndarray, payload: np.ndarray,
 def writable(book: OpenEdges | BulkBook, changing: bool = True) -> OpenEdges | BulkBook:
     """A book that may be changed, where ``changing``: a stored book's copy (its values lists
     again), a ``BulkBook`` as a dict, else the book itself."""
-    if changing and type(book) is StoredBook:
+    if changing and isinstance(book, StoredBook):  # (or a part's book read when looked in)
         return {ident: list(values) for ident, values in book.items()}
     if changing and type(book) is BulkBook:
         return book.as_dict()

@@ -61,7 +61,7 @@ from cti.runtime.spark.packing import pack_output, unpack
 from cti.runtime.spark.schema import NULL_TIME
 from cti.runtime.spark.shipping import ship_user_functions
 from cti.runtime.spark.state import PartStore, dump_state, load_parts
-from cti.runtime.spark.worker import settle
+from cti.runtime.spark.worker import release_memory, settle
 from cti.time import MAX_TIME
 
 OP, PASS, METRIC = "op", "pass", "metric"
@@ -102,6 +102,7 @@ def query_function(queries: Sequence[Any], groups: Sequence[Any],
             # The driver raises it again as itself (``usercode.recover``), without Spark's
             # traceback of this frame.
             raise RuntimeError(usercode.carry(exc)) from None
+        release_memory()  # (the step's input, its work and the state it wrote: freed now)
 
     def step(key: tuple, batches: Iterator[pd.DataFrame], state: Any
              ) -> Iterator[pd.DataFrame]:

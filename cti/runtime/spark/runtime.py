@@ -46,7 +46,7 @@ from cti.runtime.spark.source import (
     offset_log,
     recorded_ticks,
 )
-from cti.runtime.spark.state import PartStore, part_store
+from cti.runtime.spark.state import CACHE_SETTING, PartStore, part_store
 from cti.runtime.spark.worker import settle
 from cti.time import to_duration_ticks
 
@@ -231,12 +231,20 @@ class SparkRuntime:
         """Where a query's shards keep their state's large arrays: ``cti-parts`` in its
         checkpoint, where that is a file system path (else None: in the state values), and
         for as many micro-batches after the state stops naming one as Spark keeps versions
-        of the state."""
+        of the state; each Python worker's cache of parts holds at most the session's
+        ``spark.cti.state.partCacheMB`` of its own memory (default ``state.CACHE_BYTES``)."""
         directory = parts_directory(checkpoint) if checkpoint else None
         if directory is None:
             return None
         retain = self.spark.conf.get("spark.sql.streaming.minBatchesToRetain", "100")
-        return part_store(directory, int(retain or 100))
+        cache = self.spark.conf.get(CACHE_SETTING, None)
+        try:
+            cache_bytes = None if not cache else int(float(cache) * (1 << 20))
+        except ValueError:
+            cache_bytes = -1
+        if cache_bytes is not None and cache_bytes < 0:
+            raise BindingError(f"{CACHE_SETTING} is a number of MB (0 or more), not {cache!r}")
+        return part_store(directory, int(retain or 100), cache_bytes)
 
     def _start_group(self, group: IngressGroup, outputs: Sequence[OutputBinding],
                      checkpoint: str | None = None, long_running: bool = False

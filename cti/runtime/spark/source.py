@@ -179,7 +179,7 @@ class CtiAdapterStreamReader(DataSourceStreamReader):
         from cti.engine.batch import piece
         from cti.engine.route import stream_reads
         from cti.runtime.spark.packing import packed, with_group
-        from cti.runtime.spark.worker import settle
+        from cti.runtime.spark.worker import release_memory, settle
 
         settle("source")
 
@@ -188,8 +188,10 @@ class CtiAdapterStreamReader(DataSourceStreamReader):
             rows = piece(adapter, index, start, end, eos, tick,
                          stream_reads(routes, group, index))
             yield from packed(routes, group, rows, start, events_only and tick is None)
-            return
-        yield from with_group(piece(adapter, index, start, end, eos, tick), group).to_batches()
+        else:
+            yield from with_group(piece(adapter, index, start, end, eos, tick),
+                                  group).to_batches()
+        release_memory()  # (a large range's rows and their Arrow buffers, freed by now)
 
     def commit(self, end: dict) -> None:
         pass

@@ -10,11 +10,15 @@ function Spark unpickled) into the collector's permanent generation (``gc.freeze
 daemon's collections walk only what the tasks themselves made. An object frozen this way is
 still freed when nothing refers to it; only a reference cycle among them would stay, and
 there are none to speak of at that moment (the daemon collected after the task before).
+
+``release_memory`` hands back, after a read task or a stateful step, what the process's
+allocators kept of the memory the task freed.
 """
 
 from __future__ import annotations
 
 import gc
+from typing import Any
 
 _SETTLED: set[str] = set()
 
@@ -25,3 +29,37 @@ def settle(entry: str) -> None:
     if entry not in _SETTLED:
         _SETTLED.add(entry)
         gc.freeze()
+
+
+
+def release_memory() -> None:
+    """Hand back to the system the memory a task freed but the process's allocators keep:
+    pyarrow's pool (mimalloc) and the C heap (glibc's ``malloc_trim``; elsewhere nothing).
+
+    A reused worker keeps its peak: reading 500,000 reference rows left a worker at 560 MB
+    resident after the task (150 MB before it; 270 MB after this), a shard's first step over
+    them at 830 MB (530 MB after this), and the next tasks start from there. Called after
+    each read task and each stateful step: about 1 ms after a small task, 0.1-0.2 s after
+    one that freed hundreds of MB."""
+    import pyarrow as pa
+
+    pa.default_memory_pool().release_unused()
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+_TRIM: list[Any] = []
+
+
+def _malloc_trim() -> Any:
+    """glibc's ``malloc_trim``, None where the C library has none."""
+    if not _TRIM:
+        import ctypes
+        import ctypes.util
+
+        try:
+            _TRIM.append(ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim)
+        except (OSError, AttributeError):
+            _TRIM.append(None)
+    return _TRIM[0]
