@@ -50,7 +50,7 @@ import sys
 import uuid
 import weakref
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
@@ -410,33 +410,35 @@ def _use(store: PartStore) -> None:
     _limit = store.cache_bytes
 
 
-def _part(name: str) -> np.ndarray | StoredBook:
-    """The part ``name`` of the state being read: from the cache, else from its file."""
+def _cached(name: str, read: Callable[[Path], Any]) -> Any:
+    """The part ``name`` of the state being read: from the cache, else ``read`` from its
+    path (and cached)."""
     directory = _reading()
     path = directory / name
     hit = _CACHE.get(path)
     if hit is not None:
         _CACHE.move_to_end(path)
         return hit[0]
-    array = _read_part(path)
-    _remember(array, directory, name)
-    return array
+    value = read(path)
+    _remember(value, directory, name)
+    return value
+
+
+def _part(name: str) -> np.ndarray | StoredBook:
+    """The part ``name`` of the state being read: from the cache, else from its file."""
+    return _cached(name, _read_part)
+
+
+def _lazy_book(path: Path, size: int) -> LazyBook:
+    if not path.exists():
+        _read_part(path)  # (says which part is missing and why)
+    return LazyBook(path, size)
 
 
 def _book(name: str, size: int) -> StoredBook:
     """The edge book of part ``name`` of the state being read (``size`` identities): the
     cached one, else a ``LazyBook`` that reads it when a step looks inside."""
-    directory = _reading()
-    path = directory / name
-    hit = _CACHE.get(path)
-    if hit is not None:
-        _CACHE.move_to_end(path)
-        return hit[0]
-    if not path.exists():
-        _read_part(path)  # (says which part is missing and why)
-    book = LazyBook(path, size)
-    _remember(book, directory, name)
-    return book
+    return _cached(name, lambda path: _lazy_book(path, size))
 
 
 def _reading() -> Path:
