@@ -25,45 +25,59 @@ from cti.runtime.base import query_inputs
 from cti.runtime.local import LocalRuntime
 
 
-def chain() -> CepStream:
+def chain(tag: str = "") -> CepStream:
     """a's CTI at 10 arrives (at 10) before c's event at 5 (arriving at 20) and reaches c
-    through b; b's own row arrives later (30), so b has not imported it when c1 arrives."""
+    through b; b's own row arrives later (30), so b has not imported it when c1 arrives.
+    (``tag`` ends the streams' names: several chains side by side in one run.)"""
     app, m = Application(), MemoryInputAdapterFactory()
-    CepStream.create("a", m, [Arriving(PointEvent(1, {"id": "a1"}), 0),
-                              Arriving(PointEvent(10, {"id": "a2"}), 10)],
+    CepStream.create(f"a{tag}", m, [Arriving(PointEvent(1, {"id": "a1"}), 0),
+                                    Arriving(PointEvent(10, {"id": "a2"}), 10)],
                      EventShape.POINT, AdvanceTimeSettings.increasing_start_time(),
                      application=app)
-    CepStream.create("b", m, [Arriving(PointEvent(30, {"id": "b1"}), 30)], EventShape.POINT,
-                     AdvanceTimeSettings(import_settings=AdvanceTimeImportSettings("a")),
+    CepStream.create(f"b{tag}", m, [Arriving(PointEvent(30, {"id": "b1"}), 30)],
+                     EventShape.POINT,
+                     AdvanceTimeSettings(import_settings=AdvanceTimeImportSettings(f"a{tag}")),
                      application=app)
-    return CepStream.create("c", m, [Arriving(PointEvent(5, {"id": "c1"}), 20)],
-                            EventShape.POINT,
-                            AdvanceTimeSettings(import_settings=AdvanceTimeImportSettings("b")),
-                            application=app)
+    return CepStream.create(
+        f"c{tag}", m, [Arriving(PointEvent(5, {"id": "c1"}), 20)], EventShape.POINT,
+        AdvanceTimeSettings(import_settings=AdvanceTimeImportSettings(f"b{tag}")),
+        application=app)
 
 
-@pytest.mark.parametrize("sizes", [None, [1], [2], [1, 2]])
-@pytest.mark.parametrize("runtime", ["local", "spark"])
-def test_an_event_behind_a_cti_from_up_the_chain_is_dropped_whatever_the_batches(
-        runtime, sizes, request):
-    if runtime == "spark":
-        from cti.runtime.spark import SparkRuntime
+SPLITS = [None, [1], [2], [1, 2]]
 
-        rt = SparkRuntime(request.getfixturevalue("spark"), batch_sizes=sizes)
-    else:
-        rt = LocalRuntime(batch_sizes=sizes)
-    result = chain().run(rt)
-    assert result.items("c") == [Cti(1), Cti(10), Cti(2**63 - 1)]
-    [dropped] = result["c"].dropped
+
+def assert_c1_dropped(result, name: str) -> None:
+    assert result.items(name) == [Cti(1), Cti(10), Cti(2**63 - 1)]
+    [dropped] = result[name].dropped
     assert dropped.payload == {"id": "c1"} and dropped.cti == 10
     assert dropped.reason == "cti_violation"
 
 
-def joined_down_a_chain(reference: str = "status") -> CepStream:
+@pytest.mark.parametrize("sizes", SPLITS)
+def test_an_event_behind_a_cti_from_up_the_chain_is_dropped_whatever_the_batches(sizes):
+    assert_c1_dropped(chain().run(LocalRuntime(batch_sizes=sizes)), "c")
+
+
+def test_on_spark_an_event_behind_a_cti_from_up_the_chain_is_dropped_whatever_the_batches(
+        spark):
+    """The same on Spark, each split a chain of its own (its streams capped to it), the four
+    chains in one streaming query."""
+    from cti.runtime.spark import SparkRuntime
+
+    caps = {f"{s}{k}": sizes for k, sizes in enumerate(SPLITS) if sizes for s in "abc"}
+    queries = [chain(str(k)).where(lambda p: True).named(f"q{k}") for k in range(len(SPLITS))]
+    results = SparkRuntime(spark, batch_sizes=caps).run_queries(queries)
+    for k, result in enumerate(results):
+        assert_c1_dropped(result, f"c{k}")
+
+
+def joined_down_a_chain(reference: str = "status", tag: str = "") -> CepStream:
     """Cars (a CTI every 3 events) joined by plate with reference data: ``owners``, which
     imports the cars' CTIs, or ``status``, which imports those of ``owners`` (a -> b -> c):
     status changes arrive late now and then, so ADJUST moves them to the CTI that reached
-    them; reference rows wait for the cars that pass them (held into a later micro-batch)."""
+    them; reference rows wait for the cars that pass them (held into a later micro-batch).
+    (``tag`` ends the streams' names: several copies side by side in one run.)"""
     app, m = Application(), MemoryInputAdapterFactory()
     plates = [f"P{k}" for k in range(6)]
     cars = [Arriving(PointEvent(10 * t, {"plate": plates[t % 6]}), 10 * t) for t in range(60)]
@@ -75,15 +89,15 @@ def joined_down_a_chain(reference: str = "status") -> CepStream:
         status.append(Arriving(EdgeEvent.start_edge(5 * t, {"plate": plates[t % 6],
                                                             "ok": t % 2}), arrival))
     cars_stream = CepStream.create(
-        "cars", m, cars, EventShape.POINT,
+        f"cars{tag}", m, cars, EventShape.POINT,
         AdvanceTimeSettings(AdvanceTimeGenerationSettings(3, 0)), application=app)
-    CepStream.create("owners", m, owners, EventShape.EDGE, AdvanceTimeSettings(
-        import_settings=AdvanceTimeImportSettings("cars"), policy=AdvanceTimePolicy.ADJUST),
-        application=app)
-    CepStream.create("status", m, status, EventShape.EDGE, AdvanceTimeSettings(
-        import_settings=AdvanceTimeImportSettings("owners"), policy=AdvanceTimePolicy.ADJUST),
-        application=app)
-    return cars_stream.join(app.stream(reference), on="plate")
+    CepStream.create(f"owners{tag}", m, owners, EventShape.EDGE, AdvanceTimeSettings(
+        import_settings=AdvanceTimeImportSettings(f"cars{tag}"),
+        policy=AdvanceTimePolicy.ADJUST), application=app)
+    CepStream.create(f"status{tag}", m, status, EventShape.EDGE, AdvanceTimeSettings(
+        import_settings=AdvanceTimeImportSettings(f"owners{tag}"),
+        policy=AdvanceTimePolicy.ADJUST), application=app)
+    return cars_stream.join(app.stream(f"{reference}{tag}"), on="plate")
 
 
 BATCHES = [7, 3]  # each stream's rows per micro-batch, in turn
@@ -121,15 +135,20 @@ def test_reference_rows_held_back_reach_the_join_on_every_shard(reference):
     assert len(released(one[0])) > 20
 
 
-@pytest.mark.parametrize("sizes", [None, BATCHES])
-def test_a_join_with_reference_data_down_a_chain_on_shards(spark, sizes):
+def test_a_join_with_reference_data_down_a_chain_on_shards(spark):
     """The reference stream two imports down from the fast stream, joined on 3 shards: the
     same result as in process, whatever the batches (the fast stream's time comes from
-    generation points on Spark, the chain's streams are merged with the CTIs passed down)."""
+    generation points on Spark, the chain's streams are merged with the CTIs passed down).
+    Two copies of the query in one streaming query: one read whole, one ``BATCHES`` rows of
+    each stream per micro-batch."""
     from cti.runtime.spark import SparkRuntime
 
     want = joined_down_a_chain().collect(LocalRuntime())
     assert sum(isinstance(e, PointEvent) for e in want) > 20
-    got = joined_down_a_chain().collect(SparkRuntime(spark, shards=3, batch_sizes=sizes))
-    assert got == want
-    assert joined_down_a_chain().collect(LocalRuntime(batch_sizes=sizes)) == want
+    assert joined_down_a_chain().collect(LocalRuntime(batch_sizes=BATCHES)) == want
+    caps = {f"{s}1": BATCHES for s in ("cars", "owners", "status")}
+    queries = [joined_down_a_chain(tag=str(k)).named(f"j{k}") for k in range(2)]
+    results = SparkRuntime(spark, shards=3, batch_sizes=caps).run_queries(queries,
+                                                                          with_inputs=False)
+    for k, result in enumerate(results):
+        assert result.items(f"j{k}") == want, k
