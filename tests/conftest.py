@@ -19,15 +19,23 @@ def pytest_xdist_auto_num_workers(config) -> int:
     return max(1, min(2, os.cpu_count() or 1))
 
 
+# In-process files whose property tests take a minute or more on CI (many hypothesis examples):
+# ahead of the other in-process files, so that none of them is among the last files handed
+# out, where one long file keeps a worker busy after the other has finished.
+HEAVY_IN_PROCESS = {"test_vectorized_ingress.py", "test_ordered_ingress.py",
+                    "test_ingress_properties.py", "test_engine_oracle.py"}
+
+
 def pytest_collection_modifyitems(items) -> None:
     """The files whose tests start processes of their own first, then those that use Spark,
-    then the rest (each group in its order): under ``-n`` whole files go to the workers in
-    this order (``--no-loadscope-reorder`` in pyproject's addopts: xdist's default orders
-    files by their number of tests, which sends the slowest, with one or two tests each,
-    last), so the longest start first and the quick ones fill the end."""
+    then ``HEAVY_IN_PROCESS``, then the rest (each group in its order): under ``-n`` whole
+    files go to the workers in this order (``--no-loadscope-reorder`` in pyproject's addopts:
+    xdist's default orders files by their number of tests, which sends the slowest, with one
+    or two tests each, last), so the longest start first and the quick ones fill the end."""
     processes = {item.path for item in items if item.get_closest_marker("processes")}
     spark = {item.path for item in items if uses_spark(item)}
-    items.sort(key=lambda item: (item.path not in processes, item.path not in spark))
+    items.sort(key=lambda item: (item.path not in processes, item.path not in spark,
+                                 item.path.name not in HEAVY_IN_PROCESS))
 
 
 def uses_spark(item) -> bool:

@@ -196,8 +196,8 @@ def test_the_toll_booth_job_runs_until_ctrl_c_stops_it_cleanly(tmp_path):
     --until-idle: the job looks for new input again and again; Ctrl-C (SIGINT to the whole
     process group, as a terminal sends it: the command, Spark's JVM and its Python workers)
     stops it after the current micro-batch, with the tables complete and status 0. (One JVM
-    for both: ``cti run --until-idle`` in a subprocess, ending by itself, is test_failures'
-    and the sensors example's.)"""
+    for both: ``cti run --until-idle`` in a subprocess, ending by itself, is the sensors
+    example's.)"""
     import signal
     import time
 

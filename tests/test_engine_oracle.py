@@ -31,7 +31,7 @@ from cti.io.parquet import ParquetInputAdapterFactory, ParquetInputConfig
 from cti.runtime import local
 from cti.runtime.local import LocalRuntime
 
-FAST = settings(max_examples=120, deadline=None,
+FAST = settings(max_examples=60, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 SPLITS = st.none() | st.lists(st.integers(1, 6), min_size=1, max_size=3)
 # How many rows LocalRuntime steps at most at once within a micro-batch of one stream.

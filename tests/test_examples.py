@@ -14,6 +14,10 @@ pytestmark = pytest.mark.processes
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted(p for p in (ROOT / "examples").glob("*.py") if not p.name.startswith("_"))
+# Those that make a DataFrame even with ``--runtime local`` (they call ``get_spark()``): run in
+# this process on the tests' shared session, not each in a process with a JVM of its own.
+ON_SESSION = [p for p in EXAMPLES if "get_spark()" in p.read_text(encoding="utf-8")]
+IN_PROCESS = [p for p in EXAMPLES if p not in ON_SESSION]
 
 
 def run_example(path: Path, *args: str) -> str:
@@ -25,9 +29,22 @@ def run_example(path: Path, *args: str) -> str:
     return proc.stdout
 
 
-@pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
+@pytest.mark.parametrize("path", IN_PROCESS, ids=[p.stem for p in IN_PROCESS])
 def test_example_runs_in_process(path):
     assert run_example(path, "--runtime", "local").strip()
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("path", ON_SESSION, ids=[p.stem for p in ON_SESSION])
+def test_dataframe_example_runs_in_process_on_the_shared_session(path, spark, monkeypatch,
+                                                                 capsys):
+    """``--runtime local`` of an example that reads a Spark DataFrame: run as ``__main__`` in
+    this process, where ``get_spark()`` is the tests' session (its asserts run as they do in a
+    process of its own)."""
+    monkeypatch.syspath_prepend(str(ROOT / "examples"))
+    monkeypatch.setattr(sys, "argv", [path.name, "--runtime", "local"])
+    runpy.run_path(str(path), run_name="__main__")
+    assert capsys.readouterr().out.strip()
 
 
 @pytest.mark.spark

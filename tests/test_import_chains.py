@@ -25,38 +25,51 @@ from cti.runtime.base import query_inputs
 from cti.runtime.local import LocalRuntime
 
 
-def chain() -> CepStream:
+def chain(tag: str = "") -> CepStream:
     """a's CTI at 10 arrives (at 10) before c's event at 5 (arriving at 20) and reaches c
-    through b; b's own row arrives later (30), so b has not imported it when c1 arrives."""
+    through b; b's own row arrives later (30), so b has not imported it when c1 arrives.
+    (``tag`` ends the streams' names: several chains side by side in one run.)"""
     app, m = Application(), MemoryInputAdapterFactory()
-    CepStream.create("a", m, [Arriving(PointEvent(1, {"id": "a1"}), 0),
-                              Arriving(PointEvent(10, {"id": "a2"}), 10)],
+    CepStream.create(f"a{tag}", m, [Arriving(PointEvent(1, {"id": "a1"}), 0),
+                                    Arriving(PointEvent(10, {"id": "a2"}), 10)],
                      EventShape.POINT, AdvanceTimeSettings.increasing_start_time(),
                      application=app)
-    CepStream.create("b", m, [Arriving(PointEvent(30, {"id": "b1"}), 30)], EventShape.POINT,
-                     AdvanceTimeSettings(import_settings=AdvanceTimeImportSettings("a")),
+    CepStream.create(f"b{tag}", m, [Arriving(PointEvent(30, {"id": "b1"}), 30)],
+                     EventShape.POINT,
+                     AdvanceTimeSettings(import_settings=AdvanceTimeImportSettings(f"a{tag}")),
                      application=app)
-    return CepStream.create("c", m, [Arriving(PointEvent(5, {"id": "c1"}), 20)],
-                            EventShape.POINT,
-                            AdvanceTimeSettings(import_settings=AdvanceTimeImportSettings("b")),
-                            application=app)
+    return CepStream.create(
+        f"c{tag}", m, [Arriving(PointEvent(5, {"id": "c1"}), 20)], EventShape.POINT,
+        AdvanceTimeSettings(import_settings=AdvanceTimeImportSettings(f"b{tag}")),
+        application=app)
 
 
-@pytest.mark.parametrize("sizes", [None, [1], [2], [1, 2]])
-@pytest.mark.parametrize("runtime", ["local", "spark"])
-def test_an_event_behind_a_cti_from_up_the_chain_is_dropped_whatever_the_batches(
-        runtime, sizes, request):
-    if runtime == "spark":
-        from cti.runtime.spark import SparkRuntime
+SPLITS = [None, [1], [2], [1, 2]]
 
-        rt = SparkRuntime(request.getfixturevalue("spark"), batch_sizes=sizes)
-    else:
-        rt = LocalRuntime(batch_sizes=sizes)
-    result = chain().run(rt)
-    assert result.items("c") == [Cti(1), Cti(10), Cti(2**63 - 1)]
-    [dropped] = result["c"].dropped
+
+def assert_c1_dropped(result, name: str) -> None:
+    assert result.items(name) == [Cti(1), Cti(10), Cti(2**63 - 1)]
+    [dropped] = result[name].dropped
     assert dropped.payload == {"id": "c1"} and dropped.cti == 10
     assert dropped.reason == "cti_violation"
+
+
+@pytest.mark.parametrize("sizes", SPLITS)
+def test_an_event_behind_a_cti_from_up_the_chain_is_dropped_whatever_the_batches(sizes):
+    assert_c1_dropped(chain().run(LocalRuntime(batch_sizes=sizes)), "c")
+
+
+def test_on_spark_an_event_behind_a_cti_from_up_the_chain_is_dropped_whatever_the_batches(
+        spark):
+    """The same on Spark, each split a chain of its own (its streams capped to it), the four
+    chains in one streaming query."""
+    from cti.runtime.spark import SparkRuntime
+
+    caps = {f"{s}{k}": sizes for k, sizes in enumerate(SPLITS) if sizes for s in "abc"}
+    queries = [chain(str(k)).where(lambda p: True).named(f"q{k}") for k in range(len(SPLITS))]
+    results = SparkRuntime(spark, batch_sizes=caps).run_queries(queries)
+    for k, result in enumerate(results):
+        assert_c1_dropped(result, f"c{k}")
 
 
 def joined_down_a_chain(reference: str = "status") -> CepStream:

@@ -153,7 +153,7 @@ def _same_step(row_machine: IngressMachine, mixed: IngressMachine, batch: list,
     return True
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_vectorised_event_ordering_equals_the_row_machine(data):
     spec = data.draw(specs())
@@ -300,7 +300,7 @@ def test_a_declared_partition_whose_first_event_is_dropped_is_forgotten_at_once(
     assert "p0" not in mixed.state.streams[0].ordering.timelines
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_a_stream_importing_the_ordered_streams_ctis_takes_them_in_place(data):
     """An event-ordering stream and a slow stream importing its CTIs: the first vectorised,

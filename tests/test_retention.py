@@ -238,7 +238,7 @@ def test_imported_ctis_the_importer_has_passed_are_not_queued():
     assert len(machine.state.streams[1].imported) == 0
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=50, deadline=None, suppress_health_check=list(HealthCheck))
 @given(defs=stream_defs(second_stream=True), sizes=batch_sizes, data=st.data())
 def test_ticks_take_the_same_course_vectorised_and_in_the_row_machine(defs, sizes, data):
     """A fast stream and one importing its CTIs, with clock ticks for either at random: the

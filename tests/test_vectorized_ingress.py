@@ -86,7 +86,7 @@ def frame(batch):
     return pd.DataFrame(batch, columns=[f.name for f in IN_SCHEMA.fields])
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(data=st.data())
 def test_vectorised_ingress_equals_the_row_machine(data):
     spec = data.draw(specs())
@@ -155,7 +155,7 @@ def test_a_stream_without_settings_raises_for_what_comes_first(bad_first):
         vectorized.process(spec, IngressMachine([spec]).state.streams[0], frame(batch))
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=75, deadline=None, suppress_health_check=list(HealthCheck))
 @given(defs=stream_defs(second_stream=None, stray_edge_ends=True, no_settings=None),
        sizes=batch_sizes,
        noise=st.lists(st.tuples(st.integers(0, 30), st.sampled_from(["tick", "back"])),
@@ -197,7 +197,7 @@ def test_group_path_equals_the_row_machine(defs, sizes, noise):
         event("vectorised after a clock tick ahead of the data")
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=75, deadline=None, suppress_health_check=list(HealthCheck))
 @given(defs=st.one_of(*(stream_defs(chain=n, adapter_ctis=None, no_settings=None,
                                      max_size=16 // n) for n in (2, 3, 4))),
        sizes=batch_sizes)
@@ -335,7 +335,7 @@ def noisy(rows: list, noise: list[tuple[int, str]]) -> list:
     return rows
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
 @given(defs=reference_groups(), sizes=batch_sizes,
        noise=st.lists(st.tuples(st.integers(0, 30), st.sampled_from(NOISE)), max_size=3))
 def test_a_slow_stream_that_only_imports_runs_vectorised_as_the_row_machine(defs, sizes,
