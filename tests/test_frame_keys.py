@@ -170,7 +170,7 @@ def test_a_window_given_its_key_codes_gives_what_it_gives_without(rows, ctis):
         assert sorted(a.events.itertuples(index=False)) == sorted(
             b.events.itertuples(index=False))
     assert plain["open"] == given_keys["open"]
-    pa_, pb = plain["partials"], given_keys["partials"]
+    pa_, pb = plain["partials"].take(None), given_keys["partials"].take(None)
     assert (pa_ is None) == (pb is None)
     if pa_ is not None:
         order = ["key", "k"]

@@ -370,20 +370,21 @@ def test_count_window_operator_ctis_go_back_to_the_earliest_open_window():
     assert sorted(i.start for i in out if isinstance(i, PointEvent)) == [1, 3, 3]
 
 
-@pytest.mark.parametrize("body, spread", [
-    (lambda g: g.count_window(2).apply_operator(top_two), True),
+@pytest.mark.parametrize("body, held", [
+    (lambda g: g.count_window(2).apply_operator(top_two), False),
     (lambda g: g.snapshot_window(WindowOutputPolicy.POINT_ALIGN_TO_WINDOW_END
-                                 ).apply_operator(top_two), True),
-    (lambda g: g.count_window(2).apply_operator(pieces, time_sensitive=True), False),
-    (lambda g: g.snapshot_window().apply_operator(top_two), False),
+                                 ).apply_operator(top_two), False),
+    (lambda g: g.count_window(2).apply_operator(pieces, time_sensitive=True), True),
+    (lambda g: g.snapshot_window().apply_operator(top_two), True),
 ])
-def test_operators_whose_ctis_depend_on_the_events_run_in_one_shard(body, spread):
-    """Until the shards' CTIs are combined (docs/spark-runtime.md, "Output CTIs that depend
-    on the events"), a query whose output CTIs depend on the events it holds runs in one
-    shard; the others spread by the group's key."""
+def test_operators_whose_ctis_depend_on_the_events_spread_and_are_held(body, held):
+    """Every such query spreads over the shards by the group's key; one whose output CTIs
+    depend on the events it holds has its shards' output held until their CTIs are combined
+    (docs/spark-runtime.md, "Output CTIs that depend on the events")."""
     from cti.engine.route import routes
     from cti.runtime.base import query_inputs
 
     query = one_stream(POINTS).group_by("k").apply(body)
     groups, refs = query_inputs(query)
-    assert routes([query], groups, [refs], 4, False)[0].shards == (4 if spread else 1)
+    route = routes([query], groups, [refs], 4, False)[0]
+    assert route.shards == 4 and route.held == held
