@@ -324,7 +324,7 @@ def field_codes(frame: pd.DataFrame, field: str | Callable[[dict[str, Any]], Any
     # -0.0 and 0.0; NaN is equal to itself).
     codes, uniques = pd.factorize(_objects(values if plain else [
         value_json(v) for v in values]))
-    return codes.astype(np.int64), [values[i] for i in _first_of(codes, len(uniques))]
+    return codes.astype(np.int64), [values[i] for i in first_of(codes, len(uniques))]
 
 
 def dense_codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -342,7 +342,7 @@ def dense_codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return code_of[offsets], used + low
 
 
-def _first_of(codes: np.ndarray, n: int) -> np.ndarray:
+def first_of(codes: np.ndarray, n: int) -> np.ndarray:
     """For each of the ``n`` codes, the first position that has it."""
     first = np.zeros(n, np.int64)
     first[codes[::-1]] = np.arange(len(codes))[::-1]

@@ -109,8 +109,7 @@ def _combined(runs: list[pd.DataFrame]) -> pd.DataFrame:
 def _regrouped(both: pd.DataFrame, codes: np.ndarray, ks: np.ndarray) -> pd.DataFrame:
     """``both`` grouped by (k, key code): the exact path where key hashes collide."""
     pairs, uniques = pd.factorize(pd.MultiIndex.from_arrays([ks, codes]))
-    first = np.zeros(len(uniques), np.int64)
-    first[pairs[::-1]] = np.arange(len(pairs))[::-1]
+    first = frame.first_of(pairs, len(uniques))
     measures = {c: both[c].to_numpy() for c in both.columns if ":" in c}
     return grouped(both["key"].to_numpy(object)[first], ks[first], np.bincount(
         pairs, both["n"].to_numpy()).astype(np.int64), measures, pairs)
