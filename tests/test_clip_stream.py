@@ -189,12 +189,18 @@ def run_items(query: Any) -> list[Any]:
     return query.run(LocalRuntime()).items("output")
 
 
-def test_a_query_with_a_clip_by_a_stream_runs_in_one_shard():
-    """Its output CTIs depend on the events each shard holds (``data_ctis``)."""
-    from cti.operators.sharding import shard_fields
+def test_a_query_with_a_clip_by_a_stream_spreads_by_its_key():
+    """Its output CTIs depend on the events each shard holds (``data_ctis``), tagged with the
+    levels every shard computes alike: it spreads, combined after the shards
+    (``tests/test_hold.py``)."""
+    from cti.operators.sharding import data_ctis, shard_fields
 
     s = one_stream([PointEvent(1, {"k": "x"})])
     grouped = s.group_by("k").apply(lambda g: g.clip_event_duration(g))
-    assert shard_fields(grouped.node, grouped.inputs()) is None
+    assert data_ctis(grouped.node) and shard_fields(grouped.node, grouped.inputs()) == ["k"]
+    keyed = s.alter_event_duration(MAX_TIME).clip_event_duration(s, on="k")
+    assert shard_fields(keyed.node, keyed.inputs()) == ["k"]
     plain = s.group_by("k").apply(lambda g: g.clip_event_duration(ticks(2)))
     assert shard_fields(plain.node, plain.inputs()) == ["k"]
+    # Without a key the clip keeps its state for every event together: one shard.
+    assert shard_fields(s.clip_event_duration(s).node, [s]) is None

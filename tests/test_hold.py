@@ -27,7 +27,7 @@ from cti.engine.hold import HoldState, combine, combined, hold_step, tagged_tabl
 from cti.io.memory import MemoryInputAdapter
 from cti.operators.output import OUTPUT_ARROW, ordered_table, step_table
 from cti.operators.sharding import data_ctis, shard_fields
-from cti.time import MIN_TIME
+from cti.time import MAX_TIME, MIN_TIME
 
 KINDS = ("snapshot", "sliding", "top_k", "count")
 
@@ -96,7 +96,79 @@ def test_the_least_level_per_tag_over_the_shards_is_one_shards_output(case, defs
         assert _rows(table) == _rows(step_table(step.events, step.ctis)), f"micro-batch {b}"
 
 
-def test_data_cti_plans_of_one_input_spread_and_two_inputs_stay_in_one_shard():
+MEETING = ("clip", "signal", "grouped signal", "union below", "group union", "group join")
+
+
+@st.composite
+def meeting_case(draw: st.DrawFn) -> tuple[props.Case, int]:
+    """A query spread by key where two streams (or a stream and itself) meet and its output
+    CTIs depend on its events: a clip by another stream on ``k`` (StreamInsight's signal:
+    readings made to last until the next reading of their key), or a union or join below a
+    snapshot window that clips to its windows, inside ``group_by("k")`` or below it. Returns
+    it and its number of input streams."""
+    kind = draw(st.sampled_from(MEETING))
+    d, above = draw(st.sampled_from([None, 3, MAX_TIME])), draw(st.booleans())
+
+    def snapshot(g: Any) -> Any:
+        return g.snapshot_window().aggregate(n=agg.count(), v=agg.sum("v"))
+
+    def build(s: list[Any]) -> Any:
+        a = s[0] if d is None else s[0].alter_event_duration(d if d == MAX_TIME else ticks(d))
+        if kind == "clip":
+            q = a.clip_event_duration(s[1], on="k")
+        elif kind == "signal":
+            q = s[0].alter_event_duration(MAX_TIME).clip_event_duration(s[0], on="k")
+        elif kind == "grouped signal":
+            q = s[0].group_by("k").apply(
+                lambda g: g.alter_event_duration(MAX_TIME).clip_event_duration(g))
+        elif kind == "union below":
+            q = a.union(s[1]).group_by("k").apply(snapshot)
+        elif kind == "group union":
+            q = a.group_by("k").apply(lambda g: snapshot(g.union(g.shift_event_time(ticks(2)))))
+        else:
+            q = a.group_by("k").apply(lambda g: snapshot(g.join(
+                g.where(lambda p: p["v"] % 2 == 0), select=lambda x, y: x)))
+        return q.where(lambda p: p.get("v", 0) != 5) if above else q
+
+    n = 2 if kind in ("clip", "union below") else 1
+    text = f"{kind}(d={d}){'.where' if above else ''}"
+    return props.Case(text, n, build, lambda lv, c: [], lambda c: [], window=True), n
+
+
+def _cut(draw: st.DrawFn, n: int, batches: int) -> list[tuple[int, int, bool]]:
+    """A stream of ``n`` rows read in ``batches`` micro-batches (some pieces empty)."""
+    cuts = sorted(draw(st.lists(st.integers(0, n), min_size=batches - 1,
+                                max_size=batches - 1)))
+    bounds = [0, *cuts, n]
+    return [(a, b, i == batches - 1) for i, (a, b) in enumerate(zip(bounds, bounds[1:],
+                                                                     strict=False))]
+
+
+@settings(max_examples=120, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(case=meeting_case(), data=st.data(), shards=st.integers(2, 4), seed=st.integers(0, 99))
+def test_where_streams_meet_the_least_level_per_tag_is_one_shards_output(case, data, shards,
+                                                                        seed):
+    """Every shard gives each output CTI the tag of the level it answers, the same on every
+    shard (the inputs' CTIs merged, each value once): over 2-4 shards, combined per tag, the
+    output equals one shard's, micro-batch by micro-batch (CTIs, events, releases)."""
+    case, n = case
+    defs = data.draw(props.input_defs(n, max_size=12))
+    batches = data.draw(st.integers(1, 4))
+    reads = {d.name: _cut(data.draw, len(d.items), batches) for d in defs}
+    query = case.build(bind(defs))
+    note(props.explain(case, defs) + f"\nreads {reads}, {shards} shards")
+    adapters = {d.name: MemoryInputAdapter(list(d.items), d.shape) for d in defs}
+    steps = [{name: [pieces[b]] for name, pieces in reads.items()} for b in range(batches)]
+    _, one, _, _ = run_shards(query, adapters, steps, 1)
+    route, many, _, _ = run_shards(query, adapters, steps, shards, seed)
+    assert route.shards == shards and route.held
+    got = combined([[tagged_table(o.events, o.ctis, o.tags) for o in outs] for outs in many])
+    for b, (step, table) in enumerate(zip(one[0], got, strict=True)):
+        assert _rows(table) == _rows(step_table(step.events, step.ctis)), f"micro-batch {b}"
+
+
+def test_data_cti_plans_spread_where_their_tags_are_the_same_on_every_shard():
     defs = [props.StreamDef("a", props.POINT, (), None), props.StreamDef("b", props.POINT, (),
                                                                          None)]
     a, b = bind(defs)
@@ -105,13 +177,24 @@ def test_data_cti_plans_of_one_input_spread_and_two_inputs_stay_in_one_shard():
     count = a.group_by("k").apply(
         lambda g: g.count_window(2).apply_operator(pieces, time_sensitive=True))
     assert data_ctis(count.node) and shard_fields(count.node, count.inputs()) == ["k"]
-    # A clip by another stream (two inputs: one CTI of one may answer several): one shard.
+    # A clip by another stream: its levels are both inputs' CTIs, the same on every shard.
     clipped = a.clip_event_duration(b, on="k")
-    assert data_ctis(clipped.node) and shard_fields(clipped.node, clipped.inputs()) is None
-    # A union inside the group (no tags through it): one shard.
+    assert data_ctis(clipped.node) and shard_fields(clipped.node, clipped.inputs()) == [
+        "k", "k"]
+    below = a.union(b).group_by("k").apply(lambda g: g.snapshot_window().aggregate(
+        n=agg.count()))
+    assert shard_fields(below.node, below.inputs()) == ["k", "k"]
+    # A union of CTIs that differ over the shards (one's CTI would release the other's
+    # pending ones, which no tag names): one shard. The same above a clip.
     union = a.group_by("k").apply(lambda g: g.snapshot_window().aggregate(n=agg.count())
                                   .union(g.snapshot_window().aggregate(n=agg.count())))
     assert shard_fields(union.node, union.inputs()) is None
+    twice = a.group_by("k").apply(
+        lambda g: g.alter_event_duration(MAX_TIME).clip_event_duration(g).union(g))
+    assert shard_fields(twice.node, twice.inputs()) is None
+    nested = a.group_by("k").apply(lambda g: g.snapshot_window().aggregate(n=agg.count())
+                                   .group_by("n").apply(lambda h: h.union(h)))
+    assert shard_fields(nested.node, nested.inputs()) is None
 
 
 def test_levels_combine_by_tag_and_events_wait_for_the_least():

@@ -19,9 +19,10 @@ events below it, so the output is the same whatever the arrival order below the 
 micro-batch boundaries. At ``MAX_TIME`` everything is released (an edge never closed and
 never clipped ends at ``MAX_TIME - 1``).
 
-The output CTIs depend on the events held, so shards holding different keys would disagree:
-a query with this operator runs in one shard on Spark (``OperatorUnit.data_ctis``), until the
-runtime takes the smallest of the shards' CTIs.
+The output CTIs depend on the events held, so shards holding different keys disagree
+(``OperatorUnit.data_ctis``): each output CTI is tagged with the level it answers, which every
+shard computes alike from the inputs' CTIs, and Spark's hold stage takes the least of the
+shards' CTIs per tag (``cti.engine.hold``).
 
 State, indexed by what finds it: clip starts per (group key, join key), sorted, purged below
 the earliest held start; held events by id, and an ``OpenEdges`` book of held edge starts.
@@ -119,9 +120,10 @@ def _levels(state: dict[str, Any], chunks: tuple[Chunk, Chunk]) -> tuple[list[in
     return levels, bound
 
 
-def _output_ctis(state: dict[str, Any], levels: list[int]) -> list[int]:
+def _output_ctis(state: dict[str, Any], levels: list[int]) -> tuple[list[int], list[int]]:
     """Each level pushed back to the start of a held event that starts below it and whose end
-    is not known at it (SPEC 8), increasing."""
+    is not known at it (SPEC 8), increasing; and the level each answers, its tag (every shard
+    computes the same levels: ``Chunk.tags``)."""
     held = list(state["held"].values())
     starts = np.asarray([h[0] for h in held], np.int64)
     cands = np.asarray([_candidate(state, h) for h in held], np.int64)
@@ -132,10 +134,11 @@ def _output_ctis(state: dict[str, Any], levels: list[int]) -> list[int]:
             open_at = (starts < c) & (cands >= c)
             if open_at.any():
                 t = min(c, int(starts[open_at].min()))
-        if t > state["out"]:
-            state["out"] = t
-            out.append(t)
-    return out
+        out.append(t)
+    ctis, tags = frame.rising(out, levels, state["out"])
+    if ctis:
+        state["out"] = ctis[-1]
+    return ctis, tags
 
 
 def _release(state: dict[str, Any], bound: int) -> list[tuple]:
@@ -169,12 +172,12 @@ def clip_by(node: plan.ClipByStream, source: Chunk, clip: Chunk,
     _add_clips(node, clip, state)
     events = _add_sources(node, source, state)
     levels, bound = _levels(state, (source, clip))
-    ctis = _output_ctis(state, levels)
+    ctis, tags = _output_ctis(state, levels)
     if levels:
         events += _release(state, bound)
         _purge_clips(state, bound)
     out = frame.make(*zip(*events, strict=True)) if events else frame.empty()
-    return Chunk(out, ctis)
+    return Chunk(out, ctis, tags=tags)
 
 
 def _shape(node: plan.ClipByStream) -> EventShape | None:
@@ -192,6 +195,6 @@ def _read(node: plan.ClipByStream, wanted: Wanted, read: Any) -> tuple[Wanted, W
 
 UNITS = [OperatorUnit(
     plan.ClipByStream, lambda node, inputs, state, machine: clip_by(node, *inputs, state),
-    new_state=lambda node: new_state(), data_ctis=lambda node: True,
+    new_state=lambda node: new_state(), data_ctis=lambda node: True, tags=True,
     spreads=lambda node: ((node.left, node.left_key), (node.right, node.right_key)),
     output_fields=lambda node: node.left.fields, output_shape=_shape, input_fields=_read)]

@@ -15,13 +15,15 @@ window outside group_by, a join without keys, two different keys) runs in one sh
 not spread. CTIs go to every shard, so every shard computes the same output CTIs, except
 where an operator's output CTIs depend on the events it holds (``OperatorUnit.data_ctis``: a
 snapshot window that clips to its windows, TopK or a user-defined operator over one, a
-time-sensitive operator over a count window, a clip by another stream). Such a plan is
-spread only where it reads ONE input stream and each of its operators keeps its CTIs' tags
-(``OperatorUnit.tags``): each shard's output CTIs then carry the input CTI they answer, and
-the runtime combines the shards' levels after them (``cti.engine.hold``: the query's CTI at
-an input CTI is the least of the shards'). Two streams meeting (a clip by another stream, a
-union, a join) could make one input CTI answer several output CTIs, which a tag per CTI
-cannot say: such a plan runs in one shard.
+time-sensitive operator over a count window, a clip by another stream). Such a plan is spread
+where each shard's output CTIs carry *tags* that every shard gives alike (``Chunk.tags``),
+and the runtime combines the shards' levels per tag after them (``cti.engine.hold``: the
+query's CTI at a tag is the least of the shards'). A CTI every shard computes alike (an
+input's, or an operator's over such CTIs: a union's, a join's, a window's) is its own tag; an
+operator that answers such CTIs with CTIs that depend on its events tags each with the CTI it
+answers; above it, every operator must keep the tags (``OperatorUnit.tags``) and read one
+input: where two streams meet, one CTI of one input releases the other's pending CTIs, whose
+values differ over the shards, so the output would carry CTIs that no tag names.
 """
 
 from __future__ import annotations
@@ -53,13 +55,34 @@ def data_ctis(root: plan.Node) -> bool:
     return any(_data_ctis(n) for n in plan.walk(root))
 
 
-def _keeps_tags(node: plan.Node) -> bool:
-    """Whether ``node``'s operator (and a window operator's window) keeps its CTIs' tags."""
-    if isinstance(node, plan.Input | plan.GroupInput):
+def _common_ctis(node: plan.Node, group_source: bool = True) -> bool | None:
+    """Whether every shard computes ``node``'s output CTIs alike (each its own tag), or None
+    where its shards' CTIs cannot be combined by tags: an operator over CTIs that differ over
+    the shards that does not keep their tags or reads two inputs, or an operator with
+    ``data_ctis`` that does not tag its CTIs. ``group_source``: the same of the enclosing
+    ``group_by``'s input (a ``GroupInput`` stands for it)."""
+    if isinstance(node, plan.Input):
         return True
+    if isinstance(node, plan.GroupInput):
+        return group_source
+    below = [_common_ctis(c, group_source) for c in node.children]
+    if any(b is None for b in below):
+        return None
+    if isinstance(node, plan.GroupApply):
+        return _common_ctis(node.body, below[0])
+    common, own = all(below), _data_ctis(node)
+    if not common and not (_unit_tags(node) and len(below) == 1):
+        return None
+    if own and not _unit_tags(node):
+        return None
+    return common and not own
+
+
+def _unit_tags(node: plan.Node) -> bool:
+    """Whether ``node``'s operator (and a window operator's window) keeps its CTIs' tags."""
     unit = UNITS.get(type(node))
     inner = node.inner if isinstance(node, plan.WindowOperator) else None
-    return unit is not None and unit.tags and (inner is None or _keeps_tags(inner))
+    return unit is not None and unit.tags and (inner is None or _unit_tags(inner))
 
 
 def _payload_paths(node: plan.Node) -> list[Any] | None:
@@ -80,10 +103,9 @@ def _payload_paths(node: plan.Node) -> list[Any] | None:
 def shard_fields(root: plan.Node, inputs: list[Any]) -> list[Any] | None:
     """Per input (by position in ``inputs``) the field (or ``group_by(key=fn)``'s function)
     to shard it by, or None: one shard."""
-    if data_ctis(root) and (len(inputs) != 1 or not all(
-            _keeps_tags(n) for n in plan.walk(root))):
+    if data_ctis(root) and _common_ctis(root) is None:
         # Shards holding different keys give different CTIs, combined by their tags, which
-        # only a single-input plan of operators that keep them gives: else one shard.
+        # only such a plan gives (the module's docstring): else one shard.
         return None
     node = root
     while _unit_says(node, "per_event"):
