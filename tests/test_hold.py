@@ -222,6 +222,15 @@ def test_spread_queries_on_spark_equal_local(spark, cases, splits):
     props.assert_spark_equals_local(spark, cases, splits, shards=3)
 
 
+@pytest.mark.spark
+@settings(max_examples=2, deadline=None, suppress_health_check=list(HealthCheck))
+@given(cases=st.lists(meeting_case().flatmap(lambda c: st.tuples(
+    st.just(c[0]), props.input_defs(c[1], max_size=10))), min_size=6, max_size=8),
+       splits=st.one_of(st.none(), st.lists(st.integers(1, 5), min_size=1, max_size=3)))
+def test_spread_queries_where_streams_meet_on_spark_equal_local(spark, cases, splits):
+    props.assert_spark_equals_local(spark, cases, splits, shards=3)
+
+
 def _restart_query(path: Any) -> Any:
     """Points whose lifetime is their ``d``, a snapshot window per key clipped to its windows:
     key ``a``'s long event keeps the query's CTI at its start while the other keys' shards
