@@ -278,15 +278,20 @@ def test_a_restart_keeps_the_events_held_across_the_stop(spark, tmp_path):
     assert tasks == {0, 1}, tasks
 
 
-def _snapshots() -> Any:
-    """A snapshot window per key (clipped to its windows) over lasting points, spread."""
+def _points() -> Any:
+    """Points of 7 keys."""
     from cti import AdvanceTimeSettings, Application, CepStream, EventShape, PointEvent
     from cti.io.memory import MemoryInputAdapterFactory
 
     events = [PointEvent(t * 3 + (t * 7) % 5, {"k": f"k{t % 7}", "v": t}) for t in range(90)]
-    s = CepStream.create("s", MemoryInputAdapterFactory(), events, EventShape.POINT,
-                         AdvanceTimeSettings.unordered_start_time(ticks(6)),
-                         application=Application())
+    return CepStream.create("s", MemoryInputAdapterFactory(), events, EventShape.POINT,
+                            AdvanceTimeSettings.unordered_start_time(ticks(6)),
+                            application=Application())
+
+
+def _snapshots(s: Any = None) -> Any:
+    """A snapshot window per key (clipped to its windows) over lasting points, spread."""
+    s = _points() if s is None else s
     return s.alter_event_duration(lambda e: ticks(4 + e.payload["v"] % 9 * 5)).group_by(
         "k").apply(lambda g: g.snapshot_window().aggregate(n=agg.count(), total=agg.sum("v")))
 
@@ -317,3 +322,29 @@ def test_the_sinks_that_take_whole_batches_and_dataframes_get_the_held_output(sp
     assert sorted((r.start, r.end, r.payload) for r in rows if r.kind != "cti") == sorted(
         (e.start, e.end, json.dumps(e.payload, separators=(",", ":"))) for e in want
         if not isinstance(e, Cti))
+
+
+@pytest.mark.spark
+def test_another_querys_output_stays_spread_through_the_hold_stage(spark):
+    """A query whose CTIs do not depend on its events, in the same streaming query as a held
+    one: its shards' output rows pass through the hold stage in their shards' partitions
+    (both of the 2 tasks), not all in one; and its output is the in-process run's."""
+    from pyspark.sql import functions as F
+
+    from cti.runtime.local import LocalRuntime
+    from cti.runtime.spark import SparkRuntime
+
+    def queries() -> list[Any]:
+        s = _points()
+        return [_snapshots(s).named("held"), s.group_by("k").apply(
+            lambda g: g.tumbling_window(ticks(10)).aggregate(n=agg.count())).named("other")]
+
+    runtime = SparkRuntime(spark, shards=4, parallelism=2)
+    frame, _, _ = runtime.query_frame(queries())
+    rows = list(runtime._run_to_memory(frame.withColumn("task", F.spark_partition_id())))
+    tasks = {r.task for r in rows if r.query == 1 and r.role == "op"}
+    assert tasks == {0, 1}, tasks
+    got = runtime.run_queries(queries(), with_inputs=False)
+    want = [q.run(LocalRuntime()) for q in queries()]
+    assert [r.items(n) for r, n in zip(got, ("held", "other"), strict=True)] == [
+        r.items(n) for r, n in zip(want, ("held", "other"), strict=True)]

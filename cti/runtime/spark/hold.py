@@ -12,7 +12,8 @@ checkpoint, committed with the micro-batch, so a restart is exactly once); the s
 0 emits the combined CTIs. Its output is the shards' output as before (``OP`` rows with a
 packed blob, ``operators.OUTPUT_SCHEMA``), so every sink reads it as it reads the shards':
 a shard's events stay in the partition of its slot, and no row meets the others in one task.
-Every other row (another query's, ingress rows passed on, metrics) passes through as it came.
+Every other row (another query's, ingress rows passed on, metrics) passes through as it came,
+in the partition of the shard that made it (each row names its slot: ``SLOTTED_SCHEMA``).
 Only a query plan that needs the stage gets it (``SparkRuntime.query_frame``).
 """
 
@@ -25,7 +26,6 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 from pyspark.sql.types import BinaryType, LongType, StructField, StructType
 
@@ -116,13 +116,10 @@ class Hold(StatefulProcessor):
 
 
 def hold_stage(frame: DataFrame, routes: Sequence[QueryRoute]) -> DataFrame:
-    """The shards' output rows (``operators.OUTPUT_SCHEMA``) through the hold stage, keyed by
-    (query, slot): a ``hold`` row's slot is in its ``stream``; any other row goes to slot 0 of
-    its query and passes through."""
-    columns = frame.columns
-    keyed = frame.withColumn("slot", F.when(F.col("role") == HOLD, F.col("stream"))
-                             .otherwise(F.lit(0)))
+    """The shards' output rows (``operators.SLOTTED_SCHEMA``) through the hold stage, keyed by
+    (query, slot): a ``hold`` row's slot is the one it is sent to, any other row's its shard's
+    (it passes through in its shard's partition); out, the rows of ``OUTPUT_SCHEMA``."""
+    schema = StructType([f for f in frame.schema.fields if f.name != "slot"])
     shards = [r.shards if r.held else 0 for r in routes]
-    return keyed.groupBy("query", "slot").transformWithStateInPandas(
-        Hold(shards, columns), frame.schema, "Append", "None")
-
+    return frame.groupBy("query", "slot").transformWithStateInPandas(
+        Hold(shards, schema.fieldNames()), schema, "Append", "None")

@@ -72,17 +72,22 @@ OUT_FIELDS = [StructField("query", IntegerType(), False),
 # ``blob``: an OP row's released events and CTIs, packed (``packing.pack_output``).
 OUTPUT_SCHEMA = StructType([*OUT_FIELDS, *GROUP_OUT_SCHEMA.fields,
                             StructField("blob", BinaryType(), True)])
+# Before the hold stage, each row also names the slot it goes to there (``slotted``).
+SLOTTED_SCHEMA = StructType([*OUTPUT_SCHEMA.fields, StructField("slot", IntegerType(), False)])
 _STATE = StructType([StructField("blob", BinaryType(), False)])
 BATCH_ID = "streaming.sql.batchId"  # the local property Spark gives a micro-batch's tasks
 
 
 def query_function(queries: Sequence[Any], groups: Sequence[Any],
                    refs: Sequence[Sequence[tuple[int, int]]], with_inputs: bool,
-                   routes: Sequence[QueryRoute], parts: PartStore | None = None) -> Callable:
+                   routes: Sequence[QueryRoute], parts: PartStore | None = None,
+                   slotted: bool = False) -> Callable:
     """The stateful function of ``apply_queries``; plans travel without their input streams
     (whose configs may hold all the input). ``parts``: where shards keep their state's large
     arrays (``cti.runtime.spark.state``; a directory per query and shard under it), None:
-    in the state value itself."""
+    in the state value itself. ``slotted``: a hold stage follows, and each row names its
+    slot there (``SLOTTED_SCHEMA``): a ``hold`` row the one it is sent to, any other the
+    shard's own, so that it stays in its shard's partition."""
     plans = [plan.without_inputs(q.node, q.inputs()) for q in queries]
     for p in plans:
         ship_user_functions(p)
@@ -133,6 +138,9 @@ def query_function(queries: Sequence[Any], groups: Sequence[Any],
             out.append(_released(done.events, done.ctis if shard == 0 else []))
         result = frame.stack([o for o in out if len(o)] or [out[-1]])
         result.insert(0, "query", np.int32(q))
+        if slotted:
+            result["slot"] = np.where(result["role"].to_numpy(object) == HOLD,
+                                      result["stream"].to_numpy(), int(key[1])).astype(np.int32)
         yield result
 
     return run
@@ -147,9 +155,11 @@ def _batch_id() -> int:
 
 def apply_queries(rows: DataFrame, queries: Sequence[Any], groups: Sequence[Any],
                   refs: Sequence[Sequence[tuple[int, int]]], with_inputs: bool,
-                  routes: Sequence[QueryRoute], parts: PartStore | None = None) -> DataFrame:
+                  routes: Sequence[QueryRoute], parts: PartStore | None = None,
+                  slotted: bool = False) -> DataFrame:
     return rows.groupBy("query", "slot").applyInPandasWithState(
-        query_function(queries, groups, refs, with_inputs, routes, parts), OUTPUT_SCHEMA,
+        query_function(queries, groups, refs, with_inputs, routes, parts, slotted),
+        SLOTTED_SCHEMA if slotted else OUTPUT_SCHEMA,
         _STATE,
         "append",
         GroupStateTimeout.NoTimeout)

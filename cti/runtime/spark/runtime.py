@@ -337,11 +337,13 @@ class SparkRuntime:
         for q in queries:  # (before the routes are pickled: a group_by's key function)
             ship_user_functions(q.node)
         routed = routes(queries, groups, refs, self.shard_count, with_inputs)
+        held = any(r.held for r in routed)  # (only a plan that needs it has the hold stage)
         frame = apply_queries(self.source_frame(groups, routed, long_running), queries,
-                              groups, refs, with_inputs, routed, self._parts(checkpoint))
+                              groups, refs, with_inputs, routed, self._parts(checkpoint),
+                              slotted=held)
         # Ingress metrics in the query's progress, from the rows (or summaries) of shard 0.
         frame = observe(frame, groups, "weight", f"role NOT IN ('{OP}', '{HOLD}')")
-        if any(r.held for r in routed):  # (only a plan that needs it has the hold stage)
+        if held:
             frame = hold_stage(frame, routed)
         return frame, groups, refs
 
