@@ -2,13 +2,14 @@
 
 Under ``group_by`` a snapshot window that clips to its windows (TopK and user-defined
 operators over one, a time-sensitive operator over a count window) pushes each CTI back to
-the start of the earliest window still open over the groups (SPEC 8): a shard's output CTI is
-a promise about its own groups only, and the query's is the least over the shards. A plan
-with such an operator is spread only where it reads one input stream (``sharding``): every
-shard then receives the same input CTIs in the same micro-batch, and each of its output CTIs
-carries its *tag*, the input CTI it answers (``Chunk.tags``).
+the start of the earliest window still open over the groups (SPEC 8; a clip by another stream
+to the start of the earliest event whose end is not known): a shard's output CTI is a promise
+about its own groups only, and the query's is the least over the shards. Every shard receives
+every input CTI in the same micro-batch, so a CTI computed from CTIs alone is the same on
+every shard; each output CTI carries as its *tag* such a CTI, the one it answers
+(``Chunk.tags``; ``sharding`` spreads only a plan whose tags are so).
 
-A shard's *level* at input CTI ``t`` is its last output CTI tagged at or before ``t`` (its
+A shard's *level* at tag ``t`` is its last output CTI tagged at or before ``t`` (its
 CTIs only rise, so that is its greatest); the query's CTI at ``t`` is ``G(t) = min_s
 level_s(t)``, given where it rises above the last one given. A shard's events were released
 by its own CTIs; each leaves by the first ``G`` above its sync time (``release``), and until

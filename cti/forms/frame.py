@@ -410,9 +410,10 @@ class Chunk:
     ``raw_events``, and no text is written.
 
     ``tags``: each output CTI's tag, the input CTI it answers (``cti_tags``; None: the CTIs
-    are the input's own, each its own tag). An operator of a single-input plan that maps,
-    pushes back or drops CTIs keeps each one's tag (``OperatorUnit.tags``), so the levels of
-    shards that hold different keys line up on the input CTIs (``cti.engine.hold``)."""
+    are the input's own, each its own tag). An operator whose CTIs depend on its events tags
+    each with the CTI it answers, one that maps, pushes back or drops CTIs keeps each one's
+    tag (``OperatorUnit.tags``), so the levels of shards that hold different keys line up on
+    CTIs that every shard computes alike (``cti.engine.hold``)."""
 
     _events: pd.DataFrame
     ctis: list[int]

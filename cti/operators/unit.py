@@ -43,8 +43,9 @@ class OperatorUnit:
     stream; a snapshot window that clips to its windows), so shards holding different keys
     would disagree on them: the shards' CTIs are then combined after them, where the plan
     allows it (``sharding``, ``cti.engine.hold``), else the query runs in one shard.
-    ``tags``: it keeps each output CTI's tag, the input CTI it answers (``Chunk.tags``), so a
-    plan of such operators over one input stream can be spread with ``data_ctis``.
+    ``tags``: it keeps each output CTI's tag, the input CTI it answers (``Chunk.tags``; one
+    with ``data_ctis`` tags each CTI with the one it answers), so a plan with ``data_ctis``
+    can be spread (``sharding``).
     ``output_shape(node)``: its output's ``EventShape`` from its inputs' (None: mixed); by
     default its input's (``node.source.shape``). ``input_fields(node, wanted, read)``: for
     each child, the payload fields of its events that the operator's output needs, given the
