@@ -9,7 +9,9 @@ python bench/data_ctis.py --events 200000 --keys 100 --shards 1,4 --repeat 3
 The events of ``bench/run.py`` (its generator, its Parquet input, a CTI every 1,000 events
 100 ms behind, DROP) per key: ``hopping``, a count over 10 s windows every 5 s (spread over the
 shards by key); ``snapshot``, each event lasting 3 s then a snapshot window's count
-(``CLIP_TO_WINDOW_END``: its output CTIs depend on the events, ``OperatorUnit.data_ctis``),
+(``CLIP_TO_WINDOW_END``: its output CTIs depend on the events, ``OperatorUnit.data_ctis``);
+``signal``, each event lasting until the next of its key (``alter_event_duration(MAX_TIME)``
+then a clip by the stream itself on ``key``: two inputs, CTIs that depend on the events),
 written to ``bench/run.py``'s counting adapter. One JSON line per (query, shards): how many
 shards the query was spread over (``spread``), the median of the timed runs' seconds (and
 each), Spark's shuffle bytes and the tasks' run time per run (``bench/run.py``'s
@@ -36,7 +38,7 @@ from pyspark import cloudpickle  # noqa: E402
 
 cloudpickle.register_pickle_by_value(bench)  # (its adapter goes to workers that cannot import it)
 
-QUERIES = ("hopping", "snapshot")
+QUERIES = ("hopping", "snapshot", "signal")
 
 
 def build(query: str, data: Path) -> Any:
@@ -58,6 +60,9 @@ def build(query: str, data: Path) -> Any:
         advance_to_infinity_on_shutdown=True), policy=AdvanceTimePolicy.DROP)
     stream = CepStream.create("events", factory, config, EventShape.POINT, settings,
                               application=Application())
+    if query == "signal":
+        from cti import MAX_TIME
+        return stream.alter_event_duration(MAX_TIME).clip_event_duration(stream, on="key")
     if query == "hopping":
         body = lambda g: g.hopping_window(bench.WINDOW, bench.HOP).aggregate(  # noqa: E731
             count=agg.count())
