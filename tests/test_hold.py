@@ -233,36 +233,49 @@ def test_spread_queries_where_streams_meet_on_spark_equal_local(spark, cases, sp
     props.assert_spark_equals_local(spark, cases, splits, shards=3)
 
 
-def _restart_query(path: Any) -> Any:
-    """Points whose lifetime is their ``d``, a snapshot window per key clipped to its windows:
-    key ``a``'s long event keeps the query's CTI at its start while the other keys' shards
-    release their windows."""
+def _restart_stream(path: Any) -> Any:
+    """Points of a live JSON-lines file (``RESTART_ROWS``)."""
     from cti import AdvanceTimeSettings, Application, CepStream, EventShape
     from cti.io.files import FileInputConfig, JsonLinesInputAdapterFactory
 
     config = FileInputConfig(path, start_column="t", time_format="ticks", live=True)
-    s = CepStream.create("s", JsonLinesInputAdapterFactory(), config, EventShape.POINT,
-                         AdvanceTimeSettings.unordered_start_time(ticks(1)),
-                         application=Application())
-    return s.alter_event_duration(lambda e: ticks(e.payload["d"])).group_by("k").apply(
-        lambda g: g.snapshot_window().aggregate(n=agg.count(), total=agg.sum("v")))
+    return CepStream.create("s", JsonLinesInputAdapterFactory(), config, EventShape.POINT,
+                            AdvanceTimeSettings.unordered_start_time(ticks(1)),
+                            application=Application())
 
 
-RESTART_ROWS = [{"t": 10, "k": "a", "v": 1, "d": 60}] + [
-    {"t": t, "k": "bcdefg"[n % 6], "v": n, "d": 2} for n, t in enumerate(range(12, 90, 3))]
+def _restart_snapshots(path: Any) -> Any:
+    """Points whose lifetime is their ``d``, a snapshot window per key clipped to its windows:
+    key ``a``'s long event keeps the query's CTI at its start while the other keys' shards
+    release their windows."""
+    return _restart_stream(path).alter_event_duration(lambda e: ticks(e.payload["d"])).group_by(
+        "k").apply(lambda g: g.snapshot_window().aggregate(n=agg.count(), total=agg.sum("v")))
+
+
+def _restart_signal(path: Any) -> Any:
+    """Each reading lasting until the next of its key (a clip by the stream itself on ``k``):
+    key ``a``'s first reading keeps the query's CTI at its start until its next (at 82)."""
+    s = _restart_stream(path)
+    return s.alter_event_duration(MAX_TIME).clip_event_duration(s, on="k")
+
+
+RESTART_ROWS = sorted([{"t": 10, "k": "a", "v": 1, "d": 60}, {"t": 82, "k": "a", "v": 2, "d": 1}]
+                      + [{"t": t, "k": "bcdefg"[n % 6], "v": n, "d": 2}
+                         for n, t in enumerate(range(12, 90, 3))], key=lambda r: r["t"])
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("settings_", [({"shards": 4}, {}),
-                                       ({"shards": 4, "parallelism": 4}, {"parallelism": 2})],
-                         ids=["same tasks", "re-spread"])
-def test_a_restart_keeps_the_events_held_across_the_stop(spark, tmp_path, settings_):
+@pytest.mark.parametrize("query, settings_", [
+    (_restart_snapshots, ({"shards": 4}, {})),
+    (_restart_snapshots, ({"shards": 4, "parallelism": 4}, {"parallelism": 2})),
+    (_restart_signal, ({"shards": 4}, {}))], ids=["same tasks", "re-spread", "signal"])
+def test_a_restart_keeps_the_events_held_across_the_stop(spark, tmp_path, query, settings_):
     """Over 4 shards (2 tasks; or 4 tasks, then 2: Spark's offline state repartitioning moves
     the hold stage's state with the shards'): the first run ends with the query's CTI held at
-    key ``a``'s start (10) while the shards of the other keys have released their windows,
-    which wait in the hold stage's state; after the restart they leave, and the whole output
-    is the uninterrupted in-process run's, with no duplicates. The restart's tasks both wrote
-    output: the events stay spread."""
+    key ``a``'s start (10) while the shards of the other keys have released their windows (or
+    readings), which wait in the hold stage's state; after the restart they leave, and the
+    whole output is the uninterrupted in-process run's, with no duplicates. The restart's
+    tasks both wrote output: the events stay spread."""
     from restarts import run_twice_from_checkpoint
 
     from cti.engine.batch import owners
@@ -272,11 +285,11 @@ def test_a_restart_keeps_the_events_held_across_the_stop(spark, tmp_path, settin
     owner = owners(keys, "k", 4)
     assert len(set(owner[1:]) - {owner[0]}) >= 1  # (another key's shard than a's)
     before, after = run_twice_from_checkpoint(
-        spark, tmp_path, RESTART_ROWS, 12, _restart_query, (5, 6), settings_)
+        spark, tmp_path, RESTART_ROWS, 12, query, (5, 6), settings_)
     events = [e for e in before if hasattr(e, "payload")]
     ctis = [c.time for c in before if not hasattr(c, "payload")]
     assert ctis and max(ctis) <= 10 and not events  # (everything the shards released waits)
-    assert after == _restart_query(tmp_path / "in.jsonl").collect(LocalRuntime())
+    assert after == query(tmp_path / "in.jsonl").collect(LocalRuntime())
     done = [json.dumps(e.payload, sort_keys=True) + str(e.start) for e in after
             if hasattr(e, "payload")]
     assert len(done) == len(set(done)) and done
