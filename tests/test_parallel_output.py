@@ -110,6 +110,19 @@ def test_the_shards_write_themselves_only_a_partitioned_adapter_one_shard_per_ta
     assert got is in_shards
 
 
+def test_the_metrics_are_the_same_when_the_shards_write(spark, tmp_path):
+    """The shards' metric rows reach the query's progress whether they write their rows
+    themselves (four tasks) or pass them on packed (two)."""
+    progress = []
+    for tasks in (4, None):
+        runtime = SparkRuntime(spark, shards=4, parallelism=tasks, batch_sizes=[60])
+        counts().to(JsonLinesOutputAdapterFactory(), str(tmp_path / f"out{tasks}")).run(runtime)
+        progress.append(runtime.progress)
+    assert progress[0] == progress[1]
+    assert sum(p["s.accepted"] for p in progress[0]) == 240
+    assert sum(p["s.cti"] for p in progress[0]) > 0
+
+
 def _whole_batches_factory():
     # Defined in a function, so that Spark's workers get the classes by value (cloudpickle).
     class WholeBatches:
