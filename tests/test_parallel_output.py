@@ -43,10 +43,16 @@ def _partitions_per_batch(directory: Path, suffix: str) -> dict[str, int]:
     return got
 
 
-def test_json_lines_written_in_parallel_read_back_in_order(spark, tmp_path):
+# Two tasks for four shards: the shards' rows packed to a writer per task; four tasks: each
+# shard writes its own rows in its stateful function.
+TASKS = pytest.mark.parametrize("tasks", [None, 4])
+
+
+@TASKS
+def test_json_lines_written_in_parallel_read_back_in_order(spark, tmp_path, tasks):
     out = tmp_path / "out"
     counts().to(JsonLinesOutputAdapterFactory(), str(out)).run(
-        SparkRuntime(spark, shards=4, batch_sizes=[60]))
+        SparkRuntime(spark, shards=4, parallelism=tasks, batch_sizes=[60]))
     per_batch = _partitions_per_batch(out, ".jsonl")
     assert max(per_batch.values()) > 1, per_batch  # several tasks wrote one micro-batch
     assert all("-" in p.stem[len("batch-"):] for p in out.glob("batch-*.jsonl"))
@@ -54,10 +60,11 @@ def test_json_lines_written_in_parallel_read_back_in_order(spark, tmp_path):
     assert read_json_lines_output(out) == counts().collect(LocalRuntime())
 
 
-def test_parquet_written_in_parallel_each_file_in_output_order(spark, tmp_path):
+@TASKS
+def test_parquet_written_in_parallel_each_file_in_output_order(spark, tmp_path, tasks):
     out = tmp_path / "out"
     counts().to(ParquetOutputAdapterFactory(), str(out)).run(
-        SparkRuntime(spark, shards=4, batch_sizes=[60]))
+        SparkRuntime(spark, shards=4, parallelism=tasks, batch_sizes=[60]))
     assert max(_partitions_per_batch(out, ".parquet").values()) > 1
     local = tmp_path / "local"
     counts().to(ParquetOutputAdapterFactory(), str(local)).run(LocalRuntime())
@@ -71,19 +78,49 @@ def test_parquet_written_in_parallel_each_file_in_output_order(spark, tmp_path):
         assert starts == sorted(starts), f.name
 
 
-def test_a_replayed_micro_batch_replaces_its_partition_files(spark, tmp_path):
+@TASKS
+def test_a_replayed_micro_batch_replaces_its_partition_files(spark, tmp_path, tasks):
     out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
     query = counts().to(JsonLinesOutputAdapterFactory(), str(out))
-    query.run(SparkRuntime(spark, shards=4, batch_sizes=[60], checkpoint_location=str(checkpoint)))
+    query.run(SparkRuntime(spark, shards=4, parallelism=tasks, batch_sizes=[60],
+                           checkpoint_location=str(checkpoint)))
     files = sorted(p.name for p in out.iterdir())
     commits = sorted((checkpoint / "commits").glob("[0-9]*"), key=lambda p: int(p.name))
     last = commits[-1]
     last.unlink()  # as if the run died after the sink wrote the batch, before Spark's commit
     (checkpoint / "commits" / f".{last.name}.crc").unlink(missing_ok=True)
-    query.run(SparkRuntime(spark, shards=4, batch_sizes=[60], checkpoint_location=str(checkpoint)))
+    query.run(SparkRuntime(spark, shards=4, parallelism=tasks, batch_sizes=[60],
+                           checkpoint_location=str(checkpoint)))
     assert (checkpoint / "commits" / last.name).exists()  # the batch ran again
     assert sorted(p.name for p in out.iterdir()) == files
     assert read_json_lines_output(out) == counts().collect(LocalRuntime())
+
+
+@pytest.mark.parametrize(("tasks", "factory", "in_shards"), [
+    (4, JsonLinesOutputAdapterFactory(), True), (None, JsonLinesOutputAdapterFactory(), False),
+    (4, None, False)])
+def test_the_shards_write_themselves_only_a_partitioned_adapter_one_shard_per_task(
+        spark, tmp_path, tasks, factory, in_shards):
+    runtime = SparkRuntime(spark, shards=4, parallelism=tasks)
+    stream = counts()
+    sink = (factory or _whole_batches_factory(), str(tmp_path), stream.shape)
+    partitioned = bool(getattr(sink[0], "partitioned", False))
+    got = runtime._query_frame([stream], False, False, str(tmp_path / "checkpoint"),
+                               sink if partitioned else None)[3]
+    assert got is in_shards
+
+
+def test_the_metrics_are_the_same_when_the_shards_write(spark, tmp_path):
+    """The shards' metric rows reach the query's progress whether they write their rows
+    themselves (four tasks) or pass them on packed (two)."""
+    progress = []
+    for tasks in (4, None):
+        runtime = SparkRuntime(spark, shards=4, parallelism=tasks, batch_sizes=[60])
+        counts().to(JsonLinesOutputAdapterFactory(), str(tmp_path / f"out{tasks}")).run(runtime)
+        progress.append(runtime.progress)
+    assert progress[0] == progress[1]
+    assert sum(p["s.accepted"] for p in progress[0]) == 240
+    assert sum(p["s.cti"] for p in progress[0]) > 0
 
 
 def _whole_batches_factory():

@@ -55,6 +55,7 @@ from cti.engine.shard import Shard
 from cti.forms import frame
 from cti.ingress.state import next_in_seq, with_stored_books
 from cti.operators import plan, usercode
+from cti.operators.output import deliver, step_table
 from cti.runtime.spark.hold import HOLD, routed_rows
 from cti.runtime.spark.ingress import GROUP_OUT_SCHEMA
 from cti.runtime.spark.packing import pack_output, unpack
@@ -76,18 +77,22 @@ OUTPUT_SCHEMA = StructType([*OUT_FIELDS, *GROUP_OUT_SCHEMA.fields,
 SLOTTED_SCHEMA = StructType([*OUTPUT_SCHEMA.fields, StructField("slot", IntegerType(), False)])
 _STATE = StructType([StructField("blob", BinaryType(), False)])
 BATCH_ID = "streaming.sql.batchId"  # the local property Spark gives a micro-batch's tasks
+Sink = tuple[Any, Any, Any]  # an output adapter's factory, config and shape
 
 
 def query_function(queries: Sequence[Any], groups: Sequence[Any],
                    refs: Sequence[Sequence[tuple[int, int]]], with_inputs: bool,
                    routes: Sequence[QueryRoute], parts: PartStore | None = None,
-                   slotted: bool = False) -> Callable:
+                   sink: Sink | None = None, slotted: bool = False) -> Callable:
     """The stateful function of ``apply_queries``; plans travel without their input streams
     (whose configs may hold all the input). ``parts``: where shards keep their state's large
     arrays (``cti.runtime.spark.state``; a directory per query and shard under it), None:
-    in the state value itself. ``slotted``: a hold stage follows, and each row names its
-    slot there (``SLOTTED_SCHEMA``): a ``hold`` row the one it is sent to, any other the
-    shard's own, so that it stays in its shard's partition."""
+    in the state value itself. ``sink``: a partitioned output adapter's (factory, config,
+    shape) that each shard writes its released rows to itself, as its task's partition (a
+    task per shard; see ``apply_queries``), instead of passing them on packed. ``slotted``: a
+    hold stage follows, and each row names its slot there (``SLOTTED_SCHEMA``): a ``hold`` row
+    the one it is sent to, any other the shard's own, so that it stays in its shard's
+    partition."""
     plans = [plan.without_inputs(q.node, q.inputs()) for q in queries]
     for p in plans:
         ship_user_functions(p)
@@ -134,9 +139,11 @@ def query_function(queries: Sequence[Any], groups: Sequence[Any],
                for g in reported]
         if routes[q].held:  # (its CTIs combined after the shards: ``cti.runtime.spark.hold``)
             out.append(_held(routed_rows(routes[q], shard, done.events, done.ctis, done.tags)))
+        elif sink is not None:
+            _write_released(sink, done.events, done.ctis if shard == 0 else [])
         else:
             out.append(_released(done.events, done.ctis if shard == 0 else []))
-        result = frame.stack([o for o in out if len(o)] or [out[-1]])
+        result = frame.stack([o for o in out if len(o)] or [_blob_rows([])])
         result.insert(0, "query", np.int32(q))
         if slotted:
             result["slot"] = np.where(result["role"].to_numpy(object) == HOLD,
@@ -153,12 +160,31 @@ def _batch_id() -> int:
     return int(value) if value is not None else 0
 
 
+def write_output(sink: Sink, rows: Any, partition: int | None) -> None:
+    """Output rows (``output.deliver``) of the task's micro-batch to a new adapter of ``sink``
+    (factory, config, shape), with the micro-batch's id (a replayed batch has the same id)."""
+    factory, config, shape = sink
+    adapter = factory.create(config, shape)
+    deliver(adapter, rows, _batch_id(), partition)
+    adapter.close()
+
+
+def _write_released(sink: Sink, events: pd.DataFrame, ctis: Sequence[int]) -> None:
+    """A shard's released events and CTIs of the step, written as its task's partition (the
+    same on a replay: the shards' keys are hashed to the same partitions)."""
+    if len(events) + len(ctis):
+        write_output(sink, step_table(events, ctis), TaskContext.get().partitionId())
+
+
 def apply_queries(rows: DataFrame, queries: Sequence[Any], groups: Sequence[Any],
                   refs: Sequence[Sequence[tuple[int, int]]], with_inputs: bool,
                   routes: Sequence[QueryRoute], parts: PartStore | None = None,
-                  slotted: bool = False) -> DataFrame:
+                  sink: Sink | None = None, slotted: bool = False) -> DataFrame:
+    """The queries' stateful stage (``query_function``); with ``sink``, only where every task
+    runs one shard, so that each (micro-batch, partition) is written once; ``slotted``: a hold
+    stage follows (``query_function``)."""
     return rows.groupBy("query", "slot").applyInPandasWithState(
-        query_function(queries, groups, refs, with_inputs, routes, parts, slotted),
+        query_function(queries, groups, refs, with_inputs, routes, parts, sink, slotted),
         SLOTTED_SCHEMA if slotted else OUTPUT_SCHEMA,
         _STATE,
         "append",

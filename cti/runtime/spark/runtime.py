@@ -23,7 +23,7 @@ from cti.engine.route import routes
 from cti.errors import BindingError
 from cti.forms.rows import OUTPUT_STATUSES
 from cti.io.dataframes import is_dataframe_input
-from cti.operators.output import deliver, table_rows
+from cti.operators.output import table_rows
 from cti.results import DIAGNOSTIC_STATUSES, RunResult, derived_result
 from cti.runtime.base import BatchSizes, queries_inputs, stream_caps
 from cti.runtime.spark.dataframes import OUTPUT_COLUMNS, output_rows, packed_frame
@@ -31,7 +31,7 @@ from cti.runtime.spark.handle import RunningQuery, raise_cti_error
 from cti.runtime.spark.hold import HOLD, hold_stage
 from cti.runtime.spark.ingress import apply_ingress
 from cti.runtime.spark.metrics import OBSERVATION, observe
-from cti.runtime.spark.operators import BATCH_ID, OP, PASS, apply_queries
+from cti.runtime.spark.operators import OP, PASS, Sink, apply_queries, write_output
 from cti.runtime.spark.packing import unpack_output
 from cti.runtime.spark.partitioning import default_tasks
 from cti.runtime.spark.schema import out_row_from_spark
@@ -151,8 +151,7 @@ class SparkRuntime:
         if sharded:
             check_shard_layout(checkpoint, self.shard_count)
         recorded = recorded_partitions(checkpoint)
-        tasks = self.parallelism or recorded or default_tasks(
-            self.shard_count, max(1, self.spark.sparkContext.defaultParallelism))
+        tasks = self._tasks(checkpoint)
         if tasks > self.shard_count:
             raise BindingError(
                 f"SparkRuntime(parallelism={tasks}) is more than the {self.shard_count} shards "
@@ -167,6 +166,11 @@ class SparkRuntime:
             return writer.option("checkpointLocation", checkpoint).start()
         finally:
             conf.set("spark.sql.shuffle.partitions", before)
+
+    def _tasks(self, checkpoint: str) -> int:
+        """How many tasks run the shards of a query with this checkpoint (``_start``)."""
+        return self.parallelism or recorded_partitions(checkpoint) or default_tasks(
+            self.shard_count, max(1, self.spark.sparkContext.defaultParallelism))
 
     @property
     def spark(self) -> SparkSession:
@@ -333,19 +337,32 @@ class SparkRuntime:
         """The streaming frame of the queries' output rows (``operators.OUTPUT_SCHEMA``);
         ``checkpoint``: where the query will keep its checkpoint (its shards' state parts go
         beside it; None: unknown, the state values hold everything)."""
+        frame, groups, refs, _ = self._query_frame(queries, with_inputs, long_running,
+                                                   checkpoint)
+        return frame, groups, refs
+
+    def _query_frame(self, queries: Sequence[Any], with_inputs: bool, long_running: bool,
+                     checkpoint: str | None, sink: Sink | None = None
+                     ) -> tuple[DataFrame, list[IngressGroup], list[list[tuple[int, int]]],
+                                bool]:
+        """``query_frame``, and whether the shards write their released rows to ``sink`` (a
+        partitioned output adapter) themselves: where the plan has no hold stage and every
+        task runs one shard. The frame then has no ``OP`` rows."""
         groups, refs = queries_inputs(queries)
         for q in queries:  # (before the routes are pickled: a group_by's key function)
             ship_user_functions(q.node)
         routed = routes(queries, groups, refs, self.shard_count, with_inputs)
-        held = any(r.held for r in routed)  # (only a plan that needs it has the hold stage)
+        held = any(r.held for r in routed)
+        if held or checkpoint is None or self._tasks(checkpoint) != self.shard_count:
+            sink = None
         frame = apply_queries(self.source_frame(groups, routed, long_running), queries,
-                              groups, refs, with_inputs, routed, self._parts(checkpoint),
+                              groups, refs, with_inputs, routed, self._parts(checkpoint), sink,
                               slotted=held)
         # Ingress metrics in the query's progress, from the rows (or summaries) of shard 0.
         frame = observe(frame, groups, "weight", f"role NOT IN ('{OP}', '{HOLD}')")
-        if held:
+        if held:  # (only a plan that needs it has the hold stage)
             frame = hold_stage(frame, routed)
-        return frame, groups, refs
+        return frame, groups, refs, sink is not None
 
     def run_query(self, query: Any, with_inputs: bool = True) -> RunResult:
         return self.run_queries([query], with_inputs)[0]
@@ -379,10 +396,13 @@ class SparkRuntime:
     def _start_query(self, bound: Any, checkpoint: str | None = None,
                      long_running: bool = False) -> StreamingQuery:
         checkpoint = checkpoint or self._checkpoint()
-        frame, _, _ = self.query_frame([bound.stream], long_running=long_running,
-                                       checkpoint=checkpoint)
         sink = (bound.factory, bound.config, bound.stream.shape)  # not the plan: its inputs
         parallel = bool(getattr(bound.factory, "partitioned", False))
+        frame, _, _, in_shards = self._query_frame([bound.stream], False, long_running,
+                                                   checkpoint, sink if parallel else None)
+        if in_shards:  # (the shards wrote: their stage's rows are the metrics' alone)
+            return self._start(frame.writeStream.format("noop").outputMode("append"),
+                               checkpoint)
         blobs = frame.where(F.col("role") == OP).select("blob")
         if not parallel:  # an adapter that takes whole batches only: they meet in one task
             blobs = blobs.repartition(1)
@@ -407,7 +427,7 @@ class SparkRuntime:
             "release", "kind", "start", "end", "p.*")
 
 
-def _write_query_partition(sink: tuple[Any, Any, Any], parallel: bool,
+def _write_query_partition(sink: Sink, parallel: bool,
                            batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """A query's output in one task (Arrow batches, each row a shard's packed output), in
     output order, to a new output adapter, with the micro-batch's id (a replayed batch has the
@@ -418,12 +438,7 @@ def _write_query_partition(sink: tuple[Any, Any, Any], parallel: bool,
     settle("output")
     rows = unpack_output(blob for b in batches for blob in b.column(0).to_pylist())
     if len(rows):  # handed over as Arrow: ``deliver`` orders it there, then makes the frame
-        task = TaskContext.get()
-        batch_id = int(task.getLocalProperty(BATCH_ID))
-        factory, config, shape = sink
-        adapter = factory.create(config, shape)
-        deliver(adapter, rows, batch_id, task.partitionId() if parallel else None)
-        adapter.close()
+        write_output(sink, rows, TaskContext.get().partitionId() if parallel else None)
     yield pa.RecordBatch.from_pydict({"written": [len(rows)]})
 
 
