@@ -314,3 +314,16 @@ def stream_defs(
 
 batch_sizes = st.lists(st.integers(1, 4), min_size=1, max_size=3)
 """A ``LocalRuntime(batch_sizes=...)`` argument: each stream's input cut into batches."""
+
+
+def _at_least(caps: list[int], events: int) -> list[int]:
+    """``caps``, then one more cap if they take fewer than ``events`` between them."""
+    return caps if sum(caps) >= events else [*caps, events - sum(caps)]
+
+
+spark_splits = st.one_of(st.none(), st.lists(st.integers(1, 5), min_size=1, max_size=3)
+                         .map(lambda caps: _at_least(caps, 12)))
+"""A ``SparkRuntime(batch_sizes=...)`` argument: None (each micro-batch takes all there is) or
+micro-batch caps, in turn, from one event up, whose turn takes at least 12 events (one-event
+micro-batches, up to three in a row, without a micro-batch per event over a long case: a
+micro-batch costs Spark a second or more)."""

@@ -3,6 +3,7 @@ same windows."""
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import json
 import subprocess
@@ -64,15 +65,33 @@ def _expected_windows(tmp_path: Path, key_rate: float | None = None, where: bool
                 if not (where and v % 3 == 0) for w in _windows_of(t, size, hop)})
 
 
+@pytest.fixture
+def bench_here(spark, monkeypatch, capsys):
+    """bench/run.py's ``main`` in this process, its spark-native child too, on the tests'
+    session (the child's ``start_spark()`` gets the active session: no JVM of its own to
+    start); the other systems' children run in processes of their own, as the script runs
+    them. Returns a function of the script's arguments giving its result lines."""
+    bench = _bench_module()
+    real = bench.run_system
+
+    def run_system(system, root, args, shards=None, query="window"):
+        if system != "spark-native":
+            return real(system, root, args, shards, query)
+        return bench.child(system, root, argparse.Namespace(**{**vars(args), "query": query}))
+
+    monkeypatch.setattr(bench, "run_system", run_system)
+
+    def run(*args: str) -> list[dict]:
+        assert bench.main(list(args)) == 0
+        return [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    return run
+
+
 @pytest.mark.spark
-def test_bench_runs_and_counts_agree(tmp_path: Path) -> None:
-    proc = subprocess.run(
-        [sys.executable, str(BENCH), "--events", str(EVENTS), "--keys", str(KEYS),
-         "--systems", "spark-native,cti-local,arrow-floor", "--seed", "0", "--repeat", "3"],
-        cwd=REPO, capture_output=True, text=True, timeout=600, check=False,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    lines = [json.loads(line) for line in proc.stdout.splitlines()]
+def test_bench_runs_and_counts_agree(tmp_path: Path, bench_here) -> None:
+    lines = bench_here("--events", str(EVENTS), "--keys", str(KEYS),
+                       "--systems", "spark-native,cti-local,arrow-floor", "--seed", "0",
+                       "--repeat", "3")
     by_system = {line["system"]: line for line in lines}
     assert list(by_system) == ["spark-native", "cti-local", "arrow-floor"]
 
@@ -163,17 +182,13 @@ def test_key_rate_holds_each_keys_events_per_second(tmp_path: Path, keys: int) -
 
 
 @pytest.mark.spark
-def test_the_reference_join_joins_every_event_with_its_row() -> None:
+def test_the_reference_join_joins_every_event_with_its_row(bench_here) -> None:
     """``--query reference``: the events joined on key with reference rows (more rows than
     keys, so most match no event), by cti and by Spark's stream-static join: each event meets
     its key's row once; each line times its micro-batches."""
-    proc = subprocess.run(
-        [sys.executable, str(BENCH), "--events", str(EVENTS), "--keys", str(KEYS),
-         "--systems", "cti-local,spark-native", "--query", "reference",
-         "--reference", str(5 * KEYS), "--batches", "4"],
-        cwd=REPO, capture_output=True, text=True, timeout=600, check=False)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    lines = [json.loads(line) for line in proc.stdout.splitlines()]
+    lines = bench_here("--events", str(EVENTS), "--keys", str(KEYS),
+                       "--systems", "cti-local,spark-native", "--query", "reference",
+                       "--reference", str(5 * KEYS), "--batches", "4")
     assert [line["system"] for line in lines] == ["cti-local", "spark-native"]
     for line in lines:
         assert (line["query"], line["reference"]) == ("reference", 5 * KEYS), line

@@ -4,17 +4,24 @@
 event-ordering stream with ``SparkRuntime(shards=4)``, the three in one streaming query; each
 equals the in-process runtime's results, and both executors ran tasks. Then the window query
 over a live file, stopped on 4 tasks and restarted on 2 (``parallelism=2``: the checkpoint's
-state re-spread) after more input came, equals the in-process run over the whole file."""
+state re-spread) after more input came, equals the in-process run over the whole file.
+Last, in the same job (one cluster's start for both tests), the job of ``tests/killed_jobs.py``
+as ``cti run`` runs it, one executor killed with SIGKILL mid-run: Spark runs its tasks again
+elsewhere, and the tables are exact and complete."""
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import attrs
 import pytest
+from killed_jobs import BATCH, assert_tables_equal, commits, executors, table, uninterrupted_run
 
 from cti.runtime.local import LocalRuntime
 
@@ -117,29 +124,86 @@ if __name__ == "__main__":
     out["restarted"] = canonical(read_json_lines_output(written))
     out["restart_tasks"] = recorded_partitions(checkpoint)
     Path(sys.argv[1]).write_text(json.dumps(out))
+
+    # Last, the killed job as ``cti run`` runs it (the console script's main, which exits with
+    # the run's status) on this cluster, while the test kills an executor.
+    from cti.cli import main
+
+    killed_query, killed_out = sys.argv[3:5]
+    sys.argv = ["cti", "run", killed_query, "--until-idle", "--output", killed_out,
+                "--progress", "log"]
+    main()
 '''
 
 
-@pytest.mark.spark
-def test_group_by_window_and_keyed_join_on_two_executors_equal_in_process(tmp_path):
-    job = tmp_path / "job.py"
+MASTER = "local-cluster[2,1,1024]"
+
+
+@attrs.frozen
+class ClusterRun:
+    """What the one ``spark-submit`` left: its directory, the queries' results (``None`` if
+    it failed before writing them), its exit status and log, the uninterrupted run's tables
+    and how many ``per_key`` rows the killed job had written when its executor was killed."""
+
+    tmp: Path
+    got: dict | None
+    returncode: int
+    log: str
+    want: Path
+    killed_at: int
+
+
+@pytest.fixture(scope="module")
+def cluster_run(tmp_path_factory) -> ClusterRun:
+    """``JOB`` by ``spark-submit`` on ``MASTER``, once for both tests; one of its executors
+    killed with SIGKILL once the killed job has committed two ``per_key`` micro-batches."""
+    tmp_path = tmp_path_factory.mktemp("cluster")
+    query, want = uninterrupted_run(tmp_path)
+    job, result, out = tmp_path / "cluster_job.py", tmp_path / "result.json", tmp_path / "out"
     job.write_text(JOB)
-    result = tmp_path / "result.json"
     submit = Path(sys.executable).with_name("spark-submit")
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, CTI_RUN_BATCH_SIZE=BATCH)
     env.pop("CTI_SPARK_MASTER", None)
-    done = subprocess.run([str(submit), "--master", "local-cluster[2,1,1024]",
-                           "--conf", "spark.executor.memory=768m", str(job), str(result),
-                           str(tmp_path)],
-                          env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    got = json.loads(result.read_text())
-    assert got["master"] == "local-cluster[2,1,1024]"
+    command = [str(submit), "--master", MASTER, "--conf", "spark.executor.memory=768m",
+               str(job), str(result), str(tmp_path), str(query), str(out)]
+    log = tmp_path / "job.log"
+    with log.open("wb") as sink:
+        proc = subprocess.Popen(command, env=env, start_new_session=True, stdout=sink,
+                                stderr=subprocess.STDOUT)
+        try:
+            killed_at = _kill_an_executor_mid_run(proc, out / "per_key", log)
+            returncode = proc.wait(timeout=900)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+    got = json.loads(result.read_text()) if result.exists() else None
+    return ClusterRun(tmp_path, got, returncode, log.read_text(), want, killed_at)
+
+
+def _kill_an_executor_mid_run(proc: subprocess.Popen, per_key: Path, log: Path) -> int:
+    """Once ``per_key`` has two commits, SIGKILL one of the job's two executors; the rows
+    ``per_key`` had then."""
+    deadline = time.monotonic() + 900
+    while not per_key.exists() or commits(per_key) < 2:
+        assert proc.poll() is None, log.read_text()[-3000:]
+        assert time.monotonic() < deadline, "the killed job wrote nothing in 15 minutes"
+        time.sleep(0.2)
+    pids = executors(proc.pid)
+    assert len(pids) == 2, pids
+    os.kill(pids[0], signal.SIGKILL)
+    return len(table(per_key))
+
+
+@pytest.mark.spark
+def test_group_by_window_and_keyed_join_on_two_executors_equal_in_process(cluster_run):
+    got, tmp_path = cluster_run.got, cluster_run.tmp
+    assert got is not None, cluster_run.log[-3000:]
+    assert got["master"] == MASTER
     assert len(got["tasks"]) == 2 and all(n > 0 for n in got["tasks"].values()), got["tasks"]
 
     sys.path.insert(0, str(tmp_path))
     try:
-        import job as local_job  # the same queries, in this process
+        import cluster_job as local_job  # the same queries, in this process
     finally:
         sys.path.remove(str(tmp_path))
     windows, joined, substreams = local_job.queries()
@@ -153,3 +217,15 @@ def test_group_by_window_and_keyed_join_on_two_executors_equal_in_process(tmp_pa
     assert got["restart_tasks"] == 2
     assert got["restarted"] == local_job.canonical(
         local_job.live_windows(str(tmp_path / "in.jsonl")).collect(LocalRuntime()))
+
+
+@pytest.mark.spark
+@pytest.mark.failures
+def test_executor_killed_mid_run_on_a_local_cluster(cluster_run):
+    """``cti run`` on ``MASTER`` (two executor JVMs), one executor killed with SIGKILL mid-run:
+    Spark runs its tasks again elsewhere, and the tables are exact and complete."""
+    assert cluster_run.returncode == 0, cluster_run.log[-3000:]
+    assert f"on {MASTER}" in cluster_run.log
+    assert cluster_run.killed_at < len(table(cluster_run.want / "per_key")), \
+        "the executor died mid-run"
+    assert_tables_equal(cluster_run.tmp / "out", cluster_run.want)

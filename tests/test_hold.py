@@ -78,7 +78,7 @@ def _rows(table: pa.Table) -> list[tuple]:
     return [tuple(r.values()) for r in ordered_table(table).to_pylist()]
 
 
-@settings(max_examples=120, deadline=None,
+@settings(max_examples=60, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(case=held_case(), defs=props.input_defs(1, max_size=14), shards=st.integers(2, 4),
        seed=st.integers(0, 99), data=st.data())

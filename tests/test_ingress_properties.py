@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -309,23 +311,43 @@ def test_importing_streams_equal_reference(defs):
 def test_import_chains_equal_reference_whatever_the_batches(defs, sizes):
     """a -> b -> c: a stream's rows wait for every CTI that can still reach it up the chain,
     so the output is the reference's however the input is cut into batches."""
+    check_chain_against_reference(defs, sizes)
+
+
+def check_chain_against_reference(defs: list[StreamDef], sizes: list[int]) -> None:
+    """The chain's run equals the reference's whole, in ``sizes`` batches and one by one."""
     whole = check_against_reference(defs)
     for size in (sizes, [1]):
         assert run_local(defs, size).streams == whole.streams, describe(defs)
 
 
-def test_importing_streams_with_bulk_books_equal_reference():
-    """The same with every batch's edge starts, where no end comes and the book is empty,
-    opened as a ``BulkBook`` (``edges.BULK_STARTS`` 1: a large reference table's form)."""
+@contextmanager
+def bulk_books() -> Iterator[None]:
+    """Every batch's edge starts, where no end comes and the book is empty, opened as a
+    ``BulkBook`` (``edges.BULK_STARTS`` 1: a large reference table's form)."""
     from cti.forms import edges
 
     saved, edges.BULK_STARTS = edges.BULK_STARTS, 1
     try:
-        test_importing_streams_equal_reference()
-        test_edge_stream_with_stray_ends_equals_reference()
-        test_import_chains_equal_reference_whatever_the_batches()
+        yield
     finally:
         edges.BULK_STARTS = saved
+
+
+def test_importing_streams_with_bulk_books_equal_reference():
+    """The two properties above that import streams and edges, with bulk books."""
+    with bulk_books():
+        test_importing_streams_equal_reference()
+        test_edge_stream_with_stray_ends_equals_reference()
+
+
+@settings(FAST, max_examples=50)
+@given(defs=stream_defs(chain=3, max_size=10), sizes=batch_sizes)
+def test_import_chains_with_bulk_books_equal_reference_whatever_the_batches(defs, sizes):
+    """The chains' property with bulk books, at 50 examples (each is three runs of a chain;
+    the books' own property is above at 150)."""
+    with bulk_books():
+        check_chain_against_reference(defs, sizes)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

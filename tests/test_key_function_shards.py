@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from shard_runs import counts, released, run_shards
+from strategies import spark_splits
 
 from cti import (
     AdvanceTimeSettings,
@@ -141,8 +142,7 @@ def test_a_key_functions_query_is_routed_by_the_function():
 
 @pytest.mark.spark
 @settings(max_examples=2, deadline=None, suppress_health_check=list(HealthCheck))
-@given(cases=st.lists(key_cases(), min_size=6, max_size=8),
-       splits=st.one_of(st.none(), st.lists(st.integers(1, 5), min_size=1, max_size=3)))
+@given(cases=st.lists(key_cases(), min_size=6, max_size=8), splits=spark_splits)
 def test_on_spark_equals_local(spark, cases, splits):
     from cti.runtime.spark import SparkRuntime
 
