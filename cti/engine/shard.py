@@ -92,8 +92,8 @@ class Shard:
               chunks: list[frame.Chunk]) -> ShardOutput:
         """The query machine's step over the chunks ``ingress`` made (``state["machine"]``
         updated). Apart from ``ingress`` so a caller can let the input go in between (Spark's
-        shard step hands the memory back then: a large first micro-batch's input frame is not
-        alive beside the machine's work and the state's write)."""
+        shard step does: a large first micro-batch's input frame is then not alive beside
+        the machine's work and the state's write)."""
         machine = QueryMachine(self.plan, self.inputs, state["machine"])
         events, ctis = machine.step(chunks)
         state["machine"] = machine.state
