@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import resource
 import threading
+import time
 from typing import Any
 
 
@@ -42,8 +43,10 @@ class TreeMemory:
     every process the libraries' files, split between them).
     """
 
-    def __init__(self, interval: float = 0.25) -> None:
+    def __init__(self, interval: float = 0.25, log: str | None = None) -> None:
         self.interval = interval
+        self._log = open(log, "w") if log else None  # noqa: SIM115 (closed in stop)
+        self._t0 = time.monotonic()
         self.hwm_kb: dict[int, tuple[str, int]] = {}
         self.tree_peak_kb = 0
         self.live_hwm_peak_kb = 0
@@ -52,6 +55,9 @@ class TreeMemory:
 
     def sample(self) -> None:
         total = _pss_kb("self")
+        if self._log is not None:
+            self._log.write(f"{time.monotonic() - self._t0:.2f}\t{os.getpid()}\t-\tdriver-python"
+                            f"\t{_kb(_proc_status(os.getpid()).get('VmRSS'))}\t{total}\n")
         live = _kb(_proc_status(os.getpid()).get("VmHWM"))
         for pid in _descendants():
             try:
@@ -65,7 +71,11 @@ class TreeMemory:
                 continue
             if b"org.apache.spark.launcher.Main" in cmdline:
                 continue
-            total += _pss_kb(pid)
+            pss = _pss_kb(pid)
+            total += pss
+            if self._log is not None:
+                self._log.write(f"{time.monotonic() - self._t0:.2f}\t{pid}\t{status.get('PPid')}"
+                                f"\t{_role(name, cmdline)}\t{_kb(status.get('VmRSS'))}\t{pss}\n")
             hwm = max(_kb(status.get("VmHWM")), self.hwm_kb.get(pid, (name, 0))[1])
             self.hwm_kb[pid] = (name, hwm)
             live += hwm
@@ -90,6 +100,8 @@ class TreeMemory:
         self._stop.set()
         self._thread.join()
         self.sample()
+        if self._log is not None:
+            self._log.close()
         self_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
         jvm = sum(kb for name, kb in self.hwm_kb.values() if name == "java")
         workers = sum(kb for name, kb in self.hwm_kb.values() if name != "java")
@@ -102,6 +114,14 @@ class TreeMemory:
             "workers_rss_mb": round(workers / mb, 1),
             "tree_pss_peak_mb": round(self.tree_peak_kb / mb, 1),
         }
+
+
+def _role(name: str, cmdline: bytes) -> str:
+    """A short name for what a sampled process is, for the per-sample log."""
+    if name == "java":
+        return "jvm"
+    args = cmdline.split(b"\0")
+    return (b" ".join(a for a in args[1:4] if a).decode(errors="replace")[:60]) or name
 
 
 def tree_cpu_s() -> float:

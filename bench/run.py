@@ -553,7 +553,7 @@ def line_head(system: str, opts: argparse.Namespace, query: str) -> dict[str, An
 
 def child(system: str, root: Path, opts: argparse.Namespace) -> dict[str, Any]:
     """Run one system in this process; its result line."""
-    memory = TreeMemory().start()
+    memory = TreeMemory(log=os.environ.get("CTI_BENCH_MEMLOG")).start()
     line = line_head(system, opts, opts.query)
     try:
         result = RUNNERS[system](root, opts)

@@ -82,6 +82,11 @@ class InputAdapter(Protocol):
     generates a CTI every N events, and the source's generation points
     (``cti.ingress.timed``), instead of every row's times.
 
+    A bounded adapter (``is_complete()``) that caches what it read of its input per process
+    may have ``release()``, which forgets it: on Spark the source calls it once the input is
+    read to its end, in the process that read the last range and in the one that found the
+    end (``ReferenceDataInputAdapter``: a file's table, 100 MB at a million rows).
+
     A columnar adapter has ``read_frame(start, end)`` (see ``cti.io.parquet``): the rows as an
     Arrow table in cti's row form, or None where it reads these rows by ``read``. If it also sets
     ``projects_fields = True``, its ``read_frame`` takes ``fields=``: the payload fields a run

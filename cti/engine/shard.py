@@ -84,8 +84,25 @@ class Shard:
 
     def step(self, state: dict[str, Any], rows: pd.DataFrame) -> ShardOutput:
         """One batch of input rows (``ROUTED_ARROW`` columns and ``group``, as pandas); updates
-        ``state`` (``new_state()`` at first)."""
+        ``state`` (``new_state()`` at first): ``ingress``, then ``query``."""
+        reports, chunks = self.ingress(state, rows)
+        return self.query(state, reports, chunks)
+
+    def query(self, state: dict[str, Any], reports: dict[int, pd.DataFrame],
+              chunks: list[frame.Chunk]) -> ShardOutput:
+        """The query machine's step over the chunks ``ingress`` made (``state["machine"]``
+        updated). Apart from ``ingress`` so a caller can let the input go in between (Spark's
+        shard step does: a large first micro-batch's input frame is then not alive beside
+        the machine's work and the state's write)."""
         machine = QueryMachine(self.plan, self.inputs, state["machine"])
+        events, ctis = machine.step(chunks)
+        state["machine"] = machine.state
+        return ShardOutput(reports, events, list(ctis), list(machine.tags))
+
+    def ingress(self, state: dict[str, Any], rows: pd.DataFrame
+                 ) -> tuple[dict[int, pd.DataFrame], list[frame.Chunk]]:
+        """Each group's ingress over its rows (``state["ingress"]`` updated): the rows the
+        shard reports per group and the plan's input chunks, in ``refs`` order."""
         route, shard, groups = self.route, self.shard, self.groups
         ingress_out, reports, direct, parts = {}, {}, {}, {}
         for g in groups:
@@ -99,13 +116,11 @@ class Shard:
             ingress_out[g] = got.rows
             direct |= {(g, i): c for i, c in got.chunks.items()}
             reports[g] = got.report if got.report is not None else _counted(
-                got.rows, shard, route, g)
+                got.rows, shard, route, g, part)
         chunks = [direct[(g, i)] if (g, i) in direct else chunk(
             ingress_out[g], i, shard, route.fields.get((g, i)), route.shards, parts[g])
             for g, i in self.refs]
-        events, ctis = machine.step(chunks)
-        state["machine"] = machine.state
-        return ShardOutput(reports, events, list(ctis), list(machine.tags))
+        return reports, chunks
 
     def _context(self, group: int) -> paths.ShardContext:
         """What ingress needs of this shard's route for a group (``paths.shard_step``)."""
@@ -116,7 +131,7 @@ class Shard:
             shard, next((i for h, i in route.timed if h == group), None), written,
             lambda got, i, rows: chunk(got, i, shard, route.fields.get((group, i)),
                                        route.shards, rows),
-            lambda got: _counted(got, shard, route, group))
+            lambda got, rows: _counted(got, shard, route, group, rows))
 
 
 def written(rows: pd.DataFrame) -> pd.DataFrame:
@@ -132,12 +147,14 @@ def _no_chunk(*_: Any) -> Any:
     raise AssertionError("no chunk or report in ingress for a group passed on in full")
 
 
-def _counted(got: pd.DataFrame, shard: int, route: QueryRoute, group: int) -> pd.DataFrame:
+def _counted(got: pd.DataFrame, shard: int, route: QueryRoute, group: int,
+             rows: pd.DataFrame | None = None) -> pd.DataFrame:
     """The rows of a group's ingress output ``got`` that this shard reports for the metrics:
     an edge event's, or an event's of a substream stream spread by its key, its owner's (only
     the owner, which has its payload, pairs or judges it; ``cti.engine.batch.routed``), and
     so is a dead-lettered event's (reported with its payload); every other row shard 0's
-    (every shard judges those alike, from their times)."""
+    (every shard judges those alike, from their times). ``rows``: the input rows ``got``
+    came from, if known (an event's owner as routed: ``chunk``)."""
     status = got["status"]
     by_owner = (((got["kind"].isin(SHAPE_KINDS[EventShape.EDGE])
                   | got["stream"].isin(route.keyed_substreams(group)))
@@ -148,21 +165,45 @@ def _counted(got: pd.DataFrame, shard: int, route: QueryRoute, group: int) -> pd
     mine = np.zeros(len(got), bool)
     stream, payload = got["stream"].to_numpy(), got["payload"].to_numpy(object)
     for i in np.unique(stream[by_owner]):
-        rows = by_owner & (stream == i)
-        mine[rows] = _owned(payload[rows], route.fields.get((group, int(i))), shard,
-                            route.shards)
+        these = by_owner & (stream == i)
+        mine[these] = _owned(payload[these], route.fields.get((group, int(i))), shard,
+                             route.shards, _routed(rows, int(i), got["in_seq"].to_numpy()[these]))
     return frame.rows_where(got, mine | (~by_owner & (shard == 0)))
 
 
-def _owned(payloads: np.ndarray, field: ShardKey, shard: int, shards: int) -> np.ndarray:
+def _routed(rows: pd.DataFrame | None, stream: int, in_seq: np.ndarray,
+            at: np.ndarray | None = None) -> np.ndarray | None:
+    """The shard each of stream ``stream``'s input rows numbered ``in_seq`` was routed to
+    (their ``own``; -1: not among the input ``rows``, or none); None where not known.
+    ``at``: their places among the rows (``_input_rows``), where found already."""
+    if rows is None or "own" not in rows:
+        return None
+    if at is None:
+        at = _input_rows(rows, stream, in_seq)
+        if at is None:
+            return None
+    return np.where(at >= 0, rows["own"].to_numpy()[np.maximum(at, 0)], -1) if len(rows) \
+        else np.full(len(at), -1)
+
+
+def _owned(payloads: np.ndarray, field: ShardKey, shard: int, shards: int,
+           routed: np.ndarray | None = None) -> np.ndarray:
     """Which of these events (their payloads; None: left out, another shard's) the shard
-    owns, by the hash the rows were routed by (``batch.owners``)."""
+    owns, by the hash the rows were routed by (``batch.owners``): the owner an event's input
+    row was routed with (``routed``, -1 where unknown: from an earlier micro-batch) where
+    known, else hashed again from its payload (a million reference rows' keys: 0.5 s and a
+    list of their texts)."""
     kept = pd.notna(payloads)
     if field is None or shards == 1:  # (one shard owns them all: ``batch.owners``)
         return kept & (shard == 0)
     mine = np.zeros(len(payloads), bool)
-    if kept.any():
-        mine[kept] = owners(pa.array(list(payloads[kept]), pa.string()), field, shards) == shard
+    known = np.zeros(len(payloads), bool)
+    if routed is not None:
+        known = kept & (routed >= 0)
+        mine[known] = routed[known] == shard
+    rest = kept & ~known
+    if rest.any():
+        mine[rest] = owners(pa.array(list(payloads[rest]), pa.string()), field, shards) == shard
     return mine
 
 
@@ -171,24 +212,36 @@ def chunk(got: pd.DataFrame, stream: int, shard: int, field: ShardKey, shards: i
     """Stream ``stream``'s CTIs and the accepted and adjusted events the shard owns, from its
     group's ingress output ``got``. Rows of weight 0 are owned by construction (see
     ``vectorized.process_group``). Other events may come from rows of an earlier micro-batch
-    (held back until the group's other streams caught up, or to be reordered), so their owner
-    comes from their payload, by the hash the rows were routed by (``batch.owners``); a
-    payload left out is another shard's event. Where every event is one of the input
-    ``rows`` and they have its typed payload columns, the chunk carries them."""
+    (held back until the group's other streams caught up, or to be reordered), so the owner
+    of an event that is not one of the input ``rows`` comes from its payload, by the hash
+    the rows were routed by (``batch.owners``); a payload left out is another shard's event.
+    Where every event is one of the input ``rows`` and they have its typed payload columns,
+    the chunk carries them."""
     status = got["status"].to_numpy()
     event = (status == "accepted") | (status == "adjusted")
     owned = got["weight"].to_numpy() == 0
     check = event & ~owned & (got["stream"].to_numpy() == stream)
+    at = _input_rows(rows, stream, got["in_seq"].to_numpy()) if rows is not None else None
     if check.any():
-        owned[check] = _owned(got["payload"].to_numpy(object)[check], field, shard, shards)
+        owned[check] = _owned(got["payload"].to_numpy(object)[check], field, shard, shards,
+                              None if at is None else _routed(rows, stream, None, at[check]))
     sel = (got["stream"].to_numpy() == stream) & ((status == "cti") | (event & owned))
     out = frame.chunk_of(*(got[c].to_numpy()[sel] for c in (
         "status", "kind", "start", "end", "payload")))
-    if rows is not None and len(out.events) and FIELD_COLUMN in rows:
-        ours = np.flatnonzero(rows["stream"].to_numpy() == stream)
-        seqs = pd.Index(rows["seq"].to_numpy()[ours])
-        at = seqs.get_indexer(got["in_seq"].to_numpy()[sel & event]) if seqs.is_unique \
-            else None  # (a replayed row beside its first reading: looked up no further)
-        if at is not None and (at >= 0).all():  # (else some came from an earlier micro-batch)
-            out.columns = known_columns(rows, ours[at])
+    if at is not None and len(out.events) and FIELD_COLUMN in rows:
+        taken = at[sel & event]
+        if (taken >= 0).all():  # (else some came from an earlier micro-batch)
+            out.columns = known_columns(rows, taken)
     return out
+
+
+def _input_rows(rows: pd.DataFrame, stream: int, in_seq: np.ndarray) -> np.ndarray | None:
+    """Where each of the sequence numbers ``in_seq`` is among the input ``rows`` of
+    ``stream`` (-1: not among them); None where a number repeats there (a replayed row
+    beside its first reading: looked up no further)."""
+    ours = np.flatnonzero(rows["stream"].to_numpy() == stream)
+    seqs = pd.Index(rows["seq"].to_numpy()[ours])
+    if not seqs.is_unique:
+        return None
+    at = seqs.get_indexer(in_seq)
+    return np.where(at >= 0, ours[at] if len(ours) else -1, -1)

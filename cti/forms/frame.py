@@ -83,10 +83,15 @@ def with_payloads(frame: pd.DataFrame, payloads: np.ndarray) -> pd.DataFrame:
 
 
 def rows_where(frame: pd.DataFrame, mask: np.ndarray) -> pd.DataFrame:
-    """``frame[mask]``, where every row is kept its columns shared, not copied (pandas copies
-    a frame whole for a mask of all rows, first joining its columns of a type into one block:
-    a second per million rows of text)."""
-    return frame.copy(deep=False) if mask.all() else frame[mask]
+    """``frame[mask]``, where the rows kept are one run (every row; a stream's rows in a
+    batch of several, such as a million reference rows beside a micro-batch's events) a
+    slice whose columns are shared, not copied (pandas copies a frame whole for a mask, first
+    joining its columns of a type into one block: a second and 100 MB per million rows of
+    text)."""
+    kept = np.flatnonzero(mask)
+    if len(kept) and int(kept[-1]) - int(kept[0]) + 1 == len(kept):
+        return frame.iloc[int(kept[0]):int(kept[-1]) + 1].copy(deep=False)
+    return frame[mask]
 
 
 def concat(frames: Iterable[pd.DataFrame]) -> pd.DataFrame:

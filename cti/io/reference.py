@@ -38,6 +38,7 @@ from cti.events import EdgeEvent, EventShape
 from cti.forms.json_text import typed_payloads
 from cti.forms.rows import INVALID, payload_to_json
 from cti.io.files.arrow_tables import arrow_table
+from cti.io.files.cache import forget
 from cti.io.files.frame_columns import column_payloads
 from cti.io.files.scan import _scan
 from cti.time import MAX_TIME, MIN_TIME, TimeLike, to_ticks
@@ -107,6 +108,11 @@ class ReferenceDataInputAdapter:
                 not wanted <= set(table.column_names):
             return None  # (a missing column: every row's message comes from the records)
         return table.select(list(cfg.payload_columns))
+
+    def release(self) -> None:
+        """Forget the file's cached reads (``cache.forget``): the source calls this once the
+        file has been read to its end (``cti.runtime.spark.source``)."""
+        forget(self.config.path)
 
     def latest_offset(self) -> int:
         table = self._table()

@@ -33,7 +33,7 @@ class TimedPath:
         single = len(specs) == 1
         mine = rows["stream"].to_numpy() == index
         outs, reports, chunks = [], [], []
-        for compact, part in timed.segments(rows if single else rows[mine]):
+        for compact, part in timed.segments(rows if single else frame.rows_where(rows, mine)):
             if compact:
                 got, step, ctis = timed.timed_step(group, part, ctx.owner, index)
                 group.import_ctis(index, ctis)
@@ -44,15 +44,17 @@ class TimedPath:
                 got = weighted(general(group, ctx.written(part), ctx.owner, False).rows)
                 step = ctx.chunk(got, index, part)
             outs.append(got)
-            reports.append(got if compact else ctx.counted(got))
+            reports.append(got if compact else ctx.counted(got, part))
             chunks.append(step)
-        if not single:
-            got = weighted(vectorized.importers_step(group, ctx.written(rows[~mine]), index))
+        importers = None if single else frame.rows_where(rows, ~mine)
+        if importers is not None:
+            got = weighted(vectorized.importers_step(group, ctx.written(importers), index))
             outs.append(got)
-            reports.append(ctx.counted(got))
+            reports.append(ctx.counted(got, importers))
         every = frame.stack(outs)
         # (a piece of stream ``index`` taken whole runs the group's ingress: it may release
         # the other streams' rows held from earlier micro-batches, and their CTIs)
-        out = {i: timed.merged(chunks) if i == index else ctx.chunk(every, i, None)
+        # (the importers' input rows: an event's owner as routed and its typed columns)
+        out = {i: timed.merged(chunks) if i == index else ctx.chunk(every, i, importers)
                for i in range(len(specs))}
         return IngressOutput(every, out, frame.stack(reports))

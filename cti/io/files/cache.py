@@ -34,3 +34,13 @@ def _cached(key: tuple, make: Any) -> Any:
 def _identity(path: str) -> tuple:
     st = os.stat(path)
     return os.path.abspath(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def forget(path: str) -> None:
+    """Drop what the cache holds of the file at ``path`` (every kind of read of it): a
+    bounded file read to its end is not read again, and its table (a million reference rows:
+    about 100 MB once read) would stay for the process's life."""
+    where = os.path.abspath(path)
+    with _CACHE_LOCK:
+        for key in [k for k in _CACHE if k[0] == where]:
+            del _CACHE[key]

@@ -130,7 +130,9 @@ def query_function(queries: Sequence[Any], groups: Sequence[Any],
                            else (engine.new_state(), None))
         rows = unpack(pd.concat(list(batches), ignore_index=True),
                       lambda g, i: next_in_seq(saved["ingress"][g], i))
-        done = engine.step(saved, rows)
+        reports, chunks = engine.ingress(saved, rows)
+        del rows  # (the input frame: a first micro-batch's hundreds of MB, free for the query)
+        done = engine.query(saved, reports, chunks)
         if store is not None and store.writes:  # large edge books as parts too
             saved["ingress"] = {g: with_stored_books(d, store.min_entries)
                                 for g, d in saved["ingress"].items()}

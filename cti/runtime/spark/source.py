@@ -124,6 +124,10 @@ class CtiAdapterStreamReader(DataSourceStreamReader):
             pos = available if cap is None else min(
                 available, s["pos"] + cap[start["batch"] % len(cap)])
             eos = pos == available and adapter.is_complete()
+            if eos and _release(adapter):  # (never read here again: its cache can go)
+                from cti.runtime.spark.worker import release_memory
+
+                release_memory()  # (a million reference rows' table: 100 MB of Arrow's pool)
             end[str(k)] = {"pos": pos, "eos": eos}
             if pos != s["pos"] or eos:
                 moved_groups.add(group)
@@ -191,6 +195,8 @@ class CtiAdapterStreamReader(DataSourceStreamReader):
         else:
             yield from with_group(piece(adapter, index, start, end, eos, tick),
                                   group).to_batches()
+        if eos:  # (the last range of a bounded input: what the adapter cached can go)
+            _release(adapter)
         release_memory()  # (a large range's rows and their Arrow buffers, freed by now)
 
     def commit(self, end: dict) -> None:
@@ -219,6 +225,16 @@ PACKED_SCHEMA = StructType([
     StructField("seq", LongType(), False),  # the piece's first sequence number
     StructField("blob", BinaryType(), False),
 ])
+
+
+def _release(adapter: Any) -> bool:
+    """An adapter's optional ``release()``: forget what it cached of an input read to its end
+    (``ReferenceDataInputAdapter``: the file's table, kept per process otherwise). Whether
+    it had one."""
+    release = getattr(adapter, "release", None)
+    if release is not None:
+        release()
+    return release is not None
 
 
 def offset_log(checkpoint: str) -> list[tuple[int, list[str]]]:
