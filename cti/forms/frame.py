@@ -36,6 +36,9 @@ def empty() -> pd.DataFrame:
 
 
 def _objects(values: Iterable[Any]) -> np.ndarray:
+    if isinstance(values, pd.Series):  # (its array, not a Python loop over the Series)
+        values = values.array if isinstance(values.dtype, pd.ArrowDtype) else \
+            values.to_numpy(object)
     if isinstance(values, np.ndarray) and values.dtype == object or isinstance(
             values, pd.arrays.ArrowExtensionArray):
         return values

@@ -120,7 +120,8 @@ class QueryMachine:
         for g in group_inputs:
             memo[id(g)] = Chunk(ev, chunk.ctis, columns, keys, chunk.tags)
         out = self._eval(node.body, chunks, memo)
-        return Chunk(self._ungroup(node, out.events.copy()), out.ctis, tags=out.tags)
+        return Chunk(self._ungroup(node, out.events.copy(deep=False)), out.ctis,
+                     tags=out.tags)  # (_ungroup replaces whole columns)
 
     def _ungroup(self, node: plan.GroupApply, res: pd.DataFrame) -> pd.DataFrame:
         """The group's value goes into each output payload (a payload that has the field keeps
@@ -129,7 +130,7 @@ class QueryMachine:
         if not len(res):
             return res
         if id(node.body) in self.group_field_of:
-            res["key"] = ""
+            res["key"] = pd.Series(frame.filled(len(res), ""), index=res.index, copy=False)
             return res
         pays, keys = [], []
         for k, p in zip(res["key"], res["payload"], strict=True):
@@ -150,10 +151,11 @@ class QueryMachine:
     # ---- release --------------------------------------------------------------------------------
 
     def _release(self, out: Chunk) -> tuple[pd.DataFrame, list[int]]:
-        buffer = frame.concat([self.state["buffer"], out.events])
+        held = self.state["buffer"]  # (none held: the step's events as they are, not copied)
+        buffer = frame.concat([held, out.events]) if len(held) else out.events
         ctis, self.tags = frame.rising(out.ctis, out.cti_tags, self.state["cti"])
         if not ctis or not len(buffer):
-            self.state["buffer"] = buffer
+            self.state["buffer"] = buffer.copy() if buffer is out.events else buffer
             if ctis:
                 self.state["cti"] = ctis[-1]
             return _with_release(frame.empty(), np.empty(0, np.int64)), ctis
@@ -161,8 +163,9 @@ class QueryMachine:
         sync = frame.sync(buffer)
         at = np.searchsorted(np.asarray(ctis, dtype=np.int64), sync, side="right")
         ready = at < len(ctis)
-        released = buffer[ready].reset_index(drop=True)
-        self.state["buffer"] = buffer[~ready].reset_index(drop=True)
+        # (the rows held are copied, as an operator's output may be a frame it goes on using;
+        # the rows released go on now)
+        released, self.state["buffer"] = _rows(buffer, ready), _rows(buffer, ~ready).copy()
         release = np.asarray(ctis, dtype=np.int64)[at[ready]]
         return _with_release(released, release), ctis
 
@@ -210,7 +213,26 @@ def _key_list(key: str) -> list[Any]:
     return payload_from_json(key) if key else []
 
 
+def _rows(events: pd.DataFrame, mask: np.ndarray) -> pd.DataFrame:
+    """``events[mask]`` numbered from 0: a run of rows, such as all, shares the columns
+    (``frame.rows_where``); other rows taken column by column (a pandas mask first joins
+    the columns of a type into one block, copying them whole)."""
+    kept = np.flatnonzero(mask)
+    if len(kept) and int(kept[-1]) - int(kept[0]) + 1 != len(kept):
+        return frame.framed({c: _taken(events[c], kept) for c in events.columns})
+    out = frame.rows_where(events, mask) if len(kept) else events.iloc[:0].copy(deep=False)
+    out.index = pd.RangeIndex(len(out))
+    return out
+
+
+def _taken(column: pd.Series, rows: np.ndarray) -> Any:
+    """A column's values at ``rows`` (an Arrow or other extension column stays one)."""
+    if isinstance(column.dtype, np.dtype):
+        return column.to_numpy()[rows]
+    return column.array.take(rows)
+
+
 def _with_release(events: pd.DataFrame, release: np.ndarray) -> pd.DataFrame:
-    events = events.copy()
+    events = events.copy(deep=False)  # (a column added: the others shared)
     events["release"] = release.astype(np.int64)
     return events

@@ -38,6 +38,7 @@ from cti.forms.edges import close_edge, open_edge
 from cti.forms.frame import Chunk
 from cti.forms.schema import field_names
 from cti.operators import plan, window_members
+from cti.operators.aggregates import Aggregate
 from cti.operators.projection import aggregates_read
 from cti.operators.unit import OperatorUnit
 from cti.time import MAX_TIME, MIN_TIME
@@ -85,9 +86,19 @@ class _Cut:
     cover: np.ndarray  # how many rows hold the window [time[i], time[i + 1])
 
 
-def _take_events(state: SnapshotState, chunk: Chunk) -> None:
-    """The chunk's events into ``held``; an edge end sets its start's row's end."""
-    ev = chunk.events
+def _reads_payloads(node: plan.SnapshotWindow) -> bool:
+    """Whether the aggregates read the payloads: all but counts (or TopK's ranking)."""
+    return not all(isinstance(a, Aggregate) and a.op == "count"
+                   for a in node.aggregates.values())
+
+
+def _take_events(state: SnapshotState, chunk: Chunk, payloads: bool = True) -> None:
+    """The chunk's events into ``held``; an edge end sets its start's row's end. Without
+    ``payloads`` (counts only), and with no edge (whose payload is part of its identity), a
+    payload held as typed columns is not written as text: it stays null."""
+    ev = chunk.raw_events
+    if payloads or np.isin(ev["kind"].to_numpy(), ("edge_start", "edge_end")).any():
+        ev = chunk.events
     if not len(ev):
         return
     kind = ev["kind"].to_numpy()
@@ -122,6 +133,15 @@ def _take_events(state: SnapshotState, chunk: Chunk) -> None:
             state.held = held
 
 
+def _sorted_by_key_time(codes: np.ndarray, times: np.ndarray) -> np.ndarray:
+    """The order of (key code, time) pairs by key, then time: a stable sort by time (near
+    sorted already: fast), then a stable one by key code (a radix sort where the codes fit
+    16 bits)."""
+    by_time = np.argsort(times, kind="stable")
+    small = np.uint16 if len(codes) and int(codes.max()) < 1 << 16 else np.int64
+    return by_time[np.argsort(codes[by_time].astype(small), kind="stable")]
+
+
 def _cut(held: pd.DataFrame, c: int) -> _Cut:
     """The boundaries and windows of the held rows whose ``lo`` is before ``c``."""
     at = np.flatnonzero(held["lo"].to_numpy() < c)
@@ -130,20 +150,24 @@ def _cut(held: pd.DataFrame, c: int) -> _Cut:
     key_codes = key_codes.astype(np.int64)
     lo, end = rows["lo"].to_numpy(), rows["end"].to_numpy()
     m = len(rows)
-    times, t_rank = np.unique(np.concatenate([lo, end]), return_inverse=True)
-    span = max(len(times), 1)
-    both = np.concatenate([key_codes, key_codes]) * span + t_rank
-    bounds, b_of = np.unique(both, return_inverse=True)
+    both_keys, both_times = np.concatenate([key_codes, key_codes]), np.concatenate([lo, end])
+    order = _sorted_by_key_time(both_keys, both_times)
+    k_sorted, t_sorted = both_keys[order], both_times[order]
+    new = np.ones(2 * m, bool)  # (a boundary starts where the key or the time changes)
+    new[1:] = (k_sorted[1:] != k_sorted[:-1]) | (t_sorted[1:] != t_sorted[:-1])
+    b_of = np.empty(2 * m, np.int64)
+    b_of[order] = np.cumsum(new) - 1
     i_lo, i_end = b_of[:m], b_of[m:]
-    b_key = bounds // span
-    c_rank = np.searchsorted(times, c, side="right") - 1
-    floor_at = np.searchsorted(bounds, key_codes * span + c_rank, side="right") - 1
-    known_end = np.zeros(len(bounds), bool)
+    time, b_key = t_sorted[new], k_sorted[new]
+    # each key's last boundary at or before c: its first one, plus how many it has by c, - 1
+    first_of_key = np.searchsorted(b_key, np.arange(len(keys)))
+    by_c = np.bincount(b_key[time <= c], minlength=len(keys))
+    floor_at = (first_of_key + by_c - 1)[key_codes]
+    known_end = np.zeros(len(time), bool)
     known_end[i_end[rows["known"].to_numpy()]] = True
-    diff = np.bincount(i_lo, minlength=len(bounds)) - np.bincount(i_end, minlength=len(bounds))
+    diff = np.bincount(i_lo, minlength=len(time)) - np.bincount(i_end, minlength=len(time))
     return _Cut(at, key_codes, keys, i_lo, i_end, np.where(end <= c, i_end, floor_at),
-                times[bounds[floor_at] % span] if m else np.empty(0, np.int64),
-                times[bounds % span], b_key, b_key[:-1] == b_key[1:], known_end,
+                time[floor_at], time, b_key, b_key[:-1] == b_key[1:], known_end,
                 np.cumsum(diff))
 
 
@@ -167,8 +191,9 @@ def _emit(node: plan.SnapshotWindow, held: pd.DataFrame, cut: _Cut,
     last = np.full(len(cut.time), -1)
     np.maximum.at(last, cut.bound_key[lo], hi)  # (each key's last window emitted + 1)
     done &= np.arange(len(cut.time)) < last[cut.bound_key]
-    got = window_members.aggregated_by_cover(node, ev, lo, cut.i_end, np.flatnonzero(done),
-                                             key_of_k, group_field)
+    got = window_members.aggregated_by_cover(
+        node, ev, lo, cut.i_end, np.flatnonzero(done),
+        pd.Categorical.from_codes(cut.bound_key, cut.keys), group_field)
     if got is None:
         rows, ks = window_members.expand(lo, hi)
         got = window_members.aggregated(node, ev, rows, ks, key_of_k, group_field, (
@@ -221,7 +246,7 @@ def snapshot(node: plan.SnapshotWindow, chunk: Chunk, state: SnapshotState,
     """One step: take the events; at the chunk's last CTI emit the windows it completes.
     ``group_field``: the window is the whole query of a ``group_by(group_field)``, and its
     payloads carry the group's value (``window_members.aggregated``)."""
-    _take_events(state, chunk)
+    _take_events(state, chunk, _reads_payloads(node))
     if not chunk.ctis:
         return Chunk(frame.empty(), [])
     c = chunk.ctis[-1]

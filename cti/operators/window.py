@@ -369,10 +369,19 @@ def _numeric_payloads(node: plan.Window, columns: dict[str, Numbers],
         return None
     texts: dict[str, Any] = {name: numbers.texts() for name, numbers in columns.items()}
     if group_field is not None:
-        texts[group_field] = pc.utf8_slice_codeunits(pa.array(keys, pa.string()), 1, -1)
+        texts[group_field] = _group_values(keys)
     if not texts:
         return None
     return pd.arrays.ArrowExtensionArray(object_texts(texts, len(keys)))
+
+
+def _group_values(keys: np.ndarray | pd.Categorical) -> pa.Array:
+    """The JSON value inside each one-value key: of each distinct key once where they come
+    as a ``Categorical`` (no Arrow string made per row from a Python one)."""
+    if isinstance(keys, pd.Categorical):
+        values = pa.array(keys.categories.to_numpy(object), pa.string())
+        return pc.utf8_slice_codeunits(values, 1, -1).take(pa.array(keys.codes))
+    return pc.utf8_slice_codeunits(pa.array(keys, pa.string()), 1, -1)
 
 
 UNITS = [OperatorUnit(

@@ -90,7 +90,8 @@ _ADDING = ("count", "sum", "avg")  # aggregates whose partials only add
 
 
 def aggregated_by_cover(node: Any, ev: pd.DataFrame, first: np.ndarray, past: np.ndarray,
-                        ks: np.ndarray, key_of_k: np.ndarray, group_field: str | None = None
+                        ks: np.ndarray, key_of_k: np.ndarray | pd.Categorical,
+                        group_field: str | None = None
                         ) -> tuple[np.ndarray, np.ndarray, Any] | None:
     """``aggregated`` where each row of ``ev`` is a member of the consecutive windows
     ``first .. past - 1`` (numbers ``0 .. len(key_of_k) - 1``), for the windows ``ks`` (each
@@ -98,9 +99,38 @@ def aggregated_by_cover(node: Any, ev: pd.DataFrame, first: np.ndarray, past: np
     aggregate only adds (count, sum, avg), each partial (the integers and a float sum's exact
     limbs) added at a row's first window and taken away after its last, then summed along the
     windows. None where that does not hold (another aggregate; an infinite or NaN value,
-    which does not take away): the caller pairs them (``expand``)."""
+    which does not take away): the caller pairs them (``expand``). ``key_of_k`` may be a
+    ``Categorical`` (each key's value text then made once)."""
     if not all(isinstance(a, Aggregate) and a.op in _ADDING for a in node.aggregates.values()):
         return None
+    each = _row_partials(node, ev)
+    if each is None:
+        return None
+    n = len(key_of_k) + 1
+    sums = {}
+    for c, v in each.items():
+        if c == "n":  # (one per row: counted, not added)
+            step = np.bincount(first, minlength=n) - np.bincount(past, minlength=n)
+        else:
+            step = np.zeros(n, np.int64)
+            np.add.at(step, first, v)
+            np.add.at(step, past, -v)
+        sums[c] = np.cumsum(step)[ks]
+    out = pd.DataFrame(sums, copy=False)
+    key_of = key_of_k[ks]
+    results = {name: window._result(out, name, agg) for name, agg in node.aggregates.items()}
+    extra = group_field if group_field is not None and group_field not in node.aggregates \
+        else None
+    payloads = window._numeric_payloads(node, results, extra, key_of)
+    return ks, np.asarray(key_of, object), payloads
+
+
+def _row_partials(node: Any, ev: pd.DataFrame) -> dict[str, np.ndarray] | None:
+    """Each row's partials (``n``, the integers' and the float sums' limbs) as the hopping
+    window's arithmetic makes them, a row per window; counts alone: just ``n``, one each.
+    None where a float sum is not finite (``!``: it does not take away)."""
+    if all(a.op == "count" for a in node.aggregates.values()):
+        return {"n": np.ones(len(ev), np.int64)}
     rows = np.arange(len(ev))
     held: dict[str, Any] = window.new_state()
     window._add(node, held, ev, rows, rows, (np.zeros(len(ev), np.int64),
@@ -110,17 +140,9 @@ def aggregated_by_cover(node: Any, ev: pd.DataFrame, first: np.ndarray, past: np
     if any(c.endswith("!") for c in columns):
         return None
     order = each["k"].to_numpy()  # (each row's partials: ``k`` is its row)
-    sums = {}
+    got = {}
     for c in columns:
         v = np.zeros(len(ev), np.int64)
         v[order] = each[c].to_numpy()
-        step = np.zeros(len(key_of_k) + 1, np.int64)
-        np.add.at(step, first, v)
-        np.add.at(step, past, -v)
-        sums[c] = np.cumsum(step)[ks]
-    out = pd.DataFrame(sums, copy=False)
-    key_of = key_of_k[ks]
-    results = {name: window._result(out, name, agg) for name, agg in node.aggregates.items()}
-    extra = group_field if group_field is not None and group_field not in node.aggregates \
-        else None
-    return ks, key_of, window._numeric_payloads(node, results, extra, key_of)
+        got[c] = v
+    return got
