@@ -1,7 +1,7 @@
 """What cti's code does once in each Python worker process of Spark.
 
 PySpark's daemon reuses a worker process for task after task and runs a full garbage
-collection (``gc.collect()``) after each one. A worker that ran cti's code holds pandas,
+collection (``gc.collect``) after each one. A worker that ran cti's code holds pandas,
 pyarrow, pyspark and cti's modules: some 90,000 objects tracked by the collector, which each
 of those collections walked again (about 40 ms of CPU per task, four tasks per micro-batch of
 a query, more on a busy machine), although none of them is ever garbage. ``settle`` moves the
