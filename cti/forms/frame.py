@@ -88,13 +88,24 @@ def with_payloads(frame: pd.DataFrame, payloads: np.ndarray) -> pd.DataFrame:
 def rows_where(frame: pd.DataFrame, mask: np.ndarray) -> pd.DataFrame:
     """``frame[mask]``, where the rows kept are one run (every row; a stream's rows in a
     batch of several, such as a million reference rows beside a micro-batch's events) a
-    slice whose columns are shared, not copied (pandas copies a frame whole for a mask, first
-    joining its columns of a type into one block: a second and 100 MB per million rows of
-    text)."""
+    slice whose columns are shared, not copied, and other rows taken column by column
+    (pandas copies a frame whole for a mask, first joining its columns of a type into one
+    block: a second and 100 MB per million rows of text)."""
     kept = np.flatnonzero(mask)
-    if len(kept) and int(kept[-1]) - int(kept[0]) + 1 == len(kept):
+    if not len(kept):
+        return frame.iloc[:0].copy(deep=False)
+    if int(kept[-1]) - int(kept[0]) + 1 == len(kept):
         return frame.iloc[int(kept[0]):int(kept[-1]) + 1].copy(deep=False)
-    return frame[mask]
+    out = framed({c: _taken(frame[c], kept) for c in frame.columns})
+    out.index = frame.index[kept]
+    return out
+
+
+def _taken(column: pd.Series, rows: np.ndarray) -> Any:
+    """A column's values at ``rows`` (an Arrow or other extension column stays one)."""
+    if isinstance(column.dtype, np.dtype):
+        return column.to_numpy()[rows]
+    return column.array.take(rows)
 
 
 def concat(frames: Iterable[pd.DataFrame]) -> pd.DataFrame:

@@ -214,22 +214,10 @@ def _key_list(key: str) -> list[Any]:
 
 
 def _rows(events: pd.DataFrame, mask: np.ndarray) -> pd.DataFrame:
-    """``events[mask]`` numbered from 0: a run of rows, such as all, shares the columns
-    (``frame.rows_where``); other rows taken column by column (a pandas mask first joins
-    the columns of a type into one block, copying them whole)."""
-    kept = np.flatnonzero(mask)
-    if len(kept) and int(kept[-1]) - int(kept[0]) + 1 != len(kept):
-        return frame.framed({c: _taken(events[c], kept) for c in events.columns})
-    out = frame.rows_where(events, mask) if len(kept) else events.iloc[:0].copy(deep=False)
+    """``events[mask]`` numbered from 0 (``frame.rows_where``: no copy of a run of rows)."""
+    out = frame.rows_where(events, mask)
     out.index = pd.RangeIndex(len(out))
     return out
-
-
-def _taken(column: pd.Series, rows: np.ndarray) -> Any:
-    """A column's values at ``rows`` (an Arrow or other extension column stays one)."""
-    if isinstance(column.dtype, np.dtype):
-        return column.to_numpy()[rows]
-    return column.array.take(rows)
 
 
 def _with_release(events: pd.DataFrame, release: np.ndarray) -> pd.DataFrame:

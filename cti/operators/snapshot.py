@@ -185,7 +185,6 @@ def _emit(node: plan.SnapshotWindow, held: pd.DataFrame, cut: _Cut,
     ev = frame.make(frame.filled(len(taken), "interval"), taken["start"].to_numpy(),
                     taken["end"].to_numpy(), taken["payload"].to_numpy(object),
                     taken["key"].to_numpy(object))
-    key_of_k = cut.keys[cut.bound_key]
     done = np.zeros(len(cut.time), bool)  # the windows emitted now, by number
     done[:-1] = cut.same_key & (cut.cover[:-1] > 0)
     last = np.full(len(cut.time), -1)
@@ -196,8 +195,8 @@ def _emit(node: plan.SnapshotWindow, held: pd.DataFrame, cut: _Cut,
         pd.Categorical.from_codes(cut.bound_key, cut.keys), group_field)
     if got is None:
         rows, ks = window_members.expand(lo, hi)
-        got = window_members.aggregated(node, ev, rows, ks, key_of_k, group_field, (
-            cut.time, np.append(cut.time[1:], MAX_TIME)))
+        got = window_members.aggregated(node, ev, rows, ks, cut.keys[cut.bound_key], group_field,
+                                        (cut.time, np.append(cut.time[1:], MAX_TIME)))
     kk, key_of, payloads = got
     starts, ends = cut.time[kk], cut.time[kk + 1]
     if node.output_policy is plan.WindowOutputPolicy.CLIP_TO_WINDOW_END:
