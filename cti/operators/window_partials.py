@@ -4,12 +4,21 @@ A step adds the partials of its own events; a window is taken out whole once the
 its end. Merging every step's partials into one table cost each step the whole table (a
 month of hourly windows over a million keys rewritten for every micro-batch of a thousand
 events). So the partials are a short list of runs, each sorted by (k, key hash) with one row
-per (k, key), oldest and largest first: a step's partials become a new run, and two runs
-merge only when the older is at most twice the newer's size, so a row is merged O(log n)
-times in all and a step costs its own rows (amortised). A complete window is a prefix of every
-run (the runs are sorted by k first). On Spark the large runs are the same arrays from one
-micro-batch to the next, so the shard state's parts (``cti.runtime.spark.state``) are not
-written again.
+per (k, key): a step's partials become a new run. A complete window is a prefix of every
+run (the runs are sorted by k first), so a take cuts each run's head: it moves the run's
+start (no copy) and copies what is left only once that is half the run or less, so each
+row is copied about once in all.
+
+A run dies by itself once its windows are taken, so runs are merged only where more than
+``FEW`` are held (a take costs a binary search and a slice per run; a merge, every row of the
+runs it merges): the newest two merge while the older was made of no more than twice as many
+rows as the newer (its ``weight``, not lessened by takes, so a run drained by takes is not
+merged again), so a row is merged O(log n) times in all and a step costs its own rows
+(amortised). A query whose windows last a few micro-batches (an hour's windows every five
+minutes, a micro-batch a hop: 13 runs) merges nothing: a micro-batch costs its own rows and
+the windows it takes. On Spark a run is the same arrays from one micro-batch to the next, a
+take included, so the shard state's parts (``cti.runtime.spark.state``) are not written
+again.
 
 The key hash (``pd.util.hash_array``, 64 bits) orders and matches keys without a dictionary
 of every key the operator has seen; two keys with one hash are told apart by their text (a
@@ -115,11 +124,45 @@ def _regrouped(both: pd.DataFrame, codes: np.ndarray, ks: np.ndarray) -> pd.Data
         pairs, both["n"].to_numpy()).astype(np.int64), measures, pairs)
 
 
+FEW = 16  # runs held without merging (see the module)
+
+
+@attrs.define
+class Run:
+    """Partials sorted by (k, key hash), one row per (k, key): the rows of ``frame`` from
+    ``start`` (those before it were taken out); ``weight``, the rows it was made of."""
+
+    frame: pd.DataFrame
+    start: int = 0
+    weight: int = 0
+
+    def __len__(self) -> int:
+        return len(self.frame) - self.start
+
+    def rows(self, end: int | None = None) -> pd.DataFrame:
+        """Its rows from ``start`` to ``end`` (its end: None), a slice of ``frame``."""
+        return self.frame.iloc[self.start:end]
+
+    def cut(self, done: int | None) -> int:
+        """The end of its rows of the windows k <= ``done`` (every window: None)."""
+        if done is None:
+            return len(self.frame)
+        return max(self.start, int(np.searchsorted(self.frame["k"].to_numpy(), done,
+                                                   side="right")))
+
+    def after(self, cut: int) -> Run:
+        """Itself without its rows before ``cut``: the same frame while more than half of it
+        is left, else what is left copied (so a run holds at most twice its rows)."""
+        if 2 * (len(self.frame) - cut) > len(self.frame):
+            return Run(self.frame, cut, self.weight)
+        return Run(_taken(self.frame, np.arange(cut, len(self.frame))), 0, self.weight)
+
+
 @attrs.define
 class Partials:
-    """The partials as runs sorted by (k, key hash), the largest first (see the module)."""
+    """The partials as runs sorted by (k, key hash), the oldest first (see the module)."""
 
-    runs: list[pd.DataFrame] = attrs.field(factory=list)
+    runs: list[Run] = attrs.field(factory=list)
 
     @classmethod
     def of(cls, held: Partials | pd.DataFrame | None) -> Partials:
@@ -131,30 +174,39 @@ class Partials:
             got.add(held.drop(columns=[_HASH], errors="ignore"))
         return got
 
+    def held(self) -> list[Run]:
+        """The runs, as ``Run`` where a state written before runs were (frames) holds them."""
+        if any(isinstance(r, pd.DataFrame) for r in self.runs):
+            self.runs = [Run(r, 0, len(r)) if isinstance(r, pd.DataFrame) else r
+                         for r in self.runs]
+        return self.runs
+
     def __len__(self) -> int:
-        return sum(len(r) for r in self.runs)
+        return sum(len(r) for r in self.held())
 
     def add(self, part: pd.DataFrame) -> None:
-        """Add a step's partials (one row per (k, key)) as a run; merge the newest runs while
-        the older is no more than twice the newer's size."""
+        """Add a step's partials (one row per (k, key)) as a run; while more than ``FEW``
+        runs are held, merge the newest two while the older weighs no more than twice the
+        newer."""
         if not len(part):
             return
-        self.runs.append(_sorted(part))
-        while len(self.runs) > 1 and len(self.runs[-2]) <= 2 * len(self.runs[-1]):
-            last = self.runs.pop()
-            self.runs[-1] = _combined([self.runs[-1], last])
+        runs = self.held()
+        runs.append(Run(_sorted(part), 0, len(part)))
+        while len(runs) > FEW and runs[-2].weight <= 2 * runs[-1].weight:
+            last = runs.pop()
+            runs[-1] = Run(_combined([runs[-1].rows(), last.rows()]), 0,
+                           runs[-1].weight + last.weight)
 
     def take(self, done: int | None) -> pd.DataFrame | None:
         """The partials of the windows k <= ``done`` (every window: None), combined and taken
         out, or None where there are none."""
         ready, kept = [], []
-        for run in self.runs:
-            cut = len(run) if done is None else int(np.searchsorted(
-                run["k"].to_numpy(), done, side="right"))
-            if cut:
-                ready.append(run.iloc[:cut])
-            if cut < len(run):
-                kept.append(run if not cut else run.iloc[cut:].reset_index(drop=True))
+        for run in self.held():
+            cut = run.cut(done)
+            if cut > run.start:
+                ready.append(run.rows(cut))
+            if cut < len(run.frame):
+                kept.append(run.after(cut) if cut > run.start else run)
         if not ready:
             return None
         self.runs = kept
