@@ -79,12 +79,33 @@ def monkeypatch_module() -> object:
 
 
 def test_runs_stay_few() -> None:
-    """A thousand one-row steps leave a run per binary digit or so, not a thousand."""
+    """A thousand one-row steps leave ``FEW`` runs and a run per binary digit or so, not a
+    thousand."""
     partials = Partials()
     for i in range(1000):
         partials.add(_step_frame([(f"k{i}", 0, 1)]))
-    assert len(partials.runs) <= 12
+    assert len(partials.runs) <= window_partials.FEW + 10
     assert len(partials) == 1000
+
+
+def test_a_step_run_lives_apart_until_its_windows_are_taken() -> None:
+    """Windows twelve steps long (an hour's windows every five minutes, a micro-batch a
+    hop): each step's run is neither merged with others nor copied by a take while most of
+    it is left, and once half of it is taken what is left is copied (the taken rows freed).
+    So a step costs its own rows and the windows it takes, not the rows held."""
+    partials = Partials()
+    for step in range(40):
+        partials.add(_step_frame([(f"k{j}", step + w, 1) for j in range(20)
+                                  for w in range(12)]))
+        frames = [run.frame for run in partials.runs]
+        got = _as_dict(partials.take(step))
+        assert set(got) == {(step, f"k{j}") for j in range(20)}
+        assert all(n == min(step + 1, 12) for n, _, _ in got.values())
+        assert len(partials.runs) == min(step + 1, 11)
+        assert all(run.weight == 240 for run in partials.runs)  # (none merged)
+        for run, before in zip(partials.runs, frames[-len(partials.runs):], strict=True):
+            assert (run.frame is before) == (2 * len(run) > len(before))
+            assert 2 * len(run) > len(run.frame) or run.start == 0
 
 
 def test_a_state_holding_one_frame_reads_as_runs() -> None:
@@ -114,9 +135,13 @@ def test_a_large_run_is_not_written_again_by_a_small_step(tmp_path) -> None:
     for batch in (2, 3, 4):
         back, manifest = state.load_parts(blob, store)
         back["partials"].add(_step_frame([("k7", 3, 1), ("new", 3, 2)]))
-        assert len(back["partials"].runs) == 2  # (the small run not merged into the large)
+        assert len(back["partials"].runs[0]) == 40_000  # (not merged with the small runs)
         blob = state.dump_state(back, store, manifest, batch)
         assert set(tmp_path.iterdir()) == written
+    back, manifest = state.load_parts(blob, store)
+    assert len(back["partials"].take(0)) == 10_000  # (a take leaves the run's arrays as they are)
+    blob = state.dump_state(back, store, manifest, 5)
+    assert set(tmp_path.iterdir()) == written
     got = state.load_state(blob, store)["partials"].take(3)
-    assert len(got) == 40_002 and int(got["n"].sum()) == 40_000 + 6  # (k7 and new at k 3)
+    assert len(got) == 30_002 and int(got["n"].sum()) == 30_000 + 6  # (k7 and new at k 3)
     state.clear_cache()

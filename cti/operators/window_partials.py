@@ -90,27 +90,27 @@ def _taken(part: pd.DataFrame, rows: np.ndarray) -> pd.DataFrame:
 
 
 def _combined(runs: list[pd.DataFrame]) -> pd.DataFrame:
-    """The runs as one run: rows of the same (k, key) combined, sorted by (k, hash)."""
+    """The runs as one run: rows of the same (k, key) combined, sorted by (k, hash). Only the
+    sort's columns and each pair's first key are taken in order, not the whole rows."""
     if len(runs) == 1:
         return runs[0]
     columns = set().union(*(r.columns for r in runs))  # (the limbs in use may differ)
     both = frame.stack([exact_sum.with_columns(r, columns) for r in runs])
-    ks, hashes = both["k"].to_numpy(), both[_HASH].to_numpy()
-    order = _order(ks, hashes)
-    both = _taken(both, order)
-    ks, hashes, keys = ks[order], hashes[order], both["key"].to_numpy(object)
+    order = _order(both["k"].to_numpy(), both[_HASH].to_numpy())
+    ks, hashes, keys = both["k"].to_numpy()[order], both[_HASH].to_numpy()[order], both[
+        "key"].to_numpy(object)
     new = np.ones(len(both), bool)
     new[1:] = (ks[1:] != ks[:-1]) | (hashes[1:] != hashes[:-1])
     pairs = np.cumsum(new) - 1
     firsts = np.flatnonzero(new)
-    again = np.flatnonzero(~new)  # (a row whose (k, hash) came before: the same key?)
-    if not (keys[again] == keys[firsts[pairs[again]]]).all():  # two keys, one hash
-        return _sorted(_regrouped(both, pd.factorize(keys)[0], ks))
     if len(firsts) == len(both):  # no (k, key) twice
-        return both
-    measures = {c: both[c].to_numpy() for c in both.columns if ":" in c}
-    out = grouped(keys[firsts], ks[firsts], np.bincount(pairs, both["n"].to_numpy()).astype(
-        np.int64), measures, pairs)
+        return _taken(both, order)
+    again = order[~new]  # (a row whose (k, hash) came before: the same key?)
+    if not (keys[again] == keys[order[firsts[pairs[~new]]]]).all():  # two keys, one hash
+        return _sorted(_regrouped(_taken(both, order), pd.factorize(keys[order])[0], ks))
+    measures = {c: both[c].to_numpy()[order] for c in both.columns if ":" in c}
+    out = grouped(keys[order[firsts]], ks[firsts], np.bincount(
+        pairs, both["n"].to_numpy()[order]).astype(np.int64), measures, pairs)
     out[_HASH] = hashes[firsts]
     return out
 
@@ -199,7 +199,7 @@ class Partials:
 
     def take(self, done: int | None) -> pd.DataFrame | None:
         """The partials of the windows k <= ``done`` (every window: None), combined and taken
-        out, or None where there are none."""
+        out (with their key hashes, column ``#``), or None where there are none."""
         ready, kept = [], []
         for run in self.held():
             cut = run.cut(done)
@@ -210,4 +210,4 @@ class Partials:
         if not ready:
             return None
         self.runs = kept
-        return _combined(ready).drop(columns=[_HASH])
+        return _combined(ready)
