@@ -118,6 +118,17 @@ def test_a_state_holding_one_frame_reads_as_runs() -> None:
     assert Partials.of(None).runs == []
 
 
+def test_a_state_holding_runs_as_frames_reads_as_runs() -> None:
+    """A window state written when each run was a sorted frame (a checkpoint of an earlier
+    release) is taken over as runs."""
+    partials = Partials()
+    partials.runs = [window_partials._sorted(_step_frame([("a", 1, 5), ("b", 2, 7)]))]
+    partials.add(_step_frame([("a", 1, 2)]))
+    assert len(partials) == 3
+    assert _as_dict(partials.take(1)) == {(1, "a"): (2, 7, 2)}
+    assert _as_dict(partials.take(None)) == {(2, "b"): (1, 7, 7)}
+
+
 def test_a_large_run_is_not_written_again_by_a_small_step(tmp_path) -> None:
     """On Spark, a window's large run read back from its parts is named again, not written
     again, when a step adds a small run (the state costs what the micro-batch touches)."""
