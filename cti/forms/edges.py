@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from cti.forms import texts
 from cti.time import MIN_TIME
 
 OpenEdges = dict[Hashable, list[Any]]
@@ -60,7 +61,8 @@ def stored_book(book: OpenEdges) -> StoredBook:
 class BulkBook:
     """The book of edge starts opened in bulk (``opened``) on an empty book, none closed
     yet: per bulk, the starts' times, payloads and values (the time each start was emitted
-    at; ``NO_START``: None, dropped) as arrays, in the order they opened. Read-only, like a
+    at; ``NO_START``: None, dropped) as arrays (the payloads of a large bulk as
+    ``texts.Texts``), in the order they opened. Read-only, like a
     ``StoredBook``: ``writable`` gives it as the dict ``open_edges`` would have made of the
     same starts (identities in the order they first opened, each one's values in order)."""
 
@@ -110,7 +112,7 @@ def opened(book: OpenEdges | BulkBook, start: np.ndarray, payload: np.ndarray,
         return book
     bulk = type(book) is BulkBook
     if bulk or (not book and len(start) >= BULK_STARTS):
-        piece = (np.asarray(start, np.int64), np.asarray(payload, object),
+        piece = (np.asarray(start, np.int64), texts.compact(np.asarray(payload, object)),
                  np.asarray(emitted, np.int64))
         return BulkBook((*book.pieces, piece) if bulk else (piece,))
     book = writable(book)

@@ -22,6 +22,7 @@ import attrs
 import numpy as np
 import pandas as pd
 
+from cti.forms import texts
 from cti.forms.edges import pair_ends
 from cti.time import MAX_TIME
 
@@ -30,6 +31,9 @@ from cti.time import MAX_TIME
 # null, matches nothing).
 ROW_COLUMNS = ("id", "kind", "start", "end", "known", "payload", "key", "jkey")
 _MIX = np.uint64(0x9E3779B97F4A7C15)  # mixes the group key's hash into the join key's
+# Columns a large segment holds as ``texts.Texts`` (UTF-8 bytes and offsets, memory-mapped
+# parts on Spark), not as Python strings: a reference table's payloads and join keys.
+_TEXTS = ("payload", "jkey")
 
 
 def key_hashes(key: np.ndarray, jkey: np.ndarray) -> np.ndarray:
@@ -80,7 +84,8 @@ def make_segment(columns: dict[str, np.ndarray], hashes: np.ndarray | None = Non
     hashes where known)."""
     hashes = key_hashes(columns["key"], columns["jkey"]) if hashes is None else hashes
     order = np.argsort(hashes, kind="stable")
-    return Segment(**{c: columns[c] for c in ROW_COLUMNS}, hash=hashes, order=order,
+    return Segment(**{c: texts.compact(columns[c]) if c in _TEXTS else columns[c]
+                      for c in ROW_COLUMNS}, hash=hashes, order=order,
                    sorted_hash=hashes[order], min_end=_min_end(columns["known"], columns["end"]),
                    open_n=int(len(columns["known"]) - columns["known"].sum()))
 
@@ -91,8 +96,8 @@ def _min_end(known: np.ndarray, end: np.ndarray) -> int:
 
 def _merged(a: Segment, b: Segment) -> Segment:
     """Two segments as one (``a``'s ids below ``b``'s)."""
-    return make_segment({c: np.concatenate([getattr(a, c), getattr(b, c)])
-                         for c in ROW_COLUMNS}, np.concatenate([a.hash, b.hash]))
+    return make_segment({c: (texts.concat if c in _TEXTS else np.concatenate)(
+        [getattr(a, c), getattr(b, c)]) for c in ROW_COLUMNS}, np.concatenate([a.hash, b.hash]))
 
 
 def _kept(seg: Segment, keep: np.ndarray) -> Segment:
