@@ -61,7 +61,7 @@ def stored_book(book: OpenEdges) -> StoredBook:
 class BulkBook:
     """The book of edge starts opened in bulk (``opened``) on an empty book, none closed
     yet: per bulk, the starts' times, payloads and values (the time each start was emitted
-    at; ``NO_START``: None, dropped) as arrays (the payloads of a large bulk as
+    at; ``NO_START``: None, dropped) as arrays (the payloads of a large bulk pickled as
     ``texts.Texts``), in the order they opened. Read-only, like a
     ``StoredBook``: ``writable`` gives it as the dict ``open_edges`` would have made of the
     same starts (identities in the order they first opened, each one's values in order)."""
@@ -73,7 +73,10 @@ class BulkBook:
         self.pieces = pieces
 
     def __reduce__(self) -> tuple:
-        return BulkBook, (self.pieces,)
+        """Pickled with a large bulk's payloads as ``texts.Texts`` (memory-mapped parts on
+        Spark, not Python strings in every worker that reads the shard)."""
+        return BulkBook, (tuple((start, texts.compact(payload), value)
+                                for start, payload, value in self.pieces),)
 
     def __bool__(self) -> bool:
         return any(len(start) for start, _, _ in self.pieces)
@@ -112,7 +115,7 @@ def opened(book: OpenEdges | BulkBook, start: np.ndarray, payload: np.ndarray,
         return book
     bulk = type(book) is BulkBook
     if bulk or (not book and len(start) >= BULK_STARTS):
-        piece = (np.asarray(start, np.int64), texts.compact(np.asarray(payload, object)),
+        piece = (np.asarray(start, np.int64), np.asarray(payload, object),
                  np.asarray(emitted, np.int64))
         return BulkBook((*book.pieces, piece) if bulk else (piece,))
     book = writable(book)

@@ -101,9 +101,9 @@ def compact(values: Any) -> Any:
 
 def concat(columns: Sequence[Any]) -> Any:
     """Columns (arrays of objects or ``Texts``) one after the other: ``Texts`` where any is,
-    or where they reach ``MIN_ROWS`` rows; else an array of objects."""
+    else an array of objects."""
     if not any(isinstance(c, Texts) for c in columns):
-        return compact(np.concatenate(columns))
+        return np.concatenate(columns)
     try:
         return of_arrow(pa.concat_arrays([
             c.arrow() if isinstance(c, Texts) else pa.array(c, pa.large_string(),

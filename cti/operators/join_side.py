@@ -31,8 +31,10 @@ from cti.time import MAX_TIME
 # null, matches nothing).
 ROW_COLUMNS = ("id", "kind", "start", "end", "known", "payload", "key", "jkey")
 _MIX = np.uint64(0x9E3779B97F4A7C15)  # mixes the group key's hash into the join key's
-# Columns a large segment holds as ``texts.Texts`` (UTF-8 bytes and offsets, memory-mapped
-# parts on Spark), not as Python strings: a reference table's payloads and join keys.
+# Columns a large segment is pickled with as ``texts.Texts`` (UTF-8 bytes and offsets,
+# memory-mapped parts on Spark), not as Python strings: a reference table's payloads and
+# join keys. (Compacted when pickled, not when made: a step's own strings stay alive to its
+# end, so a copy made then would only add to its peak.)
 _TEXTS = ("payload", "jkey")
 
 
@@ -78,14 +80,20 @@ class Segment:
     def __len__(self) -> int:
         return len(self.id)
 
+    def __reduce__(self) -> tuple:
+        """Pickled (Spark's state) with its large text columns as ``Texts``: read back as
+        memory-mapped parts, not as Python strings in every worker that reads the shard."""
+        return Segment, tuple(texts.compact(v) if a.name in _TEXTS else v
+                              for a, v in zip(attrs.fields(Segment), attrs.astuple(
+                                  self, recurse=False), strict=True))
+
 
 def make_segment(columns: dict[str, np.ndarray], hashes: np.ndarray | None = None) -> Segment:
     """A segment of rows (``ROW_COLUMNS``, in id order), indexed (``hashes``: the rows' key
     hashes where known)."""
     hashes = key_hashes(columns["key"], columns["jkey"]) if hashes is None else hashes
     order = np.argsort(hashes, kind="stable")
-    return Segment(**{c: texts.compact(columns[c]) if c in _TEXTS else columns[c]
-                      for c in ROW_COLUMNS}, hash=hashes, order=order,
+    return Segment(**{c: columns[c] for c in ROW_COLUMNS}, hash=hashes, order=order,
                    sorted_hash=hashes[order], min_end=_min_end(columns["known"], columns["end"]),
                    open_n=int(len(columns["known"]) - columns["known"].sum()))
 
