@@ -86,6 +86,7 @@ def test_a_large_segments_texts_are_memory_mapped_parts_of_the_state(tmp_path, s
     seg = _segment(50)
     book = opened({}, np.zeros(50, np.int64), seg.payload, np.zeros(50, np.int64))
     # (held as Python strings by the step that made them; ``Texts`` once pickled)
+    assert type(book) is BulkBook
     assert type(seg.payload) is np.ndarray and type(book.pieces[0][1]) is np.ndarray
     copied = pickle.loads(pickle.dumps((seg, book)))
     assert isinstance(copied[0].payload, texts.Texts) and isinstance(copied[0].jkey, texts.Texts)
