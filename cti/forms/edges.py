@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from cti.forms import texts
 from cti.time import MIN_TIME
 
 OpenEdges = dict[Hashable, list[Any]]
@@ -60,7 +61,8 @@ def stored_book(book: OpenEdges) -> StoredBook:
 class BulkBook:
     """The book of edge starts opened in bulk (``opened``) on an empty book, none closed
     yet: per bulk, the starts' times, payloads and values (the time each start was emitted
-    at; ``NO_START``: None, dropped) as arrays, in the order they opened. Read-only, like a
+    at; ``NO_START``: None, dropped) as arrays (the payloads of a large bulk pickled as
+    ``texts.Texts``), in the order they opened. Read-only, like a
     ``StoredBook``: ``writable`` gives it as the dict ``open_edges`` would have made of the
     same starts (identities in the order they first opened, each one's values in order)."""
 
@@ -71,7 +73,10 @@ class BulkBook:
         self.pieces = pieces
 
     def __reduce__(self) -> tuple:
-        return BulkBook, (self.pieces,)
+        """Pickled with a large bulk's payloads as ``texts.Texts`` (memory-mapped parts on
+        Spark, not Python strings in every worker that reads the shard)."""
+        return BulkBook, (tuple((start, texts.compact(payload), value)
+                                for start, payload, value in self.pieces),)
 
     def __bool__(self) -> bool:
         return any(len(start) for start, _, _ in self.pieces)

@@ -22,6 +22,7 @@ import attrs
 import numpy as np
 import pandas as pd
 
+from cti.forms import texts
 from cti.forms.edges import pair_ends
 from cti.time import MAX_TIME
 
@@ -30,6 +31,11 @@ from cti.time import MAX_TIME
 # null, matches nothing).
 ROW_COLUMNS = ("id", "kind", "start", "end", "known", "payload", "key", "jkey")
 _MIX = np.uint64(0x9E3779B97F4A7C15)  # mixes the group key's hash into the join key's
+# Columns a large segment is pickled with as ``texts.Texts`` (UTF-8 bytes and offsets,
+# memory-mapped parts on Spark), not as Python strings: a reference table's payloads and
+# join keys. (Compacted when pickled, not when made: a step's own strings stay alive to its
+# end, so a copy made then would only add to its peak.)
+_TEXTS = ("payload", "jkey")
 
 
 def key_hashes(key: np.ndarray, jkey: np.ndarray) -> np.ndarray:
@@ -74,6 +80,13 @@ class Segment:
     def __len__(self) -> int:
         return len(self.id)
 
+    def __reduce__(self) -> tuple:
+        """Pickled (Spark's state) with its large text columns as ``Texts``: read back as
+        memory-mapped parts, not as Python strings in every worker that reads the shard."""
+        return Segment, tuple(texts.compact(v) if a.name in _TEXTS else v
+                              for a, v in zip(attrs.fields(Segment), attrs.astuple(
+                                  self, recurse=False), strict=True))
+
 
 def make_segment(columns: dict[str, np.ndarray], hashes: np.ndarray | None = None) -> Segment:
     """A segment of rows (``ROW_COLUMNS``, in id order), indexed (``hashes``: the rows' key
@@ -91,8 +104,8 @@ def _min_end(known: np.ndarray, end: np.ndarray) -> int:
 
 def _merged(a: Segment, b: Segment) -> Segment:
     """Two segments as one (``a``'s ids below ``b``'s)."""
-    return make_segment({c: np.concatenate([getattr(a, c), getattr(b, c)])
-                         for c in ROW_COLUMNS}, np.concatenate([a.hash, b.hash]))
+    return make_segment({c: (texts.concat if c in _TEXTS else np.concatenate)(
+        [getattr(a, c), getattr(b, c)]) for c in ROW_COLUMNS}, np.concatenate([a.hash, b.hash]))
 
 
 def _kept(seg: Segment, keep: np.ndarray) -> Segment:
