@@ -31,12 +31,20 @@ def step_table(events: pd.DataFrame, ctis: Sequence[int]) -> pa.Table:
     c = np.asarray(ctis, np.int64)
     return pa.table({
         "release": np.concatenate([events["release"].to_numpy(np.int64), c]),
-        "kind": pa.array(np.concatenate([events["kind"].to_numpy(object),
-                                         np.full(m, "cti", object)]), pa.string()),
+        "kind": pa.concat_arrays([_kind_texts(events["kind"].to_numpy(object)),
+                                  pa.repeat(pa.scalar("cti"), m)]),
         "start": np.concatenate([events["start"].to_numpy(np.int64), c]),
         "end": np.concatenate([events["end"].to_numpy(np.int64), c]),
         "payload": pa.concat_arrays([arrow_texts(events["payload"]), pa.nulls(m, pa.string())]),
     }, schema=OUTPUT_ARROW)
+
+
+def _kind_texts(kinds: np.ndarray) -> pa.Array:
+    """The kinds as Arrow strings: one repeated where they are all one (a window's results:
+    no Arrow string made from each of millions of Python ones)."""
+    if len(kinds) and (kinds == kinds[0]).all():
+        return pa.repeat(pa.scalar(kinds[0], pa.string()), len(kinds))
+    return pa.array(kinds, pa.string())
 
 
 def table_rows(table: pa.Table) -> list[OutputRow]:

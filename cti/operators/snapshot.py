@@ -171,6 +171,14 @@ def _cut(held: pd.DataFrame, c: int) -> _Cut:
                 np.cumsum(diff))
 
 
+def _members(held: pd.DataFrame, cut: _Cut) -> pd.DataFrame:
+    """The held rows the cut takes, as intervals: the members of its windows."""
+    taken = held.iloc[cut.at]
+    return frame.make(frame.filled(len(taken), "interval"), taken["start"].to_numpy(),
+                      taken["end"].to_numpy(), taken["payload"].to_numpy(object),
+                      taken["key"].to_numpy(object))
+
+
 def _emit(node: plan.SnapshotWindow, held: pd.DataFrame, cut: _Cut,
           group_field: str | None) -> pd.DataFrame:
     """The results of the windows the CTI completed (every row's windows up to ``i_hi``):
@@ -181,10 +189,10 @@ def _emit(node: plan.SnapshotWindow, held: pd.DataFrame, cut: _Cut,
         hi = np.where(cut.time[hi] == MAX_TIME, hi - 1, hi)
     if not (hi > lo).any():
         return frame.empty()
-    taken = held.iloc[cut.at]
-    ev = frame.make(frame.filled(len(taken), "interval"), taken["start"].to_numpy(),
-                    taken["end"].to_numpy(), taken["payload"].to_numpy(object),
-                    taken["key"].to_numpy(object))
+    # (counts read no column of a row: a frame of none, the rows' columns made only for
+    # another aggregate)
+    ev = _members(held, cut) if _reads_payloads(node) else pd.DataFrame(
+        index=pd.RangeIndex(len(cut.at)))
     done = np.zeros(len(cut.time), bool)  # the windows emitted now, by number
     done[:-1] = cut.same_key & (cut.cover[:-1] > 0)
     last = np.full(len(cut.time), -1)
@@ -195,10 +203,14 @@ def _emit(node: plan.SnapshotWindow, held: pd.DataFrame, cut: _Cut,
         pd.Categorical.from_codes(cut.bound_key, cut.keys), group_field)
     if got is None:
         rows, ks = window_members.expand(lo, hi)
-        got = window_members.aggregated(node, ev, rows, ks, cut.keys[cut.bound_key], group_field,
+        got = window_members.aggregated(node, _members(held, cut), rows, ks,
+                                        cut.keys[cut.bound_key], group_field,
                                         (cut.time, np.append(cut.time[1:], MAX_TIME)))
     kk, key_of, payloads = got
     starts, ends = cut.time[kk], cut.time[kk + 1]
+    # (right under a group_by, whose ungrouping leaves every key empty: empty already)
+    key_of = frame.filled(len(kk), "") if group_field is not None else np.asarray(key_of,
+                                                                                 object)
     if node.output_policy is plan.WindowOutputPolicy.CLIP_TO_WINDOW_END:
         return frame.make(frame.filled(len(kk), "interval"), starts, ends, payloads, key_of)
     return frame.make(frame.filled(len(kk), "point"), ends, ends + 1, payloads, key_of)
