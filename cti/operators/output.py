@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cti.events import Cti, StreamItem, items_from_rows, kind_of
+from cti.forms import frame
 from cti.forms.frame import KIND_RANK, arrow_texts, arrow_to_pandas
 from cti.forms.rows import payload_to_json
 
@@ -121,7 +122,7 @@ def _by_sync(rows: pa.Table) -> np.ndarray | None:
     release, start, end = (rows.column(c).to_numpy() for c in ("release", "start", "end"))
     sync = np.where(cti, 0, np.where(ends, end, start))
     first = np.where(cti, release, sync)
-    order = _stable_order(first)
+    order = frame.stable_order(first)
     ranked = first[order]
     tied = ranked[1:] == ranked[:-1]
     if tied.any():
@@ -130,14 +131,6 @@ def _by_sync(rows: pa.Table) -> np.ndarray | None:
     rising = (r[:-1] < r[1:]) | ((r[:-1] == r[1:]) & (
         (c[:-1] < c[1:]) | ((c[:-1] == c[1:]) & (s[:-1] <= s[1:]))))
     return order if rising.all() else None
-
-
-def _stable_order(values: np.ndarray) -> np.ndarray:
-    """``argsort(values, kind="stable")``, by a radix sort of 32-bit offsets where they span
-    less than 2**32 (half the passes of one over 64 bits)."""
-    if len(values) and int(values.max()) - int(values.min()) < 1 << 32:
-        return np.argsort((values - values.min()).astype(np.uint32), kind="stable")
-    return np.argsort(values, kind="stable")
 
 
 def _sort_ties(rows: pa.Table, order: np.ndarray, tied: np.ndarray) -> None:
@@ -196,8 +189,8 @@ def deliver(adapter: Any, rows: pd.DataFrame | pa.Table, batch_id: int,
     (``cti.adapters.OutputAdapter``), else None (the whole batch)."""
     if not len(rows):
         return
-    table = ordered_table(rows if isinstance(rows, pa.Table) else _rows_table(rows)).select(
-        ROWS_ARROW.names)
+    table = (rows if isinstance(rows, pa.Table) else _rows_table(rows)).combine_chunks()
+    table = table.select(ROWS_ARROW.names).take(_order(table))
     where = {} if partition is None else {"partition": partition}
     if hasattr(adapter, "write_table"):
         adapter.write_table(table, batch_id, **where)

@@ -134,10 +134,10 @@ def _take_events(state: SnapshotState, chunk: Chunk, payloads: bool = True) -> N
 
 
 def _sorted_by_key_time(codes: np.ndarray, times: np.ndarray) -> np.ndarray:
-    """The order of (key code, time) pairs by key, then time: a stable sort by time (near
-    sorted already: fast), then a stable one by key code (a radix sort where the codes fit
-    16 bits)."""
-    by_time = np.argsort(times, kind="stable")
+    """The order of (key code, time) pairs by key, then time: a stable sort by time, then a
+    stable one by key code (radix sorts: of 32-bit time offsets where they fit, of 16-bit
+    codes where they fit)."""
+    by_time = frame.stable_order(times)
     small = np.uint16 if len(codes) and int(codes.max()) < 1 << 16 else np.int64
     return by_time[np.argsort(codes[by_time].astype(small), kind="stable")]
 
@@ -227,7 +227,7 @@ def _out_ctis(cut: _Cut, ctis: list[int], tags: list[int], after: int
     b = cut.time[held]
     q = cut.time[held + 1]
     q = np.where(cut.known_end[held + 1], q, np.minimum(q, MAX_TIME - 1) + 1)
-    order = np.argsort(b, kind="stable")
+    order = frame.stable_order(b)
     b, reach = b[order], np.maximum.accumulate(q[order]) if len(q) else q
     cs = np.asarray(ctis, np.int64)
     j = np.searchsorted(reach, cs, side="right")
