@@ -145,11 +145,10 @@ def _sorted_by_key_time(codes: np.ndarray, times: np.ndarray) -> np.ndarray:
 def _cut(held: pd.DataFrame, c: int) -> _Cut:
     """The boundaries and windows of the held rows whose ``lo`` is before ``c``."""
     at = np.flatnonzero(held["lo"].to_numpy() < c)
-    rows = held.iloc[at]
-    key_codes, keys = pd.factorize(rows["key"].to_numpy(object))
+    key_codes, keys = pd.factorize(held["key"].to_numpy(object)[at])
     key_codes = key_codes.astype(np.int64)
-    lo, end = rows["lo"].to_numpy(), rows["end"].to_numpy()
-    m = len(rows)
+    lo, end = held["lo"].to_numpy()[at], held["end"].to_numpy()[at]
+    m = len(at)
     both_keys, both_times = np.concatenate([key_codes, key_codes]), np.concatenate([lo, end])
     order = _sorted_by_key_time(both_keys, both_times)
     k_sorted, t_sorted = both_keys[order], both_times[order]
@@ -164,7 +163,7 @@ def _cut(held: pd.DataFrame, c: int) -> _Cut:
     by_c = np.bincount(b_key[time <= c], minlength=len(keys))
     floor_at = (first_of_key + by_c - 1)[key_codes]
     known_end = np.zeros(len(time), bool)
-    known_end[i_end[rows["known"].to_numpy()]] = True
+    known_end[i_end[held["known"].to_numpy()[at]]] = True
     diff = np.bincount(i_lo, minlength=len(time)) - np.bincount(i_end, minlength=len(time))
     return _Cut(at, key_codes, keys, i_lo, i_end, np.where(end <= c, i_end, floor_at),
                 time[floor_at], time, b_key, b_key[:-1] == b_key[1:], known_end,
@@ -198,9 +197,13 @@ def _emit(node: plan.SnapshotWindow, held: pd.DataFrame, cut: _Cut,
     last = np.full(len(cut.time), -1)
     np.maximum.at(last, cut.bound_key[lo], hi)  # (each key's last window emitted + 1)
     done &= np.arange(len(cut.time)) < last[cut.bound_key]
+    done = np.flatnonzero(done)
+    # (by start: the results the engine releases now come first, and they come near the
+    # output's order, so the rows released are one slice and the output's take reads on)
+    done = done[frame.stable_order(cut.time[done])]
     got = window_members.aggregated_by_cover(
-        node, ev, lo, cut.i_end, np.flatnonzero(done),
-        pd.Categorical.from_codes(cut.bound_key, cut.keys), group_field)
+        node, ev, lo, cut.i_end, done, pd.Categorical.from_codes(cut.bound_key, cut.keys),
+        group_field)
     if got is None:
         rows, ks = window_members.expand(lo, hi)
         got = window_members.aggregated(node, _members(held, cut), rows, ks,
