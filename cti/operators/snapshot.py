@@ -250,9 +250,10 @@ def _purge(state: SnapshotState, cut: _Cut, c: int) -> None:
     lo = held["lo"].to_numpy().copy()
     lo[cut.at] = np.maximum(lo[cut.at], cut.floor)
     keep = held["end"].to_numpy() > c
-    held = held.copy()
-    held["lo"] = lo
-    state.held = held[keep].reset_index(drop=True)
+    kept = frame.rows_where(held, keep)  # (columns shared, or taken one by one)
+    kept.index = pd.RangeIndex(len(kept))
+    kept["lo"] = lo[keep]  # (a new column: the shared one is not written)
+    state.held = kept
 
 
 def snapshot(node: plan.SnapshotWindow, chunk: Chunk, state: SnapshotState,
