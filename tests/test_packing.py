@@ -297,3 +297,36 @@ def test_packed_output_unpacks_to_the_rows_and_ctis_and_orders_as_the_frame_does
         return (r, False, e if k == "edge_end" else s, rank[k], s, e, p)
 
     assert list(by_arrow.itertuples(index=False, name=None)) == sorted(shuffled, key=order)
+
+
+SYNC_ROWS = st.lists(st.tuples(st.sampled_from(
+    ["point", "interval", "edge_start", "edge_end"]), st.integers(-3, 9), st.integers(0, 3),
+    st.sampled_from(['{"a":1}', '{"a":2}', '{"b":"x"}', "{}", None])), max_size=40)
+
+
+@settings(max_examples=80, deadline=None)
+@given(SYNC_ROWS, st.lists(st.integers(-2, 12), max_size=4, unique=True), st.randoms(),
+       st.booleans())
+def test_output_order_is_arrows_stable_sort_of_the_keys(rows, ctis, rnd, released):
+    """``output._order`` is Arrow's stable sort of the output keys, ties (equal rows, null
+    payloads) kept as they came: where each event's release is the first CTI above its sync
+    time, as a machine releases them (then by the sync-time path, ``_by_sync``), and where
+    releases are anything (then mostly by Arrow's sort)."""
+    import pyarrow.compute as pc
+
+    from cti.operators.output import OUTPUT_ARROW, _by_sync, _order, _sort_keys
+
+    cs = sorted(ctis) or [20]  # (released: by the first CTI above the sync time, else 99)
+    out = []
+    for kind, s, d, p in rows:
+        sync = s + d if kind == "edge_end" else s
+        release = next((c for c in cs if c > sync), 99) if released else rnd.choice(cs)
+        out.append((release, kind, s, s + d, p))
+    out += [(c, "cti", c, c, None) for c in ctis]
+    rnd.shuffle(out)
+    table = pa.Table.from_pylist([dict(zip(OUTPUT_ARROW.names, r, strict=True)) for r in out],
+                                 schema=OUTPUT_ARROW)
+    keys = _sort_keys(table)
+    want = pc.sort_indices(keys, sort_keys=[(c, "ascending") for c in keys.column_names])
+    assert _order(table).tolist() == want.to_numpy().tolist()
+    assert released <= (_by_sync(table) is not None)

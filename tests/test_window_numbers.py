@@ -107,3 +107,29 @@ def test_a_large_micro_batchs_numbers_read_by_arrow_are_each_values_own():
     np.testing.assert_array_equal(got.floats[got.is_float], want.floats[want.is_float])
     assert _texts(_query(values, 4).collect("local")) == _texts(
         _query(values, 4).collect(LocalRuntime(batch_sizes=[7, 100])))
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(-1, 1), st.integers(5, 6)),
+                min_size=1, max_size=60), st.booleans())
+def test_payload_texts_made_once_per_distinct_row_are_the_row_by_row_ones(rows, grouped):
+    """A window's payload texts where every number is an integer and the keys a
+    ``Categorical`` (made for each distinct row and taken) are the ones made row by row; they
+    are made so wherever the values span no more numbers than there are rows."""
+    import pandas as pd
+
+    from cti.forms.numbers import Numbers
+    from cti.operators import window
+
+    keys = pd.Categorical.from_codes([k for k, _, _ in rows],
+                                     categories=['["a"]', '["b"]', '[2]', '["d\\"e"]'])
+    ones = np.ones(len(rows), bool)
+    columns = {"n": Numbers.of_ints(np.asarray([v for _, v, _ in rows]), ones),
+               "total": Numbers.of_ints(np.asarray([t for _, _, t in rows]) * 10**15, ones)}
+    field = "key" if grouped else None
+    got = window._distinct_texts(columns, field, keys)
+    spans = [len(keys.categories)] if grouped else []
+    spans += [int(c.ints.max()) - int(c.ints.min()) + 1 for c in columns.values()]
+    assert (got is not None) == (math.prod(spans) <= len(rows))
+    if got is not None:
+        assert got.to_pylist() == window._texts(columns, field, keys).to_pylist()

@@ -134,10 +134,10 @@ def _take_events(state: SnapshotState, chunk: Chunk, payloads: bool = True) -> N
 
 
 def _sorted_by_key_time(codes: np.ndarray, times: np.ndarray) -> np.ndarray:
-    """The order of (key code, time) pairs by key, then time: a stable sort by time (near
-    sorted already: fast), then a stable one by key code (a radix sort where the codes fit
-    16 bits)."""
-    by_time = np.argsort(times, kind="stable")
+    """The order of (key code, time) pairs by key, then time: a stable sort by time, then a
+    stable one by key code (radix sorts: of 32-bit time offsets where they fit, of 16-bit
+    codes where they fit)."""
+    by_time = frame.stable_order(times)
     small = np.uint16 if len(codes) and int(codes.max()) < 1 << 16 else np.int64
     return by_time[np.argsort(codes[by_time].astype(small), kind="stable")]
 
@@ -145,11 +145,10 @@ def _sorted_by_key_time(codes: np.ndarray, times: np.ndarray) -> np.ndarray:
 def _cut(held: pd.DataFrame, c: int) -> _Cut:
     """The boundaries and windows of the held rows whose ``lo`` is before ``c``."""
     at = np.flatnonzero(held["lo"].to_numpy() < c)
-    rows = held.iloc[at]
-    key_codes, keys = pd.factorize(rows["key"].to_numpy(object))
+    key_codes, keys = pd.factorize(held["key"].to_numpy(object)[at])
     key_codes = key_codes.astype(np.int64)
-    lo, end = rows["lo"].to_numpy(), rows["end"].to_numpy()
-    m = len(rows)
+    lo, end = held["lo"].to_numpy()[at], held["end"].to_numpy()[at]
+    m = len(at)
     both_keys, both_times = np.concatenate([key_codes, key_codes]), np.concatenate([lo, end])
     order = _sorted_by_key_time(both_keys, both_times)
     k_sorted, t_sorted = both_keys[order], both_times[order]
@@ -164,11 +163,19 @@ def _cut(held: pd.DataFrame, c: int) -> _Cut:
     by_c = np.bincount(b_key[time <= c], minlength=len(keys))
     floor_at = (first_of_key + by_c - 1)[key_codes]
     known_end = np.zeros(len(time), bool)
-    known_end[i_end[rows["known"].to_numpy()]] = True
+    known_end[i_end[held["known"].to_numpy()[at]]] = True
     diff = np.bincount(i_lo, minlength=len(time)) - np.bincount(i_end, minlength=len(time))
     return _Cut(at, key_codes, keys, i_lo, i_end, np.where(end <= c, i_end, floor_at),
                 time[floor_at], time, b_key, b_key[:-1] == b_key[1:], known_end,
                 np.cumsum(diff))
+
+
+def _members(held: pd.DataFrame, cut: _Cut) -> pd.DataFrame:
+    """The held rows the cut takes, as intervals: the members of its windows."""
+    taken = held.iloc[cut.at]
+    return frame.make(frame.filled(len(taken), "interval"), taken["start"].to_numpy(),
+                      taken["end"].to_numpy(), taken["payload"].to_numpy(object),
+                      taken["key"].to_numpy(object))
 
 
 def _emit(node: plan.SnapshotWindow, held: pd.DataFrame, cut: _Cut,
@@ -181,24 +188,32 @@ def _emit(node: plan.SnapshotWindow, held: pd.DataFrame, cut: _Cut,
         hi = np.where(cut.time[hi] == MAX_TIME, hi - 1, hi)
     if not (hi > lo).any():
         return frame.empty()
-    taken = held.iloc[cut.at]
-    ev = frame.make(frame.filled(len(taken), "interval"), taken["start"].to_numpy(),
-                    taken["end"].to_numpy(), taken["payload"].to_numpy(object),
-                    taken["key"].to_numpy(object))
+    # (counts read no column of a row: a frame of none, the rows' columns made only for
+    # another aggregate)
+    ev = _members(held, cut) if _reads_payloads(node) else pd.DataFrame(
+        index=pd.RangeIndex(len(cut.at)))
     done = np.zeros(len(cut.time), bool)  # the windows emitted now, by number
     done[:-1] = cut.same_key & (cut.cover[:-1] > 0)
     last = np.full(len(cut.time), -1)
     np.maximum.at(last, cut.bound_key[lo], hi)  # (each key's last window emitted + 1)
     done &= np.arange(len(cut.time)) < last[cut.bound_key]
+    done = np.flatnonzero(done)
+    # (by start: the results the engine releases now come first, and they come near the
+    # output's order, so the rows released are one slice and the output's take reads on)
+    done = done[frame.stable_order(cut.time[done])]
     got = window_members.aggregated_by_cover(
-        node, ev, lo, cut.i_end, np.flatnonzero(done),
-        pd.Categorical.from_codes(cut.bound_key, cut.keys), group_field)
+        node, ev, lo, cut.i_end, done, pd.Categorical.from_codes(cut.bound_key, cut.keys),
+        group_field)
     if got is None:
         rows, ks = window_members.expand(lo, hi)
-        got = window_members.aggregated(node, ev, rows, ks, cut.keys[cut.bound_key], group_field,
+        got = window_members.aggregated(node, _members(held, cut), rows, ks,
+                                        cut.keys[cut.bound_key], group_field,
                                         (cut.time, np.append(cut.time[1:], MAX_TIME)))
     kk, key_of, payloads = got
     starts, ends = cut.time[kk], cut.time[kk + 1]
+    # (right under a group_by, whose ungrouping leaves every key empty: empty already)
+    key_of = frame.filled(len(kk), "") if group_field is not None else np.asarray(key_of,
+                                                                                 object)
     if node.output_policy is plan.WindowOutputPolicy.CLIP_TO_WINDOW_END:
         return frame.make(frame.filled(len(kk), "interval"), starts, ends, payloads, key_of)
     return frame.make(frame.filled(len(kk), "point"), ends, ends + 1, payloads, key_of)
@@ -215,7 +230,7 @@ def _out_ctis(cut: _Cut, ctis: list[int], tags: list[int], after: int
     b = cut.time[held]
     q = cut.time[held + 1]
     q = np.where(cut.known_end[held + 1], q, np.minimum(q, MAX_TIME - 1) + 1)
-    order = np.argsort(b, kind="stable")
+    order = frame.stable_order(b)
     b, reach = b[order], np.maximum.accumulate(q[order]) if len(q) else q
     cs = np.asarray(ctis, np.int64)
     j = np.searchsorted(reach, cs, side="right")
@@ -235,9 +250,10 @@ def _purge(state: SnapshotState, cut: _Cut, c: int) -> None:
     lo = held["lo"].to_numpy().copy()
     lo[cut.at] = np.maximum(lo[cut.at], cut.floor)
     keep = held["end"].to_numpy() > c
-    held = held.copy()
-    held["lo"] = lo
-    state.held = held[keep].reset_index(drop=True)
+    kept = frame.rows_where(held, keep)  # (columns shared, or taken one by one)
+    kept.index = pd.RangeIndex(len(kept))
+    kept["lo"] = lo[keep]  # (a new column: the shared one is not written)
+    state.held = kept
 
 
 def snapshot(node: plan.SnapshotWindow, chunk: Chunk, state: SnapshotState,

@@ -12,6 +12,7 @@ edge does not produce windows forever.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -358,21 +359,66 @@ def _result(out: pd.DataFrame, name: str, agg: Aggregate) -> Numbers:
 
 
 def _numeric_payloads(node: plan.Window, columns: dict[str, Numbers],
-                      group_field: str | None, keys: np.ndarray
+                      group_field: str | None, keys: np.ndarray | pd.Categorical
                       ) -> pd.arrays.ArrowExtensionArray | None:
     """The payloads' canonical JSON built column-wise (``json_text``: each number as
     ``json.dumps`` writes it), where every aggregate is a built-in, with the group's value
     (the JSON inside each one-value key) under ``group_field``; None otherwise. An Arrow
     column: the output takes it as it is, with no Python string per result
     (``frame.arrow_texts``)."""
-    if len(columns) < len(node.aggregates):
+    if len(columns) < len(node.aggregates) or not (columns or group_field is not None):
         return None
+    texts = _distinct_texts(columns, group_field, keys)
+    if texts is None:
+        texts = _texts(columns, group_field, keys)
+    return pd.arrays.ArrowExtensionArray(texts)
+
+
+def _texts(columns: dict[str, Numbers], group_field: str | None,
+           keys: np.ndarray | pd.Categorical) -> pa.Array:
+    """``_numeric_payloads``' texts, row by row."""
     texts: dict[str, Any] = {name: numbers.texts() for name, numbers in columns.items()}
     if group_field is not None:
         texts[group_field] = _group_values(keys)
-    if not texts:
+    return object_texts(texts, len(keys))
+
+
+def _distinct_texts(columns: dict[str, Numbers], group_field: str | None,
+                    keys: np.ndarray | pd.Categorical) -> pa.Array | None:
+    """``_texts`` made once for each distinct row and taken for every row, where every number
+    is an integer, the keys (with ``group_field``) a ``Categorical``, and the rows' values
+    together span no more numbers than there are rows (a count per key over a few keys:
+    thousands of texts for millions of results); None otherwise."""
+    n = len(keys)
+    if not n or not all(c.is_int.all() for c in columns.values()):
         return None
-    return pd.arrays.ArrowExtensionArray(object_texts(texts, len(keys)))
+    digits: list[tuple[np.ndarray, int, int]] = []  # (values, least, span)
+    if group_field is not None:
+        if not isinstance(keys, pd.Categorical) or keys.codes.min() < 0:
+            return None
+        digits.append((keys.codes.astype(np.int64), 0, len(keys.categories)))
+    for c in columns.values():
+        least = int(c.ints.min())
+        digits.append((c.ints, least, int(c.ints.max()) - least + 1))
+    if math.prod(span for _, _, span in digits) > n:
+        return None
+    row = np.zeros(n, np.int64)  # (each row's values as one number, a digit per column)
+    for values, least, span in digits:
+        row = row * span + (values - least)
+    present = np.zeros(math.prod(span for _, _, span in digits), bool)
+    present[row] = True
+    distinct = np.flatnonzero(present)
+    at = (np.cumsum(present) - 1)[row]
+    parts, rest = [], distinct
+    for _, least, span in reversed(digits):
+        parts.append(rest % span + least)
+        rest = rest // span
+    parts.reverse()
+    if group_field is not None:
+        keys = pd.Categorical.from_codes(parts.pop(0), dtype=keys.dtype)
+    ints = {name: Numbers.of_ints(v, np.ones(len(v), bool))
+            for name, v in zip(columns, parts, strict=True)}
+    return _texts(ints, group_field, keys).take(pa.array(at))
 
 
 def _group_values(keys: np.ndarray | pd.Categorical) -> pa.Array:

@@ -92,7 +92,7 @@ _ADDING = ("count", "sum", "avg")  # aggregates whose partials only add
 def aggregated_by_cover(node: Any, ev: pd.DataFrame, first: np.ndarray, past: np.ndarray,
                         ks: np.ndarray, key_of_k: np.ndarray | pd.Categorical,
                         group_field: str | None = None
-                        ) -> tuple[np.ndarray, np.ndarray, Any] | None:
+                        ) -> tuple[np.ndarray, np.ndarray | pd.Categorical, Any] | None:
     """``aggregated`` where each row of ``ev`` is a member of the consecutive windows
     ``first .. past - 1`` (numbers ``0 .. len(key_of_k) - 1``), for the windows ``ks`` (each
     with a member), without pairing each member with each of its windows: where every
@@ -100,7 +100,8 @@ def aggregated_by_cover(node: Any, ev: pd.DataFrame, first: np.ndarray, past: np
     limbs) added at a row's first window and taken away after its last, then summed along the
     windows. None where that does not hold (another aggregate; an infinite or NaN value,
     which does not take away): the caller pairs them (``expand``). ``key_of_k`` may be a
-    ``Categorical`` (each key's value text then made once)."""
+    ``Categorical`` (each key's value text then made once; the keys given back are one
+    too). Counts alone read no column of ``ev``: only how many rows it has."""
     if not all(isinstance(a, Aggregate) and a.op in _ADDING for a in node.aggregates.values()):
         return None
     each = _row_partials(node, ev)
@@ -122,7 +123,7 @@ def aggregated_by_cover(node: Any, ev: pd.DataFrame, first: np.ndarray, past: np
     extra = group_field if group_field is not None and group_field not in node.aggregates \
         else None
     payloads = window._numeric_payloads(node, results, extra, key_of)
-    return ks, np.asarray(key_of, object), payloads
+    return ks, key_of, payloads
 
 
 def _row_partials(node: Any, ev: pd.DataFrame) -> dict[str, np.ndarray] | None:
