@@ -42,6 +42,7 @@ from pyspark import TaskContext
 from pyspark.sql import DataFrame
 from pyspark.sql.streaming.state import GroupStateTimeout
 from pyspark.sql.types import (
+    ArrayType,
     BinaryType,
     IntegerType,
     LongType,
@@ -58,12 +59,12 @@ from cti.operators import plan, usercode
 from cti.operators.output import deliver, step_table
 from cti.runtime.spark.hold import HOLD, routed_rows
 from cti.runtime.spark.ingress import GROUP_OUT_SCHEMA
+from cti.runtime.spark.metrics import VECTOR, metric_vector
 from cti.runtime.spark.packing import pack_output, unpack
 from cti.runtime.spark.schema import NULL_TIME
 from cti.runtime.spark.shipping import ship_user_functions
 from cti.runtime.spark.state import PartStore, dump_state, load_parts
 from cti.runtime.spark.worker import release_memory, settle
-from cti.time import MAX_TIME
 
 OP, PASS, METRIC = "op", "pass", "metric"
 OUT_FIELDS = [StructField("query", IntegerType(), False),
@@ -74,7 +75,13 @@ OUT_FIELDS = [StructField("query", IntegerType(), False),
 OUTPUT_SCHEMA = StructType([*OUT_FIELDS, *GROUP_OUT_SCHEMA.fields,
                             StructField("blob", BinaryType(), True)])
 # Before the hold stage, each row also names the slot it goes to there (``slotted``).
-SLOTTED_SCHEMA = StructType([*OUTPUT_SCHEMA.fields, StructField("slot", IntegerType(), False)])
+SLOT = StructField("slot", IntegerType(), False)
+SLOTTED_SCHEMA = StructType([*OUTPUT_SCHEMA.fields, SLOT])
+# The stateful function's rows also carry a shard's metric array (``metrics.metric_vector``),
+# dropped once ``metrics.observe_vectors`` has added them up.
+_METRICS = StructField(VECTOR, ArrayType(LongType()), True)
+_STEP_SCHEMA = StructType([*OUTPUT_SCHEMA.fields, _METRICS])
+_SLOTTED_STEP_SCHEMA = StructType([*OUTPUT_SCHEMA.fields, _METRICS, SLOT])
 _STATE = StructType([StructField("blob", BinaryType(), False)])
 BATCH_ID = "streaming.sql.batchId"  # the local property Spark gives a micro-batch's tasks
 Sink = tuple[Any, Any, Any]  # an output adapter's factory, config and shape
@@ -97,6 +104,7 @@ def query_function(queries: Sequence[Any], groups: Sequence[Any],
     for p in plans:
         ship_user_functions(p)
     specs = {g: groups[g].specs() for g in {g for rs in refs for g, _ in rs}}
+    streams = [len(g.streams) for g in groups]  # (the layout of a metric array)
     reporter: dict[int, int] = {}  # each group's rows are passed through by one query
     for q, rs in enumerate(refs):
         for g, _ in rs:
@@ -137,8 +145,10 @@ def query_function(queries: Sequence[Any], groups: Sequence[Any],
             saved["ingress"] = {g: with_stored_books(d, store.min_entries)
                                 for g, d in saved["ingress"].items()}
         state.update((dump_state(saved, store, manifest, _batch_id()),))
-        out = [_passed(done.ingress[g], g) if with_inputs else _summary(done.ingress[g], g)
-               for g in reported]
+        out = [_passed(done.ingress[g], g) for g in reported] if with_inputs else []
+        # The rows whose metrics the shard reports: passed on, all; else those that count.
+        counted = {g: done.ingress[g] if with_inputs else _weighted(done.ingress[g])
+                   for g in reported}
         if routes[q].held:  # (its CTIs combined after the shards: ``cti.runtime.spark.hold``)
             out.append(_held(routed_rows(routes[q], shard, done.events, done.ctis, done.tags)))
         elif sink is not None:
@@ -146,7 +156,10 @@ def query_function(queries: Sequence[Any], groups: Sequence[Any],
         else:
             out.append(_released(done.events, done.ctis if shard == 0 else []))
         result = frame.stack([o for o in out if len(o)] or [_blob_rows([])])
+        if not len(result) and any(len(c) for c in counted.values()):
+            result = _blob_rows([None], METRIC)  # (a row to carry the metrics)
         result.insert(0, "query", np.int32(q))
+        result[VECTOR] = _first_only(metric_vector(streams, counted), len(result))
         if slotted:
             result["slot"] = np.where(result["role"].to_numpy(object) == HOLD,
                                       result["stream"].to_numpy(), int(key[1])).astype(np.int32)
@@ -187,68 +200,37 @@ def apply_queries(rows: DataFrame, queries: Sequence[Any], groups: Sequence[Any]
     stage follows (``query_function``)."""
     return rows.groupBy("query", "slot").applyInPandasWithState(
         query_function(queries, groups, refs, with_inputs, routes, parts, sink, slotted),
-        SLOTTED_SCHEMA if slotted else OUTPUT_SCHEMA,
+        _SLOTTED_STEP_SCHEMA if slotted else _STEP_SCHEMA,
         _STATE,
         "append",
         GroupStateTimeout.NoTimeout)
 
 
-def _passed(rows: pd.DataFrame, group: int, role: str = PASS) -> pd.DataFrame:
+def _passed(rows: pd.DataFrame, group: int) -> pd.DataFrame:
     """A group's ingress rows (with their ``weight``), passed through as they are."""
     out = rows.copy()
     out["group"] = np.int32(group)
     out["release"] = np.int64(NULL_TIME)
-    out["role"] = role
+    out["role"] = PASS
     out["blob"] = None
     return out[[f.name for f in OUTPUT_SCHEMA.fields if f.name != "query"]]
 
 
-def _summary(rows: pd.DataFrame, group: int) -> pd.DataFrame:
-    """What Spark's query progress needs of a group's ingress rows, without the rows: one row
-    per (stream, status, reason) weighted by how many it stands for; a CTI summary row holds the
-    latest finite CTI; event-ordering snapshots (status ``metrics``) as they are.
-
-    Built from the columns' arrays with a dict over the weighted rows (a shard's summary rows
-    of its ingress: a handful), not pandas' groupby: this runs for every group, shard and
-    micro-batch, and pandas' machinery on a few rows cost a fifth of a small micro-batch's
-    stateful function."""
+def _weighted(rows: pd.DataFrame) -> pd.DataFrame:
+    """A group's ingress rows that count in a shard's metrics when it does not pass them on:
+    those of weight above 0 (a row of weight 0 stands for none: ``ShardOutput.ingress``)."""
     if not len(rows):
-        return rows.iloc[:0]
-    # Rows of weight 0 (a shard's own events, counted by its summary rows) are most of them:
-    # leave them out first, by the integer column.
-    kept = np.flatnonzero(rows["weight"].to_numpy() > 0)
-    status = rows["status"].to_numpy(object)[kept]
-    snapshot = status == "metrics"
-    plain = kept[~snapshot]
-    counts: dict[tuple[int, str, Any], int] = {}
-    last: dict[int, int] = {}
-    for s, st, r, start, w in zip(rows["stream"].to_numpy()[plain].tolist(),
-                                  status[~snapshot].tolist(),
-                                  rows["reason"].to_numpy(object)[plain].tolist(),
-                                  rows["start"].to_numpy()[plain].tolist(),
-                                  rows["weight"].to_numpy()[plain].tolist(), strict=True):
-        key = (s, st, r if isinstance(r, str) and r else None)  # (None or NaN: no reason)
-        counts[key] = counts.get(key, 0) + w
-        if st == "cti" and start < MAX_TIME:
-            last[s] = max(start, last.get(s, start))
-    n = len(counts)
-    null = np.full(n, NULL_TIME, np.int64)
-    summary = pd.DataFrame({
-        "role": np.full(n, METRIC, object), "release": null, "weight": np.fromiter(
-            counts.values(), np.int64, n), "group": np.full(n, group, np.int32),
-        "stream": np.fromiter((k[0] for k in counts), np.int32, n),
-        "seq": np.zeros(n, np.int64), "in_seq": np.zeros(n, np.int64),
-        "kind": np.full(n, "summary", object),
-        "start": np.fromiter((last.get(s, MAX_TIME) if st == "cti" else NULL_TIME
-                              for s, st, _ in counts), np.int64, n),
-        "end": null, "payload": np.full(n, None, object),
-        "status": np.array([k[1] for k in counts], object), "orig_start": null,
-        "orig_end": null, "cti": null, "reason": np.array([k[2] for k in counts], object),
-        "partition": np.full(n, None, object), "blob": np.full(n, None, object)})
-    if not snapshot.any():
-        return summary
-    return pd.concat([summary, _passed(rows.iloc[kept[snapshot]], group, METRIC)],
-                     ignore_index=True)
+        return rows
+    return rows.iloc[np.flatnonzero(rows["weight"].to_numpy() > 0)]
+
+
+def _first_only(vector: list[int | None], n: int) -> np.ndarray:
+    """A column of ``n`` rows whose first holds ``vector``, the others nothing (the metrics
+    are added up over the rows)."""
+    column = np.full(n, None, object)
+    if n:
+        column[0] = vector
+    return column
 
 
 def _released(events: pd.DataFrame, ctis: Sequence[int]) -> pd.DataFrame:

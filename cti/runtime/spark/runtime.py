@@ -28,9 +28,9 @@ from cti.results import DIAGNOSTIC_STATUSES, RunResult, derived_result
 from cti.runtime.base import BatchSizes, queries_inputs, stream_caps
 from cti.runtime.spark.dataframes import OUTPUT_COLUMNS, output_rows, packed_frame
 from cti.runtime.spark.handle import RunningQuery, raise_cti_error
-from cti.runtime.spark.hold import HOLD, hold_stage
+from cti.runtime.spark.hold import hold_stage
 from cti.runtime.spark.ingress import apply_ingress
-from cti.runtime.spark.metrics import OBSERVATION, observe
+from cti.runtime.spark.metrics import OBSERVATION, observe, observe_vectors
 from cti.runtime.spark.operators import OP, PASS, Sink, apply_queries, write_output
 from cti.runtime.spark.packing import unpack_output
 from cti.runtime.spark.partitioning import default_tasks
@@ -358,8 +358,8 @@ class SparkRuntime:
         frame = apply_queries(self.source_frame(groups, routed, long_running), queries,
                               groups, refs, with_inputs, routed, self._parts(checkpoint), sink,
                               slotted=held)
-        # Ingress metrics in the query's progress, from the rows (or summaries) of shard 0.
-        frame = observe(frame, groups, "weight", f"role NOT IN ('{OP}', '{HOLD}')")
+        # Ingress metrics in the query's progress, from the shards' metric arrays.
+        frame = observe_vectors(frame, groups)
         if held:  # (only a plan that needs it has the hold stage)
             frame = hold_stage(frame, routed)
         return frame, groups, refs, sink is not None
