@@ -330,3 +330,24 @@ def test_output_order_is_arrows_stable_sort_of_the_keys(rows, ctis, rnd, release
     want = pc.sort_indices(keys, sort_keys=[(c, "ascending") for c in keys.column_names])
     assert _order(table).tolist() == want.to_numpy().tolist()
     assert released <= (_by_sync(table) is not None)
+
+
+def test_output_order_of_rows_mostly_tied_on_sync_time_is_arrows_sort_without_a_tie_sort(
+        monkeypatch):
+    """A window's results share their window's sync time: ``_order`` sorts them by Arrow's
+    sort alone (the sync-time path would copy nearly every row for its tie sort first), and
+    the order is the same."""
+    import pyarrow.compute as pc
+
+    from cti.operators import output
+    from cti.operators.output import OUTPUT_ARROW, _order, _sort_keys
+
+    rows = [(10, "interval", s, s + 10, f'{{"key":"k{k}","count":{k % 3}}}')
+            for s in (0, 5) for k in (3, 1, 2, 0)] + [(10, "cti", 10, 10, None)]
+    table = pa.Table.from_pylist([dict(zip(OUTPUT_ARROW.names, r, strict=True)) for r in rows],
+                                 schema=OUTPUT_ARROW)
+    assert output._by_sync(table) is not None  # (the sync-time path would answer)
+    monkeypatch.setattr(output, "_sort_ties", lambda *a: pytest.fail("tie sort"))
+    keys = _sort_keys(table)
+    want = pc.sort_indices(keys, sort_keys=[(c, "ascending") for c in keys.column_names])
+    assert _order(table).tolist() == want.to_numpy().tolist()

@@ -80,8 +80,9 @@ def ordered_table(rows: pa.Table) -> pa.Table:
 def _order(rows: pa.Table) -> np.ndarray:
     """The row order of ``ordered``: Arrow's stable sort by ``_sort_keys``, or the same order
     found faster where the rows come in release order when sorted by sync time
-    (``_by_sync``)."""
-    order = _by_sync(rows)
+    (``_by_sync``), unless most rows tie on sync time (a window's results, which share their
+    window's): those would be copied and sorted by Arrow all the same."""
+    order = _by_sync(rows, MOST_TIED)
     if order is not None:
         return order
     keys = _sort_keys(rows)
@@ -108,12 +109,16 @@ def _sort_keys(rows: pa.Table) -> pa.Table:
     })
 
 
-def _by_sync(rows: pa.Table) -> np.ndarray | None:
+MOST_TIED = 0.5  # the share of rows tied on sync time above which ``_order`` sorts by Arrow
+
+
+def _by_sync(rows: pa.Table, most_tied: float = 1.0) -> np.ndarray | None:
     """``_order`` by one stable sort of each row's sync time (a CTI's: its release, ahead of
     events that start there), where that puts the rows in release order; rows of equal sync
     then sorted among themselves by all the keys (``_sort_ties``). A stable sort has one
     result: the order that is sorted and keeps rows of equal keys as they came; so the order
-    is checked, pair by neighbouring pair; None where it does not hold (or a key is null)."""
+    is checked, pair by neighbouring pair; None where it does not hold (or a key is null), or
+    where more than ``most_tied`` of the rows' neighbours tie."""
     if any(rows.column(c).null_count for c in ("release", "kind", "start", "end")):
         return None
     kind = rows.column("kind")
@@ -125,6 +130,8 @@ def _by_sync(rows: pa.Table) -> np.ndarray | None:
     order = frame.stable_order(first)
     ranked = first[order]
     tied = ranked[1:] == ranked[:-1]
+    if np.count_nonzero(tied) > most_tied * len(tied):
+        return None
     if tied.any():
         _sort_ties(rows, order, tied)
     r, c, s = release[order], cti[order], sync[order]
