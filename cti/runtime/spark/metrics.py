@@ -66,13 +66,12 @@ def _named(groups: Sequence[IngressGroup], count: Callable[[int, int, str], str]
     return cols
 
 
-def metric_columns(groups: Sequence[IngressGroup], weight: str = "1",
-                   rows: str | None = None) -> list[Column]:
+def metric_columns(groups: Sequence[IngressGroup], weight: str = "1") -> list[Column]:
     """The metrics over ingress rows, as SQL expressions (one call into the JVM each: built from
     Column objects they took hundreds). ``weight``: how many rows a row stands for, 1 by
-    default; ``rows``: which rows of the frame are ingress rows (all by default)."""
+    default."""
     def mine(g: int, i: int) -> str:
-        return f"`group` = {g} AND stream = {i}" + (f" AND ({rows})" if rows else "")
+        return f"`group` = {g} AND stream = {i}"
 
     def count(g: int, i: int, metric: str) -> str:
         cond = (f"status = '{metric}'" if metric in COUNTED_STATUSES
@@ -90,10 +89,9 @@ def metric_columns(groups: Sequence[IngressGroup], weight: str = "1",
     return _named(groups, count, latest)
 
 
-def observe(frame: DataFrame, groups: Sequence[IngressGroup], weight: str = "1",
-            rows: str | None = None) -> DataFrame:
-    """The metrics of ingress rows (``metric_columns``) in the frame's progress."""
-    return frame.observe(OBSERVATION, *metric_columns(groups, weight, rows))
+def observe(frame: DataFrame, groups: Sequence[IngressGroup]) -> DataFrame:
+    """The metrics of a frame of ingress rows (``metric_columns``) in its progress."""
+    return frame.observe(OBSERVATION, *metric_columns(groups))
 
 
 def vector_columns(groups: Sequence[IngressGroup]) -> list[Column]:
