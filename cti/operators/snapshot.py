@@ -206,7 +206,8 @@ def _emit(node: plan.SnapshotWindow, held: pd.DataFrame, cut: _Cut,
         group_field)
     if got is None:
         rows, ks = window_members.expand(lo, hi)
-        got = window_members.aggregated(node, _members(held, cut), rows, ks,
+        members = ev if len(ev.columns) else _members(held, cut)  # (counts: not made yet)
+        got = window_members.aggregated(node, members, rows, ks,
                                         cut.keys[cut.bound_key], group_field,
                                         (cut.time, np.append(cut.time[1:], MAX_TIME)))
     kk, key_of, payloads = got
