@@ -122,11 +122,53 @@ def test_a_state_holding_runs_as_frames_reads_as_runs() -> None:
     """A window state written when each run was a sorted frame (a checkpoint of an earlier
     release) is taken over as runs."""
     partials = Partials()
-    partials.runs = [window_partials._sorted(_step_frame([("a", 1, 5), ("b", 2, 7)]))]
+    partials.runs = [_old_run_frame([("a", 1, 5), ("b", 2, 7)])]
     partials.add(_step_frame([("a", 1, 2)]))
     assert len(partials) == 3
     assert _as_dict(partials.take(1)) == {(1, "a"): (2, 7, 2)}
     assert _as_dict(partials.take(None)) == {(2, "b"): (1, 7, 7)}
+
+
+def _old_run_frame(rows: list[tuple[str, int, int]]) -> pd.DataFrame:
+    """A step's partials as a run held them before runs held key codes: the keys' texts
+    (column ``key``) and hashes (``#``), sorted by (k, hash)."""
+    part = _step_frame(rows)
+    part["#"] = window_partials.key_hashes(part["key"].to_numpy(object))
+    return part.iloc[np.lexsort((part["#"].to_numpy(), part["k"].to_numpy()))].reset_index(
+        drop=True)
+
+
+# ``Partials`` pickled by d3cce54 (runs holding their keys' texts, one taken from): steps
+# [a 1 5, b 1 7, c 2 1, a 3 4] and [a 1 2, c 2 3, d 3 -1], then ``take(1)``.
+_KEY_TEXT_RUNS = (
+    "eNqNU0trFEEQ3tmdiYkRNfhIVKIHBVeUwZuigQQThbi4SpAogTDpmendGnZe9Mxks2hED+YBfUsb0B/hxZseRH+A"
+    "5A949id4jNW9M7p54iw7Xd1TXfVVfV+9Nt59Mkrq4aNO6plRTBlJI5aYbS90o7YVE5Z6xE8E739SmBvi2huxLLjO"
+    "sjAR86IKJV6ZycLiQ5UbDUYCKvhQTEKXJKYTMWrmZwNTJCUPlP3XX7eCJhP8Yq+7F6aUhZjPDEhImpQhhmP3/Mhp"
+    "Peru8To/m9+wfM9O/l0R/ISVhbHntHxq2fKOcg6zIO6YlgofZD5WwxjpYFiLUScKk5RlTio9DeUp+BEMrlw2RK30"
+    "VkxqtlgVM6Ja0/BXXhFwgRtu2ollKbz8+LZYX+t+r3DtpajX6w+38VGv2ngq7HVsFtccwTUiKO55v515iAPbyI3E"
+    "9xyqMsnwMk6tLN8wzE/1IkebMg+DDFoNFgV21mioZlQ3J7pUlsr5WslX7YBVP2Av4AovezuqGdtVTQnR13TZA65N"
+    "ilTCvImwjZ3A4VZ182QedOvH598/3TMft74+m7j/4f03lSTrSQJj+6Totnk8T2DU+noTrErx8ZGdqnHpEk1MmySo"
+    "taNWSNvWtDzDBsFTbhS2Up2LShRwHkYluXCpoLYPN1cVVZUWRRVoLfyHkqEsuLOIa+CFctUud0nUQynmerYiQc7y"
+    "c/vhYSRsSkAzcu0BAc06xk1xtJB3ridpFGNx0qBoaComlS+cERQajo8EXYySFdCUqCrmERZJUxwSHMw+q+GTpjKH"
+    "ie9H7cRysxjlRVJq+cSmOCFrSWZDiDn72tRrAqbX8aC/O5AwCMdzawhOI497eqTVKit5l+AGXOeaq3qBHO1RrxTB"
+    "wi6l/a9Cd/tt589B5wLuoiorPZLZV5MjhSZzLRbanPvyS/8+MDglYDqv8DDlwSw8ly2aO0RCsAAEbHDABaoa1Cx0"
+    "An6XfkkCRCj/uJduyGAR2rAEnWUBL/C/nBOmwataJbNpYpt/AJpVDQs=")
+
+
+def test_a_state_whose_runs_hold_key_texts_reads_as_runs(monkeypatch) -> None:
+    """A window state written when each run held its keys' texts (pickled by an earlier
+    release, one run taken from) is taken over as runs with key codes."""
+    import base64
+    import pickle
+    import zlib
+
+    monkeypatch.setattr(window_partials, "key_hashes", pd.util.hash_array)  # (the state's)
+    partials = pickle.loads(zlib.decompress(base64.b64decode(_KEY_TEXT_RUNS)))
+    assert len(partials) == 4
+    partials.add(_step_frame([("c", 2, 10), ("e", 3, 0)]))
+    assert _as_dict(partials.take(2)) == {(2, "c"): (3, 14, 1)}
+    assert _as_dict(partials.take(None)) == {(3, "a"): (1, 4, 4), (3, "d"): (1, -1, -1),
+                                             (3, "e"): (1, 0, 0)}
 
 
 def test_a_large_run_is_not_written_again_by_a_small_step(tmp_path) -> None:

@@ -111,8 +111,8 @@ def _add(node: plan.Window, state: dict[str, Any], ev: pd.DataFrame, rows: np.nd
             measures[f"{agg.op}f:{name}"] = np.where(is_float, got.floats[rows] + 0.0, np.nan)
     key_codes, keys = keys if keys is not None else pd.factorize(ev["key"].to_numpy(object))
     pairs, key_of, k_of = _pairs(key_codes[rows], ks)
-    partials(state).add(window_partials.grouped(keys[key_of], k_of, np.bincount(pairs),
-                                                measures, pairs))
+    partials(state).add(window_partials.grouped(key_of, k_of, np.bincount(pairs), measures,
+                                                pairs), keys)
     if ranker(node) is not None:  # (TopK: its windows' members kept column-wise)
         state.setdefault("members", []).append(_members(node, ev, rows, ks, keys[
             key_codes[rows]], columns))
@@ -303,14 +303,17 @@ def _emit(node: plan.Window, state: dict[str, Any], done: int | None,
     if out is None:
         return frame.empty()
     a, size, hop = node.alignment, node.size, node.hop
-    keys = out["key"].to_numpy()
+    key_texts = pa.array(out["key"].array).combine_chunks()  # (no Python string per row)
+    keys = None if group_field is not None else out["key"].to_numpy(object)
     kk = out["k"].to_numpy()
     starts = a + kk * hop
     ends = starts + size
     columns = {name: _result(out, name, agg) for name, agg in node.aggregates.items()
                if isinstance(agg, Aggregate)}
     extra = group_field is not None and group_field not in node.aggregates
-    payloads = _numeric_payloads(node, columns, group_field if extra else None, keys)
+    payloads = _numeric_payloads(node, columns, group_field if extra else None, key_texts)
+    if payloads is None and keys is None:
+        keys = out["key"].to_numpy(object)
     if payloads is None and (rank := ranker(node)) is not None:
         payloads = rank.rank_windows(taken_members(state, done), keys, kk)
     if payloads is None:
@@ -330,6 +333,8 @@ def _emit(node: plan.Window, state: dict[str, Any], done: int | None,
                     elif name not in columns:
                         p[name] = _computed(node, name, agg, texts)
             payloads.append(payload_to_json(p))
+    if keys is None:  # (right under a group_by, whose key then goes: ``QueryMachine``)
+        keys = frame.filled(len(out), "")
     if node.output_policy is plan.WindowOutputPolicy.CLIP_TO_WINDOW_END:
         return frame.make(["interval"] * len(out), starts, ends, payloads, keys)
     return frame.make(["point"] * len(out), ends, ends + 1, payloads, keys)
@@ -359,8 +364,8 @@ def _result(out: pd.DataFrame, name: str, agg: Aggregate) -> Numbers:
 
 
 def _numeric_payloads(node: plan.Window, columns: dict[str, Numbers],
-                      group_field: str | None, keys: np.ndarray | pd.Categorical
-                      ) -> pd.arrays.ArrowExtensionArray | None:
+                      group_field: str | None,
+                      keys: np.ndarray | pd.Categorical | pa.DictionaryArray) -> pd.arrays.ArrowExtensionArray | None:
     """The payloads' canonical JSON built column-wise (``json_text``: each number as
     ``json.dumps`` writes it), where every aggregate is a built-in, with the group's value
     (the JSON inside each one-value key) under ``group_field``; None otherwise. An Arrow
@@ -375,7 +380,7 @@ def _numeric_payloads(node: plan.Window, columns: dict[str, Numbers],
 
 
 def _texts(columns: dict[str, Numbers], group_field: str | None,
-           keys: np.ndarray | pd.Categorical) -> pa.Array:
+           keys: np.ndarray | pd.Categorical | pa.DictionaryArray) -> pa.Array:
     """``_numeric_payloads``' texts, row by row."""
     texts: dict[str, Any] = {name: numbers.texts() for name, numbers in columns.items()}
     if group_field is not None:
@@ -384,7 +389,8 @@ def _texts(columns: dict[str, Numbers], group_field: str | None,
 
 
 def _distinct_texts(columns: dict[str, Numbers], group_field: str | None,
-                    keys: np.ndarray | pd.Categorical) -> pa.Array | None:
+                    keys: np.ndarray | pd.Categorical | pa.DictionaryArray
+                    ) -> pa.Array | None:
     """``_texts`` made once for each distinct row and taken for every row, where every number
     is an integer, the keys (with ``group_field``) a ``Categorical``, and the rows' values
     together span no more numbers than there are rows (a count per key over a few keys:
@@ -421,9 +427,13 @@ def _distinct_texts(columns: dict[str, Numbers], group_field: str | None,
     return _texts(ints, group_field, keys).take(pa.array(at))
 
 
-def _group_values(keys: np.ndarray | pd.Categorical) -> pa.Array:
+def _group_values(keys: np.ndarray | pd.Categorical | pa.DictionaryArray) -> pa.Array:
     """The JSON value inside each one-value key: of each distinct key once where they come
-    as a ``Categorical`` (no Arrow string made per row from a Python one)."""
+    as a ``Categorical``, from Arrow texts where they are some (no Arrow string made per row
+    from a Python one)."""
+    if isinstance(keys, pa.DictionaryArray):
+        return pc.utf8_slice_codeunits(keys.dictionary.take(keys.indices), 1, -1).cast(
+            pa.string())
     if isinstance(keys, pd.Categorical):
         values = pa.array(keys.categories.to_numpy(object), pa.string())
         return pc.utf8_slice_codeunits(values, 1, -1).take(pa.array(keys.codes))

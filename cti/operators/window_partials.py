@@ -30,8 +30,11 @@ from __future__ import annotations
 import attrs
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
-from cti.forms import frame
+from cti.forms import frame, texts
+from cti.forms.texts import Texts
 from cti.operators import exact_sum
 
 # How each measure's partials combine, by the prefix of its column.
@@ -40,12 +43,13 @@ COMBINE = {"sum": "sum", "ints": "sum", "floats": "sum", "min": "min", "max": "m
 _HASH = "#"  # the key hash's column
 
 
-def grouped(keys: np.ndarray, ks: np.ndarray, n: np.ndarray,
+def grouped(codes: np.ndarray, ks: np.ndarray, n: np.ndarray,
             measures: dict[str, np.ndarray], pairs: np.ndarray) -> pd.DataFrame:
-    """The partial aggregates of each (key, k): ``n`` events, and each measure (``COMBINE``:
-    its prefix, ``:``, the aggregate's name) of its rows' values, rows grouped by the codes
-    ``pairs`` (0..m-1, the order of the result's rows)."""
-    part = pd.DataFrame({"key": keys, "k": ks.astype(np.int64), "n": n}, copy=False)
+    """The partial aggregates of each (key, k), the key as its code (column ``code``): ``n``
+    events, and each measure (``COMBINE``: its prefix, ``:``, the aggregate's name) of its
+    rows' values, rows grouped by the codes ``pairs`` (0..m-1, the order of the result's
+    rows)."""
+    part = pd.DataFrame({"code": codes, "k": ks.astype(np.int64), "n": n}, copy=False)
     if measures:
         combined = pd.DataFrame(measures, copy=False).groupby(pairs, sort=True).agg(
             {c: COMBINE[c.split(":")[0]] for c in measures})
@@ -59,13 +63,27 @@ def key_hashes(keys: np.ndarray) -> np.ndarray:
     return pd.util.hash_array(keys)
 
 
-def _sorted(part: pd.DataFrame) -> pd.DataFrame:
-    """``part`` (one row per (k, key)) with its key hashes, sorted by (k, hash)."""
-    hashes = key_hashes(part["key"].to_numpy(object))
+def _sorted(part: pd.DataFrame, keys: np.ndarray) -> Run:
+    """A step's partials (one row per (k, key), column ``code``: each row's key in ``keys``,
+    texts) as a run sorted by (k, hash), its keys those of ``keys`` it uses, each hashed
+    once."""
+    codes = part["code"].to_numpy()
+    used = np.zeros(len(keys), bool)
+    used[codes] = True
+    if not used.all():
+        keys, codes = keys[used], (np.cumsum(used) - 1)[codes]
+    hashes = key_hashes(keys)[codes]
     order = _order(part["k"].to_numpy(), hashes)
-    out = _taken(part, order)
+    out = _taken(part.drop(columns=["code"]), order)
+    out["code"] = codes[order].astype(np.int32)
     out[_HASH] = hashes[order]
-    return out
+    return Run(out, 0, len(part), _dictionary(keys))
+
+
+def _dictionary(keys: np.ndarray) -> Texts:
+    """Key texts (an array of objects) as ``Texts``: two plain arrays, whatever their
+    number (a state part on Spark)."""
+    return texts.of_arrow(pa.array(keys, pa.large_string(), from_pandas=False))
 
 
 def _order(ks: np.ndarray, hashes: np.ndarray) -> np.ndarray:
@@ -89,39 +107,75 @@ def _taken(part: pd.DataFrame, rows: np.ndarray) -> pd.DataFrame:
     return out
 
 
-def _combined(runs: list[pd.DataFrame]) -> pd.DataFrame:
-    """The runs as one run: rows of the same (k, key) combined, sorted by (k, hash). Only the
-    sort's columns and each pair's first key are taken in order, not the whole rows."""
-    if len(runs) == 1:
-        return runs[0]
-    columns = set().union(*(r.columns for r in runs))  # (the limbs in use may differ)
-    both = frame.stack([exact_sum.with_columns(r, columns) for r in runs])
+Coded = tuple[pd.DataFrame, pa.Array]  # partials with key codes, and the texts they name
+
+
+def _combined(pieces: list[Coded]) -> Coded:
+    """Runs' rows (each with the key texts its codes name) as one run: rows of the same
+    (k, key) combined, sorted by (k, hash), the codes into the pieces' texts one after the
+    other. Only the sort's columns and each pair's first code are taken in order, not the
+    whole rows; keys are compared as Arrow texts only where a (k, hash) repeats."""
+    if len(pieces) == 1:
+        return pieces[0]
+    frames = [f for f, _ in pieces]
+    columns = set().union(*(f.columns for f in frames))  # (the limbs in use may differ)
+    both = frame.stack([exact_sum.with_columns(f, columns) for f in frames])
+    shift = np.cumsum([0] + [len(d) for _, d in pieces[:-1]])
+    codes = both["code"].to_numpy().astype(np.int64) + np.repeat(shift, [len(f) for f in frames])
+    dictionary = pa.concat_arrays([d for _, d in pieces])
     order = _order(both["k"].to_numpy(), both[_HASH].to_numpy())
-    ks, hashes, keys = both["k"].to_numpy()[order], both[_HASH].to_numpy()[order], both[
-        "key"].to_numpy(object)
+    ks, hashes = both["k"].to_numpy()[order], both[_HASH].to_numpy()[order]
     new = np.ones(len(both), bool)
     new[1:] = (ks[1:] != ks[:-1]) | (hashes[1:] != hashes[:-1])
     pairs = np.cumsum(new) - 1
     firsts = np.flatnonzero(new)
     if len(firsts) == len(both):  # no (k, key) twice
-        return _taken(both, order)
+        out = _taken(both, order)
+        out["code"] = codes[order]
+        return out, dictionary
     again = order[~new]  # (a row whose (k, hash) came before: the same key?)
-    if not (keys[again] == keys[order[firsts[pairs[~new]]]]).all():  # two keys, one hash
-        return _sorted(_regrouped(_taken(both, order), pd.factorize(keys[order])[0], ks))
+    same = pc.equal(dictionary.take(codes[again]),
+                    dictionary.take(codes[order[firsts[pairs[~new]]]]))
+    if not pc.all(same).as_py():  # two keys, one hash
+        return _regrouped(_taken(both, order), codes[order], dictionary), dictionary
     measures = {c: both[c].to_numpy()[order] for c in both.columns if ":" in c}
-    out = grouped(keys[order[firsts]], ks[firsts], np.bincount(
+    out = grouped(codes[order[firsts]], ks[firsts], np.bincount(
         pairs, both["n"].to_numpy()[order]).astype(np.int64), measures, pairs)
     out[_HASH] = hashes[firsts]
+    return out, dictionary
+
+
+def _regrouped(both: pd.DataFrame, codes: np.ndarray, dictionary: pa.Array) -> pd.DataFrame:
+    """``both`` (with ``codes`` into ``dictionary``) grouped by (k, key text), sorted by
+    (k, hash): the exact path where key hashes collide."""
+    ks = both["k"].to_numpy()
+    same_key = pd.factorize(texts.objects(dictionary.take(codes)))[0]
+    pairs, uniques = pd.factorize(pd.MultiIndex.from_arrays([ks, same_key]))
+    first = frame.first_of(pairs, len(uniques))
+    measures = {c: both[c].to_numpy() for c in both.columns if ":" in c}
+    out = grouped(codes[first], ks[first], np.bincount(
+        pairs, both["n"].to_numpy()).astype(np.int64), measures, pairs)
+    out[_HASH] = both[_HASH].to_numpy()[first]
+    return _taken(out, _order(out["k"].to_numpy(), out[_HASH].to_numpy()))
+
+
+def _with_key_texts(coded: Coded) -> pd.DataFrame:
+    """Partials with codes as partials with their keys (column ``key``): an Arrow
+    dictionary column over the texts (no Python string per row; ``to_numpy`` makes them)."""
+    part, dictionary = coded
+    keys = pa.DictionaryArray.from_arrays(pa.array(part["code"].to_numpy().astype(
+        np.int32, copy=False)), dictionary)
+    out = part.drop(columns=["code"])
+    out["key"] = pd.Series(pd.arrays.ArrowExtensionArray(keys), index=out.index, copy=False)
     return out
 
 
-def _regrouped(both: pd.DataFrame, codes: np.ndarray, ks: np.ndarray) -> pd.DataFrame:
-    """``both`` grouped by (k, key code): the exact path where key hashes collide."""
-    pairs, uniques = pd.factorize(pd.MultiIndex.from_arrays([ks, codes]))
-    first = frame.first_of(pairs, len(uniques))
-    measures = {c: both[c].to_numpy() for c in both.columns if ":" in c}
-    return grouped(both["key"].to_numpy(object)[first], ks[first], np.bincount(
-        pairs, both["n"].to_numpy()).astype(np.int64), measures, pairs)
+def _coded(part: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
+    """Partials with their keys' texts (column ``key``: a state written before runs held
+    codes, or a caller's frame) as partials with codes, and the texts they name."""
+    codes, keys = pd.factorize(part["key"].to_numpy(object))
+    return part.drop(columns=["key", _HASH], errors="ignore").assign(code=codes), np.asarray(
+        keys, object)
 
 
 FEW = 16  # runs held without merging (see the module)
@@ -130,18 +184,22 @@ FEW = 16  # runs held without merging (see the module)
 @attrs.define
 class Run:
     """Partials sorted by (k, key hash), one row per (k, key): the rows of ``frame`` from
-    ``start`` (those before it were taken out); ``weight``, the rows it was made of."""
+    ``start`` (those before it were taken out); ``weight``, the rows it was made of; each
+    row's key ``keys[code]`` (column ``code``), texts that are two plain arrays (on Spark,
+    state parts like the frame's columns)."""
 
     frame: pd.DataFrame
     start: int = 0
     weight: int = 0
+    keys: Texts | None = None  # (None only as a state written before runs held codes reads)
 
     def __len__(self) -> int:
         return len(self.frame) - self.start
 
-    def rows(self, end: int | None = None) -> pd.DataFrame:
-        """Its rows from ``start`` to ``end`` (its end: None), a slice of ``frame``."""
-        return self.frame.iloc[self.start:end]
+    def rows(self, end: int | None = None) -> Coded:
+        """Its rows from ``start`` to ``end`` (its end: None), a slice of ``frame``, with the
+        texts their codes name."""
+        return self.frame.iloc[self.start:end], self.keys.arrow()
 
     def cut(self, done: int | None) -> int:
         """The end of its rows of the windows k <= ``done`` (every window: None)."""
@@ -154,8 +212,33 @@ class Run:
         """Itself without its rows before ``cut``: the same frame while more than half of it
         is left, else what is left copied (so a run holds at most twice its rows)."""
         if 2 * (len(self.frame) - cut) > len(self.frame):
-            return Run(self.frame, cut, self.weight)
-        return Run(_taken(self.frame, np.arange(cut, len(self.frame))), 0, self.weight)
+            return Run(self.frame, cut, self.weight, self.keys)
+        return Run(_taken(self.frame, np.arange(cut, len(self.frame))), 0, self.weight,
+                   self.keys)
+
+
+def _merged(older: Run, newer: Run) -> Run:
+    """Two runs as one, its texts only those its codes name."""
+    out, dictionary = _combined([older.rows(), newer.rows()])
+    codes = out["code"].to_numpy()
+    used = np.zeros(len(dictionary), bool)
+    used[codes] = True
+    out["code"] = (np.cumsum(used) - 1)[codes].astype(np.int32)
+    return Run(out, 0, older.weight + newer.weight,
+               texts.of_arrow(dictionary.filter(pa.array(used))))
+
+
+def _current(run: Run | pd.DataFrame) -> Run:
+    """A run as this module holds it, from a state written before: a sorted frame (runs
+    were frames), or a run whose frame holds its keys' texts (runs held no codes)."""
+    if isinstance(run, pd.DataFrame):
+        run = Run(run, 0, len(run))
+    if getattr(run, "keys", None) is not None:
+        return run
+    part, keys = _coded(run.frame.iloc[run.start:])
+    part[_HASH] = run.frame[_HASH].to_numpy()[run.start:]
+    part["code"] = part["code"].astype(np.int32)
+    return Run(part.reset_index(drop=True), 0, run.weight, _dictionary(keys))
 
 
 @attrs.define
@@ -175,31 +258,35 @@ class Partials:
         return got
 
     def held(self) -> list[Run]:
-        """The runs, as ``Run`` where a state written before runs were (frames) holds them."""
-        if any(isinstance(r, pd.DataFrame) for r in self.runs):
-            self.runs = [Run(r, 0, len(r)) if isinstance(r, pd.DataFrame) else r
-                         for r in self.runs]
+        """The runs, as ``Run`` with codes where a state written before held them otherwise
+        (``_current``)."""
+        if not all(isinstance(r, Run) and getattr(r, "keys", None) is not None
+                   for r in self.runs):
+            self.runs = [_current(r) for r in self.runs]
         return self.runs
 
     def __len__(self) -> int:
         return sum(len(r) for r in self.held())
 
-    def add(self, part: pd.DataFrame) -> None:
-        """Add a step's partials (one row per (k, key)) as a run; while more than ``FEW``
+    def add(self, part: pd.DataFrame, keys: np.ndarray | None = None) -> None:
+        """Add a step's partials (one row per (k, key); each row's key ``keys[code]``, or
+        where ``keys`` is None its text, column ``key``) as a run; while more than ``FEW``
         runs are held, merge the newest two while the older weighs no more than twice the
         newer."""
         if not len(part):
             return
+        if keys is None:
+            part, keys = _coded(part)
         runs = self.held()
-        runs.append(Run(_sorted(part), 0, len(part)))
+        runs.append(_sorted(part, keys))
         while len(runs) > FEW and runs[-2].weight <= 2 * runs[-1].weight:
             last = runs.pop()
-            runs[-1] = Run(_combined([runs[-1].rows(), last.rows()]), 0,
-                           runs[-1].weight + last.weight)
+            runs[-1] = _merged(runs[-1], last)
 
     def take(self, done: int | None) -> pd.DataFrame | None:
         """The partials of the windows k <= ``done`` (every window: None), combined and taken
-        out (with their key hashes, column ``#``), or None where there are none."""
+        out (with their key hashes, column ``#``, and keys, column ``key``: an Arrow
+        dictionary column), or None where there are none."""
         ready, kept = [], []
         for run in self.held():
             cut = run.cut(done)
@@ -210,4 +297,4 @@ class Partials:
         if not ready:
             return None
         self.runs = kept
-        return _combined(ready)
+        return _with_key_texts(_combined(ready))
