@@ -303,7 +303,7 @@ def _emit(node: plan.Window, state: dict[str, Any], done: int | None,
     if out is None:
         return frame.empty()
     a, size, hop = node.alignment, node.size, node.hop
-    key_texts = pa.array(out["key"].array).combine_chunks()  # (no Python string per row)
+    key_texts = window_partials.key_texts(out)  # (Arrow: no Python string per row)
     keys = None if group_field is not None else out["key"].to_numpy(object)
     kk = out["k"].to_numpy()
     starts = a + kk * hop

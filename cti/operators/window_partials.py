@@ -170,6 +170,12 @@ def _with_key_texts(coded: Coded) -> pd.DataFrame:
     return out
 
 
+def key_texts(part: pd.DataFrame) -> pa.DictionaryArray:
+    """The keys of taken partials (``Partials.take``) as the Arrow array they are."""
+    keys = pa.array(part["key"].array)
+    return keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
+
+
 def _coded(part: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
     """Partials with their keys' texts (column ``key``: a state written before runs held
     codes, or a caller's frame) as partials with codes, and the texts they name."""
