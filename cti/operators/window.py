@@ -35,6 +35,8 @@ from cti.operators.unit import OperatorUnit
 from cti.time import MAX_TIME, MIN_TIME
 
 _NONE_DONE = MIN_TIME  # "no window is complete yet"
+# Windows' keys (JSON texts): objects, distinct ones with codes, or Arrow texts with codes.
+GroupKeys = np.ndarray | pd.Categorical | pa.DictionaryArray
 _I64 = np.iinfo(np.int64)
 
 
@@ -364,8 +366,8 @@ def _result(out: pd.DataFrame, name: str, agg: Aggregate) -> Numbers:
 
 
 def _numeric_payloads(node: plan.Window, columns: dict[str, Numbers],
-                      group_field: str | None,
-                      keys: np.ndarray | pd.Categorical | pa.DictionaryArray) -> pd.arrays.ArrowExtensionArray | None:
+                      group_field: str | None, keys: GroupKeys
+                      ) -> pd.arrays.ArrowExtensionArray | None:
     """The payloads' canonical JSON built column-wise (``json_text``: each number as
     ``json.dumps`` writes it), where every aggregate is a built-in, with the group's value
     (the JSON inside each one-value key) under ``group_field``; None otherwise. An Arrow
@@ -380,7 +382,7 @@ def _numeric_payloads(node: plan.Window, columns: dict[str, Numbers],
 
 
 def _texts(columns: dict[str, Numbers], group_field: str | None,
-           keys: np.ndarray | pd.Categorical | pa.DictionaryArray) -> pa.Array:
+           keys: GroupKeys) -> pa.Array:
     """``_numeric_payloads``' texts, row by row."""
     texts: dict[str, Any] = {name: numbers.texts() for name, numbers in columns.items()}
     if group_field is not None:
@@ -389,8 +391,7 @@ def _texts(columns: dict[str, Numbers], group_field: str | None,
 
 
 def _distinct_texts(columns: dict[str, Numbers], group_field: str | None,
-                    keys: np.ndarray | pd.Categorical | pa.DictionaryArray
-                    ) -> pa.Array | None:
+                    keys: GroupKeys) -> pa.Array | None:
     """``_texts`` made once for each distinct row and taken for every row, where every number
     is an integer, the keys (with ``group_field``) a ``Categorical``, and the rows' values
     together span no more numbers than there are rows (a count per key over a few keys:
@@ -427,7 +428,7 @@ def _distinct_texts(columns: dict[str, Numbers], group_field: str | None,
     return _texts(ints, group_field, keys).take(pa.array(at))
 
 
-def _group_values(keys: np.ndarray | pd.Categorical | pa.DictionaryArray) -> pa.Array:
+def _group_values(keys: GroupKeys) -> pa.Array:
     """The JSON value inside each one-value key: of each distinct key once where they come
     as a ``Categorical``, from Arrow texts where they are some (no Arrow string made per row
     from a Python one)."""
