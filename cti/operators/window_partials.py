@@ -22,7 +22,12 @@ again.
 
 The key hash (``pd.util.hash_array``, 64 bits) orders and matches keys without a dictionary
 of every key the operator has seen; two keys with one hash are told apart by their text (a
-merge that meets such a pair groups by the texts themselves).
+merge that meets such a pair groups by the texts themselves). A run holds each row's key as
+a code into the texts of its step's distinct keys (``Texts``: two plain arrays, state parts
+on Spark), hashed once per distinct key; a take stacks codes, compares texts in Arrow only
+where a (k, hash) repeats, and hands the keys on as an Arrow dictionary column: a released
+window makes no Python string per key (with the keys as Python strings, taking, stacking and
+comparing them was half of a take, and the group values an Arrow array made from them).
 """
 
 from __future__ import annotations
