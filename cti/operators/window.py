@@ -35,8 +35,8 @@ from cti.operators.unit import OperatorUnit
 from cti.time import MAX_TIME, MIN_TIME
 
 _NONE_DONE = MIN_TIME  # "no window is complete yet"
-# Windows' keys (JSON texts): objects, distinct ones with codes, or Arrow texts with codes.
-GroupKeys = np.ndarray | pd.Categorical | pa.DictionaryArray
+# Windows' keys (JSON texts): objects, distinct ones with codes, or Arrow texts.
+GroupKeys = np.ndarray | pd.Categorical | pa.Array
 _I64 = np.iinfo(np.int64)
 
 
@@ -432,9 +432,8 @@ def _group_values(keys: GroupKeys) -> pa.Array:
     """The JSON value inside each one-value key: of each distinct key once where they come
     as a ``Categorical``, from Arrow texts where they are some (no Arrow string made per row
     from a Python one)."""
-    if isinstance(keys, pa.DictionaryArray):
-        return pc.utf8_slice_codeunits(keys.dictionary.take(keys.indices), 1, -1).cast(
-            pa.string())
+    if isinstance(keys, pa.Array):
+        return pc.utf8_slice_codeunits(keys, 1, -1).cast(pa.string())
     if isinstance(keys, pd.Categorical):
         values = pa.array(keys.categories.to_numpy(object), pa.string())
         return pc.utf8_slice_codeunits(values, 1, -1).take(pa.array(keys.codes))

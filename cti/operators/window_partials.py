@@ -25,7 +25,7 @@ of every key the operator has seen; two keys with one hash are told apart by the
 merge that meets such a pair groups by the texts themselves). A run holds each row's key as
 a code into the texts of its step's distinct keys (``Texts``: two plain arrays, state parts
 on Spark), hashed once per distinct key; a take stacks codes, compares texts in Arrow only
-where a (k, hash) repeats, and hands the keys on as an Arrow dictionary column: a released
+where a (k, hash) repeats, and hands the keys on as an Arrow text column: a released
 window makes no Python string per key (with the keys as Python strings, taking, stacking and
 comparing them was half of a take, and the group values an Arrow array made from them).
 """
@@ -95,6 +95,8 @@ def _order(ks: np.ndarray, hashes: np.ndarray) -> np.ndarray:
     """The order of the rows by (k, hash). One stable sort of a 64-bit word of k's rank and
     the hash's high bits: it runs in about linear time over runs sorted already (a sort by
     two columns took 20 times longer); where two hashes share those bits, by both columns."""
+    if len(ks) and ks[0] == ks[-1] and (ks == ks[0]).all():  # (one window: a take's)
+        return np.argsort(hashes, kind="stable")
     ranks, windows = frame.dense_codes(ks)
     if len(windows) < 1 << 20:
         word = (ranks.astype(np.uint64) << np.uint64(44)) | (hashes >> np.uint64(20))
@@ -129,25 +131,28 @@ def _combined(pieces: list[Coded]) -> Coded:
     codes = both["code"].to_numpy().astype(np.int64) + np.repeat(shift, [len(f) for f in frames])
     dictionary = pa.concat_arrays([d for _, d in pieces])
     order = _order(both["k"].to_numpy(), both[_HASH].to_numpy())
-    ks, hashes = both["k"].to_numpy()[order], both[_HASH].to_numpy()[order]
+    ks, hashes, codes = both["k"].to_numpy()[order], both[_HASH].to_numpy()[order], codes[order]
     new = np.ones(len(both), bool)
     new[1:] = (ks[1:] != ks[:-1]) | (hashes[1:] != hashes[:-1])
-    pairs = np.cumsum(new) - 1
     firsts = np.flatnonzero(new)
     if len(firsts) == len(both):  # no (k, key) twice
         out = _taken(both, order)
-        out["code"] = codes[order]
+        out["code"] = codes
         return out, dictionary
-    again = order[~new]  # (a row whose (k, hash) came before: the same key?)
-    same = pc.equal(dictionary.take(codes[again]),
-                    dictionary.take(codes[order[firsts[pairs[~new]]]]))
-    if not pc.all(same).as_py():  # two keys, one hash
-        return _regrouped(_taken(both, order), codes[order], dictionary), dictionary
+    pairs = np.cumsum(new) - 1
+    again = ~new  # (a row whose (k, hash) came before: the same key?)
+    if not _same(dictionary, codes[again], codes[firsts][pairs[again]]):  # two keys, one hash
+        return _regrouped(_taken(both, order), codes, dictionary), dictionary
     measures = {c: both[c].to_numpy()[order] for c in both.columns if ":" in c}
-    out = grouped(codes[order[firsts]], ks[firsts], np.bincount(
+    out = grouped(codes[firsts], ks[firsts], np.bincount(
         pairs, both["n"].to_numpy()[order]).astype(np.int64), measures, pairs)
     out[_HASH] = hashes[firsts]
     return out, dictionary
+
+
+def _same(dictionary: pa.Array, these: np.ndarray, those: np.ndarray) -> bool:
+    """Whether the texts ``these`` name in ``dictionary`` are those ``those`` name."""
+    return bool(pc.all(pc.equal(dictionary.take(these), dictionary.take(those))).as_py())
 
 
 def _regrouped(both: pd.DataFrame, codes: np.ndarray, dictionary: pa.Array) -> pd.DataFrame:
@@ -165,17 +170,16 @@ def _regrouped(both: pd.DataFrame, codes: np.ndarray, dictionary: pa.Array) -> p
 
 
 def _with_key_texts(coded: Coded) -> pd.DataFrame:
-    """Partials with codes as partials with their keys (column ``key``): an Arrow
-    dictionary column over the texts (no Python string per row; ``to_numpy`` makes them)."""
+    """Partials with codes as partials with their keys (column ``key``): an Arrow text column
+    taken from the texts the codes name (no Python string per row; ``to_numpy`` makes them)."""
     part, dictionary = coded
-    keys = pa.DictionaryArray.from_arrays(pa.array(part["code"].to_numpy().astype(
-        np.int32, copy=False)), dictionary)
+    keys = dictionary.take(pa.array(part["code"].to_numpy()))
     out = part.drop(columns=["code"])
     out["key"] = pd.Series(pd.arrays.ArrowExtensionArray(keys), index=out.index, copy=False)
     return out
 
 
-def key_texts(part: pd.DataFrame) -> pa.DictionaryArray:
+def key_texts(part: pd.DataFrame) -> pa.LargeStringArray:
     """The keys of taken partials (``Partials.take``) as the Arrow array they are."""
     keys = pa.array(part["key"].array)
     return keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
@@ -296,8 +300,8 @@ class Partials:
 
     def take(self, done: int | None) -> pd.DataFrame | None:
         """The partials of the windows k <= ``done`` (every window: None), combined and taken
-        out (with their key hashes, column ``#``, and keys, column ``key``: an Arrow
-        dictionary column), or None where there are none."""
+        out (with their key hashes, column ``#``, and keys, column ``key``: Arrow texts), or
+        None where there are none."""
         ready, kept = [], []
         for run in self.held():
             cut = run.cut(done)
