@@ -64,8 +64,9 @@ def grouped(codes: np.ndarray, ks: np.ndarray, n: np.ndarray,
 
 
 def key_hashes(keys: np.ndarray) -> np.ndarray:
-    """Each key's 64-bit hash (the runs' order within a window)."""
-    return pd.util.hash_array(keys)
+    """Each key's 64-bit hash (the runs' order within a window), of distinct keys (the same
+    hashes as ``categorize=True`` gives, without first looking for repeats)."""
+    return pd.util.hash_array(keys, categorize=False)
 
 
 def _sorted(part: pd.DataFrame, keys: np.ndarray) -> Run:
