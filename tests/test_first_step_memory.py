@@ -89,32 +89,25 @@ def _reference_query(tmp_path, rows: int) -> tuple[Any, Any, Any, Any]:
     CTIs (the bench's reference query, small): its queries, groups, refs and 2-shard routes."""
     from datetime import timedelta
 
-    from cti import (
-        AdvanceTimeGenerationSettings,
-        AdvanceTimeImportSettings,
-        AdvanceTimePolicy,
-        AdvanceTimeSettings,
-        Application,
-        Arriving,
-        CepStream,
-        PointEvent,
-    )
+    import cti
     from cti.engine.route import routes
     from cti.io.memory import MemoryInputAdapterFactory
     from cti.runtime.base import queries_inputs
 
     path = tmp_path / "ref.csv"
     path.write_text("key,owner\n" + "".join(f"k{i},o{i}\n" for i in range(rows)))
-    events = [Arriving(PointEvent(1000 + i, {"key": f"k{i % 7}", "value": i}), 1000 + i)
+    events = [cti.Arriving(cti.PointEvent(1000 + i, {"key": f"k{i % 7}", "value": i}), 1000 + i)
               for i in range(30)]
-    stream = CepStream.create("events", MemoryInputAdapterFactory(), events, EventShape.POINT,
-                              AdvanceTimeSettings(AdvanceTimeGenerationSettings(
-                                  10, delay=timedelta(microseconds=1)),
-                                  policy=AdvanceTimePolicy.DROP), application=Application())
-    reference = CepStream.create(
+    generated = cti.AdvanceTimeGenerationSettings(10, delay=timedelta(microseconds=1))
+    stream = cti.CepStream.create(
+        "events", MemoryInputAdapterFactory(), events, EventShape.POINT,
+        cti.AdvanceTimeSettings(generated, policy=cti.AdvanceTimePolicy.DROP),
+        application=cti.Application())
+    imported = cti.AdvanceTimeImportSettings("events")
+    reference = cti.CepStream.create(
         "reference", ReferenceDataInputAdapterFactory(), ReferenceDataConfig(path, 500, "csv"),
-        EventShape.EDGE, AdvanceTimeSettings(import_settings=AdvanceTimeImportSettings("events"),
-                                             policy=AdvanceTimePolicy.ADJUST),
+        EventShape.EDGE,
+        cti.AdvanceTimeSettings(import_settings=imported, policy=cti.AdvanceTimePolicy.ADJUST),
         application=stream.application)
     queries = [stream.join(reference, on="key")]
     groups, refs = queries_inputs(queries)

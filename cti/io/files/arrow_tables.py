@@ -25,20 +25,11 @@ def csv_table(path: str, delimiter: str = ",") -> Any:
 
 
 def _csv_table(path: str, delimiter: str) -> Any:
-    layout = _csv_layout(path, delimiter)
-    if layout is None:
-        return None
-    header, body_at = layout
     import pyarrow as pa
     from pyarrow import csv as pa_csv
 
-    with open(path, "rb") as f:
-        f.seek(body_at)
-        body = f.read()
-    try:
-        return pa_csv.read_csv(pa.py_buffer(body), **_csv_options(header, delimiter))
-    except (pa.ArrowInvalid, pa.ArrowTypeError):
-        return None
+    return _read_body(path, delimiter, lambda f, options: pa_csv.read_csv(
+        pa.py_buffer(f.read()), **options))
 
 
 def csv_rows(path: str, delimiter: str = ",") -> int | None:
@@ -50,18 +41,26 @@ def csv_rows(path: str, delimiter: str = ",") -> int | None:
 
 
 def _csv_rows(path: str, delimiter: str) -> int | None:
+    from pyarrow import csv as pa_csv
+
+    return _read_body(path, delimiter, lambda f, options: sum(
+        batch.num_rows for batch in pa_csv.open_csv(f, **options)))
+
+
+def _read_body(path: str, delimiter: str, read: Any) -> Any:
+    """``read(file, options)`` of a CSV file that passes ``_csv_layout``, the file at its data
+    rows, with Arrow's options for them (``_csv_options``); None where the file does not
+    pass or Arrow refuses it."""
     layout = _csv_layout(path, delimiter)
     if layout is None:
         return None
     header, body_at = layout
     import pyarrow as pa
-    from pyarrow import csv as pa_csv
 
     with open(path, "rb") as f:
         f.seek(body_at)
         try:
-            reader = pa_csv.open_csv(f, **_csv_options(header, delimiter))
-            return sum(batch.num_rows for batch in reader)
+            return read(f, _csv_options(header, delimiter))
         except (pa.ArrowInvalid, pa.ArrowTypeError):
             return None
 
