@@ -511,6 +511,56 @@ def test_arrows_csv_reader_gives_the_scanners_rows_or_declines(tmp_path_factory,
     assert table.to_pylist() == [r.fields for r in records]
 
 
+def _passes_whole_file_checks(data: bytes, delimiter: str) -> bool:
+    """``csv_table``'s checks before its parse, on the file's bytes at once (as it made them
+    before it read the file a chunk at a time)."""
+    from cti.io.files.csv_scanner import _header_error
+    from cti.io.files.records import _BOM, _without_bom
+
+    data = _without_bom(data)
+    if delimiter.isspace() or b'"' in data or data.count(b"\r") != data.count(b"\r\n"):
+        return False
+    first, _, body = data.partition(b"\n")
+    if _BOM in body:
+        return False
+    try:
+        header = [h.strip() for h in first.decode("utf-8").rstrip("\r").split(delimiter)]
+    except UnicodeDecodeError:
+        return False
+    return len(header) >= 2 and all(header) and not _header_error(header)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(_LINE, st.sampled_from(["\n"] * 3 + ["\r\n"] * 3 + ["\r"])),
+                max_size=8),
+       st.sampled_from([",", ";", "\t"]), st.sampled_from(["h1{d}h2 "] * 6 + [" h{d}h", "h1", ""]),
+       st.sampled_from([False] * 5 + [True]), st.sampled_from([False, True]),
+       st.sampled_from([1, 2, 3, 1 << 24]))
+def test_a_csv_files_rows_are_counted_as_its_table_has_them(tmp_path_factory, lines, delimiter,
+                                                            header, bad, bom, chunk):
+    """``csv_rows`` (the file checked a chunk at a time, its rows counted batch by batch, no
+    table kept) is ``csv_table``'s row count, and None where that is None; the checks a chunk
+    at a time take the files the checks on the whole file took (a pair CR-LF or a byte order
+    mark straddling two chunks: chunks of 1-3 bytes)."""
+    from unittest import mock
+
+    from cti.io.files import arrow_tables
+    from cti.io.files.csv_scanner import _scan_csv
+
+    text = header.format(d=delimiter) + "".join(nl + delimiter.join(f) for f, nl in lines)
+    data = b"\xef\xbb\xbf" * bom + text.encode() + b"\xff" * bad
+    path = tmp_path_factory.mktemp("csv") / "f.csv"
+    path.write_bytes(data)
+    with mock.patch.object(arrow_tables, "_CHUNK", chunk):
+        assert (arrow_tables._csv_layout(str(path), delimiter) is not None) == \
+            _passes_whole_file_checks(data, delimiter)
+        rows, table = arrow_tables.csv_rows(str(path), delimiter), \
+            arrow_tables.csv_table(str(path), delimiter)
+    assert (rows is None) == (table is None)
+    if table is not None:
+        assert rows == table.num_rows == len(_scan_csv(data, delimiter))
+
+
 @pytest.mark.parametrize("text, delimiter", [
     ("key,owner\nk1,Owner 1\nk2,\n\nk3,caf\u00e9\n", ","),
     ("\ufeffa;b\r\n1;2\r\n3;4", ";"),

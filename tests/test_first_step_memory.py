@@ -5,6 +5,7 @@ cached table forgotten once read to its end. Each gives what the plain way gives
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -81,3 +82,70 @@ def test_a_reference_file_read_to_its_end_is_forgotten(tmp_path):
     adapter.release()
     again = csv_table(str(path))
     assert again is not first and again.equals(first)
+
+
+def _reference_query(tmp_path, rows: int) -> tuple[Any, Any, Any, Any]:
+    """Events (a CTI every 10) joined on key with ``rows`` reference rows that import their
+    CTIs (the bench's reference query, small): its queries, groups, refs and 2-shard routes."""
+    from datetime import timedelta
+
+    import cti
+    from cti.engine.route import routes
+    from cti.io.memory import MemoryInputAdapterFactory
+    from cti.runtime.base import queries_inputs
+
+    path = tmp_path / "ref.csv"
+    path.write_text("key,owner\n" + "".join(f"k{i},o{i}\n" for i in range(rows)))
+    events = [cti.Arriving(cti.PointEvent(1000 + i, {"key": f"k{i % 7}", "value": i}), 1000 + i)
+              for i in range(30)]
+    generated = cti.AdvanceTimeGenerationSettings(10, delay=timedelta(microseconds=1))
+    stream = cti.CepStream.create(
+        "events", MemoryInputAdapterFactory(), events, EventShape.POINT,
+        cti.AdvanceTimeSettings(generated, policy=cti.AdvanceTimePolicy.DROP),
+        application=cti.Application())
+    imported = cti.AdvanceTimeImportSettings("events")
+    reference = cti.CepStream.create(
+        "reference", ReferenceDataInputAdapterFactory(), ReferenceDataConfig(path, 500, "csv"),
+        EventShape.EDGE,
+        cti.AdvanceTimeSettings(import_settings=imported, policy=cti.AdvanceTimePolicy.ADJUST),
+        application=stream.application)
+    queries = [stream.join(reference, on="key")]
+    groups, refs = queries_inputs(queries)
+    return queries, groups, refs, routes(queries, groups, refs, 2, False)
+
+
+def test_a_shard_that_reports_every_ingress_row_reports_them_uncopied(tmp_path):
+    """The timed path's report of a shard that reports all its output rows (shard 0 of a
+    reference stream beside the events) is its stacked output itself, not a second copy;
+    another shard's is the rows it owns, as ``_counted`` picks them."""
+    from cti.engine.shard import Shard, _counted
+    from cti.ingress import paths
+    from cti.ingress.group import GroupRun
+    from cti.ingress.state import GroupState
+    from cti.runtime.spark.packing import unpack
+    from cti.runtime.spark.source import CtiAdapterStreamReader, encode_sources
+
+    queries, groups, refs, routed = _reference_query(tmp_path, 40)
+    streams = [(0, i, s.factory, s.config, s.shape, False)
+               for i, s in enumerate(groups[0].streams)]
+    reader = CtiAdapterStreamReader(encode_sources(streams, None, routed, 2))
+    start = reader.initialOffset()
+    packed = [row for p in reader.partitions(start, reader.latestOffset(start))
+              for row in reader.read(p)]
+    slots = sorted({row[1] for row in packed})
+    for shard, slot in enumerate(slots):
+        rows = unpack(pd.DataFrame([r for r in packed if r[1] == slot],
+                                   columns=["query", "slot", "group", "seq", "blob"]))
+        engine = Shard(queries[0].node, [], refs[0], {0: groups[0].specs()}, routed[0], shard)
+        run = GroupRun(engine.specs[0], GroupState.from_data(None, engine.specs[0]))
+        got = paths.shard_step(run, rows, engine._context(0))
+        mine = rows["stream"].to_numpy() == 1
+        reference = _counted(got.rows.iloc[np.flatnonzero(got.rows["stream"].to_numpy() == 1)],
+                             shard, routed[0], 0, rows[mine])
+        if shard == 0:
+            assert got.report is got.rows
+        else:
+            assert len(got.report) < len(got.rows)
+        pd.testing.assert_frame_equal(
+            got.report[got.report["stream"] == 1].reset_index(drop=True),
+            reference.reset_index(drop=True))

@@ -37,7 +37,7 @@ from cti.errors import InvalidSettingsError
 from cti.events import EdgeEvent, EventShape
 from cti.forms.json_text import typed_payloads
 from cti.forms.rows import INVALID, payload_to_json
-from cti.io.files.arrow_tables import arrow_table
+from cti.io.files.arrow_tables import arrow_table, csv_rows
 from cti.io.files.cache import forget
 from cti.io.files.frame_columns import column_payloads
 from cti.io.files.scan import _scan
@@ -115,6 +115,13 @@ class ReferenceDataInputAdapter:
         forget(self.config.path)
 
     def latest_offset(self) -> int:
+        """How many rows the file has: a CSV file that Arrow reads is counted without its
+        table (``csv_rows``; the count is the same: Arrow reads such a file exactly as its
+        records); any other from its table or its records."""
+        cfg = self.config
+        rows = csv_rows(cfg.path, cfg.delimiter) if cfg.format == "csv" else None
+        if rows is not None:
+            return rows
         table = self._table()
         return len(self._records()) if table is None else table.num_rows
 

@@ -51,10 +51,23 @@ class TimedPath:
             got = weighted(vectorized.importers_step(group, ctx.written(importers), index))
             outs.append(got)
             reports.append(ctx.counted(got, importers))
-        every = frame.stack(outs)
+            del got
+        # Stacked, then let go (with a million reference rows each is a copy of 50 MB or
+        # more, which would otherwise stay beside the chunk made next).
+        every, report = frame.stack(outs), _reported(outs, reports)
+        del outs, reports
+        report = every if report is None else report
         # (a piece of stream ``index`` taken whole runs the group's ingress: it may release
         # the other streams' rows held from earlier micro-batches, and their CTIs)
         # (the importers' input rows: an event's owner as routed and its typed columns)
         out = {i: timed.merged(chunks) if i == index else ctx.chunk(every, i, importers)
                for i in range(len(specs))}
-        return IngressOutput(every, out, frame.stack(reports))
+        return IngressOutput(every, out, report)
+
+
+def _reported(outs: list[pd.DataFrame], reports: list[pd.DataFrame]) -> pd.DataFrame | None:
+    """The reports stacked; None where each is all of its output's rows (a report is some of
+    them, in order), so that the stacked outputs are the report too, not copied again."""
+    if all(len(r) == len(o) for r, o in zip(reports, outs, strict=True)):
+        return None
+    return frame.stack(reports)

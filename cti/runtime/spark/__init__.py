@@ -7,7 +7,9 @@ included): that process starts on every query start.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from cti.lazy import lazy_names
 
 if TYPE_CHECKING:
     from cti.runtime.spark.handle import RunningQuery
@@ -17,17 +19,6 @@ if TYPE_CHECKING:
 __all__ = ["RunningQuery", "SparkRuntime", "get_spark"]
 
 
-def __getattr__(name: str) -> Any:
-    if name == "SparkRuntime":
-        from cti.runtime.spark.runtime import SparkRuntime
-
-        return SparkRuntime
-    if name == "RunningQuery":
-        from cti.runtime.spark.handle import RunningQuery
-
-        return RunningQuery
-    if name == "get_spark":
-        from cti.runtime.spark.session import get_spark
-
-        return get_spark
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __dir__ = lazy_names(globals(), {
+    "SparkRuntime": "cti.runtime.spark.runtime", "RunningQuery": "cti.runtime.spark.handle",
+    "get_spark": "cti.runtime.spark.session"})

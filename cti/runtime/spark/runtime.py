@@ -19,7 +19,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
-from cti.engine.route import routes
+from cti.engine.route import QueryRoute, routes
 from cti.errors import BindingError
 from cti.forms.rows import OUTPUT_STATUSES
 from cti.io.dataframes import is_dataframe_input
@@ -40,7 +40,6 @@ from cti.runtime.spark.shipping import ship_user_functions
 from cti.runtime.spark.source import (
     FORMAT,
     CtiAdapterSource,
-    QueryRoute,
     Ticking,
     encode_sources,
     offset_log,

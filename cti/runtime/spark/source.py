@@ -30,15 +30,17 @@ import base64
 import pickle
 import time
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 from pyspark import cloudpickle
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.types import BinaryType, IntegerType, LongType, StructField, StructType
 
-from cti.engine.route import QueryRoute
 from cti.runtime.spark.schema import IN_SCHEMA
+
+if TYPE_CHECKING:
+    from cti.engine.route import QueryRoute
 
 FORMAT = "cti_adapter"
 READ_CHUNK = 500_000  # at most this many rows per input partition of one stream
@@ -70,15 +72,38 @@ def encode_sources(streams: Sequence[SourceStream], caps: Sequence[list[int] | N
     queries: it sends each query shard packed rows (``cti.runtime.spark.packing``), else one
     row per input row. ``cores``: how many read tasks can run at once (a large range is cut
     into a multiple). ``ticking``: the clock ticks of wall-clock streams (see the module's
-    docstring)."""
-    blob = cloudpickle.dumps((list(streams), list(caps or []), routes, max(1, cores),
-                              ticking or Ticking()))
+    docstring).
+
+    Three pickles in one, each unpickled only where it is needed (``_Spec``): the driver's
+    processes that plan the source need neither the routes (whose modules import pandas) nor,
+    to give the schema, the streams (their adapters' modules)."""
+    blob = pickle.dumps(_Spec(routes is not None, cloudpickle.dumps(
+        (list(streams), list(caps or []), max(1, cores), ticking or Ticking())),
+        None if routes is None else cloudpickle.dumps(routes)))
     return base64.b64encode(blob).decode("ascii")
 
 
-def _decode(text: str) -> tuple[list[SourceStream], list[list[int] | None],
-                                list[QueryRoute] | None, int, Ticking]:
+@attrs.frozen
+class _Spec:
+    """The source's spec: whether it reads for queries (``routes`` given), the pickled
+    (streams, caps, cores, ticking), the pickled routes."""
+
+    packed: bool
+    streams: bytes
+    routes: bytes | None
+
+
+def _spec(text: str) -> _Spec:
     return pickle.loads(base64.b64decode(text))
+
+
+def _streams(text: str) -> tuple[list[SourceStream], list[list[int] | None], int, Ticking]:
+    return pickle.loads(_spec(text).streams)
+
+
+def _routes(text: str) -> list[QueryRoute] | None:
+    routes = _spec(text).routes
+    return None if routes is None else pickle.loads(routes)
 
 
 def cuts(start: int, end: int, cores: int) -> list[int]:
@@ -104,7 +129,34 @@ class CtiAdapterStreamReader(DataSourceStreamReader):
 
     def __init__(self, spec: str) -> None:
         self.spec = spec
-        self.streams, self.caps, _, self.cores, self.ticking = _decode(spec)
+        self._decoded: tuple | None = None  # (the spec's streams, unpickled where used)
+
+    def __getstate__(self) -> dict:
+        return {"spec": self.spec, "_decoded": None}  # (what executors get: the spec alone)
+
+    @property
+    def streams(self) -> list[SourceStream]:
+        return self._stream_spec()[0]
+
+    @property
+    def caps(self) -> list[list[int] | None]:
+        return self._stream_spec()[1]
+
+    @property
+    def cores(self) -> int:
+        return self._stream_spec()[2]
+
+    @property
+    def ticking(self) -> Ticking:
+        return self._stream_spec()[3]
+
+    def _stream_spec(self) -> tuple:
+        """The streams, caps, cores and ticking, unpickled on first use: the process that
+        plans the source's reads creates a reader, never asks it, and pickles it for the
+        executors; that process then imports no adapter's module."""
+        if self._decoded is None:
+            self._decoded = _streams(self.spec)
+        return self._decoded
 
     def initialOffset(self) -> dict:
         return {"batch": 0, **{str(k): {"pos": 0, "eos": False} for k in range(len(self.streams))}}
@@ -175,7 +227,7 @@ class CtiAdapterStreamReader(DataSourceStreamReader):
         return parts
 
     def read(self, partition: InputPartition) -> Iterator[tuple | Any]:
-        streams, _, routes, _, _ = _decode(self.spec)
+        streams, routes = _streams(self.spec)[0], _routes(self.spec)
         k, start, end, eos, tick = partition.value
         group, index, factory, config, shape, _ = streams[k]
         adapter = factory.create(config, shape) if end > start else None
@@ -211,7 +263,7 @@ class CtiAdapterSource(DataSource):
         return FORMAT
 
     def schema(self) -> Any:
-        return PACKED_SCHEMA if _decode(self.options["spec"])[2] is not None else SOURCE_SCHEMA
+        return PACKED_SCHEMA if _spec(self.options["spec"]).packed else SOURCE_SCHEMA
 
     def streamReader(self, schema: Any) -> DataSourceStreamReader:
         return CtiAdapterStreamReader(self.options["spec"])
