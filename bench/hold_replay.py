@@ -24,16 +24,9 @@ for path in (REPO, REPO / "tests"):
 import numpy as np  # noqa: E402
 from shard_runs import run_shards  # noqa: E402
 
+import cti  # noqa: E402
 from bench import run as bench  # noqa: E402
 from bench.queries import cti_query  # noqa: E402
-from cti import (  # noqa: E402
-    AdvanceTimeGenerationSettings,
-    AdvanceTimePolicy,
-    AdvanceTimeSettings,
-    Application,
-    CepStream,
-    EventShape,
-)
 from cti.io.memory import MemoryInputAdapter, MemoryInputAdapterFactory  # noqa: E402
 from cti.operators.output import deliver  # noqa: E402
 from cti.runtime.spark.hold import Hold, routed_rows  # noqa: E402
@@ -69,13 +62,14 @@ def shard_outputs(keys: int) -> tuple[Any, list]:
     if not bench.cti_file(data).exists():
         bench.generate(1_000_000, keys, 0, 1, data)
     events = bench.load_events(data)
-    settings = AdvanceTimeSettings(AdvanceTimeGenerationSettings(
+    settings = cti.AdvanceTimeSettings(cti.AdvanceTimeGenerationSettings(
         bench.CTI_EVERY, delay=timedelta(microseconds=bench.DELAY_US),
-        advance_to_infinity_on_shutdown=True), policy=AdvanceTimePolicy.DROP)
-    stream = CepStream.create("events", MemoryInputAdapterFactory(), events, EventShape.POINT,
-                              settings, application=Application())
+        advance_to_infinity_on_shutdown=True), policy=cti.AdvanceTimePolicy.DROP)
+    point = cti.EventShape.POINT
+    stream = cti.CepStream.create("events", MemoryInputAdapterFactory(), events, point,
+                                  settings, application=cti.Application())
     route, outs, _, _ = run_shards(cti_query("snapshot", stream),
-                                   {"events": MemoryInputAdapter(events, EventShape.POINT)},
+                                   {"events": MemoryInputAdapter(events, point)},
                                    [{"events": [(0, len(events), True)]}], 2)
     return route, [o[0] for o in outs]
 
