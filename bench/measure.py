@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import resource
+import sys
 import threading
 import time
 from typing import Any
@@ -88,6 +89,7 @@ class TreeMemory:
 
     def start(self) -> TreeMemory:
         self._thread.start()
+        _SAMPLERS.append(self._thread)
         return self
 
     def stop(self) -> dict[str, float]:
@@ -114,6 +116,19 @@ class TreeMemory:
             "workers_rss_mb": round(workers / mb, 1),
             "tree_pss_peak_mb": round(self.tree_peak_kb / mb, 1),
         }
+
+
+_SAMPLERS: list[threading.Thread] = []  # the started ``TreeMemory`` threads
+
+
+def sampler_cpu_s() -> float:
+    """CPU seconds used so far by the running ``TreeMemory`` sampler (0 without one): part of
+    ``tree_cpu_s`` (it reads every process's ``smaps_rollup``, a cost that grows with the
+    run's wall time), the bench's own cost rather than the system's."""
+    for thread in _SAMPLERS:
+        if thread.is_alive() and thread.ident is not None:
+            return time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
+    return 0.0
 
 
 def _role(name: str, cmdline: bytes) -> str:
@@ -180,17 +195,24 @@ def stage_metrics(spark: Any) -> dict[int, tuple[int, int, int]]:
 
 
 def task_metrics(before: dict[int, tuple[int, int, int]], after: dict[int, tuple[int, int, int]],
-                 process_cpu_s: float) -> dict[str, float]:
+                 process_cpu_s: float, sampler_s: float = 0.0) -> dict[str, float]:
     """The metrics of the stages that ran between two ``stage_metrics`` snapshots:
     ``shuffle_bytes``, ``task_cpu_s`` (the executors' CPU time, JVM threads: Python workers'
     CPU is not in it) and ``task_run_s`` (the tasks' run time, Python work included); and
     ``process_cpu_s``, the CPU of the whole process tree in that time (``tree_cpu_s``: JVM,
-    Python workers and driver)."""
+    Python workers and driver), of which ``sampler_cpu_s`` the bench's memory sampler's
+    (``sampler_cpu_s``). With ``CTI_BENCH_STAGES`` set, each new stage's numbers on stderr."""
     new = [m for sid, m in after.items() if sid not in before]
+    if os.environ.get("CTI_BENCH_STAGES"):
+        for sid in sorted(set(after) - set(before)):
+            w, cpu, run = after[sid]
+            print(f"[stage] {sid}: run {run / 1e3:.3f} s, JVM CPU {cpu / 1e9:.3f} s, "
+                  f"shuffle write {w} B", file=sys.stderr, flush=True)
     return {"shuffle_bytes": sum(m[0] for m in new),
             "task_cpu_s": round(sum(m[1] for m in new) / 1e9, 3),
             "task_run_s": round(sum(m[2] for m in new) / 1e3, 3),
-            "process_cpu_s": round(process_cpu_s, 3)}
+            "process_cpu_s": round(process_cpu_s, 3),
+            "sampler_cpu_s": round(sampler_s, 3)}
 
 
 def per_run(metrics: dict[str, float], runs: int) -> dict[str, float]:

@@ -35,6 +35,7 @@ if str(REPO) not in sys.path:
 from bench.measure import (  # noqa: E402  (the repository on the path first)
     TreeMemory,
     per_run,
+    sampler_cpu_s,
     stage_metrics,
     task_metrics,
     tree_cpu_s,
@@ -230,11 +231,11 @@ def run_spark_native(root: Path, opts: argparse.Namespace) -> dict[str, Any]:
     _native_run(spark, root / "warmup", opts.where, opts.query)
     startup = time.perf_counter() - t0
     log(f"spark-native: session {session:.1f} s, with warm-up query {startup:.1f} s")
-    before, cpu = stage_metrics(spark), tree_cpu_s()
+    before, cpu, sampler = stage_metrics(spark), tree_cpu_s(), sampler_cpu_s()
     runs = [_native_run(spark, root / "events", opts.where, opts.query)
             for _ in range(opts.repeat)]
-    metrics = per_run(task_metrics(before, stage_metrics(spark), tree_cpu_s() - cpu),
-                      opts.repeat)
+    metrics = per_run(task_metrics(before, stage_metrics(spark), tree_cpu_s() - cpu,
+                                   sampler_cpu_s() - sampler), opts.repeat)
     elapsed, progress = _median(runs)
     return {
         "startup_s": startup, "session_s": session, "run_s": elapsed,
@@ -454,13 +455,13 @@ def run_cti_spark(root: Path, opts: argparse.Namespace) -> dict[str, Any]:
     startup = time.perf_counter() - t0
     log(f"cti-spark: session {session:.1f} s, with warm-up query {startup:.1f} s")
     factory, config, load = _cti_source(root / "events", opts.cti_input, opts.cti_by)
-    before, cpu = stage_metrics(spark), tree_cpu_s()
+    before, cpu, sampler = stage_metrics(spark), tree_cpu_s(), sampler_cpu_s()
     runs = [_cti_run(factory, config, SparkRuntime(spark, batch_sizes=_batch_sizes(opts),
                                                    shards=shards), opts.where, opts.cti_by,
                      _reference(root / "events", opts), opts.query, opts.output)
             for _ in range(opts.repeat)]
-    metrics = per_run(task_metrics(before, stage_metrics(spark), tree_cpu_s() - cpu),
-                      opts.repeat)
+    metrics = per_run(task_metrics(before, stage_metrics(spark), tree_cpu_s() - cpu,
+                                   sampler_cpu_s() - sampler), opts.repeat)
     elapsed, rows, seconds = _median(runs)
     return {"shards": shards, "startup_s": startup, "session_s": session, "load_s": load,
             "run_s": elapsed, "runs_s": [round(r[0], 3) for r in runs], "output_rows": rows,

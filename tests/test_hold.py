@@ -215,6 +215,39 @@ def test_levels_combine_by_tag_and_events_wait_for_the_least():
     assert gs == [15] and out.column("release").to_pylist() == [15]
 
 
+def _payload_buffer(column: Any) -> tuple[int, int]:
+    """The address range of the bytes of a string column's chunks (its data buffers)."""
+    spans = [(b.address, b.address + b.size) for c in column.chunks
+             for b in c.buffers()[2:] if b is not None and b.size]
+    return min(a for a, _ in spans), max(b for _, b in spans)
+
+
+def test_a_shards_rows_come_by_sync_time_and_leave_the_hold_as_slices_of_them():
+    """``tagged_table`` orders a shard's events by sync time (an edge end's by its end), its
+    CTI rows last; the hold lets the head of each micro-batch's rows leave as a slice of
+    them (their payload texts not copied) and keeps the rest, again a slice, as its chunk."""
+    import pandas as pd
+
+    events = pd.DataFrame({"release": [50] * 4, "kind": ["point", "edge_end", "point", "point"],
+                           "start": [9, 1, 2, 7], "end": [10, 5, 3, 8],
+                           "payload": ['{"a":1}', '{"a":2}', '{"a":3}', '{"a":4}']})
+    table = tagged_table(events, [50], [60])
+    assert table.column("start").to_pylist() == [2, 1, 7, 9, 50]  # sync 2, 5, 7, 9; the CTI
+    assert table.column("end").to_pylist()[-1] == 60  # (its tag)
+    state = HoldState([MIN_TIME, MIN_TIME])
+    rows = table.slice(0, 4)
+    rows = pa.Table.from_batches([pa.record_batch(rows.combine_chunks().to_batches()[0])])
+    out, gs = hold_step(state, {0: ([8], [60]), 1: ([8], [60])}, rows)
+    assert gs == [8] and out.column("start").to_pylist() == [2, 1, 7]
+    low, high = _payload_buffer(rows.column("payload"))
+    for part in (out, state.held):  # both slices of the rows given: no text copied
+        a, b = _payload_buffer(part.column("payload"))
+        assert low <= a and b <= high
+    assert state.held.column("start").to_pylist() == [9]
+    out, gs = hold_step(state, {0: ([70], [80]), 1: ([70], [80])}, OUTPUT_ARROW.empty_table())
+    assert gs == [70] and out.column("release").to_pylist() == [70] and not state.held.num_rows
+
+
 @pytest.mark.spark
 @settings(max_examples=2, deadline=None, suppress_health_check=list(HealthCheck))
 @given(cases=st.lists(st.one_of(

@@ -32,6 +32,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from cti.forms.frame import stable_order
 from cti.operators.output import OUTPUT_ARROW, step_table
 from cti.time import MIN_TIME
 
@@ -89,9 +90,14 @@ def hold_step(state: HoldState, rises: Mapping[int, Levels], events: pa.Table
     combined CTIs; the shard's new ``events`` (output rows, released by its own CTIs) join the
     held ones, and those whose sync time a new combined CTI passes leave, each with the first
     above it as ``release``. Returns those (output rows, in no particular order: the sink's
-    to make, ``output.ordered``) and the combined CTIs; updates ``state``."""
+    to make, ``output.ordered``) and the combined CTIs; updates ``state``.
+
+    The held rows are kept as the chunks they came in (each micro-batch's rows of a shard, in
+    sync-time order: ``tagged_table``), so what leaves a chunk is its head, taken as a slice:
+    no row is copied here, their payload texts included (``_where``)."""
     gs, state.levels = combine(state.levels, state.cti, rises)
-    rows = events.select(OUTPUT_ARROW.names).cast(OUTPUT_ARROW)
+    rows = events.select(OUTPUT_ARROW.names)
+    rows = rows if rows.schema == OUTPUT_ARROW else rows.cast(OUTPUT_ARROW)
     held = pa.concat_tables([state.held, rows]) if state.held.num_rows else rows
     if gs:
         state.cti = gs[-1]
@@ -100,30 +106,56 @@ def hold_step(state: HoldState, rises: Mapping[int, Levels], events: pa.Table
         return OUTPUT_ARROW.empty_table(), gs
     at = np.searchsorted(np.asarray(gs, np.int64), sync_times(held), side="right")
     ready = at < len(gs)
-    state.held = held.filter(pa.array(~ready))
-    out = held.filter(pa.array(ready))
+    state.held = _where(held, ~ready)
+    out = _where(held, ready)
     return out.set_column(0, "release", pa.array(np.asarray(gs, np.int64)[at[ready]])), gs
 
 
+def _where(table: pa.Table, mask: np.ndarray) -> pa.Table:
+    """The rows of ``table`` where ``mask`` holds, chunk by chunk: a slice of each chunk whose
+    rows that hold are one run (no copy), else the chunk filtered; empty chunks dropped."""
+    parts, at = [], 0
+    for batch in table.to_batches():
+        n = batch.num_rows
+        keep = mask[at:at + n]
+        at += n
+        hits = np.flatnonzero(keep)
+        if not len(hits):
+            continue
+        if hits[-1] - hits[0] + 1 == len(hits):
+            parts.append(batch.slice(int(hits[0]), len(hits)))
+        else:
+            parts.append(batch.filter(pa.array(keep)))
+    return pa.Table.from_batches(parts, table.schema)
+
+
 def tagged_table(events: Any, ctis: Sequence[int], tags: Sequence[int]) -> pa.Table:
-    """A shard's step for the hold: its released events and its new CTIs as output rows
-    (``output.step_table``), each CTI row's ``end`` its tag."""
+    """A shard's step for the hold: its released events, in sync-time order (stable; as the
+    snapshot window gives them already, so then not copied), and its new CTIs as output rows
+    (``output.step_table``), each CTI row's ``end`` its tag. In sync-time order, the rows that
+    a combined CTI lets leave are the head of them (``hold_step``)."""
     table = step_table(events, ctis)
+    n = table.num_rows - len(ctis)
+    sync = sync_times(table.slice(0, n))
+    if n > 1 and (np.diff(sync) < 0).any():
+        order = stable_order(sync)
+        table = table.take(np.concatenate([order, np.arange(n, table.num_rows)]))
     if not len(ctis):
         return table
     end = table.column("end").to_numpy().copy()
-    end[len(end) - len(ctis):] = np.asarray(tags, np.int64)
+    end[n:] = np.asarray(tags, np.int64)
     return table.set_column(3, "end", pa.array(end))
 
 
 def split(table: pa.Table) -> tuple[pa.Table, Levels]:
-    """A ``tagged_table`` (or several, concatenated) into its events and its CTIs' (values,
-    tags), in tag order."""
+    """A ``tagged_table`` (or several, concatenated) into its events (a slice where its CTI
+    rows come last, as ``tagged_table`` puts them) and its CTIs' (values, tags), in tag
+    order."""
     cti = pc.equal(table.column("kind"), "cti").to_numpy(zero_copy_only=False)
     values = table.column("start").to_numpy()[cti]
     tags = table.column("end").to_numpy()[cti]
     order = np.argsort(tags, kind="stable")
-    return table.filter(pa.array(~cti)), (values[order].tolist(), tags[order].tolist())
+    return _where(table, ~cti), (values[order].tolist(), tags[order].tolist())
 
 
 def combined(steps: Sequence[Sequence[pa.Table]]) -> list[pa.Table]:

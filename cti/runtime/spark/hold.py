@@ -49,10 +49,10 @@ def routed_rows(route: QueryRoute, shard: int, events: pd.DataFrame, ctis: Seque
     tagged CTIs to its own slot, its tagged CTIs to every other (none where it has none)."""
     slots = shard_slots(route.query, route.shards, route.shards)
     out = []
-    if len(events) or len(ctis):  # (unordered: the hold stage orders what it releases)
-        out.append((slots[shard], shard, pack_rows(tagged_table(events, ctis, tags), False)))
+    if len(events) or len(ctis):  # (by sync time; the sink orders what is released)
+        out.append((slots[shard], shard, pack_rows(tagged_table(events, ctis, tags))))
     if len(ctis):
-        levels = pack_rows(tagged_table(events.iloc[:0], ctis, tags), False)
+        levels = pack_rows(tagged_table(events.iloc[:0], ctis, tags))
         out += [(slot, shard, levels) for s, slot in enumerate(slots) if s != shard]
     return out
 
@@ -93,9 +93,9 @@ class Hold(StatefulProcessor):
                 events = got
         released, gs = step(state, rises, events)
         self.state.update((np.asarray(state.levels, np.int64).tobytes(), int(state.cti),
-                           pack_rows(state.held, False) if state.held.num_rows else None))
+                           pack_rows(state.held) if state.held.num_rows else None))
         out = pa.concat_tables([released, cti_rows(gs)]) if shard == 0 else released
-        blob = pack_rows(out) if out.num_rows else None
+        blob = pack_rows(out) if out.num_rows else None  # (the sink orders them)
         if blob is None:
             return None
         row = rows.iloc[:1, :].copy()

@@ -133,16 +133,21 @@ def pack_output(events: pd.DataFrame, ctis: Sequence[int]) -> bytes | None:
     return _ipc(ordered_table(step_table(events, ctis)))
 
 
-def pack_rows(rows: pa.Table, order: bool = True) -> bytes:
-    """Output rows (``OUTPUT_ARROW``) as one packed blob, in output order (``pack_output``)
-    unless ``order`` is False (rows on their way to a stage that orders them itself)."""
-    return _ipc(ordered_table(rows) if order else rows)
+def pack_rows(rows: pa.Table) -> bytes:
+    """Output rows (``OUTPUT_ARROW``) as one packed blob, as they come (on their way to a
+    stage that orders them itself), their chunks kept."""
+    return _ipc(rows)
 
 
 def unpack_output(blobs: Iterable[bytes]) -> pa.Table:
     """The output rows of packed output blobs (``pack_output``), one table."""
-    tables = [pa.ipc.open_stream(b).read_all().cast(OUTPUT_ARROW) for b in blobs]
+    tables = [_output_table(pa.ipc.open_stream(b).read_all()) for b in blobs]
     return pa.concat_tables(tables) if tables else OUTPUT_ARROW.empty_table()
+
+
+def _output_table(table: pa.Table) -> pa.Table:
+    """A table of output rows as ``OUTPUT_ARROW`` (cast only where its schema differs)."""
+    return table if table.schema == OUTPUT_ARROW else table.cast(OUTPUT_ARROW)
 
 
 def _ipc(table: pa.Table) -> bytes:
