@@ -84,6 +84,19 @@ class _Cut:
     same_key: np.ndarray  # boundary i and i + 1 belong to the same key
     known_end: np.ndarray  # a point's or interval's end lies on the boundary
     cover: np.ndarray  # how many rows hold the window [time[i], time[i + 1])
+    by_time: np.ndarray  # the boundaries' numbers in time order
+
+    def holding(self) -> np.ndarray:
+        """Which windows (by number: the window from each boundary to the next) hold
+        events."""
+        held = np.zeros(len(self.time), bool)
+        held[:-1] = self.same_key & (self.cover[:-1] > 0)
+        return held
+
+    def in_time_order(self, windows: np.ndarray) -> np.ndarray:
+        """The numbers of the windows where ``windows`` (a mask over them) holds, by start
+        time."""
+        return self.by_time[windows[self.by_time]]
 
 
 def _reads_payloads(node: plan.SnapshotWindow) -> bool:
@@ -133,13 +146,23 @@ def _take_events(state: SnapshotState, chunk: Chunk, payloads: bool = True) -> N
             state.held = held
 
 
-def _sorted_by_key_time(codes: np.ndarray, times: np.ndarray) -> np.ndarray:
-    """The order of (key code, time) pairs by key, then time: a stable sort by time, then a
-    stable one by key code (radix sorts: of 32-bit time offsets where they fit, of 16-bit
-    codes where they fit)."""
+def _sorted_by_key_time(codes: np.ndarray, times: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The order of (key code, time) pairs by time, and by key, then time: a stable sort by
+    time, then a stable one by key code (radix sorts: of 32-bit time offsets where they fit,
+    of 16-bit codes where they fit)."""
     by_time = frame.stable_order(times)
     small = np.uint16 if len(codes) and int(codes.max()) < 1 << 16 else np.int64
-    return by_time[np.argsort(codes[by_time].astype(small), kind="stable")]
+    return by_time, by_time[np.argsort(codes[by_time].astype(small), kind="stable")]
+
+
+def _bounds_by_time(b_of: np.ndarray, time: np.ndarray) -> np.ndarray:
+    """The boundaries' numbers in time order, from each pair's boundary in time order
+    (``b_of``): each boundary once where its pairs lie together (all but where another key's
+    pair of the same time comes between), else sorted afresh."""
+    first = np.ones(len(b_of), bool)
+    first[1:] = b_of[1:] != b_of[:-1]
+    got = b_of[first]
+    return got if len(got) == len(time) else frame.stable_order(time)
 
 
 def _cut(held: pd.DataFrame, c: int) -> _Cut:
@@ -150,7 +173,7 @@ def _cut(held: pd.DataFrame, c: int) -> _Cut:
     lo, end = held["lo"].to_numpy()[at], held["end"].to_numpy()[at]
     m = len(at)
     both_keys, both_times = np.concatenate([key_codes, key_codes]), np.concatenate([lo, end])
-    order = _sorted_by_key_time(both_keys, both_times)
+    by_time, order = _sorted_by_key_time(both_keys, both_times)
     k_sorted, t_sorted = both_keys[order], both_times[order]
     new = np.ones(2 * m, bool)  # (a boundary starts where the key or the time changes)
     new[1:] = (k_sorted[1:] != k_sorted[:-1]) | (t_sorted[1:] != t_sorted[:-1])
@@ -167,7 +190,7 @@ def _cut(held: pd.DataFrame, c: int) -> _Cut:
     diff = np.bincount(i_lo, minlength=len(time)) - np.bincount(i_end, minlength=len(time))
     return _Cut(at, key_codes, keys, i_lo, i_end, np.where(end <= c, i_end, floor_at),
                 time[floor_at], time, b_key, b_key[:-1] == b_key[1:], known_end,
-                np.cumsum(diff))
+                np.cumsum(diff), _bounds_by_time(b_of[by_time], time))
 
 
 def _members(held: pd.DataFrame, cut: _Cut) -> pd.DataFrame:
@@ -192,15 +215,13 @@ def _emit(node: plan.SnapshotWindow, held: pd.DataFrame, cut: _Cut,
     # another aggregate)
     ev = _members(held, cut) if _reads_payloads(node) else pd.DataFrame(
         index=pd.RangeIndex(len(cut.at)))
-    done = np.zeros(len(cut.time), bool)  # the windows emitted now, by number
-    done[:-1] = cut.same_key & (cut.cover[:-1] > 0)
+    done = cut.holding()  # the windows emitted now, by number
     last = np.full(len(cut.time), -1)
     np.maximum.at(last, cut.bound_key[lo], hi)  # (each key's last window emitted + 1)
     done &= np.arange(len(cut.time)) < last[cut.bound_key]
-    done = np.flatnonzero(done)
     # (by start: the results the engine releases now come first, and they come near the
     # output's order, so the rows released are one slice and the output's take reads on)
-    done = done[frame.stable_order(cut.time[done])]
+    done = cut.in_time_order(done)
     got = window_members.aggregated_by_cover(
         node, ev, lo, cut.i_end, done, pd.Categorical.from_codes(cut.bound_key, cut.keys),
         group_field)
@@ -226,13 +247,11 @@ def _out_ctis(cut: _Cut, ctis: list[int], tags: list[int], after: int
     the earliest window that holds events, starts before c and ends after c (at c, where
     what ends there is an edge end or nothing but starts: not certain at c); with their
     tags."""
-    held = np.flatnonzero(cut.same_key & (cut.cover[:-1] > 0)) if len(cut.time) else \
-        np.empty(0, np.int64)
+    held = cut.in_time_order(cut.holding())
     b = cut.time[held]
     q = cut.time[held + 1]
     q = np.where(cut.known_end[held + 1], q, np.minimum(q, MAX_TIME - 1) + 1)
-    order = frame.stable_order(b)
-    b, reach = b[order], np.maximum.accumulate(q[order]) if len(q) else q
+    reach = np.maximum.accumulate(q) if len(q) else q
     cs = np.asarray(ctis, np.int64)
     j = np.searchsorted(reach, cs, side="right")
     first = b[np.minimum(j, len(b) - 1)] if len(b) else cs
