@@ -45,16 +45,53 @@ from cti.time import MAX_TIME, MIN_TIME
 
 
 def _no_rows() -> pd.DataFrame:
-    return frame.framed({"id": np.empty(0, np.int64), "key": np.empty(0, object),
+    return frame.framed({"id": np.empty(0, np.int64), "code": np.empty(0, np.int64),
                          "start": np.empty(0, np.int64), "lo": np.empty(0, np.int64),
                          "end": np.empty(0, np.int64), "known": np.empty(0, bool),
                          "payload": np.empty(0, object)})
 
 
 @attrs.define
+class KeyTable:
+    """The keys of the held rows, each with a code (its place in ``keys``) that lasts from
+    step to step: the cut reads the rows' codes, not their key texts hashed afresh."""
+
+    keys: list[Any] = attrs.field(factory=list)
+    code_of: dict[Any, int] = attrs.field(factory=dict)
+
+    def codes(self, codes: np.ndarray, values: Any) -> np.ndarray:
+        """The table's codes of rows given as codes into ``values`` (new keys added)."""
+        used = np.flatnonzero(np.bincount(codes, minlength=len(values)))
+        table = np.zeros(len(values), np.int64)
+        table[used] = [self._code(values[u]) for u in used.tolist()]
+        return table[codes]
+
+    def _code(self, key: Any) -> int:
+        code = self.code_of.get(key)
+        if code is None:
+            code = self.code_of[key] = len(self.keys)
+            self.keys.append(key)
+        return code
+
+    def compacted(self, codes: np.ndarray) -> np.ndarray:
+        """The rows' codes (all the rows held) once keys no row holds leave the table, where
+        they are most of it (so it grows with the keys held, not with every key seen)."""
+        if len(self.keys) <= max(64, 2 * len(codes)):
+            return codes
+        used = np.flatnonzero(np.bincount(codes, minlength=len(self.keys)))
+        if 2 * len(used) > len(self.keys):
+            return codes
+        table = np.zeros(len(self.keys), np.int64)
+        table[used] = np.arange(len(used))
+        self.keys = [self.keys[u] for u in used.tolist()]
+        self.code_of = {k: i for i, k in enumerate(self.keys)}
+        return table[codes]
+
+
+@attrs.define
 class SnapshotState:
     """A snapshot window's state. ``held``: one row per event that reaches past ``cti``
-    (``id``, ``key``, ``start``, ``lo``, ``end``, ``known``,
+    (``id``, ``code``: its key's in ``keys``, ``start``, ``lo``, ``end``, ``known``,
     ``payload``; ``known``: its end was known with its start, a point's or an
     interval's; ``end`` MAX_TIME: an edge still open); ``open``: the open edges' row ids
     (``cti.forms.edges``); ``out_cti``: the latest output CTI."""
@@ -64,6 +101,7 @@ class SnapshotState:
     next_id: int = 0
     held: pd.DataFrame = attrs.field(factory=_no_rows)
     open: dict[Any, list[Any]] = attrs.field(factory=dict)
+    keys: KeyTable = attrs.field(factory=KeyTable)
 
 
 @attrs.frozen
@@ -110,40 +148,51 @@ def _take_events(state: SnapshotState, chunk: Chunk, payloads: bool = True) -> N
     ``payloads`` (counts only), and with no edge (whose payload is part of its identity), a
     payload held as typed columns is not written as text: it stays null."""
     ev = chunk.raw_events
-    if payloads or np.isin(ev["kind"].to_numpy(), ("edge_start", "edge_end")).any():
-        ev = chunk.events
     if not len(ev):
         return
     kind = ev["kind"].to_numpy()
-    is_end = kind == "edge_end"
-    new = ev[~is_end] if is_end.any() else ev
-    if len(new):
-        is_start = new["kind"].to_numpy() == "edge_start"
-        ids = state.next_id + np.arange(len(new), dtype=np.int64)
-        state.next_id += len(new)
-        start = new["start"].to_numpy()
-        rows = frame.framed({"id": ids, "key": new["key"].to_numpy(object), "start": start,
-                             "lo": start, "end": np.where(is_start, MAX_TIME,
-                                                          new["end"].to_numpy()),
-                             "known": ~is_start, "payload": new["payload"].to_numpy(object)})
-        for i in np.flatnonzero(is_start).tolist():
-            open_edge(state.open, (int(start[i]), rows["payload"].iat[i], rows["key"].iat[i]),
-                      int(ids[i]))
-        state.held = frame.stack([state.held, rows]) if len(state.held) else rows
+    is_end, is_start = kind == "edge_end", kind == "edge_start"
+    if payloads or is_end.any() or is_start.any():
+        ev = chunk.events  # (the same rows)
+    new = ~is_end if is_end.any() else None
+    if new is None or new.any():
+        _take_new(state, chunk, ev if new is None else ev[new],
+                  is_start if new is None else is_start[new], new)
     if is_end.any():
-        closed, ends = [], []
-        for s, e, p, key in ev.loc[is_end, ["start", "end", "payload", "key"]].itertuples(
-                index=False):
-            found, rid = close_edge(state.open, (int(s), p, key))
-            if found:
-                closed.append(rid)
-                ends.append(int(e))
-        if closed:
-            held = state.held.copy()
-            end = held["end"].to_numpy().copy()
-            end[np.searchsorted(held["id"].to_numpy(), closed)] = ends
-            held["end"] = end
-            state.held = held
+        _close_edges(state, ev[is_end])
+
+
+def _take_new(state: SnapshotState, chunk: Chunk, new: pd.DataFrame, is_start: np.ndarray,
+              at: np.ndarray | None) -> None:
+    """Rows for the chunk's events ``new`` (all but edge ends: the chunk's rows where ``at``
+    holds, or all of them), keyed by the state's key codes."""
+    ids = state.next_id + np.arange(len(new), dtype=np.int64)
+    state.next_id += len(new)
+    start, keys = new["start"].to_numpy(), new["key"].to_numpy(object)
+    codes, values = chunk.keys if chunk.keys is not None else pd.factorize(keys)
+    codes = state.keys.codes(codes if at is None or chunk.keys is None else codes[at], values)
+    rows = frame.framed({"id": ids, "code": codes, "start": start, "lo": start,
+                         "end": np.where(is_start, MAX_TIME, new["end"].to_numpy()),
+                         "known": ~is_start, "payload": new["payload"].to_numpy(object)})
+    for i in np.flatnonzero(is_start).tolist():
+        open_edge(state.open, (int(start[i]), rows["payload"].iat[i], keys[i]), int(ids[i]))
+    state.held = frame.stack([state.held, rows]) if len(state.held) else rows
+
+
+def _close_edges(state: SnapshotState, ends: pd.DataFrame) -> None:
+    """Edge ends: each sets the end of the row of the earliest open start it closes."""
+    closed, times = [], []
+    for s, e, p, key in ends[["start", "end", "payload", "key"]].itertuples(index=False):
+        found, rid = close_edge(state.open, (int(s), p, key))
+        if found:
+            closed.append(rid)
+            times.append(int(e))
+    if closed:
+        held = state.held.copy()
+        end = held["end"].to_numpy().copy()
+        end[np.searchsorted(held["id"].to_numpy(), closed)] = times
+        held["end"] = end
+        state.held = held
 
 
 def _sorted_by_key_time(codes: np.ndarray, times: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -165,11 +214,13 @@ def _bounds_by_time(b_of: np.ndarray, time: np.ndarray) -> np.ndarray:
     return got if len(got) == len(time) else frame.stable_order(time)
 
 
-def _cut(held: pd.DataFrame, c: int) -> _Cut:
-    """The boundaries and windows of the held rows whose ``lo`` is before ``c``."""
+def _cut(held: pd.DataFrame, table: KeyTable, c: int) -> _Cut:
+    """The boundaries and windows of the held rows whose ``lo`` is before ``c`` (their keys
+    by their codes in ``table``)."""
     at = np.flatnonzero(held["lo"].to_numpy() < c)
-    key_codes, keys = pd.factorize(held["key"].to_numpy(object)[at])
-    key_codes = key_codes.astype(np.int64)
+    key_codes = held["code"].to_numpy()[at]
+    keys = frame.filled(len(table.keys), None)
+    keys[:] = table.keys
     lo, end = held["lo"].to_numpy()[at], held["end"].to_numpy()[at]
     m = len(at)
     both_keys, both_times = np.concatenate([key_codes, key_codes]), np.concatenate([lo, end])
@@ -198,7 +249,7 @@ def _members(held: pd.DataFrame, cut: _Cut) -> pd.DataFrame:
     taken = held.iloc[cut.at]
     return frame.make(frame.filled(len(taken), "interval"), taken["start"].to_numpy(),
                       taken["end"].to_numpy(), taken["payload"].to_numpy(object),
-                      taken["key"].to_numpy(object))
+                      cut.keys[cut.key_codes])
 
 
 def _emit(node: plan.SnapshotWindow, held: pd.DataFrame, cut: _Cut,
@@ -265,7 +316,7 @@ def _purge(state: SnapshotState, cut: _Cut, c: int) -> None:
     boundary at or before ``c``."""
     held = state.held
     if c == MAX_TIME:
-        state.held, state.open = _no_rows(), {}
+        state.held, state.open, state.keys = _no_rows(), {}, KeyTable()
         return
     lo = held["lo"].to_numpy().copy()
     lo[cut.at] = np.maximum(lo[cut.at], cut.floor)
@@ -273,6 +324,7 @@ def _purge(state: SnapshotState, cut: _Cut, c: int) -> None:
     kept = frame.rows_where(held, keep)  # (columns shared, or taken one by one)
     kept.index = pd.RangeIndex(len(kept))
     kept["lo"] = lo[keep]  # (a new column: the shared one is not written)
+    kept["code"] = state.keys.compacted(kept["code"].to_numpy())
     state.held = kept
 
 
@@ -285,7 +337,7 @@ def snapshot(node: plan.SnapshotWindow, chunk: Chunk, state: SnapshotState,
     if not chunk.ctis:
         return Chunk(frame.empty(), [])
     c = chunk.ctis[-1]
-    cut = _cut(state.held, c)
+    cut = _cut(state.held, state.keys, c)
     out = _emit(node, state.held, cut, group_field)
     if node.output_policy is plan.WindowOutputPolicy.CLIP_TO_WINDOW_END:
         ctis, tags = _out_ctis(cut, chunk.ctis, chunk.cti_tags, state.out_cti)
