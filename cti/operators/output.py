@@ -24,16 +24,19 @@ from cti.forms.rows import payload_to_json
 OutputRow = tuple[int, str, int, int, str | None]
 
 
-def step_table(events: pd.DataFrame, ctis: Sequence[int]) -> pa.Table:
+def step_table(events: pd.DataFrame, ctis: Sequence[int], kind: str | None = None
+               ) -> pa.Table:
     """A step's released events (with ``release``) and its new output CTIs as output rows
     (``OUTPUT_ARROW``): the events, then one row per CTI (kind ``cti``, start = end =
-    release)."""
+    release). ``kind``: every event's, where the stream's shape says (``events.one_kind``;
+    None: read from the rows)."""
     m = len(ctis)
     c = np.asarray(ctis, np.int64)
+    kinds = _kind_texts(events["kind"].to_numpy(object)) if kind is None else pa.repeat(
+        pa.scalar(kind, pa.string()), len(events))
     return pa.table({
         "release": np.concatenate([events["release"].to_numpy(np.int64), c]),
-        "kind": pa.concat_arrays([_kind_texts(events["kind"].to_numpy(object)),
-                                  pa.repeat(pa.scalar("cti"), m)]),
+        "kind": pa.concat_arrays([kinds, pa.repeat(pa.scalar("cti"), m)]),
         "start": np.concatenate([events["start"].to_numpy(np.int64), c]),
         "end": np.concatenate([events["end"].to_numpy(np.int64), c]),
         "payload": pa.concat_arrays([arrow_texts(events["payload"]), pa.nulls(m, pa.string())]),
@@ -72,7 +75,7 @@ def _rows_table(rows: pd.DataFrame) -> pa.Table:
 
 def ordered_table(rows: pa.Table) -> pa.Table:
     """``ordered`` of output rows as an Arrow table (in one chunk: Arrow sorts a table of
-    several at half the speed)."""
+    several at half the speed, and takes from one faster)."""
     rows = rows.combine_chunks()
     return rows.take(_order(rows))
 

@@ -32,7 +32,7 @@ import attrs
 import numpy as np
 import pandas as pd
 
-from cti.events import EventShape
+from cti.events import EventShape, one_kind
 from cti.forms import frame
 from cti.forms.edges import close_edge, open_edge
 from cti.forms.frame import Chunk
@@ -143,15 +143,18 @@ def _reads_payloads(node: plan.SnapshotWindow) -> bool:
                    for a in node.aggregates.values())
 
 
-def _take_events(state: SnapshotState, chunk: Chunk, payloads: bool = True) -> None:
+def _take_events(state: SnapshotState, chunk: Chunk, payloads: bool = True,
+                 edges: bool = True) -> None:
     """The chunk's events into ``held``; an edge end sets its start's row's end. Without
     ``payloads`` (counts only), and with no edge (whose payload is part of its identity), a
-    payload held as typed columns is not written as text: it stays null."""
+    payload held as typed columns is not written as text: it stays null. Without ``edges``
+    (the input's shape is points' or intervals') the kinds are not read."""
     ev = chunk.raw_events
     if not len(ev):
         return
-    kind = ev["kind"].to_numpy()
-    is_end, is_start = kind == "edge_end", kind == "edge_start"
+    kind = ev["kind"].to_numpy() if edges else None
+    is_end = kind == "edge_end" if edges else np.zeros(len(ev), bool)
+    is_start = kind == "edge_start" if edges else is_end
     if payloads or is_end.any() or is_start.any():
         ev = chunk.events  # (the same rows)
     new = ~is_end if is_end.any() else None
@@ -333,7 +336,7 @@ def snapshot(node: plan.SnapshotWindow, chunk: Chunk, state: SnapshotState,
     """One step: take the events; at the chunk's last CTI emit the windows it completes.
     ``group_field``: the window is the whole query of a ``group_by(group_field)``, and its
     payloads carry the group's value (``window_members.aggregated``)."""
-    _take_events(state, chunk, _reads_payloads(node))
+    _take_events(state, chunk, _reads_payloads(node), one_kind(node.source.shape) is None)
     if not chunk.ctis:
         return Chunk(frame.empty(), [])
     c = chunk.ctis[-1]
