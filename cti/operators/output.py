@@ -151,7 +151,9 @@ def _sort_ties(rows: pa.Table, order: np.ndarray, tied: np.ndarray) -> None:
     at[1:] |= tied
     at = np.flatnonzero(at)
     sub = _sort_keys(rows.take(order[at]))
-    sub = sub.add_column(0, "run", pa.array(np.cumsum(np.concatenate([[True], ~tied]))[at]))
+    # (each run numbered: a row of ``at`` starts one unless it follows a row it ties with)
+    joined = (at[1:] == at[:-1] + 1) & tied[at[:-1]]
+    sub = sub.add_column(0, "run", pa.array(np.cumsum(np.concatenate([[True], ~joined]))))
     within = pc.sort_indices(sub, sort_keys=[(c, "ascending") for c in sub.column_names])
     order[at] = order[at][within.to_numpy()]
 

@@ -119,22 +119,9 @@ class _Cut:
     floor: np.ndarray  # each row's key's last boundary at or before c
     time: np.ndarray  # each boundary's time
     bound_key: np.ndarray  # each boundary's key (code)
-    same_key: np.ndarray  # boundary i and i + 1 belong to the same key
     known_end: np.ndarray  # a point's or interval's end lies on the boundary
-    cover: np.ndarray  # how many rows hold the window [time[i], time[i + 1])
-    by_time: np.ndarray  # the boundaries' numbers in time order
-
-    def holding(self) -> np.ndarray:
-        """Which windows (by number: the window from each boundary to the next) hold
-        events."""
-        held = np.zeros(len(self.time), bool)
-        held[:-1] = self.same_key & (self.cover[:-1] > 0)
-        return held
-
-    def in_time_order(self, windows: np.ndarray) -> np.ndarray:
-        """The numbers of the windows where ``windows`` (a mask over them) holds, by start
-        time."""
-        return self.by_time[windows[self.by_time]]
+    windows: np.ndarray  # the windows that hold events (by number: the window from a
+    # boundary to the next of its key), by start time
 
 
 def _reads_payloads(node: plan.SnapshotWindow) -> bool:
@@ -241,10 +228,20 @@ def _cut(held: pd.DataFrame, table: KeyTable, c: int) -> _Cut:
     floor_at = (first_of_key + by_c - 1)[key_codes]
     known_end = np.zeros(len(time), bool)
     known_end[i_end[held["known"].to_numpy()[at]]] = True
-    diff = np.bincount(i_lo, minlength=len(time)) - np.bincount(i_end, minlength=len(time))
     return _Cut(at, key_codes, keys, i_lo, i_end, np.where(end <= c, i_end, floor_at),
-                time[floor_at], time, b_key, b_key[:-1] == b_key[1:], known_end,
-                np.cumsum(diff), _bounds_by_time(b_of[by_time], time))
+                time[floor_at], time, b_key, known_end,
+                _holding(i_lo, i_end, b_key, _bounds_by_time(b_of[by_time], time)))
+
+
+def _holding(i_lo: np.ndarray, i_end: np.ndarray, b_key: np.ndarray, by_time: np.ndarray
+             ) -> np.ndarray:
+    """The windows that hold events (from boundary ``i`` to ``i + 1`` of the same key, that
+    some row's ``[i_lo, i_end)`` covers), in the order of ``by_time``."""
+    n = len(b_key)
+    held = np.zeros(n, bool)
+    cover = np.cumsum(np.bincount(i_lo, minlength=n) - np.bincount(i_end, minlength=n))
+    held[:-1] = (b_key[:-1] == b_key[1:]) & (cover[:-1] > 0)
+    return by_time[held[by_time]]
 
 
 def _members(held: pd.DataFrame, cut: _Cut) -> pd.DataFrame:
@@ -255,31 +252,31 @@ def _members(held: pd.DataFrame, cut: _Cut) -> pd.DataFrame:
                       cut.keys[cut.key_codes])
 
 
-def _emit(node: plan.SnapshotWindow, held: pd.DataFrame, cut: _Cut,
+def _emit(node: plan.SnapshotWindow, held: pd.DataFrame, cut: _Cut, c: int,
           group_field: str | None) -> pd.DataFrame:
     """The results of the windows the CTI completed (every row's windows up to ``i_hi``):
     summed along the windows where the aggregates only add, else member by member."""
-    lo, hi = cut.i_lo, cut.i_hi
-    if node.output_policy is plan.WindowOutputPolicy.POINT_ALIGN_TO_WINDOW_END:
-        # (a window that ends at MAX_TIME has no point after it)
-        hi = np.where(cut.time[hi] == MAX_TIME, hi - 1, hi)
-    if not (hi > lo).any():
+    # The windows emitted now: those that end by the CTI (each key's last boundary at or
+    # before it is the last ``i_hi`` of its rows), by start: the results the engine releases
+    # now come first, and they come near the output's order, so the rows released are one
+    # slice and the output's take reads on.
+    done = cut.windows[cut.time[cut.windows + 1] <= c]
+    point = node.output_policy is plan.WindowOutputPolicy.POINT_ALIGN_TO_WINDOW_END
+    if point:  # (a window that ends at MAX_TIME has no point after it)
+        done = done[cut.time[done + 1] < MAX_TIME]
+    if not len(done):
         return frame.empty()
     # (counts read no column of a row: a frame of none, the rows' columns made only for
     # another aggregate)
     ev = _members(held, cut) if _reads_payloads(node) else pd.DataFrame(
         index=pd.RangeIndex(len(cut.at)))
-    done = cut.holding()  # the windows emitted now, by number
-    last = np.full(len(cut.time), -1)
-    np.maximum.at(last, cut.bound_key[lo], hi)  # (each key's last window emitted + 1)
-    done &= np.arange(len(cut.time)) < last[cut.bound_key]
-    # (by start: the results the engine releases now come first, and they come near the
-    # output's order, so the rows released are one slice and the output's take reads on)
-    done = cut.in_time_order(done)
+    lo = cut.i_lo
     got = window_members.aggregated_by_cover(
         node, ev, lo, cut.i_end, done, pd.Categorical.from_codes(cut.bound_key, cut.keys),
         group_field)
     if got is None:
+        hi = np.where(cut.time[cut.i_hi] == MAX_TIME, cut.i_hi - 1, cut.i_hi) if point \
+            else cut.i_hi
         rows, ks = window_members.expand(lo, hi)
         members = ev if len(ev.columns) else _members(held, cut)  # (counts: not made yet)
         got = window_members.aggregated(node, members, rows, ks,
@@ -301,7 +298,7 @@ def _out_ctis(cut: _Cut, ctis: list[int], tags: list[int], after: int
     the earliest window that holds events, starts before c and ends after c (at c, where
     what ends there is an edge end or nothing but starts: not certain at c); with their
     tags."""
-    held = cut.in_time_order(cut.holding())
+    held = cut.windows
     b = cut.time[held]
     q = cut.time[held + 1]
     q = np.where(cut.known_end[held + 1], q, np.minimum(q, MAX_TIME - 1) + 1)
@@ -341,7 +338,7 @@ def snapshot(node: plan.SnapshotWindow, chunk: Chunk, state: SnapshotState,
         return Chunk(frame.empty(), [])
     c = chunk.ctis[-1]
     cut = _cut(state.held, state.keys, c)
-    out = _emit(node, state.held, cut, group_field)
+    out = _emit(node, state.held, cut, c, group_field)
     if node.output_policy is plan.WindowOutputPolicy.CLIP_TO_WINDOW_END:
         ctis, tags = _out_ctis(cut, chunk.ctis, chunk.cti_tags, state.out_cti)
     else:
