@@ -80,12 +80,13 @@ def ordered_table(rows: pa.Table) -> pa.Table:
     return rows.take(_order(rows))
 
 
-def _order(rows: pa.Table) -> np.ndarray:
+def _order(rows: pa.Table, edges: bool = True) -> np.ndarray:
     """The row order of ``ordered``: Arrow's stable sort by ``_sort_keys``, or the same order
     found faster where the rows come in release order when sorted by sync time
     (``_by_sync``), unless most rows tie on sync time (a window's results, which share their
-    window's): those would be copied and sorted by Arrow all the same."""
-    order = _by_sync(rows, MOST_TIED)
+    window's): those would be copied and sorted by Arrow all the same. ``edges``: whether
+    the rows may hold edge ends (not where the stream's shape is points' or intervals')."""
+    order = _by_sync(rows, MOST_TIED, edges)
     if order is not None:
         return order
     keys = _sort_keys(rows)
@@ -115,7 +116,8 @@ def _sort_keys(rows: pa.Table) -> pa.Table:
 MOST_TIED = 0.5  # the share of rows tied on sync time above which ``_order`` sorts by Arrow
 
 
-def _by_sync(rows: pa.Table, most_tied: float = 1.0) -> np.ndarray | None:
+def _by_sync(rows: pa.Table, most_tied: float = 1.0, edges: bool = True
+             ) -> np.ndarray | None:
     """``_order`` by one stable sort of each row's sync time (a CTI's: its release, ahead of
     events that start there), where that puts the rows in release order; rows of equal sync
     then sorted among themselves by all the keys (``_sort_ties``). A stable sort has one
@@ -126,9 +128,9 @@ def _by_sync(rows: pa.Table, most_tied: float = 1.0) -> np.ndarray | None:
         return None
     kind = rows.column("kind")
     cti = pc.equal(kind, "cti").to_numpy(zero_copy_only=False)
-    ends = pc.equal(kind, "edge_end").to_numpy(zero_copy_only=False)
+    ends = pc.equal(kind, "edge_end").to_numpy(zero_copy_only=False) if edges else None
     release, start, end = (rows.column(c).to_numpy() for c in ("release", "start", "end"))
-    sync = np.where(cti, 0, np.where(ends, end, start))
+    sync = np.where(cti, 0, start if ends is None else np.where(ends, end, start))
     first = np.where(cti, release, sync)
     order = frame.stable_order(first)
     ranked = first[order]
@@ -193,16 +195,17 @@ def items_of_rows(rows: Iterable[OutputRow]) -> list[StreamItem]:
 
 
 def deliver(adapter: Any, rows: pd.DataFrame | pa.Table, batch_id: int,
-            partition: int | None = None) -> None:
+            partition: int | None = None, edges: bool = True) -> None:
     """One batch of a query's output rows (an Arrow table or a frame), in output order, to an
     output adapter: as an Arrow table (kind, start, end, payload) to an adapter with
     ``write_table``, as a pandas frame of them to one with ``write_frame``, else as items;
     ``partition``: the part of the batch they are, for a partitioned adapter
-    (``cti.adapters.OutputAdapter``), else None (the whole batch)."""
+    (``cti.adapters.OutputAdapter``), else None (the whole batch); ``edges``: as
+    ``_order``'s."""
     if not len(rows):
         return
     table = (rows if isinstance(rows, pa.Table) else _rows_table(rows)).combine_chunks()
-    table = table.select(ROWS_ARROW.names).take(_order(table))
+    table = table.select(ROWS_ARROW.names).take(_order(table, edges))
     where = {} if partition is None else {"partition": partition}
     if hasattr(adapter, "write_table"):
         adapter.write_table(table, batch_id, **where)

@@ -233,7 +233,8 @@ class LocalRuntime:
         for batch_id, steps in enumerate(self.query_steps(bound.stream)):
             # (each step's rows as a part of one table: put in order and joined by the delivery)
             deliver(adapter, pa.concat_tables([step_table(done.events, done.ctis, kind)
-                                               for done in steps]), batch_id)
+                                               for done in steps]), batch_id,
+                    edges=kind is None)
             now = time.perf_counter()
             self.batch_seconds.append(now - began)
             began = now
