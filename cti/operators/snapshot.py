@@ -120,6 +120,7 @@ class _Cut:
     time: np.ndarray  # each boundary's time
     bound_key: np.ndarray  # each boundary's key (code)
     known_end: np.ndarray  # a point's or interval's end lies on the boundary
+    cover: np.ndarray  # how many rows hold the window from each boundary to the next
     windows: np.ndarray  # the windows that hold events (by number: the window from a
     # boundary to the next of its key), by start time
 
@@ -189,7 +190,7 @@ def _sorted_by_key_time(codes: np.ndarray, times: np.ndarray) -> tuple[np.ndarra
     """The order of (key code, time) pairs by time, and by key, then time: a stable sort by
     time, then a stable one by key code (radix sorts: of 32-bit time offsets where they fit,
     of 16-bit codes where they fit)."""
-    by_time = frame.stable_order(times)
+    by_time = frame.radix_order(times)
     small = np.uint16 if len(codes) and int(codes.max()) < 1 << 16 else np.int64
     return by_time, by_time[np.argsort(codes[by_time].astype(small), kind="stable")]
 
@@ -228,18 +229,17 @@ def _cut(held: pd.DataFrame, table: KeyTable, c: int) -> _Cut:
     floor_at = (first_of_key + by_c - 1)[key_codes]
     known_end = np.zeros(len(time), bool)
     known_end[i_end[held["known"].to_numpy()[at]]] = True
-    return _Cut(at, key_codes, keys, i_lo, i_end, np.where(end <= c, i_end, floor_at),
-                time[floor_at], time, b_key, known_end,
-                _holding(i_lo, i_end, b_key, _bounds_by_time(b_of[by_time], time)))
-
-
-def _holding(i_lo: np.ndarray, i_end: np.ndarray, b_key: np.ndarray, by_time: np.ndarray
-             ) -> np.ndarray:
-    """The windows that hold events (from boundary ``i`` to ``i + 1`` of the same key, that
-    some row's ``[i_lo, i_end)`` covers), in the order of ``by_time``."""
-    n = len(b_key)
-    held = np.zeros(n, bool)
+    n = len(time)
     cover = np.cumsum(np.bincount(i_lo, minlength=n) - np.bincount(i_end, minlength=n))
+    return _Cut(at, key_codes, keys, i_lo, i_end, np.where(end <= c, i_end, floor_at),
+                time[floor_at], time, b_key, known_end, cover,
+                _holding(cover, b_key, _bounds_by_time(b_of[by_time], time)))
+
+
+def _holding(cover: np.ndarray, b_key: np.ndarray, by_time: np.ndarray) -> np.ndarray:
+    """The windows that hold events (from boundary ``i`` to ``i + 1`` of the same key, that
+    ``cover`` rows hold), in the order of ``by_time``."""
+    held = np.zeros(len(b_key), bool)
     held[:-1] = (b_key[:-1] == b_key[1:]) & (cover[:-1] > 0)
     return by_time[held[by_time]]
 
@@ -273,7 +273,7 @@ def _emit(node: plan.SnapshotWindow, held: pd.DataFrame, cut: _Cut, c: int,
     lo = cut.i_lo
     got = window_members.aggregated_by_cover(
         node, ev, lo, cut.i_end, done, pd.Categorical.from_codes(cut.bound_key, cut.keys),
-        group_field)
+        group_field, cut.cover)
     if got is None:
         hi = np.where(cut.time[cut.i_hi] == MAX_TIME, cut.i_hi - 1, cut.i_hi) if point \
             else cut.i_hi
