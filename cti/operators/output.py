@@ -28,19 +28,18 @@ def step_table(events: pd.DataFrame, ctis: Sequence[int], kind: str | None = Non
                ) -> pa.Table:
     """A step's released events (with ``release``) and its new output CTIs as output rows
     (``OUTPUT_ARROW``): the events, then one row per CTI (kind ``cti``, start = end =
-    release). ``kind``: every event's, where the stream's shape says (``events.one_kind``;
-    None: read from the rows)."""
-    m = len(ctis)
-    c = np.asarray(ctis, np.int64)
+    release); in two chunks, the events' columns not copied. ``kind``: every event's, where
+    the stream's shape says (``events.one_kind``; None: read from the rows)."""
+    c = pa.array(np.asarray(ctis, np.int64))
     kinds = _kind_texts(events["kind"].to_numpy(object)) if kind is None else pa.repeat(
         pa.scalar(kind, pa.string()), len(events))
-    return pa.table({
-        "release": np.concatenate([events["release"].to_numpy(np.int64), c]),
-        "kind": pa.concat_arrays([kinds, pa.repeat(pa.scalar("cti"), m)]),
-        "start": np.concatenate([events["start"].to_numpy(np.int64), c]),
-        "end": np.concatenate([events["end"].to_numpy(np.int64), c]),
-        "payload": pa.concat_arrays([arrow_texts(events["payload"]), pa.nulls(m, pa.string())]),
-    }, schema=OUTPUT_ARROW)
+    return pa.Table.from_batches([
+        pa.record_batch([pa.array(events["release"].to_numpy(np.int64)), kinds,
+                         pa.array(events["start"].to_numpy(np.int64)),
+                         pa.array(events["end"].to_numpy(np.int64)),
+                         arrow_texts(events["payload"])], schema=OUTPUT_ARROW),
+        pa.record_batch([c, pa.repeat(pa.scalar("cti"), len(c)), c, c,
+                         pa.nulls(len(c), pa.string())], schema=OUTPUT_ARROW)])
 
 
 def _kind_texts(kinds: np.ndarray) -> pa.Array:
