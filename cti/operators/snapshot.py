@@ -205,6 +205,29 @@ def _bounds_by_time(b_of: np.ndarray, time: np.ndarray) -> np.ndarray:
     return got if len(got) == len(time) else frame.stable_order(time)
 
 
+def _boundaries(codes: np.ndarray, times: np.ndarray, n_keys: int
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The boundaries of rows with key ``codes`` and endpoints ``times`` (their starts, then
+    their ends): each endpoint's boundary number (the boundaries: the distinct (key, time)
+    pairs, by key, then time), each boundary's time, each key's number of boundaries, and
+    the boundaries' numbers in time order."""
+    pairs = 2 * np.bincount(codes, minlength=n_keys)
+    by_time, order = _sorted_by_key_time(np.concatenate([codes, codes]), times)
+    t_sorted = times[order]
+    new = np.empty(len(times), bool)  # (a boundary starts where the time or the key changes)
+    new[:1] = True
+    np.not_equal(t_sorted[1:], t_sorted[:-1], out=new[1:])
+    firsts = (np.cumsum(pairs) - pairs)[pairs > 0]
+    new[firsts] = True
+    number = np.cumsum(new)
+    b_of = np.empty(len(times), np.int64)
+    b_of[order] = number - 1
+    per_key = np.zeros(n_keys, np.int64)
+    per_key[pairs > 0] = number[firsts + pairs[pairs > 0] - 1] - number[firsts] + 1
+    time = t_sorted[new]
+    return b_of, time, per_key, _bounds_by_time(b_of[by_time], time)
+
+
 def _cut(held: pd.DataFrame, table: KeyTable, c: int) -> _Cut:
     """The boundaries and windows of the held rows whose ``lo`` is before ``c`` (their keys
     by their codes in ``table``)."""
@@ -214,17 +237,12 @@ def _cut(held: pd.DataFrame, table: KeyTable, c: int) -> _Cut:
     keys[:] = table.keys
     lo, end = held["lo"].to_numpy()[at], held["end"].to_numpy()[at]
     m = len(at)
-    both_keys, both_times = np.concatenate([key_codes, key_codes]), np.concatenate([lo, end])
-    by_time, order = _sorted_by_key_time(both_keys, both_times)
-    k_sorted, t_sorted = both_keys[order], both_times[order]
-    new = np.ones(2 * m, bool)  # (a boundary starts where the key or the time changes)
-    new[1:] = (k_sorted[1:] != k_sorted[:-1]) | (t_sorted[1:] != t_sorted[:-1])
-    b_of = np.empty(2 * m, np.int64)
-    b_of[order] = np.cumsum(new) - 1
+    b_of, time, per_key, by_time = _boundaries(key_codes, np.concatenate([lo, end]),
+                                               len(keys))
     i_lo, i_end = b_of[:m], b_of[m:]
-    time, b_key = t_sorted[new], k_sorted[new]
+    b_key = np.repeat(np.arange(len(keys)), per_key)
     # each key's last boundary at or before c: its first one, plus how many it has by c, - 1
-    first_of_key = np.searchsorted(b_key, np.arange(len(keys)))
+    first_of_key = np.cumsum(per_key) - per_key
     by_c = np.bincount(b_key[time <= c], minlength=len(keys))
     floor_at = (first_of_key + by_c - 1)[key_codes]
     known_end = np.zeros(len(time), bool)
@@ -233,7 +251,7 @@ def _cut(held: pd.DataFrame, table: KeyTable, c: int) -> _Cut:
     cover = np.cumsum(np.bincount(i_lo, minlength=n) - np.bincount(i_end, minlength=n))
     return _Cut(at, key_codes, keys, i_lo, i_end, np.where(end <= c, i_end, floor_at),
                 time[floor_at], time, b_key, known_end, cover,
-                _holding(cover, b_key, _bounds_by_time(b_of[by_time], time)))
+                _holding(cover, b_key, by_time))
 
 
 def _holding(cover: np.ndarray, b_key: np.ndarray, by_time: np.ndarray) -> np.ndarray:
