@@ -129,8 +129,7 @@ def _by_sync(rows: pa.Table, most_tied: float = 1.0, edges: bool = True
     cti = pc.equal(kind, "cti").to_numpy(zero_copy_only=False)
     ends = pc.equal(kind, "edge_end").to_numpy(zero_copy_only=False) if edges else None
     release, start, end = (rows.column(c).to_numpy() for c in ("release", "start", "end"))
-    sync = np.where(cti, 0, start if ends is None else np.where(ends, end, start))
-    first = np.where(cti, release, sync)
+    first = np.where(cti, release, start if ends is None else np.where(ends, end, start))
     order = frame.stable_order(first)
     ranked = first[order]
     tied = ranked[1:] == ranked[:-1]
@@ -138,10 +137,17 @@ def _by_sync(rows: pa.Table, most_tied: float = 1.0, edges: bool = True
         return None
     if tied.any():
         _sort_ties(rows, order, tied)
-    r, c, s = release[order], cti[order], sync[order]
-    rising = (r[:-1] < r[1:]) | ((r[:-1] == r[1:]) & (
-        (c[:-1] < c[1:]) | ((c[:-1] == c[1:]) & (s[:-1] <= s[1:]))))
-    return order if rising.all() else None
+    return order if _in_release_order(release[order], cti[order]) else None
+
+
+def _in_release_order(release: np.ndarray, cti: np.ndarray) -> bool:
+    """Whether rows ordered by sync time (``_by_sync``) are in release order: releases that
+    never fall, and no event after a CTI of the same release. (Rows of one release and kind
+    then come by sync time, as sorted: the rest of ``ordered``'s order holds.)"""
+    step = np.diff(release)
+    if not (step >= 0).all():
+        return False
+    return not ((step == 0) & cti[:-1] & ~cti[1:]).any()
 
 
 def _sort_ties(rows: pa.Table, order: np.ndarray, tied: np.ndarray) -> None:
