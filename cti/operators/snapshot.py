@@ -115,8 +115,7 @@ class _Cut:
     keys: np.ndarray
     i_lo: np.ndarray  # each row's first boundary (its ``lo``)
     i_end: np.ndarray  # each row's end's boundary
-    i_hi: np.ndarray  # each row's last boundary at or before min(end, c)
-    floor: np.ndarray  # each row's key's last boundary at or before c
+    floors: np.ndarray  # each key's last boundary at or before c (-1: none)
     time: np.ndarray  # each boundary's time
     bound_key: np.ndarray  # each boundary's key (code)
     known_end: np.ndarray  # a point's or interval's end lies on the boundary
@@ -244,13 +243,12 @@ def _cut(held: pd.DataFrame, table: KeyTable, c: int) -> _Cut:
     # each key's last boundary at or before c: its first one, plus how many it has by c, - 1
     first_of_key = np.cumsum(per_key) - per_key
     by_c = np.bincount(b_key[time <= c], minlength=len(keys))
-    floor_at = (first_of_key + by_c - 1)[key_codes]
+    floors = np.where(by_c > 0, first_of_key + by_c - 1, -1)
     known_end = np.zeros(len(time), bool)
     known_end[i_end[held["known"].to_numpy()[at]]] = True
     n = len(time)
     cover = np.cumsum(np.bincount(i_lo, minlength=n) - np.bincount(i_end, minlength=n))
-    return _Cut(at, key_codes, keys, i_lo, i_end, np.where(end <= c, i_end, floor_at),
-                time[floor_at], time, b_key, known_end, cover,
+    return _Cut(at, key_codes, keys, i_lo, i_end, floors, time, b_key, known_end, cover,
                 _holding(cover, b_key, by_time))
 
 
@@ -272,10 +270,11 @@ def _members(held: pd.DataFrame, cut: _Cut) -> pd.DataFrame:
 
 def _emit(node: plan.SnapshotWindow, held: pd.DataFrame, cut: _Cut, c: int,
           group_field: str | None) -> pd.DataFrame:
-    """The results of the windows the CTI completed (every row's windows up to ``i_hi``):
-    summed along the windows where the aggregates only add, else member by member."""
+    """The results of the windows the CTI completed (every row's windows up to its last
+    boundary at or before its end and ``c``): summed along the windows where the aggregates
+    only add, else member by member."""
     # The windows emitted now: those that end by the CTI (each key's last boundary at or
-    # before it is the last ``i_hi`` of its rows), by start: the results the engine releases
+    # before it is the last of its rows' windows), by start: the results the engine releases
     # now come first, and they come near the output's order, so the rows released are one
     # slice and the output's take reads on.
     done = cut.windows[cut.time[cut.windows + 1] <= c]
@@ -293,8 +292,10 @@ def _emit(node: plan.SnapshotWindow, held: pd.DataFrame, cut: _Cut, c: int,
         node, ev, lo, cut.i_end, done, pd.Categorical.from_codes(cut.bound_key, cut.keys),
         group_field, cut.cover)
     if got is None:
-        hi = np.where(cut.time[cut.i_hi] == MAX_TIME, cut.i_hi - 1, cut.i_hi) if point \
-            else cut.i_hi
+        hi = np.where(held["end"].to_numpy()[cut.at] <= c, cut.i_end,
+                      cut.floors[cut.key_codes])
+        if point:
+            hi = np.where(cut.time[hi] == MAX_TIME, hi - 1, hi)
         rows, ks = window_members.expand(lo, hi)
         members = ev if len(ev.columns) else _members(held, cut)  # (counts: not made yet)
         got = window_members.aggregated(node, members, rows, ks,
@@ -336,13 +337,16 @@ def _purge(state: SnapshotState, cut: _Cut, c: int) -> None:
     if c == MAX_TIME:
         state.held, state.open, state.keys = _no_rows(), {}, KeyTable()
         return
-    lo = held["lo"].to_numpy().copy()
-    lo[cut.at] = np.maximum(lo[cut.at], cut.floor)
     keep = held["end"].to_numpy() > c
     kept = frame.rows_where(held, keep)  # (columns shared, or taken one by one)
     kept.index = pd.RangeIndex(len(kept))
-    kept["lo"] = lo[keep]  # (a new column: the shared one is not written)
-    kept["code"] = state.keys.compacted(kept["code"].to_numpy())
+    # (a row the cut did not take has its lo at or after c, past its key's last boundary)
+    floor, has = np.full(len(cut.floors), MIN_TIME), cut.floors >= 0
+    floor[has] = cut.time[cut.floors[has]]
+    codes = kept["code"].to_numpy()
+    # (new columns: the shared ones are not written)
+    kept["lo"] = np.maximum(kept["lo"].to_numpy(), floor[codes])
+    kept["code"] = state.keys.compacted(codes)
     state.held = kept
 
 
