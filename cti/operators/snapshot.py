@@ -122,6 +122,7 @@ class _Cut:
     cover: np.ndarray  # how many rows hold the window from each boundary to the next
     windows: np.ndarray  # the windows that hold events (by number: the window from a
     # boundary to the next of its key), by start time
+    ends: np.ndarray  # each of ``windows``' end (the time of the boundary after it)
 
 
 def _reads_payloads(node: plan.SnapshotWindow) -> bool:
@@ -249,15 +250,17 @@ def _cut(held: pd.DataFrame, table: KeyTable, c: int) -> _Cut:
     n = len(time)
     cover = np.cumsum(np.bincount(i_lo, minlength=n) - np.bincount(i_end, minlength=n))
     return _Cut(at, key_codes, keys, i_lo, i_end, floors, time, b_key, known_end, cover,
-                _holding(cover, b_key, by_time))
+                *_holding(cover, b_key, by_time, time))
 
 
-def _holding(cover: np.ndarray, b_key: np.ndarray, by_time: np.ndarray) -> np.ndarray:
+def _holding(cover: np.ndarray, b_key: np.ndarray, by_time: np.ndarray, time: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray]:
     """The windows that hold events (from boundary ``i`` to ``i + 1`` of the same key, that
-    ``cover`` rows hold), in the order of ``by_time``."""
+    ``cover`` rows hold), in the order of ``by_time``, and their ends."""
     held = np.zeros(len(b_key), bool)
     held[:-1] = (b_key[:-1] == b_key[1:]) & (cover[:-1] > 0)
-    return by_time[held[by_time]]
+    windows = by_time[held[by_time]]
+    return windows, time[windows + 1]
 
 
 def _members(held: pd.DataFrame, cut: _Cut) -> pd.DataFrame:
@@ -277,10 +280,10 @@ def _emit(node: plan.SnapshotWindow, held: pd.DataFrame, cut: _Cut, c: int,
     # before it is the last of its rows' windows), by start: the results the engine releases
     # now come first, and they come near the output's order, so the rows released are one
     # slice and the output's take reads on.
-    done = cut.windows[cut.time[cut.windows + 1] <= c]
     point = node.output_policy is plan.WindowOutputPolicy.POINT_ALIGN_TO_WINDOW_END
-    if point:  # (a window that ends at MAX_TIME has no point after it)
-        done = done[cut.time[done + 1] < MAX_TIME]
+    # (a window that ends at MAX_TIME has no point after it)
+    ending = (cut.ends <= c) & (cut.ends < MAX_TIME) if point else cut.ends <= c
+    done = cut.windows[ending]
     if not len(done):
         return frame.empty()
     # (counts read no column of a row: a frame of none, the rows' columns made only for
@@ -302,7 +305,8 @@ def _emit(node: plan.SnapshotWindow, held: pd.DataFrame, cut: _Cut, c: int,
                                         cut.keys[cut.bound_key], group_field,
                                         (cut.time, np.append(cut.time[1:], MAX_TIME)))
     kk, key_of, payloads = got
-    starts, ends = cut.time[kk], cut.time[kk + 1]
+    # (the windows emitted, as given: their ends found already)
+    starts, ends = cut.time[kk], cut.ends[ending] if kk is done else cut.time[kk + 1]
     # (right under a group_by, whose ungrouping leaves every key empty: empty already)
     key_of = frame.filled(len(kk), "") if group_field is not None else np.asarray(key_of,
                                                                                  object)
@@ -317,15 +321,14 @@ def _out_ctis(cut: _Cut, ctis: list[int], tags: list[int], after: int
     the earliest window that holds events, starts before c and ends after c (at c, where
     what ends there is an edge end or nothing but starts: not certain at c); with their
     tags."""
-    held = cut.windows
-    b = cut.time[held]
-    q = cut.time[held + 1]
-    q = np.where(cut.known_end[held + 1], q, np.minimum(q, MAX_TIME - 1) + 1)
-    reach = np.maximum.accumulate(q) if len(q) else q
+    held, q = cut.windows, cut.ends
+    # (past the end where what ends there is not certain at it, but not past MAX_TIME)
+    reach = np.maximum.accumulate(q + (~cut.known_end[held + 1] & (q < MAX_TIME))) if len(
+        q) else q
     cs = np.asarray(ctis, np.int64)
     j = np.searchsorted(reach, cs, side="right")
-    first = b[np.minimum(j, len(b) - 1)] if len(b) else cs
-    got = np.where((j < len(b)) & (first < cs), first, cs)
+    first = cut.time[held[np.minimum(j, len(held) - 1)]] if len(held) else cs
+    got = np.where((j < len(held)) & (first < cs), first, cs)
     return frame.rising((MAX_TIME if c == MAX_TIME else t
                          for c, t in zip(ctis, got.tolist(), strict=True)), tags, after)
 
