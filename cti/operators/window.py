@@ -396,7 +396,7 @@ def _distinct_texts(columns: dict[str, Numbers], group_field: str | None,
     if group_field is not None:
         if not isinstance(keys, pd.Categorical) or keys.codes.min() < 0:
             return None
-        digits.append((keys.codes.astype(np.int64), 0, len(keys.categories)))
+        digits.append((keys.codes, 0, len(keys.categories)))  # (made int64 below)
     for c in columns.values():
         least = int(c.ints.min())
         digits.append((c.ints, least, int(c.ints.max()) - least + 1))
