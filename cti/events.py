@@ -220,6 +220,13 @@ SHAPE_KINDS: dict[EventShape, frozenset[str]] = {
 EVENT_KINDS: frozenset[str] = frozenset().union(*SHAPE_KINDS.values())
 
 
+def one_kind(shape: EventShape | None) -> str | None:
+    """The kind of every event of a stream of ``shape`` where there is one (points',
+    intervals'); None for edges (two kinds) and mixed streams (``shape`` None)."""
+    kinds = SHAPE_KINDS.get(shape, frozenset()) if shape is not None else frozenset()
+    return next(iter(kinds)) if len(kinds) == 1 else None
+
+
 def wrong_shape(kind: str, shape: EventShape) -> str:
     """The rule an event of ``kind`` breaks on a stream of ``shape`` (bad input)."""
     def a(noun: str) -> str:

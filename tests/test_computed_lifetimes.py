@@ -11,7 +11,7 @@ from typing import Any
 
 import operator_reference as ref
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from operator_reference import Life
 from test_operator_properties import (
@@ -197,3 +197,24 @@ def run_local_items(query: Any) -> list[Any]:
     from cti.runtime.local import LocalRuntime
 
     return query.run(LocalRuntime()).items("output")
+
+
+@settings(max_examples=200, deadline=None)
+@given(starts=st.lists(st.one_of(st.integers(-(2**63), MAX_TIME - 1),
+                                 st.integers(MAX_TIME - 50, MAX_TIME - 1),
+                                 st.integers(-50, 50)), min_size=1, max_size=12),
+       duration=st.one_of(st.integers(0, 60), st.integers(0, MAX_TIME),
+                          st.just(MAX_TIME), st.just(MAX_TIME - 1)))
+@example(starts=[MAX_TIME - 5], duration=5)  # (the first end that saturates)
+@example(starts=[MAX_TIME - 6, 0], duration=5)  # (the last that does not)
+def test_ends_of_one_duration_saturate_below_max_time(starts, duration):
+    """``start + duration``, an end at most ``MAX_TIME - 1``; a duration of ``MAX_TIME`` ends
+    there, whichever way the ends are worked out (one duration with no end near ``MAX_TIME``:
+    a plain sum)."""
+    import numpy as np
+
+    from cti.operators import durations
+
+    got = durations.ends(np.asarray(starts, np.int64), duration).tolist()
+    assert got == [MAX_TIME - 1 if duration == MAX_TIME else min(s + duration, MAX_TIME - 1)
+                   for s in starts]

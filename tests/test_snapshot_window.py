@@ -249,3 +249,50 @@ def test_mistakes_fail_loudly(build: Callable[[Any], Any], message: str):
     s = props.one_stream([PointEvent(1, {"v": 1})])
     with pytest.raises((InvalidSettingsError, UnknownFieldError), match=message):
         build(s)
+
+
+def test_each_window_once_where_another_keys_endpoint_lies_between_a_keys_equal_ones():
+    """Key a's two starts at 2 lie apart when the endpoints are sorted by time (key b's start
+    at 2 comes between them): the windows are still found once each, by start time."""
+    import numpy as np
+
+    from cti.forms import frame
+    from cti.operators import snapshot
+
+    held = frame.framed({"id": np.arange(3), "code": np.array([0, 1, 0]),
+                         "start": np.array([2, 2, 2]), "lo": np.array([2, 2, 2]),
+                         "end": np.array([6, 6, 4]), "known": np.ones(3, bool),
+                         "payload": frame.filled(3, None)})
+    cut = snapshot._cut(held, snapshot.KeyTable(["a", "b"], {"a": 0, "b": 1}), 10)
+    assert [(cut.keys[cut.bound_key[w]], cut.time[w], cut.time[w + 1]) for w in cut.windows] \
+        == [("a", 2, 4), ("b", 2, 6), ("a", 4, 6)]
+    items = [IntervalEvent(2, 6, {"k": "a"}), IntervalEvent(2, 6, {"k": "b"}),
+             IntervalEvent(2, 4, {"k": "a"})]
+    s = props.one_stream(items, EventShape.INTERVAL)
+    out = props.run_items(s.group_by("k").apply(lambda g: g.snapshot_window().aggregate(
+        n=agg.count())))
+    assert sorted(ref.lifetimes(out), key=lambda e: (e.start, e.payload["k"])) == [
+        Life(2, 4, {"k": "a", "n": 2}), Life(2, 6, {"k": "b", "n": 1}),
+        Life(4, 6, {"k": "a", "n": 1})]
+
+
+def test_the_key_table_holds_the_keys_held_not_every_key_seen():
+    """A key whose events have all left is dropped from the table once such keys are most of
+    it, so a stream of ever new keys does not grow the state."""
+    import numpy as np
+
+    from cti.forms import frame
+    from cti.forms.frame import Chunk
+    from cti.operators import snapshot
+
+    node = props.one_stream([], EventShape.INTERVAL).snapshot_window().aggregate(
+        n=agg.count()).node
+    state = snapshot.SnapshotState()
+    sizes = []
+    for i in range(300):
+        ev = frame.make(["interval"], np.array([10 * i]), np.array([10 * i + 1]), ['{}'],
+                        [f'["k{i}"]'])
+        out = snapshot.snapshot(node, Chunk(ev, [10 * i + 5]), state)
+        assert out.events["start"].tolist() == [10 * i]
+        sizes.append(len(state.keys.keys))
+    assert max(sizes) <= 64, max(sizes)

@@ -40,6 +40,9 @@ def duration_of(value: Any, operator: str) -> Any:
 def ends(starts: np.ndarray, duration: int | np.ndarray) -> np.ndarray:
     """``start + duration`` per event, saturating just below ``MAX_TIME`` (an end is finite);
     a duration of ``MAX_TIME`` ends there (forever)."""
+    if np.ndim(duration) == 0 and len(starts) and 0 <= int(duration) < MAX_TIME and \
+            int(starts.max()) <= MAX_TIME - 1 - int(duration):
+        return starts + int(duration)  # (one duration, no end near MAX_TIME: none saturates)
     d = np.broadcast_to(np.asarray(duration, np.int64), starts.shape)
     room = np.where(starts >= 0, (MAX_TIME - 1) - np.maximum(starts, 0), MAX_TIME - 1)
     out = starts + np.minimum(d, room)  # (no overflow: d <= room where starts >= 0)

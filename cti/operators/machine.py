@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from cti.errors import NullKeyError
+from cti.events import one_kind
 from cti.forms import frame
 from cti.forms.frame import Chunk
 from cti.forms.rows import payload_from_json, payload_to_json
@@ -160,7 +161,8 @@ class QueryMachine:
                 self.state["cti"] = ctis[-1]
             return _with_release(frame.empty(), np.empty(0, np.int64)), ctis
         self.state["cti"] = ctis[-1]
-        sync = frame.sync(buffer)
+        # (a stream of points or intervals has no edge end: each row's sync time its start)
+        sync = buffer["start"].to_numpy() if one_kind(self.root.shape) else frame.sync(buffer)
         at = np.searchsorted(np.asarray(ctis, dtype=np.int64), sync, side="right")
         ready = at < len(ctis)
         # (the rows held are copied, as an operator's output may be a frame it goes on using;

@@ -24,20 +24,22 @@ from cti.forms.rows import payload_to_json
 OutputRow = tuple[int, str, int, int, str | None]
 
 
-def step_table(events: pd.DataFrame, ctis: Sequence[int]) -> pa.Table:
+def step_table(events: pd.DataFrame, ctis: Sequence[int], kind: str | None = None
+               ) -> pa.Table:
     """A step's released events (with ``release``) and its new output CTIs as output rows
     (``OUTPUT_ARROW``): the events, then one row per CTI (kind ``cti``, start = end =
-    release)."""
-    m = len(ctis)
-    c = np.asarray(ctis, np.int64)
-    return pa.table({
-        "release": np.concatenate([events["release"].to_numpy(np.int64), c]),
-        "kind": pa.concat_arrays([_kind_texts(events["kind"].to_numpy(object)),
-                                  pa.repeat(pa.scalar("cti"), m)]),
-        "start": np.concatenate([events["start"].to_numpy(np.int64), c]),
-        "end": np.concatenate([events["end"].to_numpy(np.int64), c]),
-        "payload": pa.concat_arrays([arrow_texts(events["payload"]), pa.nulls(m, pa.string())]),
-    }, schema=OUTPUT_ARROW)
+    release); in two chunks, the events' columns not copied. ``kind``: every event's, where
+    the stream's shape says (``events.one_kind``; None: read from the rows)."""
+    c = pa.array(np.asarray(ctis, np.int64))
+    kinds = _kind_texts(events["kind"].to_numpy(object)) if kind is None else pa.repeat(
+        pa.scalar(kind, pa.string()), len(events))
+    return pa.Table.from_batches([
+        pa.record_batch([pa.array(events["release"].to_numpy(np.int64)), kinds,
+                         pa.array(events["start"].to_numpy(np.int64)),
+                         pa.array(events["end"].to_numpy(np.int64)),
+                         arrow_texts(events["payload"])], schema=OUTPUT_ARROW),
+        pa.record_batch([c, pa.repeat(pa.scalar("cti"), len(c)), c, c,
+                         pa.nulls(len(c), pa.string())], schema=OUTPUT_ARROW)])
 
 
 def _kind_texts(kinds: np.ndarray) -> pa.Array:
@@ -72,17 +74,18 @@ def _rows_table(rows: pd.DataFrame) -> pa.Table:
 
 def ordered_table(rows: pa.Table) -> pa.Table:
     """``ordered`` of output rows as an Arrow table (in one chunk: Arrow sorts a table of
-    several at half the speed)."""
+    several at half the speed, and takes from one faster)."""
     rows = rows.combine_chunks()
     return rows.take(_order(rows))
 
 
-def _order(rows: pa.Table) -> np.ndarray:
+def _order(rows: pa.Table, edges: bool = True) -> np.ndarray:
     """The row order of ``ordered``: Arrow's stable sort by ``_sort_keys``, or the same order
     found faster where the rows come in release order when sorted by sync time
     (``_by_sync``), unless most rows tie on sync time (a window's results, which share their
-    window's): those would be copied and sorted by Arrow all the same."""
-    order = _by_sync(rows, MOST_TIED)
+    window's): those would be copied and sorted by Arrow all the same. ``edges``: whether
+    the rows may hold edge ends (not where the stream's shape is points' or intervals')."""
+    order = _by_sync(rows, MOST_TIED, edges)
     if order is not None:
         return order
     keys = _sort_keys(rows)
@@ -112,7 +115,8 @@ def _sort_keys(rows: pa.Table) -> pa.Table:
 MOST_TIED = 0.5  # the share of rows tied on sync time above which ``_order`` sorts by Arrow
 
 
-def _by_sync(rows: pa.Table, most_tied: float = 1.0) -> np.ndarray | None:
+def _by_sync(rows: pa.Table, most_tied: float = 1.0, edges: bool = True
+             ) -> np.ndarray | None:
     """``_order`` by one stable sort of each row's sync time (a CTI's: its release, ahead of
     events that start there), where that puts the rows in release order; rows of equal sync
     then sorted among themselves by all the keys (``_sort_ties``). A stable sort has one
@@ -123,10 +127,9 @@ def _by_sync(rows: pa.Table, most_tied: float = 1.0) -> np.ndarray | None:
         return None
     kind = rows.column("kind")
     cti = pc.equal(kind, "cti").to_numpy(zero_copy_only=False)
-    ends = pc.equal(kind, "edge_end").to_numpy(zero_copy_only=False)
+    ends = pc.equal(kind, "edge_end").to_numpy(zero_copy_only=False) if edges else None
     release, start, end = (rows.column(c).to_numpy() for c in ("release", "start", "end"))
-    sync = np.where(cti, 0, np.where(ends, end, start))
-    first = np.where(cti, release, sync)
+    first = np.where(cti, release, start if ends is None else np.where(ends, end, start))
     order = frame.stable_order(first)
     ranked = first[order]
     tied = ranked[1:] == ranked[:-1]
@@ -134,10 +137,17 @@ def _by_sync(rows: pa.Table, most_tied: float = 1.0) -> np.ndarray | None:
         return None
     if tied.any():
         _sort_ties(rows, order, tied)
-    r, c, s = release[order], cti[order], sync[order]
-    rising = (r[:-1] < r[1:]) | ((r[:-1] == r[1:]) & (
-        (c[:-1] < c[1:]) | ((c[:-1] == c[1:]) & (s[:-1] <= s[1:]))))
-    return order if rising.all() else None
+    return order if _in_release_order(release[order], cti[order]) else None
+
+
+def _in_release_order(release: np.ndarray, cti: np.ndarray) -> bool:
+    """Whether rows ordered by sync time (``_by_sync``) are in release order: releases that
+    never fall, and no event after a CTI of the same release. (Rows of one release and kind
+    then come by sync time, as sorted: the rest of ``ordered``'s order holds.)"""
+    step = np.diff(release)
+    if not (step >= 0).all():
+        return False
+    return not ((step == 0) & cti[:-1] & ~cti[1:]).any()
 
 
 def _sort_ties(rows: pa.Table, order: np.ndarray, tied: np.ndarray) -> None:
@@ -148,7 +158,9 @@ def _sort_ties(rows: pa.Table, order: np.ndarray, tied: np.ndarray) -> None:
     at[1:] |= tied
     at = np.flatnonzero(at)
     sub = _sort_keys(rows.take(order[at]))
-    sub = sub.add_column(0, "run", pa.array(np.cumsum(np.concatenate([[True], ~tied]))[at]))
+    # (each run numbered: a row of ``at`` starts one unless it follows a row it ties with)
+    joined = (at[1:] == at[:-1] + 1) & tied[at[:-1]]
+    sub = sub.add_column(0, "run", pa.array(np.cumsum(np.concatenate([[True], ~joined]))))
     within = pc.sort_indices(sub, sort_keys=[(c, "ascending") for c in sub.column_names])
     order[at] = order[at][within.to_numpy()]
 
@@ -188,16 +200,17 @@ def items_of_rows(rows: Iterable[OutputRow]) -> list[StreamItem]:
 
 
 def deliver(adapter: Any, rows: pd.DataFrame | pa.Table, batch_id: int,
-            partition: int | None = None) -> None:
+            partition: int | None = None, edges: bool = True) -> None:
     """One batch of a query's output rows (an Arrow table or a frame), in output order, to an
     output adapter: as an Arrow table (kind, start, end, payload) to an adapter with
     ``write_table``, as a pandas frame of them to one with ``write_frame``, else as items;
     ``partition``: the part of the batch they are, for a partitioned adapter
-    (``cti.adapters.OutputAdapter``), else None (the whole batch)."""
+    (``cti.adapters.OutputAdapter``), else None (the whole batch); ``edges``: as
+    ``_order``'s."""
     if not len(rows):
         return
     table = (rows if isinstance(rows, pa.Table) else _rows_table(rows)).combine_chunks()
-    table = table.select(ROWS_ARROW.names).take(_order(table))
+    table = table.select(ROWS_ARROW.names).take(_order(table, edges))
     where = {} if partition is None else {"partition": partition}
     if hasattr(adapter, "write_table"):
         adapter.write_table(table, batch_id, **where)

@@ -32,7 +32,7 @@ import attrs
 import numpy as np
 import pandas as pd
 
-from cti.events import EventShape
+from cti.events import EventShape, one_kind
 from cti.forms import frame
 from cti.forms.edges import close_edge, open_edge
 from cti.forms.frame import Chunk
@@ -45,16 +45,53 @@ from cti.time import MAX_TIME, MIN_TIME
 
 
 def _no_rows() -> pd.DataFrame:
-    return frame.framed({"id": np.empty(0, np.int64), "key": np.empty(0, object),
+    return frame.framed({"id": np.empty(0, np.int64), "code": np.empty(0, np.int64),
                          "start": np.empty(0, np.int64), "lo": np.empty(0, np.int64),
                          "end": np.empty(0, np.int64), "known": np.empty(0, bool),
                          "payload": np.empty(0, object)})
 
 
 @attrs.define
+class KeyTable:
+    """The keys of the held rows, each with a code (its place in ``keys``) that lasts from
+    step to step: the cut reads the rows' codes, not their key texts hashed afresh."""
+
+    keys: list[Any] = attrs.field(factory=list)
+    code_of: dict[Any, int] = attrs.field(factory=dict)
+
+    def codes(self, codes: np.ndarray, values: Any) -> np.ndarray:
+        """The table's codes of rows given as codes into ``values`` (new keys added)."""
+        used = np.flatnonzero(np.bincount(codes, minlength=len(values)))
+        table = np.zeros(len(values), np.int64)
+        table[used] = [self._code(values[u]) for u in used.tolist()]
+        return table[codes]
+
+    def _code(self, key: Any) -> int:
+        code = self.code_of.get(key)
+        if code is None:
+            code = self.code_of[key] = len(self.keys)
+            self.keys.append(key)
+        return code
+
+    def compacted(self, codes: np.ndarray) -> np.ndarray:
+        """The rows' codes (all the rows held) once keys no row holds leave the table, where
+        they are most of it (so it grows with the keys held, not with every key seen)."""
+        if len(self.keys) <= max(64, 2 * len(codes)):
+            return codes
+        used = np.flatnonzero(np.bincount(codes, minlength=len(self.keys)))
+        if 2 * len(used) > len(self.keys):
+            return codes
+        table = np.zeros(len(self.keys), np.int64)
+        table[used] = np.arange(len(used))
+        self.keys = [self.keys[u] for u in used.tolist()]
+        self.code_of = {k: i for i, k in enumerate(self.keys)}
+        return table[codes]
+
+
+@attrs.define
 class SnapshotState:
     """A snapshot window's state. ``held``: one row per event that reaches past ``cti``
-    (``id``, ``key``, ``start``, ``lo``, ``end``, ``known``,
+    (``id``, ``code``: its key's in ``keys``, ``start``, ``lo``, ``end``, ``known``,
     ``payload``; ``known``: its end was known with its start, a point's or an
     interval's; ``end`` MAX_TIME: an edge still open); ``open``: the open edges' row ids
     (``cti.forms.edges``); ``out_cti``: the latest output CTI."""
@@ -64,6 +101,7 @@ class SnapshotState:
     next_id: int = 0
     held: pd.DataFrame = attrs.field(factory=_no_rows)
     open: dict[Any, list[Any]] = attrs.field(factory=dict)
+    keys: KeyTable = attrs.field(factory=KeyTable)
 
 
 @attrs.frozen
@@ -77,13 +115,14 @@ class _Cut:
     keys: np.ndarray
     i_lo: np.ndarray  # each row's first boundary (its ``lo``)
     i_end: np.ndarray  # each row's end's boundary
-    i_hi: np.ndarray  # each row's last boundary at or before min(end, c)
-    floor: np.ndarray  # each row's key's last boundary at or before c
+    floors: np.ndarray  # each key's last boundary at or before c (-1: none)
     time: np.ndarray  # each boundary's time
     bound_key: np.ndarray  # each boundary's key (code)
-    same_key: np.ndarray  # boundary i and i + 1 belong to the same key
     known_end: np.ndarray  # a point's or interval's end lies on the boundary
-    cover: np.ndarray  # how many rows hold the window [time[i], time[i + 1])
+    cover: np.ndarray  # how many rows hold the window from each boundary to the next
+    windows: np.ndarray  # the windows that hold events (by number: the window from a
+    # boundary to the next of its key), by start time
+    ends: np.ndarray  # each of ``windows``' end (the time of the boundary after it)
 
 
 def _reads_payloads(node: plan.SnapshotWindow) -> bool:
@@ -92,82 +131,136 @@ def _reads_payloads(node: plan.SnapshotWindow) -> bool:
                    for a in node.aggregates.values())
 
 
-def _take_events(state: SnapshotState, chunk: Chunk, payloads: bool = True) -> None:
+def _take_events(state: SnapshotState, chunk: Chunk, payloads: bool = True,
+                 edges: bool = True) -> None:
     """The chunk's events into ``held``; an edge end sets its start's row's end. Without
     ``payloads`` (counts only), and with no edge (whose payload is part of its identity), a
-    payload held as typed columns is not written as text: it stays null."""
+    payload held as typed columns is not written as text: it stays null. Without ``edges``
+    (the input's shape is points' or intervals') the kinds are not read."""
     ev = chunk.raw_events
-    if payloads or np.isin(ev["kind"].to_numpy(), ("edge_start", "edge_end")).any():
-        ev = chunk.events
     if not len(ev):
         return
-    kind = ev["kind"].to_numpy()
-    is_end = kind == "edge_end"
-    new = ev[~is_end] if is_end.any() else ev
-    if len(new):
-        is_start = new["kind"].to_numpy() == "edge_start"
-        ids = state.next_id + np.arange(len(new), dtype=np.int64)
-        state.next_id += len(new)
-        start = new["start"].to_numpy()
-        rows = frame.framed({"id": ids, "key": new["key"].to_numpy(object), "start": start,
-                             "lo": start, "end": np.where(is_start, MAX_TIME,
-                                                          new["end"].to_numpy()),
-                             "known": ~is_start, "payload": new["payload"].to_numpy(object)})
-        for i in np.flatnonzero(is_start).tolist():
-            open_edge(state.open, (int(start[i]), rows["payload"].iat[i], rows["key"].iat[i]),
-                      int(ids[i]))
-        state.held = frame.stack([state.held, rows]) if len(state.held) else rows
+    kind = ev["kind"].to_numpy() if edges else None
+    is_end = kind == "edge_end" if edges else np.zeros(len(ev), bool)
+    is_start = kind == "edge_start" if edges else is_end
+    if payloads or is_end.any() or is_start.any():
+        ev = chunk.events  # (the same rows)
+    new = ~is_end if is_end.any() else None
+    if new is None or new.any():
+        _take_new(state, chunk, ev if new is None else ev[new],
+                  is_start if new is None else is_start[new], new)
     if is_end.any():
-        closed, ends = [], []
-        for s, e, p, key in ev.loc[is_end, ["start", "end", "payload", "key"]].itertuples(
-                index=False):
-            found, rid = close_edge(state.open, (int(s), p, key))
-            if found:
-                closed.append(rid)
-                ends.append(int(e))
-        if closed:
-            held = state.held.copy()
-            end = held["end"].to_numpy().copy()
-            end[np.searchsorted(held["id"].to_numpy(), closed)] = ends
-            held["end"] = end
-            state.held = held
+        _close_edges(state, ev[is_end])
 
 
-def _sorted_by_key_time(codes: np.ndarray, times: np.ndarray) -> np.ndarray:
-    """The order of (key code, time) pairs by key, then time: a stable sort by time, then a
-    stable one by key code (radix sorts: of 32-bit time offsets where they fit, of 16-bit
-    codes where they fit)."""
-    by_time = frame.stable_order(times)
+def _take_new(state: SnapshotState, chunk: Chunk, new: pd.DataFrame, is_start: np.ndarray,
+              at: np.ndarray | None) -> None:
+    """Rows for the chunk's events ``new`` (all but edge ends: the chunk's rows where ``at``
+    holds, or all of them), keyed by the state's key codes."""
+    ids = state.next_id + np.arange(len(new), dtype=np.int64)
+    state.next_id += len(new)
+    start, keys = new["start"].to_numpy(), new["key"].to_numpy(object)
+    codes, values = chunk.keys if chunk.keys is not None else pd.factorize(keys)
+    codes = state.keys.codes(codes if at is None or chunk.keys is None else codes[at], values)
+    rows = frame.framed({"id": ids, "code": codes, "start": start, "lo": start,
+                         "end": np.where(is_start, MAX_TIME, new["end"].to_numpy()),
+                         "known": ~is_start, "payload": new["payload"].to_numpy(object)})
+    for i in np.flatnonzero(is_start).tolist():
+        open_edge(state.open, (int(start[i]), rows["payload"].iat[i], keys[i]), int(ids[i]))
+    state.held = frame.stack([state.held, rows]) if len(state.held) else rows
+
+
+def _close_edges(state: SnapshotState, ends: pd.DataFrame) -> None:
+    """Edge ends: each sets the end of the row of the earliest open start it closes."""
+    closed, times = [], []
+    for s, e, p, key in ends[["start", "end", "payload", "key"]].itertuples(index=False):
+        found, rid = close_edge(state.open, (int(s), p, key))
+        if found:
+            closed.append(rid)
+            times.append(int(e))
+    if closed:
+        held = state.held.copy()
+        end = held["end"].to_numpy().copy()
+        end[np.searchsorted(held["id"].to_numpy(), closed)] = times
+        held["end"] = end
+        state.held = held
+
+
+def _sorted_by_key_time(codes: np.ndarray, times: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The order of (key code, time) pairs by time, and by key, then time: a stable sort by
+    time, then a stable one by key code (radix sorts: of 32-bit time offsets where they fit,
+    of 16-bit codes where they fit)."""
+    by_time = frame.radix_order(times)
     small = np.uint16 if len(codes) and int(codes.max()) < 1 << 16 else np.int64
-    return by_time[np.argsort(codes[by_time].astype(small), kind="stable")]
+    return by_time, by_time[np.argsort(codes[by_time].astype(small), kind="stable")]
 
 
-def _cut(held: pd.DataFrame, c: int) -> _Cut:
-    """The boundaries and windows of the held rows whose ``lo`` is before ``c``."""
+def _bounds_by_time(b_of: np.ndarray, time: np.ndarray) -> np.ndarray:
+    """The boundaries' numbers in time order, from each pair's boundary in time order
+    (``b_of``): each boundary once where its pairs lie together (all but where another key's
+    pair of the same time comes between), else sorted afresh."""
+    first = np.ones(len(b_of), bool)
+    first[1:] = b_of[1:] != b_of[:-1]
+    got = b_of[first]
+    return got if len(got) == len(time) else frame.stable_order(time)
+
+
+def _boundaries(codes: np.ndarray, times: np.ndarray, n_keys: int
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The boundaries of rows with key ``codes`` and endpoints ``times`` (their starts, then
+    their ends): each endpoint's boundary number (the boundaries: the distinct (key, time)
+    pairs, by key, then time), each boundary's time, each key's number of boundaries, and
+    the boundaries' numbers in time order."""
+    pairs = 2 * np.bincount(codes, minlength=n_keys)
+    by_time, order = _sorted_by_key_time(np.concatenate([codes, codes]), times)
+    t_sorted = times[order]
+    new = np.empty(len(times), bool)  # (a boundary starts where the time or the key changes)
+    new[:1] = True
+    np.not_equal(t_sorted[1:], t_sorted[:-1], out=new[1:])
+    firsts = (np.cumsum(pairs) - pairs)[pairs > 0]
+    new[firsts] = True
+    number = np.cumsum(new)
+    b_of = np.empty(len(times), np.int64)
+    b_of[order] = number - 1
+    per_key = np.zeros(n_keys, np.int64)
+    per_key[pairs > 0] = number[firsts + pairs[pairs > 0] - 1] - number[firsts] + 1
+    time = t_sorted[new]
+    return b_of, time, per_key, _bounds_by_time(b_of[by_time], time)
+
+
+def _cut(held: pd.DataFrame, table: KeyTable, c: int) -> _Cut:
+    """The boundaries and windows of the held rows whose ``lo`` is before ``c`` (their keys
+    by their codes in ``table``)."""
     at = np.flatnonzero(held["lo"].to_numpy() < c)
-    key_codes, keys = pd.factorize(held["key"].to_numpy(object)[at])
-    key_codes = key_codes.astype(np.int64)
+    key_codes = held["code"].to_numpy()[at]
+    keys = frame.filled(len(table.keys), None)
+    keys[:] = table.keys
     lo, end = held["lo"].to_numpy()[at], held["end"].to_numpy()[at]
     m = len(at)
-    both_keys, both_times = np.concatenate([key_codes, key_codes]), np.concatenate([lo, end])
-    order = _sorted_by_key_time(both_keys, both_times)
-    k_sorted, t_sorted = both_keys[order], both_times[order]
-    new = np.ones(2 * m, bool)  # (a boundary starts where the key or the time changes)
-    new[1:] = (k_sorted[1:] != k_sorted[:-1]) | (t_sorted[1:] != t_sorted[:-1])
-    b_of = np.empty(2 * m, np.int64)
-    b_of[order] = np.cumsum(new) - 1
+    b_of, time, per_key, by_time = _boundaries(key_codes, np.concatenate([lo, end]),
+                                               len(keys))
     i_lo, i_end = b_of[:m], b_of[m:]
-    time, b_key = t_sorted[new], k_sorted[new]
+    b_key = np.repeat(np.arange(len(keys)), per_key)
     # each key's last boundary at or before c: its first one, plus how many it has by c, - 1
-    first_of_key = np.searchsorted(b_key, np.arange(len(keys)))
+    first_of_key = np.cumsum(per_key) - per_key
     by_c = np.bincount(b_key[time <= c], minlength=len(keys))
-    floor_at = (first_of_key + by_c - 1)[key_codes]
+    floors = np.where(by_c > 0, first_of_key + by_c - 1, -1)
     known_end = np.zeros(len(time), bool)
     known_end[i_end[held["known"].to_numpy()[at]]] = True
-    diff = np.bincount(i_lo, minlength=len(time)) - np.bincount(i_end, minlength=len(time))
-    return _Cut(at, key_codes, keys, i_lo, i_end, np.where(end <= c, i_end, floor_at),
-                time[floor_at], time, b_key, b_key[:-1] == b_key[1:], known_end,
-                np.cumsum(diff))
+    n = len(time)
+    cover = np.cumsum(np.bincount(i_lo, minlength=n) - np.bincount(i_end, minlength=n))
+    return _Cut(at, key_codes, keys, i_lo, i_end, floors, time, b_key, known_end, cover,
+                *_holding(cover, b_key, by_time, time))
+
+
+def _holding(cover: np.ndarray, b_key: np.ndarray, by_time: np.ndarray, time: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """The windows that hold events (from boundary ``i`` to ``i + 1`` of the same key, that
+    ``cover`` rows hold), in the order of ``by_time``, and their ends."""
+    held = np.zeros(len(b_key), bool)
+    held[:-1] = (b_key[:-1] == b_key[1:]) & (cover[:-1] > 0)
+    windows = by_time[held[by_time]]
+    return windows, time[windows + 1]
 
 
 def _members(held: pd.DataFrame, cut: _Cut) -> pd.DataFrame:
@@ -175,43 +268,45 @@ def _members(held: pd.DataFrame, cut: _Cut) -> pd.DataFrame:
     taken = held.iloc[cut.at]
     return frame.make(frame.filled(len(taken), "interval"), taken["start"].to_numpy(),
                       taken["end"].to_numpy(), taken["payload"].to_numpy(object),
-                      taken["key"].to_numpy(object))
+                      cut.keys[cut.key_codes])
 
 
-def _emit(node: plan.SnapshotWindow, held: pd.DataFrame, cut: _Cut,
+def _emit(node: plan.SnapshotWindow, held: pd.DataFrame, cut: _Cut, c: int,
           group_field: str | None) -> pd.DataFrame:
-    """The results of the windows the CTI completed (every row's windows up to ``i_hi``):
-    summed along the windows where the aggregates only add, else member by member."""
-    lo, hi = cut.i_lo, cut.i_hi
-    if node.output_policy is plan.WindowOutputPolicy.POINT_ALIGN_TO_WINDOW_END:
-        # (a window that ends at MAX_TIME has no point after it)
-        hi = np.where(cut.time[hi] == MAX_TIME, hi - 1, hi)
-    if not (hi > lo).any():
+    """The results of the windows the CTI completed (every row's windows up to its last
+    boundary at or before its end and ``c``): summed along the windows where the aggregates
+    only add, else member by member."""
+    # The windows emitted now: those that end by the CTI (each key's last boundary at or
+    # before it is the last of its rows' windows), by start: the results the engine releases
+    # now come first, and they come near the output's order, so the rows released are one
+    # slice and the output's take reads on.
+    point = node.output_policy is plan.WindowOutputPolicy.POINT_ALIGN_TO_WINDOW_END
+    # (a window that ends at MAX_TIME has no point after it)
+    ending = (cut.ends <= c) & (cut.ends < MAX_TIME) if point else cut.ends <= c
+    done = cut.windows[ending]
+    if not len(done):
         return frame.empty()
     # (counts read no column of a row: a frame of none, the rows' columns made only for
     # another aggregate)
     ev = _members(held, cut) if _reads_payloads(node) else pd.DataFrame(
         index=pd.RangeIndex(len(cut.at)))
-    done = np.zeros(len(cut.time), bool)  # the windows emitted now, by number
-    done[:-1] = cut.same_key & (cut.cover[:-1] > 0)
-    last = np.full(len(cut.time), -1)
-    np.maximum.at(last, cut.bound_key[lo], hi)  # (each key's last window emitted + 1)
-    done &= np.arange(len(cut.time)) < last[cut.bound_key]
-    done = np.flatnonzero(done)
-    # (by start: the results the engine releases now come first, and they come near the
-    # output's order, so the rows released are one slice and the output's take reads on)
-    done = done[frame.stable_order(cut.time[done])]
+    lo = cut.i_lo
     got = window_members.aggregated_by_cover(
         node, ev, lo, cut.i_end, done, pd.Categorical.from_codes(cut.bound_key, cut.keys),
-        group_field)
+        group_field, cut.cover)
     if got is None:
+        hi = np.where(held["end"].to_numpy()[cut.at] <= c, cut.i_end,
+                      cut.floors[cut.key_codes])
+        if point:
+            hi = np.where(cut.time[hi] == MAX_TIME, hi - 1, hi)
         rows, ks = window_members.expand(lo, hi)
         members = ev if len(ev.columns) else _members(held, cut)  # (counts: not made yet)
         got = window_members.aggregated(node, members, rows, ks,
                                         cut.keys[cut.bound_key], group_field,
                                         (cut.time, np.append(cut.time[1:], MAX_TIME)))
     kk, key_of, payloads = got
-    starts, ends = cut.time[kk], cut.time[kk + 1]
+    # (the windows emitted, as given: their ends found already)
+    starts, ends = cut.time[kk], cut.ends[ending] if kk is done else cut.time[kk + 1]
     # (right under a group_by, whose ungrouping leaves every key empty: empty already)
     key_of = frame.filled(len(kk), "") if group_field is not None else np.asarray(key_of,
                                                                                  object)
@@ -226,17 +321,14 @@ def _out_ctis(cut: _Cut, ctis: list[int], tags: list[int], after: int
     the earliest window that holds events, starts before c and ends after c (at c, where
     what ends there is an edge end or nothing but starts: not certain at c); with their
     tags."""
-    held = np.flatnonzero(cut.same_key & (cut.cover[:-1] > 0)) if len(cut.time) else \
-        np.empty(0, np.int64)
-    b = cut.time[held]
-    q = cut.time[held + 1]
-    q = np.where(cut.known_end[held + 1], q, np.minimum(q, MAX_TIME - 1) + 1)
-    order = frame.stable_order(b)
-    b, reach = b[order], np.maximum.accumulate(q[order]) if len(q) else q
+    held, q = cut.windows, cut.ends
+    # (past the end where what ends there is not certain at it, but not past MAX_TIME)
+    reach = np.maximum.accumulate(q + (~cut.known_end[held + 1] & (q < MAX_TIME))) if len(
+        q) else q
     cs = np.asarray(ctis, np.int64)
     j = np.searchsorted(reach, cs, side="right")
-    first = b[np.minimum(j, len(b) - 1)] if len(b) else cs
-    got = np.where((j < len(b)) & (first < cs), first, cs)
+    first = cut.time[held[np.minimum(j, len(held) - 1)]] if len(held) else cs
+    got = np.where((j < len(held)) & (first < cs), first, cs)
     return frame.rising((MAX_TIME if c == MAX_TIME else t
                          for c, t in zip(ctis, got.tolist(), strict=True)), tags, after)
 
@@ -246,14 +338,18 @@ def _purge(state: SnapshotState, cut: _Cut, c: int) -> None:
     boundary at or before ``c``."""
     held = state.held
     if c == MAX_TIME:
-        state.held, state.open = _no_rows(), {}
+        state.held, state.open, state.keys = _no_rows(), {}, KeyTable()
         return
-    lo = held["lo"].to_numpy().copy()
-    lo[cut.at] = np.maximum(lo[cut.at], cut.floor)
     keep = held["end"].to_numpy() > c
     kept = frame.rows_where(held, keep)  # (columns shared, or taken one by one)
     kept.index = pd.RangeIndex(len(kept))
-    kept["lo"] = lo[keep]  # (a new column: the shared one is not written)
+    # (a row the cut did not take has its lo at or after c, past its key's last boundary)
+    floor, has = np.full(len(cut.floors), MIN_TIME), cut.floors >= 0
+    floor[has] = cut.time[cut.floors[has]]
+    codes = kept["code"].to_numpy()
+    # (new columns: the shared ones are not written)
+    kept["lo"] = np.maximum(kept["lo"].to_numpy(), floor[codes])
+    kept["code"] = state.keys.compacted(codes)
     state.held = kept
 
 
@@ -262,12 +358,12 @@ def snapshot(node: plan.SnapshotWindow, chunk: Chunk, state: SnapshotState,
     """One step: take the events; at the chunk's last CTI emit the windows it completes.
     ``group_field``: the window is the whole query of a ``group_by(group_field)``, and its
     payloads carry the group's value (``window_members.aggregated``)."""
-    _take_events(state, chunk, _reads_payloads(node))
+    _take_events(state, chunk, _reads_payloads(node), one_kind(node.source.shape) is None)
     if not chunk.ctis:
         return Chunk(frame.empty(), [])
     c = chunk.ctis[-1]
-    cut = _cut(state.held, c)
-    out = _emit(node, state.held, cut, group_field)
+    cut = _cut(state.held, state.keys, c)
+    out = _emit(node, state.held, cut, c, group_field)
     if node.output_policy is plan.WindowOutputPolicy.CLIP_TO_WINDOW_END:
         ctis, tags = _out_ctis(cut, chunk.ctis, chunk.cti_tags, state.out_cti)
     else:

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from cti.errors import CtiError
-from cti.events import EventShape
+from cti.events import EventShape, one_kind
 from cti.forms import frame
 from cti.forms.edges import close_edge, open_edge
 from cti.forms.frame import Chunk
@@ -112,22 +112,27 @@ def shift(node: plan.ShiftEventTime, chunk: Chunk) -> Chunk:
 
 
 def _as_intervals(chunk: Chunk, start: np.ndarray, duration: Any,
-                  ctis: tuple[list[int], list[int] | None], node: Any = None) -> Chunk:
+                  ctis: tuple[list[int], list[int] | None], node: Any) -> Chunk:
     """Every event but edge ends, as the interval [start, start + duration), with ``ctis``
     and their tags (the payloads and their typed columns unchanged). ``duration``: ticks,
     or a function of each event (``durations``; ``node`` names the operator and stream in
     its errors)."""
     ev = chunk.raw_events
-    keep = ev["kind"].to_numpy() != "edge_end"
-    start = start[keep]
+    # (points or intervals have no edge end: every row kept, its columns as they are)
+    keep = None if one_kind(node.source.shape) else ev["kind"].to_numpy() != "edge_end"
+    if keep is not None and keep.all():
+        keep = None
+    if keep is not None:
+        start = start[keep]
     if callable(duration):
         operator = "alter_event_duration" if isinstance(node, plan.AlterEventDuration) \
             else "alter_event_lifetime"
         duration = durations.durations(duration, operator, node.source.label,
-                                       chunk.events[keep])
+                                       chunk.events if keep is None else chunk.events[keep])
     end = durations.ends(start, duration)
-    return Chunk(frame.make(["interval"] * int(keep.sum()), start, end, ev["payload"][keep],
-                            ev["key"][keep]), ctis[0], chunk.taken(keep), tags=ctis[1])
+    payload, key = (ev[c] if keep is None else ev[c][keep] for c in ("payload", "key"))
+    return Chunk(frame.make(frame.filled(len(start), "interval"), start, end, payload, key),
+                 ctis[0], chunk.columns if keep is None else chunk.taken(keep), tags=ctis[1])
 
 
 def alter_duration(node: plan.AlterEventDuration, chunk: Chunk) -> Chunk:

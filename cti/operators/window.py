@@ -403,15 +403,19 @@ def _distinct_texts(columns: dict[str, Numbers], group_field: str | None,
     if group_field is not None:
         if not isinstance(keys, pd.Categorical) or keys.codes.min() < 0:
             return None
-        digits.append((keys.codes.astype(np.int64), 0, len(keys.categories)))
+        digits.append((keys.codes, 0, len(keys.categories)))  # (made int64 below)
     for c in columns.values():
         least = int(c.ints.min())
         digits.append((c.ints, least, int(c.ints.max()) - least + 1))
     if math.prod(span for _, _, span in digits) > n:
         return None
-    row = np.zeros(n, np.int64)  # (each row's values as one number, a digit per column)
-    for values, least, span in digits:
-        row = row * span + (values - least)
+    # (each row's values as one number, a digit per column; written in place)
+    row = np.subtract(digits[0][0], digits[0][1], dtype=np.int64)
+    for values, least, span in digits[1:]:
+        row *= span
+        row += values
+        if least:
+            row -= least
     present = np.zeros(math.prod(span for _, _, span in digits), bool)
     present[row] = True
     distinct = np.flatnonzero(present)

@@ -91,7 +91,7 @@ _ADDING = ("count", "sum", "avg")  # aggregates whose partials only add
 
 def aggregated_by_cover(node: Any, ev: pd.DataFrame, first: np.ndarray, past: np.ndarray,
                         ks: np.ndarray, key_of_k: np.ndarray | pd.Categorical,
-                        group_field: str | None = None
+                        group_field: str | None = None, members: np.ndarray | None = None
                         ) -> tuple[np.ndarray, np.ndarray | pd.Categorical, Any] | None:
     """``aggregated`` where each row of ``ev`` is a member of the consecutive windows
     ``first .. past - 1`` (numbers ``0 .. len(key_of_k) - 1``), for the windows ``ks`` (each
@@ -101,7 +101,8 @@ def aggregated_by_cover(node: Any, ev: pd.DataFrame, first: np.ndarray, past: np
     windows. None where that does not hold (another aggregate; an infinite or NaN value,
     which does not take away): the caller pairs them (``expand``). ``key_of_k`` may be a
     ``Categorical`` (each key's value text then made once; the keys given back are one
-    too). Counts alone read no column of ``ev``: only how many rows it has."""
+    too). Counts alone read no column of ``ev``: only how many rows it has. ``members``: each
+    window's number of members, where the caller has them (the count's sums)."""
     if not all(isinstance(a, Aggregate) and a.op in _ADDING for a in node.aggregates.values()):
         return None
     each = _row_partials(node, ev)
@@ -110,6 +111,9 @@ def aggregated_by_cover(node: Any, ev: pd.DataFrame, first: np.ndarray, past: np
     n = len(key_of_k) + 1
     sums = {}
     for c, v in each.items():
+        if c == "n" and members is not None:
+            sums[c] = members[ks]
+            continue
         if c == "n":  # (one per row: counted, not added)
             step = np.bincount(first, minlength=n) - np.bincount(past, minlength=n)
         else:

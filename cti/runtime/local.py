@@ -38,7 +38,8 @@ from cti.engine.batch import (
     text_rows,
 )
 from cti.engine.route import routes, stream_reads
-from cti.engine.shard import Shard, ShardOutput, ingress_step
+from cti.engine.shard import Shard, ingress_step
+from cti.events import one_kind
 from cti.forms import frame
 from cti.forms.layout import OUT_COLUMNS, out_rows_from_pandas, out_rows_to_pandas
 from cti.forms.rows import EOS, InRow, OutRow, clock_row, eos_row
@@ -185,7 +186,7 @@ class LocalRuntime:
         groups, refs = query_inputs(query)
         ingress: list[list[pd.DataFrame]] = [[] for _ in groups]
         output: list[pa.Table] = []
-        for done in self.query_steps(query, with_inputs):
+        for done in itertools.chain.from_iterable(self.query_steps(query, with_inputs)):
             if with_inputs:
                 for g, got in done.ingress.items():
                     ingress[g].append(got)
@@ -195,9 +196,10 @@ class LocalRuntime:
         return derived_result(query.name, results, table_rows(pa.concat_tables(output))
                               if output else [])
 
-    def query_steps(self, query: Any, with_inputs: bool = False) -> Iterator[Any]:
-        """Run a query as one shard; yield each step's ``cti.engine.shard.ShardOutput`` (with
-        ``with_inputs``, each input group's ingress rows in full)."""
+    def query_steps(self, query: Any, with_inputs: bool = False) -> Iterator[list[Any]]:
+        """Run a query as one shard; yield each micro-batch's steps'
+        ``cti.engine.shard.ShardOutput`` (with ``with_inputs``, each input group's ingress rows
+        in full): one step, or one per piece of a batch of one stream."""
         groups, refs = query_inputs(query)
         route = routes([query], groups, [refs], 1, with_inputs, keyed=True)[0]
         read = sorted({g for g, _ in refs})
@@ -206,11 +208,11 @@ class LocalRuntime:
         state = shard.new_state()
         if len(read) == 1 and _pieceable(groups[read[0]]):
             # One stream: each micro-batch in pieces, one step each (the same output; a
-            # smaller working set), merged.
+            # smaller working set).
             for pieces in self._input_pieces(groups[read[0]], piece=PIECE_ROWS,
                                              reads=partial(stream_reads, [route], read[0])):
-                yield _merged([shard.step(state, routed_frame(part, read[0]))
-                               for t in pieces for _, part in routed(route, read[0], t)])
+                yield [shard.step(state, routed_frame(part, read[0]))
+                       for t in pieces for _, part in routed(route, read[0], t)]
             return
         runners = [self.input_batches(groups[g], reads=partial(stream_reads, [route], g))
                    for g in read]
@@ -221,14 +223,18 @@ class LocalRuntime:
             rows = [part.append_column("group", pa.array(np.full(part.num_rows, g, np.int32)))
                     for g, t in zip(read, tables, strict=True)
                     if t is not None for _, part in routed(route, g, t)]
-            yield shard.step(state, routed_frame(pa.concat_tables(
-                rows, promote_options="default")))
+            yield [shard.step(state, routed_frame(pa.concat_tables(
+                rows, promote_options="default")))]
 
     def write_query(self, bound: Any) -> None:
         adapter = bound.factory.create(bound.config, bound.stream.shape)
         self.batch_seconds, began = [], time.perf_counter()
-        for batch_id, done in enumerate(self.query_steps(bound.stream)):
-            deliver(adapter, step_table(done.events, done.ctis), batch_id)
+        kind = one_kind(bound.stream.shape)  # (the query's shape checked by the tests' runs)
+        for batch_id, steps in enumerate(self.query_steps(bound.stream)):
+            # (each step's rows as a part of one table: put in order and joined by the delivery)
+            deliver(adapter, pa.concat_tables([step_table(done.events, done.ctis, kind)
+                                               for done in steps]), batch_id,
+                    edges=kind is None)
             now = time.perf_counter()
             self.batch_seconds.append(now - began)
             began = now
@@ -265,17 +271,6 @@ def _pieceable(group: IngressGroup) -> bool:
     without an event-ordering policy (a snapshot per step) or wall clock (ticks)."""
     (spec, *more) = group.specs()
     return not more and spec.ordering is None and spec.arrival_clock == "data"
-
-
-def _merged(outputs: list[ShardOutput]) -> ShardOutput:
-    """Several steps' outputs as one."""
-    if len(outputs) == 1:
-        return outputs[0]
-    return ShardOutput(
-        {g: pd.concat([o.ingress[g] for o in outputs], ignore_index=True)
-         for g in outputs[0].ingress},
-        frame.stack([o.events for o in outputs if len(o.events)] or [outputs[0].events]),
-        [c for o in outputs for c in o.ctis])
 
 
 def _concat(tables: list[pa.Table]) -> pa.Table:
