@@ -381,6 +381,15 @@ def dense_codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return code_of[offsets], used + low
 
 
+def renumbered(codes: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Codes into a table of ``n`` entries renumbered to the entries they use, in the table's
+    order: the new codes, and the places of the used entries in the table."""
+    used = np.flatnonzero(np.bincount(codes, minlength=n))
+    code_of = np.zeros(n, np.int64)
+    code_of[used] = np.arange(len(used))
+    return code_of[codes], used
+
+
 def first_of(codes: np.ndarray, n: int) -> np.ndarray:
     """For each of the ``n`` codes, the first position that has it."""
     first = np.zeros(n, np.int64)

@@ -78,14 +78,12 @@ class KeyTable:
         they are most of it (so it grows with the keys held, not with every key seen)."""
         if len(self.keys) <= max(64, 2 * len(codes)):
             return codes
-        used = np.flatnonzero(np.bincount(codes, minlength=len(self.keys)))
+        kept, used = frame.renumbered(codes, len(self.keys))
         if 2 * len(used) > len(self.keys):
             return codes
-        table = np.zeros(len(self.keys), np.int64)
-        table[used] = np.arange(len(used))
         self.keys = [self.keys[u] for u in used.tolist()]
         self.code_of = {k: i for i, k in enumerate(self.keys)}
-        return table[codes]
+        return kept
 
 
 @attrs.define

@@ -73,11 +73,9 @@ def _sorted(part: pd.DataFrame, keys: np.ndarray) -> Run:
     """A step's partials (one row per (k, key), column ``code``: each row's key in ``keys``,
     texts) as a run sorted by (k, hash), its keys those of ``keys`` it uses, each hashed
     once."""
-    codes = part["code"].to_numpy()
-    used = np.zeros(len(keys), bool)
-    used[codes] = True
-    if not used.all():
-        keys, codes = keys[used], (np.cumsum(used) - 1)[codes]
+    codes, used = frame.renumbered(part["code"].to_numpy(), len(keys))
+    if len(used) < len(keys):
+        keys = keys[used]
     hashes = key_hashes(keys)[codes]
     order = _order(part["k"].to_numpy(), hashes)
     out = _taken(part.drop(columns=["code"]), order)
@@ -236,12 +234,9 @@ class Run:
 def _merged(older: Run, newer: Run) -> Run:
     """Two runs as one, its texts only those its codes name."""
     out, dictionary = _combined([older.rows(), newer.rows()])
-    codes = out["code"].to_numpy()
-    used = np.zeros(len(dictionary), bool)
-    used[codes] = True
-    out["code"] = (np.cumsum(used) - 1)[codes].astype(np.int32)
-    return Run(out, 0, older.weight + newer.weight,
-               texts.of_arrow(dictionary.filter(pa.array(used))))
+    codes, used = frame.renumbered(out["code"].to_numpy(), len(dictionary))
+    out["code"] = codes.astype(np.int32)
+    return Run(out, 0, older.weight + newer.weight, texts.of_arrow(dictionary.take(used)))
 
 
 def _current(run: Run | pd.DataFrame) -> Run:
