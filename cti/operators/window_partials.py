@@ -54,13 +54,18 @@ def grouped(codes: np.ndarray, ks: np.ndarray, n: np.ndarray,
     events, and each measure (``COMBINE``: its prefix, ``:``, the aggregate's name) of its
     rows' values, rows grouped by the codes ``pairs`` (0..m-1, the order of the result's
     rows)."""
-    part = pd.DataFrame({"code": codes, "k": ks.astype(np.int64), "n": n}, copy=False)
-    if measures:
-        combined = pd.DataFrame(measures, copy=False).groupby(pairs, sort=True).agg(
-            {c: COMBINE[c.split(":")[0]] for c in measures})
-        for c in measures:
-            part[c] = combined[c].to_numpy()
-    return part
+    return pd.DataFrame({"code": codes, "k": ks.astype(np.int64), "n": n} | _combined_measures(
+        measures, pairs), copy=False)
+
+
+def _combined_measures(measures: dict[str, np.ndarray], pairs: np.ndarray
+                       ) -> dict[str, np.ndarray]:
+    """Each measure's values combined (``COMBINE``) per pair code (0..m-1, in that order)."""
+    if not measures:
+        return {}
+    combined = pd.DataFrame(measures, copy=False).groupby(pairs, sort=True).agg(
+        {c: COMBINE[c.split(":")[0]] for c in measures})
+    return {c: combined[c].to_numpy() for c in measures}
 
 
 def key_hashes(keys: np.ndarray) -> np.ndarray:
@@ -119,39 +124,47 @@ def _taken(part: pd.DataFrame, rows: np.ndarray) -> pd.DataFrame:
 
 
 Coded = tuple[pd.DataFrame, pa.Array]  # partials with key codes, and the texts they name
+Columns = dict[str, np.ndarray]  # partials' columns (``code``: key codes) as plain arrays
 
 
-def _combined(pieces: list[Coded]) -> Coded:
-    """Runs' rows (each with the key texts its codes name) as one run: rows of the same
-    (k, key) combined, sorted by (k, hash), the codes into the pieces' texts one after the
-    other. Only the sort's columns and each pair's first code are taken in order, not the
-    whole rows; keys are compared as Arrow texts only where a (k, hash) repeats."""
+def _combined(pieces: list[Coded]) -> tuple[Columns, pa.Array]:
+    """Runs' rows (each with the key texts its codes name) as one run's columns: rows of the
+    same (k, key) combined, sorted by (k, hash), the codes into the pieces' texts one after
+    the other. Each column is stacked and put in order as a plain array (no frame of the
+    rows: a take meets twelve runs' heads a micro-batch); keys are compared as Arrow texts
+    only where a (k, hash) repeats, each with the row before it."""
     if len(pieces) == 1:
-        return pieces[0]
+        part, dictionary = pieces[0]
+        return {c: part[c].to_numpy() for c in part.columns}, dictionary
+    rows = _stacked_in_order(pieces)
+    ks, hashes, codes = rows["k"], rows[_HASH], rows["code"]
+    dictionary = pa.concat_arrays([d for _, d in pieces])
+    new = np.ones(len(ks), bool)
+    new[1:] = (ks[1:] != ks[:-1]) | (hashes[1:] != hashes[:-1])
+    if new.all():  # no (k, key) twice
+        return rows, dictionary
+    again = np.flatnonzero(~new)  # (a row whose (k, hash) came before: the same key?)
+    if not _same(dictionary, codes[again], codes[again - 1]):  # two keys, one hash
+        return _regrouped(rows, dictionary), dictionary
+    firsts = np.flatnonzero(new)
+    measures = {c: v for c, v in rows.items() if ":" in c}
+    out = {c: v[firsts] for c, v in rows.items() if c not in measures}
+    out["n"] = np.add.reduceat(rows["n"], firsts)
+    return out | _combined_measures(measures, np.cumsum(new) - 1), dictionary
+
+
+def _stacked_in_order(pieces: list[Coded]) -> Columns:
+    """The pieces' columns one under the other, in (k, hash) order; codes (int64) into the
+    pieces' texts one after the other."""
     frames = [f for f, _ in pieces]
     columns = set().union(*(f.columns for f in frames))  # (the limbs in use may differ)
-    both = frame.stack([exact_sum.with_columns(f, columns) for f in frames])
+    frames = [exact_sum.with_columns(f, columns) for f in frames]
+    stacked = {c: np.concatenate([f[c].to_numpy() for f in frames]) for c in frames[0].columns}
+    order = _order(stacked["k"], stacked[_HASH])
     shift = np.cumsum([0] + [len(d) for _, d in pieces[:-1]])
-    codes = both["code"].to_numpy().astype(np.int64) + np.repeat(shift, [len(f) for f in frames])
-    dictionary = pa.concat_arrays([d for _, d in pieces])
-    order = _order(both["k"].to_numpy(), both[_HASH].to_numpy())
-    ks, hashes, codes = both["k"].to_numpy()[order], both[_HASH].to_numpy()[order], codes[order]
-    new = np.ones(len(both), bool)
-    new[1:] = (ks[1:] != ks[:-1]) | (hashes[1:] != hashes[:-1])
-    firsts = np.flatnonzero(new)
-    if len(firsts) == len(both):  # no (k, key) twice
-        out = _taken(both, order)
-        out["code"] = codes
-        return out, dictionary
-    pairs = np.cumsum(new) - 1
-    again = ~new  # (a row whose (k, hash) came before: the same key?)
-    if not _same(dictionary, codes[again], codes[firsts][pairs[again]]):  # two keys, one hash
-        return _regrouped(_taken(both, order), codes, dictionary), dictionary
-    measures = {c: both[c].to_numpy()[order] for c in both.columns if ":" in c}
-    out = grouped(codes[firsts], ks[firsts], np.bincount(
-        pairs, both["n"].to_numpy()[order]).astype(np.int64), measures, pairs)
-    out[_HASH] = hashes[firsts]
-    return out, dictionary
+    stacked["code"] = stacked["code"].astype(np.int64) + np.repeat(
+        shift, [len(f) for f in frames])
+    return {c: v[order] for c, v in stacked.items()}
 
 
 def _same(dictionary: pa.Array, these: np.ndarray, those: np.ndarray) -> bool:
@@ -159,28 +172,28 @@ def _same(dictionary: pa.Array, these: np.ndarray, those: np.ndarray) -> bool:
     return bool(pc.all(pc.equal(dictionary.take(these), dictionary.take(those))).as_py())
 
 
-def _regrouped(both: pd.DataFrame, codes: np.ndarray, dictionary: pa.Array) -> pd.DataFrame:
-    """``both`` (with ``codes`` into ``dictionary``) grouped by (k, key text), sorted by
-    (k, hash): the exact path where key hashes collide."""
-    ks = both["k"].to_numpy()
+def _regrouped(rows: Columns, dictionary: pa.Array) -> Columns:
+    """``rows`` (codes into ``dictionary``) grouped by (k, key text), sorted by (k, hash):
+    the exact path where key hashes collide."""
+    ks, codes = rows["k"], rows["code"]
     same_key = pd.factorize(texts.objects(dictionary.take(codes)))[0]
     pairs, uniques = pd.factorize(pd.MultiIndex.from_arrays([ks, same_key]))
     first = frame.first_of(pairs, len(uniques))
-    measures = {c: both[c].to_numpy() for c in both.columns if ":" in c}
-    out = grouped(codes[first], ks[first], np.bincount(
-        pairs, both["n"].to_numpy()).astype(np.int64), measures, pairs)
-    out[_HASH] = both[_HASH].to_numpy()[first]
-    return _taken(out, _order(out["k"].to_numpy(), out[_HASH].to_numpy()))
+    measures = {c: v for c, v in rows.items() if ":" in c}
+    out = {c: v[first] for c, v in rows.items() if c not in measures}
+    out["n"] = np.bincount(pairs, rows["n"], len(uniques)).astype(np.int64)
+    out |= _combined_measures(measures, pairs)
+    order = _order(out["k"], out[_HASH])
+    return {c: v[order] for c, v in out.items()}
 
 
-def _with_key_texts(coded: Coded) -> pd.DataFrame:
+def _with_key_texts(coded: tuple[Columns, pa.Array]) -> pd.DataFrame:
     """Partials with codes as partials with their keys (column ``key``): an Arrow text column
     taken from the texts the codes name (no Python string per row; ``to_numpy`` makes them)."""
-    part, dictionary = coded
-    keys = dictionary.take(pa.array(part["code"].to_numpy()))
-    out = part.drop(columns=["code"])
-    out["key"] = pd.Series(pd.arrays.ArrowExtensionArray(keys), index=out.index, copy=False)
-    return out
+    columns, dictionary = coded
+    keys = dictionary.take(pa.array(columns["code"]))
+    return pd.DataFrame({c: v for c, v in columns.items() if c != "code"} | {
+        "key": pd.arrays.ArrowExtensionArray(keys)}, copy=False)
 
 
 def key_texts(part: pd.DataFrame) -> pa.LargeStringArray:
@@ -239,9 +252,10 @@ class Run:
 def _merged(older: Run, newer: Run) -> Run:
     """Two runs as one, its texts only those its codes name."""
     out, dictionary = _combined([older.rows(), newer.rows()])
-    codes, used = frame.renumbered(out["code"].to_numpy(), len(dictionary))
+    codes, used = frame.renumbered(out["code"], len(dictionary))
     out["code"] = codes.astype(np.int32)
-    return Run(out, 0, older.weight + newer.weight, texts.of_arrow(dictionary.take(used)))
+    return Run(pd.DataFrame(out, copy=False), 0, older.weight + newer.weight,
+               texts.of_arrow(dictionary.take(used)))
 
 
 def _current(run: Run | pd.DataFrame) -> Run:
