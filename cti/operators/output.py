@@ -8,7 +8,7 @@ produced (one in-process machine, or Spark shards whose rows meet at the sink).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -89,8 +89,30 @@ def _order(rows: pa.Table, edges: bool = True) -> np.ndarray:
     if order is not None:
         return order
     keys = _sort_keys(rows)
-    return pc.sort_indices(keys, sort_keys=[(c, "ascending") for c in keys.column_names]
-                           ).to_numpy()
+    if any(keys.column(c).null_count for c in _NUMERIC):
+        return pc.sort_indices(keys, sort_keys=[(c, "ascending") for c in keys.column_names]
+                               ).to_numpy()
+    return _by_numbers(keys)
+
+
+_NUMERIC = ("release", "cti", "sync", "rank", "start", "end")  # ``_sort_keys`` but payload
+
+
+def _by_numbers(keys: pa.Table) -> np.ndarray:
+    """The stable order of the sort ``keys`` (``_sort_keys``, no nulls but the payload's): by
+    the numbers in numpy, then each run of rows tied on them by payload in Arrow. A window's
+    results tie on all but the payload: Arrow's sort by all seven took a third longer than
+    by the payload alone."""
+    numbers = [keys.column(c).to_numpy(zero_copy_only=False) for c in _NUMERIC]
+    order = np.lexsort(numbers[::-1])
+    tied = np.ones(max(len(order) - 1, 0), bool)
+    for column in numbers:
+        ranked = column[order]
+        tied &= ranked[1:] == ranked[:-1]
+    if tied.any():
+        payload = keys.column("payload")
+        _sort_ties(lambda at: pa.table({"payload": payload.take(at)}), order, tied)
+    return order
 
 
 def _sort_keys(rows: pa.Table) -> pa.Table:
@@ -136,7 +158,7 @@ def _by_sync(rows: pa.Table, most_tied: float = 1.0, edges: bool = True
     if np.count_nonzero(tied) > most_tied * len(tied):
         return None
     if tied.any():
-        _sort_ties(rows, order, tied)
+        _sort_ties(lambda at: _sort_keys(rows.take(at)), order, tied)
     return order if _in_release_order(release[order], cti[order]) else None
 
 
@@ -150,17 +172,21 @@ def _in_release_order(release: np.ndarray, cti: np.ndarray) -> bool:
     return not ((step == 0) & cti[:-1] & ~cti[1:]).any()
 
 
-def _sort_ties(rows: pa.Table, order: np.ndarray, tied: np.ndarray) -> None:
-    """Rows of equal first key (``tied``: neighbours in ``order`` that are) put in place in
-    ``order`` by Arrow's stable sort of all the keys, each run of them where it lies."""
+def _sort_ties(keys_of: Callable[[np.ndarray], pa.Table], order: np.ndarray,
+               tied: np.ndarray) -> None:
+    """Rows tied on the keys they are in ``order`` by (``tied``: neighbours in ``order`` that
+    are) put in place in ``order`` by Arrow's stable sort of the keys that are left
+    (``keys_of`` the rows at some positions), each run of them where it lies (one run:
+    sorted as it is, with no column numbering the runs)."""
     at = np.zeros(len(order), bool)
     at[:-1] |= tied
     at[1:] |= tied
     at = np.flatnonzero(at)
-    sub = _sort_keys(rows.take(order[at]))
+    sub = keys_of(order[at])
     # (each run numbered: a row of ``at`` starts one unless it follows a row it ties with)
     joined = (at[1:] == at[:-1] + 1) & tied[at[:-1]]
-    sub = sub.add_column(0, "run", pa.array(np.cumsum(np.concatenate([[True], ~joined]))))
+    if not joined.all():
+        sub = sub.add_column(0, "run", pa.array(np.cumsum(np.concatenate([[True], ~joined]))))
     within = pc.sort_indices(sub, sort_keys=[(c, "ascending") for c in sub.column_names])
     order[at] = order[at][within.to_numpy()]
 
