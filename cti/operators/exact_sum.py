@@ -137,5 +137,9 @@ def with_columns(frame: pd.DataFrame, columns: set[str]) -> pd.DataFrame:
     missing = [c for c in columns if c not in frame.columns]
     if not missing:
         return frame
-    return frame.assign(**{c: np.zeros(len(frame), np.float64 if c.endswith("!")
-                                        else np.int64) for c in missing})
+    return frame.assign(**{c: absent(c, len(frame)) for c in missing})
+
+
+def absent(column: str, n: int) -> np.ndarray:
+    """``n`` partials' values of a limb, non-finite or integer sum column they lack: 0."""
+    return np.zeros(n, np.float64 if column.endswith("!") else np.int64)

@@ -123,19 +123,18 @@ def _taken(part: pd.DataFrame, rows: np.ndarray) -> pd.DataFrame:
     return out
 
 
-Coded = tuple[pd.DataFrame, pa.Array]  # partials with key codes, and the texts they name
 Columns = dict[str, np.ndarray]  # partials' columns (``code``: key codes) as plain arrays
+Coded = tuple[Columns, pa.Array]  # partials with key codes, and the texts they name
 
 
-def _combined(pieces: list[Coded]) -> tuple[Columns, pa.Array]:
+def _combined(pieces: list[Coded]) -> Coded:
     """Runs' rows (each with the key texts its codes name) as one run's columns: rows of the
     same (k, key) combined, sorted by (k, hash), the codes into the pieces' texts one after
     the other. Each column is stacked and put in order as a plain array (no frame of the
     rows: a take meets twelve runs' heads a micro-batch); keys are compared as Arrow texts
     only where a (k, hash) repeats, each with the row before it."""
     if len(pieces) == 1:
-        part, dictionary = pieces[0]
-        return {c: part[c].to_numpy() for c in part.columns}, dictionary
+        return pieces[0]
     rows = _stacked_in_order(pieces)
     ks, hashes, codes = rows["k"], rows[_HASH], rows["code"]
     dictionary = pa.concat_arrays([d for _, d in pieces])
@@ -157,13 +156,13 @@ def _stacked_in_order(pieces: list[Coded]) -> Columns:
     """The pieces' columns one under the other, in (k, hash) order; codes (int64) into the
     pieces' texts one after the other."""
     frames = [f for f, _ in pieces]
-    columns = set().union(*(f.columns for f in frames))  # (the limbs in use may differ)
-    frames = [exact_sum.with_columns(f, columns) for f in frames]
-    stacked = {c: np.concatenate([f[c].to_numpy() for f in frames]) for c in frames[0].columns}
+    columns = set().union(*frames)  # (the limbs in use may differ)
+    frames = [_with_columns(f, columns) for f in frames]
+    stacked = {c: np.concatenate([f[c] for f in frames]) for c in frames[0]}
     order = _order(stacked["k"], stacked[_HASH])
     shift = np.cumsum([0] + [len(d) for _, d in pieces[:-1]])
     stacked["code"] = stacked["code"].astype(np.int64) + np.repeat(
-        shift, [len(f) for f in frames])
+        shift, [len(f["k"]) for f in frames])
     return {c: v[order] for c, v in stacked.items()}
 
 
@@ -187,7 +186,14 @@ def _regrouped(rows: Columns, dictionary: pa.Array) -> Columns:
     return {c: v[order] for c, v in out.items()}
 
 
-def _with_key_texts(coded: tuple[Columns, pa.Array]) -> pd.DataFrame:
+def _with_columns(rows: Columns, columns: set[str]) -> Columns:
+    """``rows`` with every column of ``columns`` (``exact_sum.with_columns``: 0 where it
+    lacks one)."""
+    n = len(rows["k"])
+    return rows | {c: exact_sum.absent(c, n) for c in columns if c not in rows}
+
+
+def _with_key_texts(coded: Coded) -> pd.DataFrame:
     """Partials with codes as partials with their keys (column ``key``): an Arrow text column
     taken from the texts the codes name (no Python string per row; ``to_numpy`` makes them)."""
     columns, dictionary = coded
@@ -229,9 +235,10 @@ class Run:
         return len(self.frame) - self.start
 
     def rows(self, end: int | None = None) -> Coded:
-        """Its rows from ``start`` to ``end`` (its end: None), a slice of ``frame``, with the
-        texts their codes name."""
-        return self.frame.iloc[self.start:end], self.keys.arrow()
+        """Its rows from ``start`` to ``end`` (its end: None), slices of ``frame``'s columns,
+        with the texts their codes name."""
+        return {c: self.frame[c].to_numpy()[self.start:end] for c in self.frame.columns
+                }, self.keys.arrow()
 
     def cut(self, done: int | None) -> int:
         """The end of its rows of the windows k <= ``done`` (every window: None)."""
