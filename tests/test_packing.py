@@ -400,3 +400,40 @@ def test_packed_output_rows_are_compact_and_unpacked_as_written_before():
     assert 2 * len(pack_rows(table)) < len(_ipc(table))
     assert unpack_output([pack_rows(table)]).equals(table)
     assert unpack_output([_ipc(table)]).equals(table)
+
+
+def test_a_windows_repeated_payloads_leave_the_query_dictionary_encoded_and_read_as_texts():
+    """A count per key over a snapshot window writes each distinct payload once: its results
+    leave the query machine dictionary-encoded (no text per row) and are packed so for the
+    hold stage; the output rows, and an operator after the window, read them as texts."""
+    from shard_runs import released, run_shards
+
+    from cti import AdvanceTimeSettings, Application, CepStream, EventShape, PointEvent, agg
+    from cti.engine.hold import tagged_table
+    from cti.io.memory import MemoryInputAdapter, MemoryInputAdapterFactory
+    from cti.operators.output import step_table
+    from cti.runtime.spark.packing import _compact
+    from cti.time import ticks
+
+    events = [PointEvent(t * 3 + (t * 7) % 5, {"k": f"k{t % 3}"}) for t in range(300)]
+    stream = CepStream.create("s", MemoryInputAdapterFactory(), events, EventShape.POINT,
+                              AdvanceTimeSettings.unordered_start_time(ticks(60)),
+                              application=Application())
+    counts = stream.alter_event_duration(ticks(40)).group_by("k").apply(
+        lambda g: g.snapshot_window().aggregate(n=agg.count()))
+    adapters = {"s": MemoryInputAdapter(events, EventShape.POINT)}
+    batches = [{"s": [(0, len(events), True)]}]
+    _, outs, _, _ = run_shards(counts, adapters, batches, 1)
+    out = outs[0][0]
+    assert pa.types.is_dictionary(out.events["payload"].dtype.pyarrow_dtype)
+    texts = step_table(out.events, out.ctis).column("payload")
+    assert texts.type == pa.string()
+    assert len(set(texts.to_pylist())) < len(out.events) // 10  # (the texts repeat)
+    tagged = _compact(tagged_table(out.events, out.ctis, out.tags)).column("payload")
+    assert pa.types.is_dictionary(tagged.type)
+    assert tagged.cast(pa.string()).to_pylist()[:len(out.events)] == texts.to_pylist()[
+        :len(out.events)]
+    more = counts.where(lambda p: p["n"] > 1)
+    _, after, _, _ = run_shards(more, adapters, batches, 1)
+    want = [r for r in released(outs[0]) if json.loads(r[4])["n"] > 1]
+    assert released(after[0]) == want and want

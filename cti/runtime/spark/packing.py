@@ -201,7 +201,10 @@ def _narrow(values: np.ndarray) -> np.ndarray:
 
 
 def _repeated(texts: pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
-    """Texts dictionary-encoded where at most half of them are distinct, else as they are."""
+    """Texts dictionary-encoded where at most half of them are distinct (as they come where
+    a window wrote them: ``output.step_table``'s ``encoded``), else as they are."""
+    if pa.types.is_dictionary(texts.type):  # (one dictionary for all the chunks)
+        return texts.unify_dictionaries().combine_chunks()
     encoded = pc.dictionary_encode(texts).combine_chunks()
     return encoded if 2 * len(encoded.dictionary) <= len(texts) else texts
 
