@@ -360,7 +360,8 @@ TIMES = st.sampled_from([-(2**63), 2**63 - 1, 0, 5, -7, 2**31, -(2**31) - 1, 2**
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.lists(st.tuples(TIMES, st.sampled_from(["point", "interval", "edge_end", "cti"]),
+@given(st.lists(st.tuples(TIMES, st.sampled_from(["point", "interval", "edge_end", "edge_start",
+                                                  "cti", "other"]),
                           TIMES, TIMES, st.sampled_from([None, '{"a":1}', '{"a":2}', "{}"])),
                 max_size=30),
        st.integers(1, 3), st.booleans())

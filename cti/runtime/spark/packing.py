@@ -180,11 +180,26 @@ def _compact(rows: pa.Table) -> pa.Table:
     steps, first_start = _steps(start)
     with np.errstate(over="ignore"):  # (modulo 2**64: undone the same way)
         length = _narrow(rows.column("end").to_numpy() - start)
-    kind = pc.dictionary_encode(rows.column("kind")).combine_chunks().cast(_KIND.type)
+    kind = _kind_codes(rows.column("kind"))
     return pa.table([release, kind, steps, length, _repeated(rows.column("payload"))],
                     names=OUTPUT_ARROW.names,
                     metadata={_FIRST + b"release": str(first_release).encode(),
                               _FIRST + b"start": str(first_start).encode()})
+
+
+def _kind_codes(kinds: pa.ChunkedArray) -> pa.Array:
+    """The kinds dictionary-encoded (``_KIND``): over the output's kinds (``_KINDS``), a chunk
+    of one kind (a step's events of one shape, its CTIs) by one comparison a row, not hashed;
+    by a dictionary of their own where one is not an output kind."""
+    codes = []
+    for chunk in kinds.chunks:
+        one = len(chunk) > 0 and pc.all(pc.equal(chunk, chunk[0])).as_py()
+        got = pc.index_in(chunk[:1] if one else chunk, value_set=_KINDS)
+        if got.null_count:
+            return pc.dictionary_encode(kinds).combine_chunks().cast(_KIND.type)
+        got = got.to_numpy().astype(np.int8)
+        codes.append(got.repeat(len(chunk)) if one else got)
+    return pa.DictionaryArray.from_arrays(pa.array(np.concatenate(codes)), _KINDS)
 
 
 def _steps(values: np.ndarray) -> tuple[np.ndarray, int]:
@@ -219,4 +234,5 @@ def _ipc(table: pa.Table) -> bytes:
 _ARROW = ROUTED_ARROW
 _KIND = pa.field("kind", pa.dictionary(pa.int8(), pa.string()), nullable=False)
 _STEP = pa.field("seq_step", pa.int32(), nullable=False)
+_KINDS = pa.array(["point", "interval", "edge_start", "edge_end", "cti"])  # output rows'
 _FIRST = b"cti:first:"  # a compact output table's first value of a column of steps
