@@ -21,3 +21,25 @@ def test_orders_equal_numpys_stable_argsort(values, narrow):
     want = np.argsort(v, kind="stable")
     assert (frame.radix_order(v) == want).all()
     assert (frame.stable_order(v) == want).all()
+
+
+@settings(max_examples=200, deadline=None)
+@given(starts=st.lists(st.integers(0, 12), max_size=40), data=st.data(),
+       constant=st.booleans())
+def test_a_snapshots_endpoints_sort_as_numpys_stable_argsort(starts, data, constant):
+    """The snapshot's endpoints (the rows' starts, then their ends) by time: the same
+    permutation as numpy's stable sort, where the ends come in the starts' order (one
+    duration: ties between rows alike) and where they do not (an edge still open ends at
+    MAX_TIME)."""
+    from cti.operators.snapshot import _endpoints_by_time
+
+    lo = np.asarray(starts, np.int64)
+    if constant:
+        end = lo + 5
+    else:
+        end = lo + np.asarray(data.draw(st.lists(st.sampled_from([1, 2, 7, (1 << 63) - 20]),
+                                                 min_size=len(lo), max_size=len(lo))),
+                              np.int64)
+        end = np.where(end < lo, np.iinfo(np.int64).max, end)
+    times = np.concatenate([lo, end])
+    assert (_endpoints_by_time(times) == np.argsort(times, kind="stable")).all()

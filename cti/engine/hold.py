@@ -134,7 +134,7 @@ def tagged_table(events: Any, ctis: Sequence[int], tags: Sequence[int]) -> pa.Ta
     snapshot window gives them already, so then not copied), and its new CTIs as output rows
     (``output.step_table``), each CTI row's ``end`` its tag. In sync-time order, the rows that
     a combined CTI lets leave are the head of them (``hold_step``)."""
-    table = step_table(events, ctis)
+    table = step_table(events, ctis, encoded=True)  # (a window's texts: packed encoded)
     n = table.num_rows - len(ctis)
     sync = sync_times(table.slice(0, n))
     if n > 1 and (np.diff(sync) < 0).any():

@@ -132,14 +132,30 @@ def _stacked(columns: list[pd.Series]) -> Any:
     return pd.arrays.ArrowExtensionArray(pa.concat_arrays([arrow_texts(c) for c in columns]))
 
 
-def arrow_texts(column: pd.Series) -> pa.Array:
+def arrow_texts(column: pd.Series, encoded: bool = False) -> pa.Array:
     """A text column (payloads) as an Arrow string array: as it is where it is one (the
     payloads a window of built-in aggregates writes: ``json_text.object_texts``), else from
-    its Python strings."""
+    its Python strings. A dictionary-encoded one (a window's repeated texts:
+    ``window._distinct_texts``) written out, unless ``encoded``: then it stays so."""
     if isinstance(column.dtype, pd.ArrowDtype):
         texts = pa.array(column.array)  # (chunked where pandas stacked several)
+        if pa.types.is_dictionary(texts.type) and not encoded:
+            texts = texts.cast(pa.string())
         return texts.combine_chunks() if isinstance(texts, pa.ChunkedArray) else texts
     return pa.array(column.to_numpy(object), pa.string())
+
+
+def plain_texts(events: pd.DataFrame) -> pd.DataFrame:
+    """``events`` with their payloads written out where they come dictionary-encoded
+    (``arrow_texts``), for an operator that reads them; else as they are."""
+    column = events["payload"] if "payload" in events else None
+    if column is None or not isinstance(column.dtype, pd.ArrowDtype) or \
+            not pa.types.is_dictionary(column.dtype.pyarrow_dtype):
+        return events
+    out = events.copy(deep=False)
+    out["payload"] = pd.Series(pd.arrays.ArrowExtensionArray(arrow_texts(column)),
+                               index=events.index, copy=False)
+    return out
 
 
 def stable_order(values: np.ndarray) -> np.ndarray:

@@ -96,7 +96,7 @@ class QueryMachine:
             raise RuntimeError("a group's stream is used outside its group_by(...).apply(...)")
         else:
             unit = unit_of(node)
-            inputs = [self._eval(c, chunks, memo) for c in node.children]
+            inputs = [_texts_written(self._eval(c, chunks, memo)) for c in node.children]
             result = unit.step(node, inputs, state, self)
         memo[id(node)] = result
         return result
@@ -134,6 +134,7 @@ class QueryMachine:
             res["key"] = pd.Series(frame.filled(len(res), ""), index=res.index, copy=False)
             return res
         pays, keys = [], []
+        res = frame.plain_texts(res)
         for k, p in zip(res["key"], res["payload"], strict=True):
             parts = _key_list(k)
             pays.append(payload_to_json({node.key_name: parts[-1], **payload_from_json(p)}))
@@ -147,7 +148,7 @@ class QueryMachine:
         window: ``cti.operators.udo``), its state kept in ``holder["state"]``."""
         if "state" not in holder:
             holder["state"] = _new_node_state(node)
-        return unit_of(node).step(node, inputs, holder["state"], self)
+        return _texts_written(unit_of(node).step(node, inputs, holder["state"], self))
 
     # ---- release --------------------------------------------------------------------------------
 
@@ -170,6 +171,14 @@ class QueryMachine:
         released, self.state["buffer"] = _rows(buffer, ready), _rows(buffer, ~ready).copy()
         release = np.asarray(ctis, dtype=np.int64)[at[ready]]
         return _with_release(released, release), ctis
+
+
+def _texts_written(chunk: Chunk) -> Chunk:
+    """A chunk whose payloads came dictionary-encoded (a window's repeated texts), written
+    out for the operator that reads it: only the query's output keeps them so."""
+    events = frame.plain_texts(chunk.raw_events)
+    return chunk if events is chunk.raw_events else Chunk(
+        events, chunk.ctis, chunk.columns, chunk.keys, chunk.tags)
 
 
 def _null_keys(node: plan.GroupApply, chunk: Chunk, codes: np.ndarray, values: list[Any]

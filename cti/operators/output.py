@@ -24,22 +24,26 @@ from cti.forms.rows import payload_to_json
 OutputRow = tuple[int, str, int, int, str | None]
 
 
-def step_table(events: pd.DataFrame, ctis: Sequence[int], kind: str | None = None
-               ) -> pa.Table:
+def step_table(events: pd.DataFrame, ctis: Sequence[int], kind: str | None = None,
+               encoded: bool = False) -> pa.Table:
     """A step's released events (with ``release``) and its new output CTIs as output rows
     (``OUTPUT_ARROW``): the events, then one row per CTI (kind ``cti``, start = end =
     release); in two chunks, the events' columns not copied. ``kind``: every event's, where
-    the stream's shape says (``events.one_kind``; None: read from the rows)."""
+    the stream's shape says (``events.one_kind``; None: read from the rows). ``encoded``:
+    payloads that come dictionary-encoded stay so (``frame.arrow_texts``; the table then
+    has that payload type), for a packer that keeps them so (``packing.pack_rows``)."""
     c = pa.array(np.asarray(ctis, np.int64))
     kinds = _kind_texts(events["kind"].to_numpy(object)) if kind is None else pa.repeat(
         pa.scalar(kind, pa.string()), len(events))
+    payloads = arrow_texts(events["payload"], encoded)
+    schema = OUTPUT_ARROW if payloads.type == pa.string() else OUTPUT_ARROW.set(
+        4, pa.field("payload", payloads.type))
     return pa.Table.from_batches([
         pa.record_batch([pa.array(events["release"].to_numpy(np.int64)), kinds,
                          pa.array(events["start"].to_numpy(np.int64)),
-                         pa.array(events["end"].to_numpy(np.int64)),
-                         arrow_texts(events["payload"])], schema=OUTPUT_ARROW),
+                         pa.array(events["end"].to_numpy(np.int64)), payloads], schema=schema),
         pa.record_batch([c, pa.repeat(pa.scalar("cti"), len(c)), c, c,
-                         pa.nulls(len(c), pa.string())], schema=OUTPUT_ARROW)])
+                         pa.nulls(len(c), payloads.type)], schema=schema)])
 
 
 def _kind_texts(kinds: np.ndarray) -> pa.Array:

@@ -392,7 +392,9 @@ def _texts(columns: dict[str, Numbers], group_field: str | None,
 
 def _distinct_texts(columns: dict[str, Numbers], group_field: str | None,
                     keys: GroupKeys) -> pa.Array | None:
-    """``_texts`` made once for each distinct row and taken for every row, where every number
+    """``_texts`` made once for each distinct row, each row's its index into them (a
+    dictionary-encoded column: no text copied per row; ``QueryMachine`` writes them out where
+    another operator reads them, the output where it writes them), where every number
     is an integer, the keys (with ``group_field``) a ``Categorical``, and the rows' values
     together span no more numbers than there are rows (a count per key over a few keys:
     thousands of texts for millions of results); None otherwise."""
@@ -429,7 +431,8 @@ def _distinct_texts(columns: dict[str, Numbers], group_field: str | None,
         keys = pd.Categorical.from_codes(parts.pop(0), dtype=keys.dtype)
     ints = {name: Numbers.of_ints(v, np.ones(len(v), bool))
             for name, v in zip(columns, parts, strict=True)}
-    return _texts(ints, group_field, keys).take(pa.array(at))
+    return pa.DictionaryArray.from_arrays(pa.array(at.astype(np.int32)),
+                                          _texts(ints, group_field, keys))
 
 
 def _group_values(keys: GroupKeys) -> pa.Array:
