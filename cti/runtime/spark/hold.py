@@ -61,9 +61,11 @@ class Hold(StatefulProcessor):
     """The hold stage's processor: per (query, slot) key, ``hold.hold_step`` for the slot's
     shard; ``shards``: each query's shard count (0: not held, its rows pass through)."""
 
-    def __init__(self, shards: Sequence[int], output_columns: Sequence[str]) -> None:
+    def __init__(self, shards: Sequence[int], output_columns: Sequence[str],
+                 sink: Any = None) -> None:
         self.shards = list(shards)
         self.columns = list(output_columns)
+        self.sink = sink
 
     def init(self, handle: Any) -> None:
         self.state = handle.getValueState("hold", _STATE)
@@ -95,6 +97,13 @@ class Hold(StatefulProcessor):
         self.state.update((np.asarray(state.levels, np.int64).tobytes(), int(state.cti),
                            pack_rows(state.held) if state.held.num_rows else None))
         out = pa.concat_tables([released, cti_rows(gs)]) if shard == 0 else released
+        if self.sink is not None:
+            from pyspark import TaskContext
+
+            from cti.runtime.spark.operators import write_output
+            if out.num_rows:
+                write_output(self.sink, out, TaskContext.get().partitionId())
+            return None
         blob = pack_rows(out) if out.num_rows else None  # (the sink orders them)
         if blob is None:
             return None
@@ -115,11 +124,11 @@ class Hold(StatefulProcessor):
         pass
 
 
-def hold_stage(frame: DataFrame, routes: Sequence[QueryRoute]) -> DataFrame:
+def hold_stage(frame: DataFrame, routes: Sequence[QueryRoute], sink: Any = None) -> DataFrame:
     """The shards' output rows (``operators.SLOTTED_SCHEMA``) through the hold stage, keyed by
     (query, slot): a ``hold`` row's slot is the one it is sent to, any other row's its shard's
     (it passes through in its shard's partition); out, the rows of ``OUTPUT_SCHEMA``."""
     schema = StructType([f for f in frame.schema.fields if f.name != "slot"])
     shards = [r.shards if r.held else 0 for r in routes]
     return frame.groupBy("query", "slot").transformWithStateInPandas(
-        Hold(shards, schema.fieldNames()), schema, "Append", "None")
+        Hold(shards, schema.fieldNames(), sink), schema, "Append", "None")

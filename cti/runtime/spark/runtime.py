@@ -352,15 +352,15 @@ class SparkRuntime:
             ship_user_functions(q.node)
         routed = routes(queries, groups, refs, self.shard_count, with_inputs)
         held = any(r.held for r in routed)
-        if held or checkpoint is None or self._tasks(checkpoint) != self.shard_count:
+        if checkpoint is None or self._tasks(checkpoint) != self.shard_count:
             sink = None
         frame = apply_queries(self.source_frame(groups, routed, long_running), queries,
-                              groups, refs, with_inputs, routed, self._parts(checkpoint), sink,
-                              slotted=held)
+                              groups, refs, with_inputs, routed, self._parts(checkpoint),
+                              None if held else sink, slotted=held)
         # Ingress metrics in the query's progress, from the shards' metric arrays.
         frame = observe_vectors(frame, groups)
         if held:  # (only a plan that needs it has the hold stage)
-            frame = hold_stage(frame, routed)
+            frame = hold_stage(frame, routed, sink)
         return frame, groups, refs, sink is not None
 
     def run_query(self, query: Any, with_inputs: bool = True) -> RunResult:
