@@ -12,6 +12,10 @@ checkpoint, committed with the micro-batch, so a restart is exactly once); the s
 0 emits the combined CTIs. Its output is the shards' output as before (``OP`` rows with a
 packed blob, ``operators.OUTPUT_SCHEMA``), so every sink reads it as it reads the shards':
 a shard's events stay in the partition of its slot, and no row meets the others in one task.
+Where the query's output adapter is partitioned and every task runs one shard (one slot
+each), the stage writes the released rows to it itself (``sink.write_partition``, as the
+shards do for a query without the stage): they are not packed again, carried out of the
+stage and unpacked by another task's Python worker.
 Every other row (another query's, ingress rows passed on, metrics) passes through as it came,
 in the partition of the shard that made it (each row names its slot: ``SLOTTED_SCHEMA``).
 Only a query plan that needs the stage gets it (``SparkRuntime.query_frame``).
@@ -35,6 +39,7 @@ from cti.engine.route import QueryRoute
 from cti.operators.output import OUTPUT_ARROW
 from cti.runtime.spark.packing import pack_rows, unpack_output
 from cti.runtime.spark.partitioning import shard_slots
+from cti.runtime.spark.sink import Sink, write_partition
 from cti.runtime.spark.worker import settle
 
 HOLD = "hold"  # the role of a shard's rows into the hold stage
@@ -59,10 +64,12 @@ def routed_rows(route: QueryRoute, shard: int, events: pd.DataFrame, ctis: Seque
 
 class Hold(StatefulProcessor):
     """The hold stage's processor: per (query, slot) key, ``hold.hold_step`` for the slot's
-    shard; ``shards``: each query's shard count (0: not held, its rows pass through)."""
+    shard; ``shards``: each query's shard count (0: not held, its rows pass through);
+    ``sink``: the partitioned output adapter it writes the released rows to (one query, one
+    slot per task), else None (they leave as ``OP`` rows)."""
 
     def __init__(self, shards: Sequence[int], output_columns: Sequence[str],
-                 sink: Any = None) -> None:
+                 sink: Sink | None = None) -> None:
         self.shards = list(shards)
         self.columns = list(output_columns)
         self.sink = sink
@@ -98,11 +105,7 @@ class Hold(StatefulProcessor):
                            pack_rows(state.held) if state.held.num_rows else None))
         out = pa.concat_tables([released, cti_rows(gs)]) if shard == 0 else released
         if self.sink is not None:
-            from pyspark import TaskContext
-
-            from cti.runtime.spark.operators import write_output
-            if out.num_rows:
-                write_output(self.sink, out, TaskContext.get().partitionId())
+            write_partition(self.sink, out)
             return None
         blob = pack_rows(out) if out.num_rows else None  # (the sink orders them)
         if blob is None:
@@ -124,10 +127,12 @@ class Hold(StatefulProcessor):
         pass
 
 
-def hold_stage(frame: DataFrame, routes: Sequence[QueryRoute], sink: Any = None) -> DataFrame:
+def hold_stage(frame: DataFrame, routes: Sequence[QueryRoute], sink: Sink | None = None
+               ) -> DataFrame:
     """The shards' output rows (``operators.SLOTTED_SCHEMA``) through the hold stage, keyed by
     (query, slot): a ``hold`` row's slot is the one it is sent to, any other row's its shard's
-    (it passes through in its shard's partition); out, the rows of ``OUTPUT_SCHEMA``."""
+    (it passes through in its shard's partition); out, the rows of ``OUTPUT_SCHEMA``
+    (with ``sink``, those of the held queries' output written to it instead)."""
     schema = StructType([f for f in frame.schema.fields if f.name != "slot"])
     shards = [r.shards if r.held else 0 for r in routes]
     return frame.groupBy("query", "slot").transformWithStateInPandas(
