@@ -31,7 +31,8 @@ from bench.queries import cti_query  # noqa: E402
 from cti.io.memory import MemoryInputAdapter, MemoryInputAdapterFactory  # noqa: E402
 from cti.operators.output import deliver  # noqa: E402
 from cti.runtime.spark import hold as hold_module  # noqa: E402
-from cti.runtime.spark.hold import Hold, routed_rows  # noqa: E402
+from cti.runtime.spark.hold import routed_rows  # noqa: E402
+from cti.runtime.spark.hold_processor import Hold  # noqa: E402
 from cti.runtime.spark.operators import OUTPUT_SCHEMA, _held  # noqa: E402
 from cti.runtime.spark.packing import unpack_output  # noqa: E402
 from cti.runtime.spark.worker import lean_allocators  # noqa: E402

@@ -15,7 +15,8 @@ a shard's events stay in the partition of its slot, and no row meets the others 
 Where the query's output adapter is partitioned and every task runs one shard (one slot
 each), the stage writes the released rows to it itself (``sink.write_partition``, as the
 shards do for a query without the stage): they are not packed again, carried out of the
-stage and unpacked by another task's Python worker.
+stage and unpacked by another task's Python worker. The stage's processor is
+``hold_processor.Hold``, in a module of its own that Spark's driver unpickles without pandas.
 Every other row (another query's, ingress rows passed on, metrics) passes through as it came,
 in the partition of the shard that made it (each row names its slot: ``SLOTTED_SCHEMA``).
 Only a query plan that needs the stage gets it (``SparkRuntime.query_frame``).
