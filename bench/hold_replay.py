@@ -1,7 +1,8 @@
 """The held snapshot query's output path replayed in one process: the CPU seconds of the
 shards' packing for the hold stage (``hold.routed_rows``), the hold stage's step per slot
-(``Hold._step``, its state in memory) and the sink's (``unpack_output`` and ``deliver`` to a
-counting adapter), on the shards' output of ``bench/run.py``'s snapshot query over its
+(``hold._step``, its state in memory) and the sink's (``unpack_output`` and ``deliver`` to a
+counting adapter), and the hold stage writing to the adapter itself (a partitioned adapter,
+one shard per task), on the shards' output of ``bench/run.py``'s snapshot query over its
 1,000,000 events (2 shards, one micro-batch), with the Spark workers' allocators
 (``worker.lean_allocators``). Spark's own costs (the exchange, the JVM, its Python runners)
 are not in it: the bench's ``task_run_s`` and ``process_cpu_s`` are.
@@ -29,7 +30,9 @@ from bench import run as bench  # noqa: E402
 from bench.queries import cti_query  # noqa: E402
 from cti.io.memory import MemoryInputAdapter, MemoryInputAdapterFactory  # noqa: E402
 from cti.operators.output import deliver  # noqa: E402
-from cti.runtime.spark.hold import Hold, routed_rows  # noqa: E402
+from cti.runtime.spark import hold as hold_module  # noqa: E402
+from cti.runtime.spark.hold import routed_rows  # noqa: E402
+from cti.runtime.spark.hold_processor import Hold  # noqa: E402
 from cti.runtime.spark.operators import OUTPUT_SCHEMA, _held  # noqa: E402
 from cti.runtime.spark.packing import unpack_output  # noqa: E402
 from cti.runtime.spark.worker import lean_allocators  # noqa: E402
@@ -74,21 +77,28 @@ def shard_outputs(keys: int) -> tuple[Any, list]:
     return route, [o[0] for o in outs]
 
 
-def replay(route: Any, outs: list) -> str:
-    """One pass of the output path; its seconds, as a line."""
+def _holds(route: Any, sent: list, sink: Any) -> list:
+    """The hold stage's step for each slot (its state in memory); the blobs it passes on."""
     columns = [f.name for f in OUTPUT_SCHEMA.fields]
-    t0 = time.process_time()
-    sent = [routed_rows(route, s, o.events, o.ctis, o.tags) for s, o in enumerate(outs)]
-    t1 = time.process_time()
     blobs = []
     for slot in range(route.shards):
         rows = _held([r for per in sent for r in per if r[0] == slot])
         rows.insert(0, "query", np.int32(0))
-        hold = Hold([route.shards], columns)
+        hold = Hold([route.shards], columns, sink)
         hold.state = _State()
-        got = hold._step(0, slot, rows)
+        got = hold_module._step(hold, 0, slot, rows)
         if got is not None:
             blobs.append(got["blob"].iloc[0])
+    return blobs
+
+
+def replay(route: Any, outs: list) -> str:
+    """One pass of the output path, the hold stage's rows packed on to the sink's task and
+    written there; its seconds, as a line."""
+    t0 = time.process_time()
+    sent = [routed_rows(route, s, o.events, o.ctis, o.tags) for s, o in enumerate(outs)]
+    t1 = time.process_time()
+    blobs = _holds(route, sent, None)
     t2 = time.process_time()
     written = 0
     for blob in blobs:
@@ -101,13 +111,26 @@ def replay(route: Any, outs: list) -> str:
             f"{sum(len(r[2]) for per in sent for r in per)} bytes into the hold stage")
 
 
+def replay_writing(route: Any, outs: list) -> str:
+    """One pass of the output path with the hold stage writing the rows itself (a
+    partitioned adapter, one shard per task: ``Hold``'s ``sink``); its seconds, as a line."""
+    count = _Count()
+    hold_module.write_partition = lambda sink, rows: deliver(count, rows, 0, 0)
+    sent = [routed_rows(route, s, o.events, o.ctis, o.tags) for s, o in enumerate(outs)]
+    t0 = time.process_time()
+    _holds(route, sent, ("factory", "config", "shape"))
+    t1 = time.process_time()
+    return f"hold writing {t1 - t0:.3f} s"
+
+
 def main() -> None:
     keys = int(sys.argv[1]) if len(sys.argv) > 1 else 10
     repeat = int(sys.argv[2]) if len(sys.argv) > 2 else 4
     route, outs = shard_outputs(keys)
     lean_allocators()
     for r in range(repeat):
-        print(f"keys {keys}, run {r}: {replay(route, outs)}", flush=True)
+        print(f"keys {keys}, run {r}: {replay(route, outs)}; "
+              f"{replay_writing(route, outs)}", flush=True)
 
 
 if __name__ == "__main__":

@@ -73,3 +73,25 @@ def test_planning_the_source_unpickles_no_adapter_and_no_route(tmp_path):
     rows = [row for p in again.partitions(again.initialOffset(), reader.latestOffset())
             for row in again.read(p)]
     assert len(rows) == 2 and all(len(row) == len(PACKED_SCHEMA) for row in rows)  # (a shard's)
+
+
+def test_the_hold_stages_processor_unpickles_and_inits_without_pandas(tmp_path):
+    """Spark unpickles the hold stage's processor, with the output adapter it writes to, in a
+    Python process of the driver's on every query start and calls its ``init`` there
+    (``transformWithStateInPandas``'s pre-init runner): that imports none of ``HEAVY``; the
+    executors' copy gets the adapter back."""
+    from cti.io.outputs import JsonLinesOutputAdapterFactory
+    from cti.runtime.spark.hold_processor import Hold
+
+    sink = (JsonLinesOutputAdapterFactory(), str(tmp_path), EventShape.POINT)
+    (tmp_path / "hold").write_bytes(cloudpickle.dumps(Hold([2], ["query", "blob"], sink)))
+    init = ("import pickle, sys\n"
+            "hold = pickle.loads(open(sys.argv[1], 'rb').read())\n"
+            "class Handle:\n"
+            "    def getValueState(self, name, schema):\n"
+            "        return name\n"
+            "hold.init(Handle())\n")
+    assert _in_fresh_python(init, str(tmp_path / "hold")) == []
+    again = pickle.loads(cloudpickle.dumps(Hold([2], ["query", "blob"], sink)))
+    assert isinstance(again.sink[0], JsonLinesOutputAdapterFactory)
+    assert again.sink[1:] == sink[1:]

@@ -35,6 +35,17 @@ def counts():
                                                                    total=agg.sum("v")))
 
 
+def snapshots():
+    """A snapshot window per key over lasting points: its CTIs depend on its events, so it
+    has the hold stage after the shards, which writes the output itself at one shard per
+    task."""
+    return source().alter_event_duration(lambda e: ticks(4 + e.payload["v"] % 9 * 5)).group_by(
+        "k").apply(lambda g: g.snapshot_window().aggregate(n=agg.count(), total=agg.sum("v")))
+
+
+QUERIES = pytest.mark.parametrize("query", [counts, snapshots], ids=["window", "held"])
+
+
 def _partitions_per_batch(directory: Path, suffix: str) -> dict[str, int]:
     got: dict[str, int] = {}
     for p in directory.glob(f"batch-*{suffix}"):
@@ -48,16 +59,18 @@ def _partitions_per_batch(directory: Path, suffix: str) -> dict[str, int]:
 TASKS = pytest.mark.parametrize("tasks", [None, 4])
 
 
+@QUERIES
 @TASKS
-def test_json_lines_written_in_parallel_read_back_in_order(spark, tmp_path, tasks):
+def test_json_lines_written_in_parallel_read_back_in_order(spark, tmp_path, tasks, query):
     out = tmp_path / "out"
-    counts().to(JsonLinesOutputAdapterFactory(), str(out)).run(
+    query().to(JsonLinesOutputAdapterFactory(), str(out)).run(
         SparkRuntime(spark, shards=4, parallelism=tasks, batch_sizes=[60]))
     per_batch = _partitions_per_batch(out, ".jsonl")
     assert max(per_batch.values()) > 1, per_batch  # several tasks wrote one micro-batch
     assert all("-" in p.stem[len("batch-"):] for p in out.glob("batch-*.jsonl"))
+    assert len(per_batch) > 1  # (several micro-batches, each file under its own id)
     # Merged batch by batch, the partitions give exactly the in-process output, in order.
-    assert read_json_lines_output(out) == counts().collect(LocalRuntime())
+    assert read_json_lines_output(out) == query().collect(LocalRuntime())
 
 
 @TASKS
@@ -78,10 +91,11 @@ def test_parquet_written_in_parallel_each_file_in_output_order(spark, tmp_path, 
         assert starts == sorted(starts), f.name
 
 
+@QUERIES
 @TASKS
-def test_a_replayed_micro_batch_replaces_its_partition_files(spark, tmp_path, tasks):
+def test_a_replayed_micro_batch_replaces_its_partition_files(spark, tmp_path, tasks, query):
     out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
-    query = counts().to(JsonLinesOutputAdapterFactory(), str(out))
+    make, query = query, query().to(JsonLinesOutputAdapterFactory(), str(out))
     query.run(SparkRuntime(spark, shards=4, parallelism=tasks, batch_sizes=[60],
                            checkpoint_location=str(checkpoint)))
     files = sorted(p.name for p in out.iterdir())
@@ -93,16 +107,19 @@ def test_a_replayed_micro_batch_replaces_its_partition_files(spark, tmp_path, ta
                            checkpoint_location=str(checkpoint)))
     assert (checkpoint / "commits" / last.name).exists()  # the batch ran again
     assert sorted(p.name for p in out.iterdir()) == files
-    assert read_json_lines_output(out) == counts().collect(LocalRuntime())
+    assert read_json_lines_output(out) == make().collect(LocalRuntime())
 
 
+@QUERIES
 @pytest.mark.parametrize(("tasks", "factory", "in_shards"), [
     (4, JsonLinesOutputAdapterFactory(), True), (None, JsonLinesOutputAdapterFactory(), False),
     (4, None, False)])
 def test_the_shards_write_themselves_only_a_partitioned_adapter_one_shard_per_task(
-        spark, tmp_path, tasks, factory, in_shards):
+        spark, tmp_path, tasks, factory, in_shards, query):
+    """The shards (or, for a held query, the hold stage) write the output in their own tasks
+    only where the adapter is partitioned and every task runs one shard."""
     runtime = SparkRuntime(spark, shards=4, parallelism=tasks)
-    stream = counts()
+    stream = query()
     sink = (factory or _whole_batches_factory(), str(tmp_path), stream.shape)
     partitioned = bool(getattr(sink[0], "partitioned", False))
     got = runtime._query_frame([stream], False, False, str(tmp_path / "checkpoint"),
@@ -110,13 +127,14 @@ def test_the_shards_write_themselves_only_a_partitioned_adapter_one_shard_per_ta
     assert got is in_shards
 
 
-def test_the_metrics_are_the_same_when_the_shards_write(spark, tmp_path):
-    """The shards' metric rows reach the query's progress whether they write their rows
-    themselves (four tasks) or pass them on packed (two)."""
+@QUERIES
+def test_the_metrics_are_the_same_when_the_shards_write(spark, tmp_path, query):
+    """The shards' metric rows reach the query's progress whether they (or the hold stage)
+    write their rows themselves (four tasks) or pass them on packed (two)."""
     progress = []
     for tasks in (4, None):
         runtime = SparkRuntime(spark, shards=4, parallelism=tasks, batch_sizes=[60])
-        counts().to(JsonLinesOutputAdapterFactory(), str(tmp_path / f"out{tasks}")).run(runtime)
+        query().to(JsonLinesOutputAdapterFactory(), str(tmp_path / f"out{tasks}")).run(runtime)
         progress.append(runtime.progress)
     assert progress[0] == progress[1]
     assert sum(p["s.accepted"] for p in progress[0]) == 240

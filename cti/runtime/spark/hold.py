@@ -12,6 +12,11 @@ checkpoint, committed with the micro-batch, so a restart is exactly once); the s
 0 emits the combined CTIs. Its output is the shards' output as before (``OP`` rows with a
 packed blob, ``operators.OUTPUT_SCHEMA``), so every sink reads it as it reads the shards':
 a shard's events stay in the partition of its slot, and no row meets the others in one task.
+Where the query's output adapter is partitioned and every task runs one shard (one slot
+each), the stage writes the released rows to it itself (``sink.write_partition``, as the
+shards do for a query without the stage): they are not packed again, carried out of the
+stage and unpacked by another task's Python worker. The stage's processor is
+``hold_processor.Hold``, in a module of its own that Spark's driver unpickles without pandas.
 Every other row (another query's, ingress rows passed on, metrics) passes through as it came,
 in the partition of the shard that made it (each row names its slot: ``SLOTTED_SCHEMA``).
 Only a query plan that needs the stage gets it (``SparkRuntime.query_frame``).
@@ -26,21 +31,19 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 from pyspark.sql import DataFrame
-from pyspark.sql.streaming.stateful_processor import StatefulProcessor
-from pyspark.sql.types import BinaryType, LongType, StructField, StructType
+from pyspark.sql.types import StructType
 
 from cti.engine.hold import HoldState, Levels, cti_rows, split, tagged_table
 from cti.engine.hold import hold_step as step
 from cti.engine.route import QueryRoute
 from cti.operators.output import OUTPUT_ARROW
+from cti.runtime.spark.hold_processor import Hold
 from cti.runtime.spark.packing import pack_rows, unpack_output
 from cti.runtime.spark.partitioning import shard_slots
+from cti.runtime.spark.sink import Sink, write_partition
 from cti.runtime.spark.worker import settle
 
 HOLD = "hold"  # the role of a shard's rows into the hold stage
-_STATE = StructType([StructField("levels", BinaryType(), False),
-                     StructField("cti", LongType(), False),
-                     StructField("held", BinaryType(), True)])
 
 
 def routed_rows(route: QueryRoute, shard: int, events: pd.DataFrame, ctis: Sequence[int],
@@ -57,69 +60,67 @@ def routed_rows(route: QueryRoute, shard: int, events: pd.DataFrame, ctis: Seque
     return out
 
 
-class Hold(StatefulProcessor):
-    """The hold stage's processor: per (query, slot) key, ``hold.hold_step`` for the slot's
-    shard; ``shards``: each query's shard count (0: not held, its rows pass through)."""
-
-    def __init__(self, shards: Sequence[int], output_columns: Sequence[str]) -> None:
-        self.shards = list(shards)
-        self.columns = list(output_columns)
-
-    def init(self, handle: Any) -> None:
-        self.state = handle.getValueState("hold", _STATE)
-
-    def handleInputRows(self, key: tuple, rows: Iterator[pd.DataFrame], timerValues: Any
-                        ) -> Iterator[pd.DataFrame]:
-        settle("hold")
-        frame = pd.concat(list(rows), ignore_index=True)
-        mine = (frame["role"] == HOLD).to_numpy()
-        if (~mine).any():
-            yield frame.loc[~mine, self.columns]
-        if mine.any():
-            got = self._step(int(key[0]), int(key[1]), frame[mine])
-            if got is not None:
-                yield got
-
-    def _step(self, query: int, slot: int, rows: pd.DataFrame) -> pd.DataFrame | None:
-        shards = self.shards[query]
-        shard = slot % shards
-        state = self._load(shards)
-        rises: dict[int, Levels] = {}
-        events = OUTPUT_ARROW.empty_table()
-        for sender, blob in zip(rows["seq"].to_numpy(), rows["blob"], strict=True):
-            got, levels = split(unpack_output([blob]))
-            rises[int(sender)] = levels
-            if int(sender) == shard:
-                events = got
-        released, gs = step(state, rises, events)
-        self.state.update((np.asarray(state.levels, np.int64).tobytes(), int(state.cti),
-                           pack_rows(state.held) if state.held.num_rows else None))
-        out = pa.concat_tables([released, cti_rows(gs)]) if shard == 0 else released
-        blob = pack_rows(out) if out.num_rows else None  # (the sink orders them)
-        if blob is None:
-            return None
-        row = rows.iloc[:1, :].copy()
-        row["role"], row["query"], row["seq"], row["stream"], row["blob"] = (
-            "op", np.int32(query), np.int64(0), np.int32(-1), [blob])
-        return row[self.columns]
-
-    def _load(self, shards: int) -> HoldState:
-        if not self.state.exists():
-            return HoldState.new(shards)
-        levels, cti, held = self.state.get()
-        return HoldState(np.frombuffer(levels, np.int64).tolist(), int(cti),
-                         unpack_output([held]) if held is not None else
-                         OUTPUT_ARROW.empty_table())
-
-    def close(self) -> None:
-        pass
+def hold_rows(hold: Hold, key: tuple, rows: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+    """``Hold.handleInputRows``: every row not of role ``hold`` passed on; a held query's
+    rows to its slot's shard's step (``_step``)."""
+    settle("hold")
+    frame = pd.concat(list(rows), ignore_index=True)
+    mine = (frame["role"] == HOLD).to_numpy()
+    if (~mine).any():
+        yield frame.loc[~mine, hold.columns]
+    if mine.any():
+        got = _step(hold, int(key[0]), int(key[1]), frame[mine])
+        if got is not None:
+            yield got
 
 
-def hold_stage(frame: DataFrame, routes: Sequence[QueryRoute]) -> DataFrame:
+def _step(hold: Hold, query: int, slot: int, rows: pd.DataFrame) -> pd.DataFrame | None:
+    """``hold.hold_step`` of the slot's shard on its rows, its state in ``hold.state``: the
+    released rows (and at shard 0 the combined CTIs) written to ``hold.sink``, or as one
+    ``OP`` row of a packed blob."""
+    shards = hold.shards[query]
+    shard = slot % shards
+    state = _load(hold.state, shards)
+    rises: dict[int, Levels] = {}
+    events = OUTPUT_ARROW.empty_table()
+    for sender, blob in zip(rows["seq"].to_numpy(), rows["blob"], strict=True):
+        got, levels = split(unpack_output([blob]))
+        rises[int(sender)] = levels
+        if int(sender) == shard:
+            events = got
+    released, gs = step(state, rises, events)
+    hold.state.update((np.asarray(state.levels, np.int64).tobytes(), int(state.cti),
+                       pack_rows(state.held) if state.held.num_rows else None))
+    out = pa.concat_tables([released, cti_rows(gs)]) if shard == 0 else released
+    sink = hold.sink
+    if sink is not None:
+        write_partition(sink, out)
+        return None
+    blob = pack_rows(out) if out.num_rows else None  # (the sink orders them)
+    if blob is None:
+        return None
+    row = rows.iloc[:1, :].copy()
+    row["role"], row["query"], row["seq"], row["stream"], row["blob"] = (
+        "op", np.int32(query), np.int64(0), np.int32(-1), [blob])
+    return row[hold.columns]
+
+
+def _load(value: Any, shards: int) -> HoldState:
+    """A shard's ``HoldState`` from its ``ValueState`` (``hold_processor.STATE``)."""
+    if not value.exists():
+        return HoldState.new(shards)
+    levels, cti, held = value.get()
+    return HoldState(np.frombuffer(levels, np.int64).tolist(), int(cti),
+                     unpack_output([held]) if held is not None else OUTPUT_ARROW.empty_table())
+
+
+def hold_stage(frame: DataFrame, routes: Sequence[QueryRoute], sink: Sink | None = None
+               ) -> DataFrame:
     """The shards' output rows (``operators.SLOTTED_SCHEMA``) through the hold stage, keyed by
     (query, slot): a ``hold`` row's slot is the one it is sent to, any other row's its shard's
-    (it passes through in its shard's partition); out, the rows of ``OUTPUT_SCHEMA``."""
+    (it passes through in its shard's partition); out, the rows of ``OUTPUT_SCHEMA``
+    (with ``sink``, those of the held queries' output written to it instead)."""
     schema = StructType([f for f in frame.schema.fields if f.name != "slot"])
     shards = [r.shards if r.held else 0 for r in routes]
     return frame.groupBy("query", "slot").transformWithStateInPandas(
-        Hold(shards, schema.fieldNames()), schema, "Append", "None")
+        Hold(shards, schema.fieldNames(), sink), schema, "Append", "None")

@@ -38,7 +38,6 @@ from typing import Any
 import attrs
 import numpy as np
 import pandas as pd
-from pyspark import TaskContext
 from pyspark.sql import DataFrame
 from pyspark.sql.streaming.state import GroupStateTimeout
 from pyspark.sql.types import (
@@ -56,13 +55,14 @@ from cti.engine.shard import Shard
 from cti.forms import frame
 from cti.ingress.state import next_in_seq, with_stored_books
 from cti.operators import plan, usercode
-from cti.operators.output import deliver, step_table
+from cti.operators.output import step_table
 from cti.runtime.spark.hold import HOLD, routed_rows
 from cti.runtime.spark.ingress import GROUP_OUT_SCHEMA
 from cti.runtime.spark.metrics import VECTOR, metric_vector
 from cti.runtime.spark.packing import pack_output, unpack
 from cti.runtime.spark.schema import NULL_TIME
 from cti.runtime.spark.shipping import ship_user_functions
+from cti.runtime.spark.sink import Sink, batch_id, write_partition
 from cti.runtime.spark.state import PartStore, dump_state, load_parts
 from cti.runtime.spark.worker import release_memory, settle
 
@@ -83,8 +83,6 @@ _METRICS = StructField(VECTOR, ArrayType(LongType()), True)
 _STEP_SCHEMA = StructType([*OUTPUT_SCHEMA.fields, _METRICS])
 _SLOTTED_STEP_SCHEMA = StructType([*OUTPUT_SCHEMA.fields, _METRICS, SLOT])
 _STATE = StructType([StructField("blob", BinaryType(), False)])
-BATCH_ID = "streaming.sql.batchId"  # the local property Spark gives a micro-batch's tasks
-Sink = tuple[Any, Any, Any]  # an output adapter's factory, config and shape
 
 
 def query_function(queries: Sequence[Any], groups: Sequence[Any],
@@ -144,7 +142,7 @@ def query_function(queries: Sequence[Any], groups: Sequence[Any],
         if store is not None and store.writes:  # large edge books as parts too
             saved["ingress"] = {g: with_stored_books(d, store.min_entries)
                                 for g, d in saved["ingress"].items()}
-        state.update((dump_state(saved, store, manifest, _batch_id()),))
+        state.update((dump_state(saved, store, manifest, batch_id()),))
         out = [_passed(done.ingress[g], g) for g in reported] if with_inputs else []
         # The rows whose metrics the shard reports: passed on, all; else those that count.
         counted = {g: done.ingress[g] if with_inputs else _weighted(done.ingress[g])
@@ -168,27 +166,10 @@ def query_function(queries: Sequence[Any], groups: Sequence[Any],
     return run
 
 
-def _batch_id() -> int:
-    """The micro-batch a task runs (Spark's local property; 0 outside a streaming task)."""
-    task = TaskContext.get()
-    value = task.getLocalProperty(BATCH_ID) if task is not None else None
-    return int(value) if value is not None else 0
-
-
-def write_output(sink: Sink, rows: Any, partition: int | None) -> None:
-    """Output rows (``output.deliver``) of the task's micro-batch to a new adapter of ``sink``
-    (factory, config, shape), with the micro-batch's id (a replayed batch has the same id)."""
-    factory, config, shape = sink
-    adapter = factory.create(config, shape)
-    deliver(adapter, rows, _batch_id(), partition)
-    adapter.close()
-
-
 def _write_released(sink: Sink, events: pd.DataFrame, ctis: Sequence[int]) -> None:
-    """A shard's released events and CTIs of the step, written as its task's partition (the
-    same on a replay: the shards' keys are hashed to the same partitions)."""
+    """A shard's released events and CTIs of the step, written as its task's partition."""
     if len(events) + len(ctis):
-        write_output(sink, step_table(events, ctis), TaskContext.get().partitionId())
+        write_partition(sink, step_table(events, ctis))
 
 
 def apply_queries(rows: DataFrame, queries: Sequence[Any], groups: Sequence[Any],

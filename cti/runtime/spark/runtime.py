@@ -31,12 +31,13 @@ from cti.runtime.spark.handle import RunningQuery, raise_cti_error
 from cti.runtime.spark.hold import hold_stage
 from cti.runtime.spark.ingress import apply_ingress
 from cti.runtime.spark.metrics import OBSERVATION, observe, observe_vectors
-from cti.runtime.spark.operators import OP, PASS, Sink, apply_queries, write_output
+from cti.runtime.spark.operators import OP, PASS, apply_queries
 from cti.runtime.spark.packing import unpack_output
 from cti.runtime.spark.partitioning import default_tasks
 from cti.runtime.spark.schema import out_row_from_spark
 from cti.runtime.spark.session import get_spark
 from cti.runtime.spark.shipping import ship_user_functions
+from cti.runtime.spark.sink import Sink, write_output
 from cti.runtime.spark.source import (
     FORMAT,
     CtiAdapterSource,
@@ -344,23 +345,24 @@ class SparkRuntime:
                      checkpoint: str | None, sink: Sink | None = None
                      ) -> tuple[DataFrame, list[IngressGroup], list[list[tuple[int, int]]],
                                 bool]:
-        """``query_frame``, and whether the shards write their released rows to ``sink`` (a
-        partitioned output adapter) themselves: where the plan has no hold stage and every
-        task runs one shard. The frame then has no ``OP`` rows."""
+        """``query_frame``, and whether the query writes its output to ``sink`` (a
+        partitioned output adapter) in the tasks that make it: where every task runs one
+        shard, the shards themselves, or the hold stage where the plan has one. The frame
+        then has no ``OP`` rows."""
         groups, refs = queries_inputs(queries)
         for q in queries:  # (before the routes are pickled: a group_by's key function)
             ship_user_functions(q.node)
         routed = routes(queries, groups, refs, self.shard_count, with_inputs)
         held = any(r.held for r in routed)
-        if held or checkpoint is None or self._tasks(checkpoint) != self.shard_count:
+        if checkpoint is None or self._tasks(checkpoint) != self.shard_count:
             sink = None
         frame = apply_queries(self.source_frame(groups, routed, long_running), queries,
-                              groups, refs, with_inputs, routed, self._parts(checkpoint), sink,
-                              slotted=held)
+                              groups, refs, with_inputs, routed, self._parts(checkpoint),
+                              None if held else sink, slotted=held)
         # Ingress metrics in the query's progress, from the shards' metric arrays.
         frame = observe_vectors(frame, groups)
         if held:  # (only a plan that needs it has the hold stage)
-            frame = hold_stage(frame, routed)
+            frame = hold_stage(frame, routed, sink)
         return frame, groups, refs, sink is not None
 
     def run_query(self, query: Any, with_inputs: bool = True) -> RunResult:
@@ -397,9 +399,9 @@ class SparkRuntime:
         checkpoint = checkpoint or self._checkpoint()
         sink = (bound.factory, bound.config, bound.stream.shape)  # not the plan: its inputs
         parallel = bool(getattr(bound.factory, "partitioned", False))
-        frame, _, _, in_shards = self._query_frame([bound.stream], False, long_running,
-                                                   checkpoint, sink if parallel else None)
-        if in_shards:  # (the shards wrote: their stage's rows are the metrics' alone)
+        frame, _, _, written = self._query_frame([bound.stream], False, long_running,
+                                                 checkpoint, sink if parallel else None)
+        if written:  # (the shards or the hold stage wrote: the rows are the metrics' alone)
             return self._start(frame.writeStream.format("noop").outputMode("append"),
                                checkpoint)
         blobs = frame.where(F.col("role") == OP).select("blob")

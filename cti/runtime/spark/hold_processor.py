@@ -1,0 +1,50 @@
+"""The hold stage's ``StatefulProcessor`` (``cti.runtime.spark.hold``), in a module that imports
+neither pandas, numpy nor pyarrow: on every query start Spark unpickles it in a Python process
+of the driver's of its own (``transformWithStateInPandas``'s pre-init runner, which calls
+``init`` only), and importing the hold stage's modules there cost about 0.6 CPU s, in the
+query's planning. Its work (``hold.hold_rows``) is imported on first use, in the executors; the
+output adapter it may write to travels pickled, so that process imports no adapter's module."""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from pyspark import cloudpickle
+from pyspark.sql.streaming.stateful_processor import StatefulProcessor
+from pyspark.sql.types import BinaryType, LongType, StructField, StructType
+
+STATE = StructType([StructField("levels", BinaryType(), False),
+                    StructField("cti", LongType(), False),
+                    StructField("held", BinaryType(), True)])
+
+
+class Hold(StatefulProcessor):
+    """The hold stage's processor: per (query, slot) key, ``hold.hold_step`` for the slot's
+    shard; ``shards``: each query's shard count (0: not held, its rows pass through);
+    ``sink``: the partitioned output adapter (factory, config, shape) it writes the released
+    rows to (one query, one slot per task), else None (they leave as ``OP`` rows)."""
+
+    def __init__(self, shards: Sequence[int], output_columns: Sequence[str],
+                 sink: Any = None) -> None:
+        self.shards = list(shards)
+        self.columns = list(output_columns)
+        self._sink = None if sink is None else cloudpickle.dumps(sink)
+
+    @property
+    def sink(self) -> Any:
+        """The output adapter to write to (factory, config, shape), or None."""
+        return None if self._sink is None else pickle.loads(self._sink)
+
+    def init(self, handle: Any) -> None:
+        self.state = handle.getValueState("hold", STATE)
+
+    def handleInputRows(self, key: tuple, rows: Iterator[Any], timerValues: Any
+                        ) -> Iterator[Any]:
+        from cti.runtime.spark.hold import hold_rows
+
+        return hold_rows(self, key, rows)
+
+    def close(self) -> None:
+        pass
