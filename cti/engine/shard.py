@@ -239,9 +239,23 @@ def _input_rows(rows: pd.DataFrame, stream: int, in_seq: np.ndarray) -> np.ndarr
     """Where each of the sequence numbers ``in_seq`` is among the input ``rows`` of
     ``stream`` (-1: not among them); None where a number repeats there (a replayed row
     beside its first reading: looked up no further)."""
-    ours = np.flatnonzero(rows["stream"].to_numpy() == stream)
-    seqs = pd.Index(rows["seq"].to_numpy()[ours])
-    if not seqs.is_unique:
-        return None
-    at = seqs.get_indexer(in_seq)
-    return np.where(at >= 0, ours[at] if len(ours) else -1, -1)
+    mine = rows["stream"].to_numpy() == stream
+    ours = None if mine.all() else np.flatnonzero(mine)  # (None: every row)
+    seqs = rows["seq"].to_numpy() if ours is None else rows["seq"].to_numpy()[ours]
+    at = _positions(seqs, np.asarray(in_seq, np.int64))
+    if at is None or ours is None or not len(ours):
+        return at if at is None or ours is None else np.full(len(at), -1)
+    return np.where(at >= 0, ours[at], -1)
+
+
+def _positions(seqs: np.ndarray, wanted: np.ndarray) -> np.ndarray | None:
+    """Where each of ``wanted`` is among ``seqs`` (-1: not there); None where a number
+    repeats there. Increasing numbers (a stream's rows as they come) are searched, not
+    hashed: a hash table of a million reference rows' numbers was 50 MB at the step's peak."""
+    if len(seqs) < 2 or (seqs[1:] > seqs[:-1]).all():
+        at = np.searchsorted(seqs, wanted)
+        found = at < len(seqs)
+        found[found] = seqs[at[found]] == wanted[found]
+        return np.where(found, at, -1)
+    index = pd.Index(seqs)
+    return index.get_indexer(wanted) if index.is_unique else None
