@@ -561,6 +561,19 @@ def test_a_csv_files_rows_are_counted_as_its_table_has_them(tmp_path_factory, li
         assert rows == table.num_rows == len(_scan_csv(data, delimiter))
 
 
+@pytest.mark.parametrize("long", [10, 1 << 17])
+def test_a_csv_row_longer_than_a_counting_block_is_counted(tmp_path, long):
+    """``csv_rows`` parses small blocks, which Arrow refuses where a row is longer than one:
+    such a file is counted as ``csv_table`` reads it, not refused."""
+    from cti.io.files import arrow_tables
+
+    path = tmp_path / "f.csv"
+    path.write_text("key,owner\nk0," + "o" * long + "\n" + "".join(
+        f"k{i},o{i}\n" for i in range(1, 5)))
+    table = arrow_tables.csv_table(str(path))
+    assert table is not None and arrow_tables.csv_rows(str(path)) == table.num_rows == 5
+
+
 @pytest.mark.parametrize("text, delimiter", [
     ("key,owner\nk1,Owner 1\nk2,\n\nk3,caf\u00e9\n", ","),
     ("\ufeffa;b\r\n1;2\r\n3;4", ";"),
