@@ -78,8 +78,7 @@ def csv_range(path: str, start: int, end: int, delimiter: str = ",") -> Any:
     from pyarrow import csv as pa_csv
 
     rows = csv_rows(path, delimiter)
-    layout = _cached((*_identity(path), "csv-layout", delimiter),
-                     lambda: _csv_layout(path, delimiter)) if rows is not None else None
+    layout = _layout(path, delimiter) if rows is not None else None
     if layout is None or not 0 <= start <= end <= rows:
         return None
     header, body_at = layout
@@ -153,7 +152,7 @@ def _read_body(path: str, delimiter: str, read: Any) -> Any:
     """``read(file, options)`` of a CSV file that passes ``_csv_layout``, the file at its data
     rows, with Arrow's options for them (``_csv_options``); None where the file does not
     pass or Arrow refuses it."""
-    layout = _csv_layout(path, delimiter)
+    layout = _layout(path, delimiter)
     if layout is None:
         return None
     header, body_at = layout
@@ -165,6 +164,13 @@ def _read_body(path: str, delimiter: str, read: Any) -> Any:
             return read(f, _csv_options(header, delimiter))
         except (pa.ArrowInvalid, pa.ArrowTypeError):
             return None
+
+
+def _layout(path: str, delimiter: str) -> tuple[list[str], int] | None:
+    """``_csv_layout``, once per process and file (a pass over the file: its count, its
+    table and its ranges' row index all start from it)."""
+    return _cached((*_identity(path), "csv-layout", delimiter),
+                   lambda: _csv_layout(path, delimiter))
 
 
 _CHUNK = 1 << 20  # bytes of a file checked at a time (``_csv_layout``)
