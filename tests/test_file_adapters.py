@@ -561,6 +561,52 @@ def test_a_csv_files_rows_are_counted_as_its_table_has_them(tmp_path_factory, li
         assert rows == table.num_rows == len(_scan_csv(data, delimiter))
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(_LINE, st.sampled_from(["\n"] * 3 + ["\r\n"] * 3 + ["\n\n", "\r\n\r\n"])),
+                max_size=10),
+       st.sampled_from([",", ";"]), st.sampled_from([False] * 5 + [True]),
+       st.sampled_from([False, True]), st.sampled_from([1, 2, 3, 1 << 20]),
+       st.sampled_from([1, 2, 3, 1 << 12]), st.data())
+def test_a_range_of_a_csv_files_rows_is_its_tables_slice(tmp_path_factory, lines, delimiter,
+                                                         bad, bom, chunk, every, data):
+    """``csv_range`` (the range's bytes found from the line breaks, a chunk at a time, from
+    the nearest entry of a row index, and parsed alone) is ``csv_table``'s slice, and None
+    where that is None: blank lines, CR-LF, a last line without a line break, any chunk and
+    index spacing."""
+    from unittest import mock
+
+    from cti.io.files import arrow_tables
+
+    text = f"h1{delimiter}h2" + "".join(nl + delimiter.join(f) for f, nl in lines)
+    raw = b"\xef\xbb\xbf" * bom + text.encode() + b"\xff" * bad
+    path = tmp_path_factory.mktemp("csv") / "f.csv"
+    path.write_bytes(raw)
+    with mock.patch.object(arrow_tables, "_CHUNK", chunk), \
+            mock.patch.object(arrow_tables, "_INDEX_EVERY", every):
+        table = arrow_tables.csv_table(str(path), delimiter)
+        n = 0 if table is None else table.num_rows
+        start = data.draw(st.integers(0, n))
+        end = data.draw(st.integers(start, n))
+        got = arrow_tables.csv_range(str(path), start, end, delimiter)
+    if table is None:
+        assert got is None
+    else:
+        assert got is not None and got.equals(table.slice(start, end - start))
+
+
+@pytest.mark.parametrize("long", [10, 1 << 17])
+def test_a_csv_row_longer_than_a_counting_block_is_counted(tmp_path, long):
+    """``csv_rows`` parses small blocks, which Arrow refuses where a row is longer than one:
+    such a file is counted as ``csv_table`` reads it, not refused."""
+    from cti.io.files import arrow_tables
+
+    path = tmp_path / "f.csv"
+    path.write_text("key,owner\nk0," + "o" * long + "\n" + "".join(
+        f"k{i},o{i}\n" for i in range(1, 5)))
+    table = arrow_tables.csv_table(str(path))
+    assert table is not None and arrow_tables.csv_rows(str(path)) == table.num_rows == 5
+
+
 @pytest.mark.parametrize("text, delimiter", [
     ("key,owner\nk1,Owner 1\nk2,\n\nk3,caf\u00e9\n", ","),
     ("\ufeffa;b\r\n1;2\r\n3;4", ";"),

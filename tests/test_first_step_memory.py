@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cti.engine.batch import owners
-from cti.engine.shard import _owned, _routed
+from cti.engine.shard import _input_rows, _owned, _routed
 from cti.events import EventShape
 from cti.forms.frame import rows_where
 from cti.io.files.arrow_tables import csv_table
@@ -69,6 +69,28 @@ def test_an_events_routed_owner_is_the_one_its_payload_hashes_to(rows, shards):
     for shard in range(shards):
         assert (_owned(payloads, "k", shard, shards, routed)
                 == _owned(payloads, "k", shard, shards)).all()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 1), st.integers(0, 30)), max_size=30),
+       st.lists(st.integers(-2, 33), max_size=20), st.booleans())
+def test_an_input_rows_place_is_found_by_its_sequence_number(rows, wanted, increasing):
+    """``_input_rows`` (a stream's increasing numbers searched) finds each number where a
+    hash of the stream's numbers finds it (-1: not among them), and None where one repeats."""
+    if increasing:  # (each stream's numbers as a batch has them: increasing)
+        rows = sorted(rows, key=lambda r: r[1])
+    inputs = pd.DataFrame({"stream": np.array([s for s, _ in rows], np.int32),
+                           "seq": np.array([q for _, q in rows], np.int64)})
+    in_seq = np.array(wanted, np.int64)
+    for stream in (0, 1):
+        ours = np.flatnonzero(inputs["stream"].to_numpy() == stream)
+        seqs = pd.Index(inputs["seq"].to_numpy()[ours])
+        got = _input_rows(inputs, stream, in_seq)
+        if not seqs.is_unique:
+            assert got is None
+            continue
+        at = seqs.get_indexer(in_seq)
+        assert (got == np.where(at >= 0, ours[at] if len(ours) else -1, -1)).all()
 
 
 def test_a_reference_file_read_to_its_end_is_forgotten(tmp_path):

@@ -131,7 +131,7 @@ class Shard:
             shard, next((i for h, i in route.timed if h == group), None), written,
             lambda got, i, rows: chunk(got, i, shard, route.fields.get((group, i)),
                                        route.shards, rows),
-            lambda got, rows: _counted(got, shard, route, group, rows))
+            lambda got, rows: _reported(got, shard, route, group, rows))
 
 
 def written(rows: pd.DataFrame) -> pd.DataFrame:
@@ -149,7 +149,16 @@ def _no_chunk(*_: Any) -> Any:
 
 def _counted(got: pd.DataFrame, shard: int, route: QueryRoute, group: int,
              rows: pd.DataFrame | None = None) -> pd.DataFrame:
-    """The rows of a group's ingress output ``got`` that this shard reports for the metrics:
+    """The rows of a group's ingress output ``got`` that this shard reports
+    (``_reported``)."""
+    kept = _reported(got, shard, route, group, rows)
+    return got if kept is None else frame.rows_where(got, kept)
+
+
+def _reported(got: pd.DataFrame, shard: int, route: QueryRoute, group: int,
+              rows: pd.DataFrame | None = None) -> np.ndarray | None:
+    """Which rows of a group's ingress output ``got`` this shard reports for the metrics
+    (a mask; None: every row):
     an edge event's, or an event's of a substream stream spread by its key, its owner's (only
     the owner, which has its payload, pairs or judges it; ``cti.engine.batch.routed``), and
     so is a dead-lettered event's (reported with its payload); every other row shard 0's
@@ -161,14 +170,14 @@ def _counted(got: pd.DataFrame, shard: int, route: QueryRoute, group: int,
                  & status.isin(INPUT_STATUSES))
                 | ((status == "invalid") & got["kind"].isin(EVENT_KINDS))).to_numpy()
     if not by_owner.any():
-        return got if shard == 0 else got.iloc[:0]
+        return None if shard == 0 else np.zeros(len(got), bool)
     mine = np.zeros(len(got), bool)
     stream, payload = got["stream"].to_numpy(), got["payload"].to_numpy(object)
     for i in np.unique(stream[by_owner]):
         these = by_owner & (stream == i)
         mine[these] = _owned(payload[these], route.fields.get((group, int(i))), shard,
                              route.shards, _routed(rows, int(i), got["in_seq"].to_numpy()[these]))
-    return frame.rows_where(got, mine | (~by_owner & (shard == 0)))
+    return mine | (~by_owner & (shard == 0))
 
 
 def _routed(rows: pd.DataFrame | None, stream: int, in_seq: np.ndarray,
@@ -239,9 +248,23 @@ def _input_rows(rows: pd.DataFrame, stream: int, in_seq: np.ndarray) -> np.ndarr
     """Where each of the sequence numbers ``in_seq`` is among the input ``rows`` of
     ``stream`` (-1: not among them); None where a number repeats there (a replayed row
     beside its first reading: looked up no further)."""
-    ours = np.flatnonzero(rows["stream"].to_numpy() == stream)
-    seqs = pd.Index(rows["seq"].to_numpy()[ours])
-    if not seqs.is_unique:
-        return None
-    at = seqs.get_indexer(in_seq)
-    return np.where(at >= 0, ours[at] if len(ours) else -1, -1)
+    mine = rows["stream"].to_numpy() == stream
+    ours = None if mine.all() else np.flatnonzero(mine)  # (None: every row)
+    seqs = rows["seq"].to_numpy() if ours is None else rows["seq"].to_numpy()[ours]
+    at = _positions(seqs, np.asarray(in_seq, np.int64))
+    if at is None or ours is None or not len(ours):
+        return at if at is None or ours is None else np.full(len(at), -1)
+    return np.where(at >= 0, ours[at], -1)
+
+
+def _positions(seqs: np.ndarray, wanted: np.ndarray) -> np.ndarray | None:
+    """Where each of ``wanted`` is among ``seqs`` (-1: not there); None where a number
+    repeats there. Increasing numbers (a stream's rows as they come) are searched, not
+    hashed: a hash table of a million reference rows' numbers was 50 MB at the step's peak."""
+    if len(seqs) < 2 or (seqs[1:] > seqs[:-1]).all():
+        at = np.searchsorted(seqs, wanted)
+        found = at < len(seqs)
+        found[found] = seqs[at[found]] == wanted[found]
+        return np.where(found, at, -1)
+    index = pd.Index(seqs)
+    return index.get_indexer(wanted) if index.is_unique else None

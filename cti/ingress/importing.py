@@ -69,7 +69,7 @@ def process(machine: GroupRun, pdf: pd.DataFrame, exporter: int, j: int
     seq, kind, rule, bad, merge = rx.seq, rx.kind, rx.rule, rx.bad, rx.merge
     event_kind = STARTS[spec.shape]
     done, s, e, p, ends, is_ev = tm.done, tm.s, tm.e, tm.p, tm.ends, tm.is_ev
-    own, ctis, row_at, imp_at, before = tm.own, tm.ctis, tm.row_at, tm.imp_at, tm.before
+    made_ctis, ctis, row_at, imp_at, before = tm.made, tm.ctis, tm.row_at, tm.imp_at, tm.before
     regression, own_moves, imp_moves = tm.regression, tm.own_moves, tm.imp_moves
 
     away = (p == None) & (event_kind == "edge_start")  # noqa: E711 (another shard's edge)
@@ -106,7 +106,7 @@ def process(machine: GroupRun, pdf: pd.DataFrame, exporter: int, j: int
     back = regression[emits]  # (an adapter's CTI that does not move the time: ignored)
     made = np.flatnonzero(own_moves)
     took = np.flatnonzero(imp_moves)
-    new_ctis = np.concatenate([own[made], ctis[took]])
+    new_ctis = np.concatenate([made_ctis, ctis[took]])
     c = len(new_ctis)
     # Each CTI's place in arrival order: the row that made it, or the import it passed on.
     cti_keys = [(int(merge[r]), j, int(seq[r])) for r in made.tolist()] + [
@@ -176,7 +176,7 @@ class _Received:
     is_end: np.ndarray
     ev: np.ndarray
     is_cti: np.ndarray
-    data: np.ndarray
+    data: int  # (the stream's data arrival after the rows)
     merge: np.ndarray
     rule: np.ndarray
     bad: np.ndarray
@@ -242,7 +242,7 @@ def _receive(spec: StreamSpec, st: StreamState, pdf: pd.DataFrame, j: int) -> _R
     last_key = (int(merge[-1]), j, int(seq[-1])) if total > h else st.last_key
     eos = st.eos or bool(new_eos.any())
     return _Received(held, queued, h, total, n, seq, kind, start, end, payload, is_eos, is_end,
-                     ev, is_cti, data, merge, rule, bad, received, last_key, eos)
+                     ev, is_cti, int(data[-1]), merge, rule, bad, received, last_key, eos)
 
 
 def _ready(machine: GroupRun, st: StreamState, rx: _Received, exporter: int, j: int
@@ -279,9 +279,9 @@ class _Times:
     p: np.ndarray
     ends: np.ndarray
     is_ev: np.ndarray
-    own: np.ndarray
+    made: np.ndarray  # (the CTIs the rows make that move the stream's time, in order)
     ctis: np.ndarray
-    max_start: np.ndarray
+    max_start: int | None  # (the largest start of the rows' events and before)
     count: int
     gen_ref: int | None
     row_at: np.ndarray
@@ -324,7 +324,9 @@ def _times(spec: StreamSpec, st: StreamState, rx: _Received, ready: int, imports
     regression = own_cti & ~moves[row_at]
     own_moves = moves[row_at] & (own != MIN_TIME)
     imp_moves = moves[imp_at]
-    return _Times(done, s, e, p, ends, is_ev, own, ctis, max_start, count, gen_ref, row_at,
+    # (of the arrays over every row, only what is read later: a million rows' each 8 MB)
+    return _Times(done, s, e, p, ends, is_ev, own[own_moves], ctis,
+                  int(max_start[-1]) if len(max_start) else None, count, gen_ref, row_at,
                   imp_at, final, before, regression, own_moves, imp_moves)
 
 
@@ -336,7 +338,7 @@ def _moved_state(st: StreamState, rx: _Received, tm: _Times, j: int, ready: int,
     accepted, adjusted, dropped, dead = counted
     held, queued, h, total, merge, seq = rx.held, rx.queued, rx.h, rx.total, rx.merge, rx.seq
     if tm.is_ev.any():
-        st.max_start = int(tm.max_start[-1])
+        st.max_start = tm.max_start
     st.count, st.gen_ref = tm.count, tm.gen_ref
     metrics = st.metrics
     metrics["accepted"] += int(accepted.sum())
@@ -353,7 +355,7 @@ def _moved_state(st: StreamState, rx: _Received, tm: _Times, j: int, ready: int,
     st.next_in_seq += rx.n
     if total > h:
         st.last_arrival = int(merge[-1])
-        st.data_arrival = int(rx.data[-1])
+        st.data_arrival = rx.data
         st.last_key = rx.last_key
     st.eos = rx.eos
     # The rows that wait, as the row machine holds them (those held before, as they were).

@@ -37,7 +37,7 @@ from cti.errors import InvalidSettingsError
 from cti.events import EdgeEvent, EventShape
 from cti.forms.json_text import typed_payloads
 from cti.forms.rows import INVALID, payload_to_json
-from cti.io.files.arrow_tables import arrow_table, csv_rows
+from cti.io.files.arrow_tables import arrow_table, csv_range, csv_rows
 from cti.io.files.cache import forget
 from cti.io.files.frame_columns import column_payloads
 from cti.io.files.scan import _scan
@@ -100,7 +100,20 @@ class ReferenceDataInputAdapter:
         exactly (``arrow_table``: a plain CSV file, a JSON-lines file of flat rows), with the
         payload columns, all present; else None."""
         cfg = self.config
-        table = arrow_table(cfg.path, cfg.format, cfg.delimiter)
+        return self._selected(arrow_table(cfg.path, cfg.format, cfg.delimiter))
+
+    def _part(self, start: int, end: int) -> pa.Table | None:
+        """Rows [start, end) of ``_table``; of a CSV file, parsed alone (``csv_range``: a
+        read task of a range never holds the whole file's table)."""
+        cfg = self.config
+        if cfg.format == "csv":
+            return self._selected(csv_range(cfg.path, start, max(start, end), cfg.delimiter))
+        table = self._table()
+        return None if table is None else table.slice(start, max(0, end - start))
+
+    def _selected(self, table: pa.Table | None) -> pa.Table | None:
+        """A table of the file's rows with the payload columns, all present; else None."""
+        cfg = self.config
         if table is None or cfg.payload_columns is None:
             return table
         wanted = set(cfg.payload_columns)
@@ -157,9 +170,8 @@ class ReferenceDataInputAdapter:
         columns (``cti.adapters.FIELD_COLUMN``; its text written where the engine needs it),
         or its text where a column has no such type."""
         t = self.config.load_time
-        table = self._table()
-        if table is not None:
-            part = table.slice(start, max(0, end - start))
+        part = self._part(start, end)
+        if part is not None:
             typed = typed_payloads(part, part.column_names)
             if typed:
                 return _frame(t, pa.nulls(part.num_rows, pa.string()), None, typed)

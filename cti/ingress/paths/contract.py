@@ -33,15 +33,16 @@ class ShardContext:
     group's output rows on in full), the stream the source
     sends as generation points (``timed``; None: none), and the engine's functions that
     write the payloads' text into input rows (``written``), build a stream's chunk from
-    output rows (``chunk(rows, stream, input_rows)``) and pick the output rows the shard
-    reports (``counted(rows, input_rows)``; ``input_rows``, where given, the rows they came
-    from: an event's owner is the one its input row was routed to, not hashed again)."""
+    output rows (``chunk(rows, stream, input_rows)``) and say which output rows the shard
+    reports (``counted(rows, input_rows)``: a mask, None for every row; ``input_rows``, where
+    given, the rows they came from: an event's owner is the one its input row was routed to,
+    not hashed again)."""
 
     owner: int | None
     timed: int | None
     written: Callable[[pd.DataFrame], pd.DataFrame]
     chunk: Callable[[pd.DataFrame, int, pd.DataFrame | None], Chunk]
-    counted: Callable[[pd.DataFrame, pd.DataFrame | None], pd.DataFrame]
+    counted: Callable[[pd.DataFrame, pd.DataFrame | None], np.ndarray | None]
 
 
 def weighted(got: pd.DataFrame) -> pd.DataFrame:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+import numpy as np
 import pandas as pd
 
 from cti.forms import frame
@@ -32,7 +33,7 @@ class TimedPath:
         specs = group.specs
         single = len(specs) == 1
         mine = rows["stream"].to_numpy() == index
-        outs, reports, chunks = [], [], []
+        outs, kept, chunks = [], [], []
         for compact, part in timed.segments(rows if single else frame.rows_where(rows, mine)):
             if compact:
                 got, step, ctis = timed.timed_step(group, part, ctx.owner, index)
@@ -44,30 +45,40 @@ class TimedPath:
                 got = weighted(general(group, ctx.written(part), ctx.owner, False).rows)
                 step = ctx.chunk(got, index, part)
             outs.append(got)
-            reports.append(got if compact else ctx.counted(got, part))
+            kept.append(None if compact else ctx.counted(got, part))
             chunks.append(step)
         importers = None if single else frame.rows_where(rows, ~mine)
         if importers is not None:
             got = weighted(vectorized.importers_step(group, ctx.written(importers), index))
             outs.append(got)
-            reports.append(ctx.counted(got, importers))
+            kept.append(ctx.counted(got, importers))
             del got
         # Stacked, then let go (with a million reference rows each is a copy of 50 MB or
         # more, which would otherwise stay beside the chunk made next).
-        every, report = frame.stack(outs), _reported(outs, reports)
-        del outs, reports
-        report = every if report is None else report
+        every, reported = frame.stack(outs), _reported(outs, kept)
+        del outs, kept
         # (a piece of stream ``index`` taken whole runs the group's ingress: it may release
         # the other streams' rows held from earlier micro-batches, and their CTIs)
         # (the importers' input rows: an event's owner as routed and its typed columns)
         out = {i: timed.merged(chunks) if i == index else ctx.chunk(every, i, importers)
                for i in range(len(specs))}
+        # The rows reported, a copy where they are some of the rows: made after the chunks,
+        # so that it is not alive beside the chunks' work.
+        report = every if reported is None else _taken(every, reported)
         return IngressOutput(every, out, report)
 
 
-def _reported(outs: list[pd.DataFrame], reports: list[pd.DataFrame]) -> pd.DataFrame | None:
-    """The reports stacked; None where each is all of its output's rows (a report is some of
-    them, in order), so that the stacked outputs are the report too, not copied again."""
-    if all(len(r) == len(o) for r, o in zip(reports, outs, strict=True)):
+def _reported(outs: list[pd.DataFrame], kept: list[np.ndarray | None]) -> np.ndarray | None:
+    """Which rows of the stacked outputs the shard reports (each output's ``counted`` mask,
+    None: all of its rows); None where that is every row."""
+    if all(k is None or k.all() for k in kept):
         return None
-    return frame.stack(reports)
+    return np.concatenate([np.ones(len(o), bool) if k is None else k
+                           for o, k in zip(outs, kept, strict=True)])
+
+
+def _taken(rows: pd.DataFrame, mask: np.ndarray) -> pd.DataFrame:
+    """The rows of ``rows`` where ``mask`` is set, numbered from 0."""
+    out = frame.rows_where(rows, mask)
+    out.index = pd.RangeIndex(len(out))
+    return out

@@ -4,6 +4,7 @@ where they give exactly the scanners' rows, and the lines of such a CSV file's d
 from __future__ import annotations
 
 import re
+from functools import partial
 from typing import Any
 
 from cti.io.files.cache import _cached, _identity
@@ -41,17 +42,119 @@ def csv_rows(path: str, delimiter: str = ",") -> int | None:
 
 
 def _csv_rows(path: str, delimiter: str) -> int | None:
+    counted = _read_body(path, delimiter, partial(_counted_rows, block=_COUNT_BLOCK))
+    # (a row longer than a small block, which Arrow refuses there: counted in the table's
+    # blocks, so the count is the table's)
+    return counted if counted is not None else _read_body(path, delimiter, _counted_rows)
+
+
+_COUNT_BLOCK = 1 << 16  # bytes of the body parsed at a time to count its rows
+
+
+def _counted_rows(f: Any, options: dict[str, Any], block: int | None = None) -> int:
+    """The rows of the body at ``f``'s position, parsed ``block`` bytes at a time (None: as
+    ``options`` say): in blocks of 64 KB about 14 MB of the process at its peak for a million
+    reference rows, 57 MB in Arrow's blocks of 1 MB. The reader is closed before the file is
+    (its read-ahead may still be reading it where it failed)."""
     from pyarrow import csv as pa_csv
 
-    return _read_body(path, delimiter, lambda f, options: sum(
-        batch.num_rows for batch in pa_csv.open_csv(f, **options)))
+    if block is not None:
+        given = options["read_options"]
+        options = {**options, "read_options": pa_csv.ReadOptions(
+            column_names=given.column_names, use_threads=given.use_threads, block_size=block)}
+    reader = pa_csv.open_csv(f, **options)
+    try:
+        return sum(batch.num_rows for batch in reader)
+    finally:
+        reader.close()
+
+
+def csv_range(path: str, start: int, end: int, delimiter: str = ",") -> Any:
+    """Rows [start, end) of ``csv_table`` (an Arrow table), parsed alone: the bytes of those
+    rows found from the file's line breaks (``_row_start``), so a read task of a range
+    never holds the whole file's table (a million reference rows' table was 100 MB, kept by
+    the worker that read the first half). None where ``csv_table`` is None (the whole file
+    counted by ``csv_rows`` first, which says whether Arrow reads it exactly) or the range
+    is not within the file."""
+    import pyarrow as pa
+    from pyarrow import csv as pa_csv
+
+    rows = csv_rows(path, delimiter)
+    layout = _layout(path, delimiter) if rows is not None else None
+    if layout is None or not 0 <= start <= end <= rows:
+        return None
+    header, body_at = layout
+    if start == end:
+        return pa.table({h: pa.array([], pa.string()) for h in header})
+    first, last = _row_start(path, body_at, start), _row_start(path, body_at, end)
+    with open(path, "rb") as f:
+        f.seek(first)
+        data = f.read(last - first)
+    try:
+        table = pa_csv.read_csv(pa.py_buffer(data), **_csv_options(header, delimiter))
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return None
+    return table if table.num_rows == end - start else None
+
+
+_INDEX_EVERY = 1 << 12  # the rows between two entries of a file's row index
+
+
+def _row_start(path: str, body_at: int, row: int) -> int:
+    """Where data row ``row`` begins (bytes; the file's size for a row past its last) in a
+    file ``csv_table`` reads, its body at ``body_at``: from the nearest entry of the file's
+    row index (``_row_index``), the rest of the way line by line."""
+    index = _cached((*_identity(path), "csv-row-index", body_at),
+                    lambda: _row_index(path, body_at))
+    k = min(row // _INDEX_EVERY, len(index) - 1)
+    return _rows_begun(path, int(index[k]), row - k * _INDEX_EVERY, every=0)[0]
+
+
+def _row_index(path: str, body_at: int) -> Any:
+    """Where every ``_INDEX_EVERY``-th data row begins (row 0 first, at least that entry)."""
+    import numpy as np
+
+    return np.asarray(_rows_begun(path, body_at, 0, every=_INDEX_EVERY), np.int64)
+
+
+def _rows_begun(path: str, at: int, wanted: int, every: int) -> list[int]:
+    """From a place where a line begins (``at``, in a file ``csv_table`` reads): with
+    ``every``, where the data rows numbered 0, ``every``, 2 ``every``... from there begin;
+    without, where row ``wanted`` begins (the file's size for a row past its last). A data
+    row is a non-empty line; with no lone carriage return a line is empty where it is no
+    byte, or a carriage return alone, before its line feed (``_data_lines``). Read a chunk
+    at a time."""
+    import numpy as np
+
+    out: list[int] = []
+    rows, line_at, last = 0, at, ord("\n")  # (last: the byte before ``at``)
+    with open(path, "rb") as f:
+        f.seek(at)
+        while (not out or every) and (chunk := f.read(_CHUNK)):
+            data = np.frombuffer(chunk, np.uint8)
+            ends = at + np.flatnonzero(data == ord("\n"))
+            starts = np.concatenate([[line_at], ends[:-1] + 1])
+            size = ends - starts
+            before = np.where(ends > at, data[np.maximum(ends - at - 1, 0)], last)
+            begun = starts[(size >= 2) | ((size == 1) & (before != ord("\r")))]
+            if every:
+                out += begun[(-rows) % every::every].tolist()
+            elif rows + len(begun) > wanted:
+                out.append(int(begun[wanted - rows]))
+            rows += len(begun)
+            line_at = int(ends[-1]) + 1 if len(ends) else line_at
+            at, last = at + len(chunk), int(data[-1])
+    if at > line_at and (every and rows % every == 0 or not every and not out and
+                         rows == wanted):  # (a last line without a line feed: a row)
+        out.append(line_at)
+    return out or [at]
 
 
 def _read_body(path: str, delimiter: str, read: Any) -> Any:
     """``read(file, options)`` of a CSV file that passes ``_csv_layout``, the file at its data
     rows, with Arrow's options for them (``_csv_options``); None where the file does not
     pass or Arrow refuses it."""
-    layout = _csv_layout(path, delimiter)
+    layout = _layout(path, delimiter)
     if layout is None:
         return None
     header, body_at = layout
@@ -65,7 +168,14 @@ def _read_body(path: str, delimiter: str, read: Any) -> Any:
             return None
 
 
-_CHUNK = 1 << 24  # bytes of a file checked at a time (``_csv_layout``)
+def _layout(path: str, delimiter: str) -> tuple[list[str], int] | None:
+    """``_csv_layout``, once per process and file (a pass over the file: its count, its
+    table and its ranges' row index all start from it)."""
+    return _cached((*_identity(path), "csv-layout", delimiter),
+                   lambda: _csv_layout(path, delimiter))
+
+
+_CHUNK = 1 << 20  # bytes of a file checked at a time (``_csv_layout``)
 
 
 def _csv_layout(path: str, delimiter: str) -> tuple[list[str], int] | None:
@@ -83,10 +193,10 @@ def _csv_layout(path: str, delimiter: str) -> tuple[list[str], int] | None:
         if not counts.clean(first):
             return None
         while chunk := f.read(_CHUNK):
-            seen = tail + chunk
-            if not counts.clean(chunk) or _BOM in seen:
+            # (a mark may straddle two chunks: the end of the last one and this one's start)
+            if not counts.clean(chunk) or _BOM in chunk or _BOM in tail + chunk[:len(_BOM)]:
                 return None
-            tail = seen[-(len(_BOM) - 1):]
+            tail = (tail + chunk[-(len(_BOM) - 1):])[-(len(_BOM) - 1):]
     if counts.cr != counts.crlf:
         return None
     try:
