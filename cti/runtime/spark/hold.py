@@ -19,7 +19,8 @@ stage and unpacked by another task's Python worker. The stage's processor is
 ``hold_processor.Hold``, in a module of its own that Spark's driver unpickles without pandas.
 Every other row (another query's, ingress rows passed on, metrics) passes through as it came,
 in the partition of the shard that made it (each row names its slot: ``SLOTTED_SCHEMA``).
-Only a query plan that needs the stage gets it (``SparkRuntime.query_frame``).
+Only a query plan that needs the stage gets it (``SparkRuntime.query_frame``;
+``hold_processor.hold_stage``).
 """
 
 from __future__ import annotations
@@ -30,17 +31,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-from pyspark.sql import DataFrame
-from pyspark.sql.types import StructType
 
 from cti.engine.hold import HoldState, Levels, cti_rows, split, tagged_table
 from cti.engine.hold import hold_step as step
 from cti.engine.route import QueryRoute
 from cti.operators.output import OUTPUT_ARROW
-from cti.runtime.spark.hold_processor import Hold
 from cti.runtime.spark.packing import pack_rows, unpack_output
 from cti.runtime.spark.partitioning import shard_slots
-from cti.runtime.spark.sink import Sink, write_partition
+from cti.runtime.spark.sink import write_partition
 from cti.runtime.spark.worker import settle
 
 HOLD = "hold"  # the role of a shard's rows into the hold stage
@@ -60,9 +58,10 @@ def routed_rows(route: QueryRoute, shard: int, events: pd.DataFrame, ctis: Seque
     return out
 
 
-def hold_rows(hold: Hold, key: tuple, rows: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+def hold_rows(hold: Any, key: tuple, rows: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
     """``Hold.handleInputRows``: every row not of role ``hold`` passed on; a held query's
-    rows to its slot's shard's step (``_step``)."""
+    rows to its slot's shard's step (``_step``). ``hold``: the stage's processor
+    (``hold_processor.Hold``, not imported here: it imports this module on first use)."""
     settle("hold")
     frame = pd.concat(list(rows), ignore_index=True)
     mine = (frame["role"] == HOLD).to_numpy()
@@ -74,7 +73,7 @@ def hold_rows(hold: Hold, key: tuple, rows: Iterator[pd.DataFrame]) -> Iterator[
             yield got
 
 
-def _step(hold: Hold, query: int, slot: int, rows: pd.DataFrame) -> pd.DataFrame | None:
+def _step(hold: Any, query: int, slot: int, rows: pd.DataFrame) -> pd.DataFrame | None:
     """``hold.hold_step`` of the slot's shard on its rows, its state in ``hold.state``: the
     released rows (and at shard 0 the combined CTIs) written to ``hold.sink``, or as one
     ``OP`` row of a packed blob."""
@@ -112,15 +111,3 @@ def _load(value: Any, shards: int) -> HoldState:
     levels, cti, held = value.get()
     return HoldState(np.frombuffer(levels, np.int64).tolist(), int(cti),
                      unpack_output([held]) if held is not None else OUTPUT_ARROW.empty_table())
-
-
-def hold_stage(frame: DataFrame, routes: Sequence[QueryRoute], sink: Sink | None = None
-               ) -> DataFrame:
-    """The shards' output rows (``operators.SLOTTED_SCHEMA``) through the hold stage, keyed by
-    (query, slot): a ``hold`` row's slot is the one it is sent to, any other row's its shard's
-    (it passes through in its shard's partition); out, the rows of ``OUTPUT_SCHEMA``
-    (with ``sink``, those of the held queries' output written to it instead)."""
-    schema = StructType([f for f in frame.schema.fields if f.name != "slot"])
-    shards = [r.shards if r.held else 0 for r in routes]
-    return frame.groupBy("query", "slot").transformWithStateInPandas(
-        Hold(shards, schema.fieldNames(), sink), schema, "Append", "None")

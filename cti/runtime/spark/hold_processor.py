@@ -9,11 +9,16 @@ from __future__ import annotations
 
 import pickle
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark import cloudpickle
+from pyspark.sql import DataFrame
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 from pyspark.sql.types import BinaryType, LongType, StructField, StructType
+
+if TYPE_CHECKING:
+    from cti.engine.route import QueryRoute
+    from cti.runtime.spark.sink import Sink
 
 STATE = StructType([StructField("levels", BinaryType(), False),
                     StructField("cti", LongType(), False),
@@ -48,3 +53,15 @@ class Hold(StatefulProcessor):
 
     def close(self) -> None:
         pass
+
+
+def hold_stage(frame: DataFrame, routes: Sequence[QueryRoute], sink: Sink | None = None
+               ) -> DataFrame:
+    """The shards' output rows (``operators.SLOTTED_SCHEMA``) through the hold stage, keyed by
+    (query, slot): a ``hold`` row's slot is the one it is sent to, any other row's its shard's
+    (it passes through in its shard's partition); out, the rows of ``OUTPUT_SCHEMA``
+    (with ``sink``, those of the held queries' output written to it instead)."""
+    schema = StructType([f for f in frame.schema.fields if f.name != "slot"])
+    shards = [r.shards if r.held else 0 for r in routes]
+    return frame.groupBy("query", "slot").transformWithStateInPandas(
+        Hold(shards, schema.fieldNames(), sink), schema, "Append", "None")

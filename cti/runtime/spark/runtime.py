@@ -28,7 +28,7 @@ from cti.results import DIAGNOSTIC_STATUSES, RunResult, derived_result
 from cti.runtime.base import BatchSizes, queries_inputs, stream_caps
 from cti.runtime.spark.dataframes import OUTPUT_COLUMNS, output_rows, packed_frame
 from cti.runtime.spark.handle import RunningQuery, raise_cti_error
-from cti.runtime.spark.hold import hold_stage
+from cti.runtime.spark.hold_processor import hold_stage
 from cti.runtime.spark.ingress import apply_ingress
 from cti.runtime.spark.metrics import OBSERVATION, observe, observe_vectors
 from cti.runtime.spark.operators import OP, PASS, apply_queries
