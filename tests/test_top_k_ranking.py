@@ -249,3 +249,30 @@ def test_nan_and_mixed_types_rank_through_the_engine_as_before():
         assert sorted(map(payload_to_json, window)) == sorted(map(payload_to_json, want))
     assert sorted(map(payload_to_json, by_window[10])) == [
         '{"rank":1,"v":1.0}', '{"rank":1,"v":1}', '{"rank":1,"v":true}']
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 50), unique=True),
+       st.lists(st.integers(0, 60), max_size=40), st.sampled_from([1, 10 ** 9]))
+def test_window_positions_by_table_or_search_are_each_ones_place(distinct, wanted, scale):
+    """``_positions``: each wanted value's place among the distinct ones (-1: absent), by its
+    table (values near as many as there are: ``scale`` 1) and by its search (spread wide)."""
+    values = np.asarray(distinct, np.int64) * scale
+    asked = np.asarray(wanted, np.int64) * scale
+    place = {v: i for i, v in enumerate(values.tolist())}
+    got = ranking._positions(values, asked)
+    assert got.tolist() == [place.get(v, -1) for v in asked.tolist()]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.integers(-3000, 3000).map(float), st.sampled_from(
+    [0.5, -0.0, 0.0, 2.0 ** 60, -(2.0 ** 60), math.inf, -math.inf])), min_size=1))
+def test_number_keys_order_as_the_numbers_do(numbers):
+    """``_number_key``: equal numbers one key, smaller ones a smaller key, within its bound,
+    whether by offsets (whole numbers near together) or by places among the distinct ones."""
+    num = np.asarray(numbers, np.float64)
+    key, bound = ranking._number_key(num)
+    assert key.min() >= 0 and key.max() < bound
+    for i in range(len(num)):
+        assert ((key == key[i]) == (num == num[i])).all()
+        assert ((key < key[i]) == (num < num[i])).all()

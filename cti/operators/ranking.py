@@ -116,8 +116,9 @@ def taken(members: dict[str, Any], rows: np.ndarray) -> dict[str, Any]:
     """The members at ``rows`` (positions or a mask)."""
     out = {c: v[rows] for c, v in members.items() if c != "columns"}
     if "columns" in members:
-        out["columns"] = members["columns"].take(pa.array(
-            np.flatnonzero(rows) if rows.dtype == bool else rows))
+        columns = members["columns"]  # (a mask: Arrow's filter, faster than a take)
+        out["columns"] = columns.filter(pa.array(rows)) if rows.dtype == bool else \
+            columns.take(pa.array(rows))
     return out
 
 
@@ -144,8 +145,7 @@ def _field_key(cls: np.ndarray, num: np.ndarray, text: np.ndarray, desc: bool
     (equal values equal, numbers before texts, nulls last), and how many there are."""
     key = np.zeros(len(cls), np.int64)
     is_num, is_text = cls == NUMBER, cls == TEXT
-    _, key[is_num] = np.unique(num[is_num], return_inverse=True)
-    n = int(key[is_num].max()) + 1 if is_num.any() else 0
+    key[is_num], n = _number_key(num[is_num])
     if is_text.any():
         _, codes = np.unique(text[is_text], return_inverse=True)
         key[is_text] = n + codes
@@ -153,6 +153,20 @@ def _field_key(cls: np.ndarray, num: np.ndarray, text: np.ndarray, desc: bool
     if desc:
         key = n - 1 - key
     return np.where(cls == NULL, n, np.where(cls == OTHER, 0, key)), n + 1
+
+
+def _number_key(num: np.ndarray) -> tuple[np.ndarray, int]:
+    """One integer per number, from 0, that sorts as the numbers do (equal ones equal), and
+    the bound of them: each whole number's offset from the least where all are whole and span
+    no more than their count (no sort), else each one's place among the distinct ones."""
+    if not len(num):
+        return np.zeros(0, np.int64), 0
+    low, high = num.min(), num.max()
+    if np.isfinite(low) and np.isfinite(high) and high - low <= max(len(num), 1024) and (
+            np.floor(num) == num).all():
+        return (num - low).astype(np.int64), int(high - low) + 1
+    _, key = np.unique(num, return_inverse=True)
+    return key, int(key.max()) + 1
 
 
 def _packed(win: np.ndarray, n: int, fields: list[tuple[np.ndarray, int]]) -> list[np.ndarray]:
@@ -236,11 +250,28 @@ def _windows_of(keys: np.ndarray, ks: np.ndarray, m_keys: np.ndarray, m_ks: np.n
     key_codes, _ = pd.factorize(np.concatenate([keys, m_keys]))
     k_codes, k_values = frame.dense_codes(np.concatenate([ks, m_ks]))
     pairs = key_codes.astype(np.int64) * len(k_values) + k_codes
-    order = np.argsort(pairs[:n], kind="stable")
-    at = np.minimum(np.searchsorted(pairs[:n][order], pairs[n:]), n - 1)
-    if (pairs[:n][order][at] != pairs[n:]).any():  # (the window keeps each member's window)
+    at = _positions(pairs[:n], pairs[n:])
+    if (at < 0).any():  # (the window keeps each member's window)
         raise RuntimeError("top_k: a member of a window that is not complete was ranked")
-    return order[at]
+    return at
+
+
+def _positions(distinct: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """The position in ``distinct`` (non-negative integers, each once) of each ``wanted``
+    one, -1 where it is not there: by a table indexed by value where their range is no wider
+    than a few times their number (no sort, no binary search), else by a sorted search."""
+    if not len(wanted):
+        return np.empty(0, np.int64)
+    top = max(int(wanted.max()), int(distinct.max()) if len(distinct) else 0) + 1
+    if top <= 4 * (len(distinct) + len(wanted)):
+        table = np.full(top, -1, np.int64)
+        table[distinct] = np.arange(len(distinct))
+        return table[wanted]
+    if not len(distinct):
+        return np.full(len(wanted), -1, np.int64)
+    order = np.argsort(distinct, kind="stable")
+    at = np.minimum(np.searchsorted(distinct[order], wanted), len(distinct) - 1)
+    return np.where(distinct[order][at] == wanted, order[at], -1)
 
 
 def _sorted(primary: list[np.ndarray], members: dict[str, np.ndarray]) -> np.ndarray:
