@@ -68,8 +68,9 @@ def assert_tables_equal(out: Path, want: Path) -> None:
 
 
 def executors(session: int) -> list[int]:
-    """The pids of the Spark executors started under process session ``session``."""
-    pids = []
+    """The pids of the Spark executors started under process session ``session`` (not a
+    child an executor is forking: until it execs, it shows the executor's command line)."""
+    pids: dict[int, int] = {}  # pid: its parent's
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -77,7 +78,8 @@ def executors(session: int) -> list[int]:
             cmdline = (entry / "cmdline").read_bytes()
             if b"CoarseGrainedExecutorBackend" in cmdline and os.getsid(int(entry.name)) \
                     == session:
-                pids.append(int(entry.name))
-        except (OSError, ProcessLookupError):
+                stat = (entry / "stat").read_text()
+                pids[int(entry.name)] = int(stat[stat.rindex(")") + 2:].split()[1])
+        except (OSError, ProcessLookupError, ValueError):
             continue
-    return pids
+    return [pid for pid, parent in pids.items() if parent not in pids]
