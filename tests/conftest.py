@@ -8,9 +8,30 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 sys.path.insert(0, str(Path(__file__).parent))
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+# The suite is CPU-bound on a 2-core machine, and most of its JVMs live for seconds to
+# minutes: HotSpot's C2 compiler took half of a Spark test's JVM CPU (docs/development.md).
+# Every driver JVM the tests start (the workers' sessions, `cti run`, `spark-submit`) gets C1
+# alone through spark-submit's own variable; a local cluster's executors through
+# ``TEST_EXECUTOR_JAVA_OPTIONS``. (A long-running job keeps C2: this is the tests' choice.)
+TEST_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
+if TEST_JAVA_OPTIONS not in os.environ.get("SPARK_SUBMIT_OPTS", ""):
+    os.environ["SPARK_SUBMIT_OPTS"] = \
+        f"{os.environ.get('SPARK_SUBMIT_OPTS', '')} {TEST_JAVA_OPTIONS}".strip()
+# Each Python process Spark starts (a query's data source planning, its source runner, the
+# workers) imports cti: from cached bytecode, not compiled anew in every one of them, where
+# the environment said not to write it (__pycache__ is ignored by git).
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
+
+# No per-example deadline: the suite shares 2 cores with Spark's JVMs, where an example that
+# takes 12 ms alone took 418 ms once (a flaky failure that asserted nothing about cti).
+settings.register_profile("cti", deadline=None)
+settings.load_profile("cti")
 
 
 def pytest_xdist_auto_num_workers(config) -> int:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import attrs
 import pytest
+from conftest import TEST_JAVA_OPTIONS
 from killed_jobs import BATCH, assert_tables_equal, commits, executors, table, uninterrupted_run
 
 from cti.runtime.local import LocalRuntime
@@ -165,6 +166,7 @@ def cluster_run(tmp_path_factory) -> ClusterRun:
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, CTI_RUN_BATCH_SIZE=BATCH)
     env.pop("CTI_SPARK_MASTER", None)
     command = [str(submit), "--master", MASTER, "--conf", "spark.executor.memory=768m",
+               "--conf", f"spark.executor.extraJavaOptions={TEST_JAVA_OPTIONS}",
                str(job), str(result), str(tmp_path), str(query), str(out)]
     log = tmp_path / "job.log"
     with log.open("wb") as sink:

@@ -36,11 +36,16 @@ class Hold(StatefulProcessor):
         self.shards = list(shards)
         self.columns = list(output_columns)
         self._sink = None if sink is None else cloudpickle.dumps(sink)
+        self._unpickled: Any = None
 
     @property
     def sink(self) -> Any:
-        """The output adapter to write to (factory, config, shape), or None."""
-        return None if self._sink is None else pickle.loads(self._sink)
+        """The output adapter to write to (factory, config, shape), or None: unpickled once,
+        where the rows are (an executor's first call), never in the process that only plans
+        the stage (``init`` runs there too)."""
+        if self._sink is not None and self._unpickled is None:
+            self._unpickled = pickle.loads(self._sink)
+        return self._unpickled
 
     def init(self, handle: Any) -> None:
         self.state = handle.getValueState("hold", STATE)
