@@ -330,6 +330,9 @@ def test_output_order_is_arrows_stable_sort_of_the_keys(rows, ctis, rnd, release
     want = pc.sort_indices(keys, sort_keys=[(c, "ascending") for c in keys.column_names])
     assert _order(table).tolist() == want.to_numpy().tolist()
     assert released <= (_by_sync(table) is not None)
+    in_order = table.take(want)  # (runs of ties in order already: left as they are)
+    assert _order(in_order).tolist() == list(range(len(out)))
+    assert released <= (_by_sync(in_order) is not None)
     if all(r[1] != "edge_end" for r in out):  # (told there is no edge end: the same order)
         assert _order(table, edges=False).tolist() == want.to_numpy().tolist()
 
