@@ -337,6 +337,22 @@ def test_output_order_is_arrows_stable_sort_of_the_keys(rows, ctis, rnd, release
         assert _order(table, edges=False).tolist() == want.to_numpy().tolist()
 
 
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 1999), st.integers(0, 700)), max_size=6))
+def test_delivered_rows_taken_by_stretches_are_those_taken_one_by_one(moves):
+    """``output._taken``: rows in order but for a few moved (copied by stretches) are those
+    ``take`` gives, in one chunk."""
+    from cti.operators.output import _taken
+
+    order = np.arange(2000)
+    for at, to in moves:
+        order = np.insert(np.delete(order, at % len(order)), to, order[at % len(order)])
+    table = pa.table({"a": pa.array(np.arange(2000) * 3),
+                      "p": pa.array([f"t{i}" if i % 7 else None for i in range(2000)])})
+    got = _taken(pa.concat_tables([table.slice(0, 900), table.slice(900)]), order)
+    assert got.equals(table.take(order)) and got.column("p").num_chunks == 1
+
+
 @pytest.mark.parametrize(("starts", "tie_sorts_by"), [((0,), [["payload"]]), ((0, 5), [])])
 def test_output_order_of_rows_mostly_tied_on_sync_time(monkeypatch, starts, tie_sorts_by):
     """A window's results share their window's sync time: ``_order`` does not take the
