@@ -330,8 +330,27 @@ def test_output_order_is_arrows_stable_sort_of_the_keys(rows, ctis, rnd, release
     want = pc.sort_indices(keys, sort_keys=[(c, "ascending") for c in keys.column_names])
     assert _order(table).tolist() == want.to_numpy().tolist()
     assert released <= (_by_sync(table) is not None)
+    in_order = table.take(want)  # (runs of ties in order already: left as they are)
+    assert _order(in_order).tolist() == list(range(len(out)))
+    assert released <= (_by_sync(in_order) is not None)
     if all(r[1] != "edge_end" for r in out):  # (told there is no edge end: the same order)
         assert _order(table, edges=False).tolist() == want.to_numpy().tolist()
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 1999), st.integers(0, 700)), max_size=6))
+def test_delivered_rows_taken_by_stretches_are_those_taken_one_by_one(moves):
+    """``output._taken``: rows in order but for a few moved (copied by stretches) are those
+    ``take`` gives, in one chunk."""
+    from cti.operators.output import _taken
+
+    order = np.arange(2000)
+    for at, to in moves:
+        order = np.insert(np.delete(order, at % len(order)), to, order[at % len(order)])
+    table = pa.table({"a": pa.array(np.arange(2000) * 3),
+                      "p": pa.array([f"t{i}" if i % 7 else None for i in range(2000)])})
+    got = _taken(pa.concat_tables([table.slice(0, 900), table.slice(900)]), order)
+    assert got.equals(table.take(order)) and got.column("p").num_chunks == 1
 
 
 @pytest.mark.parametrize(("starts", "tie_sorts_by"), [((0,), [["payload"]]), ((0, 5), [])])

@@ -276,3 +276,14 @@ def test_number_keys_order_as_the_numbers_do(numbers):
     for i in range(len(num)):
         assert ((key == key[i]) == (num == num[i])).all()
         assert ((key < key[i]) == (num < num[i])).all()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 6), st.integers(-3, 3), st.integers(0, 2)),
+                max_size=60))
+def test_members_by_packed_key_then_times_are_the_lexsorts_order(rows):
+    """``_by_packed``: one sort of the packed key, its ties by start and end, is
+    ``np.lexsort``'s (stable) order."""
+    packed, start, end = (np.asarray([r[i] for r in rows], np.int64) for i in range(3))
+    got = ranking._by_packed(packed, [end, start])
+    assert got.tolist() == np.lexsort([end, start, packed]).tolist()

@@ -62,6 +62,22 @@ def tables(draw):
                      for i, t in enumerate(kinds)})
 
 
+@settings(max_examples=60, deadline=None)
+@given(low=st.sampled_from([-2**63, -5, 0, 2**63 - 9]), n=st.integers(60, 300),
+       data=st.data(), chunked=st.booleans())
+def test_payload_texts_of_integers_of_a_narrow_span_are_their_canonical_json(low, n, data,
+                                                                               chunked):
+    """Integers that span few values (ranks, small counts) are written once per value and
+    taken per row (``_few_integer_texts``): the same texts as ``payload_to_json``'s."""
+    values = data.draw(st.lists(st.none() | st.integers(low, low + 8), min_size=n, max_size=n))
+    rank = pa.chunked_array([values[:n // 2], values[n // 2:]], pa.int64()) if chunked else \
+        pa.array(values, pa.int64())
+    small = pa.array([None if v is None else v % 7 for v in values], pa.int8())
+    got = payload_texts({"rank": rank, "a": small}, n).to_pylist()
+    assert got == [payload_to_json({"rank": v, "a": None if v is None else v % 7})
+                   for v in values]
+
+
 def test_json_typed_gives_the_type_json_loads_gives_back():
     assert json_typed(pa.array([1, None], pa.int8())).type == pa.int64()
     assert json_typed(pa.array([1.5], pa.float32())).type == pa.float64()

@@ -179,16 +179,37 @@ def payload_texts(columns: Mapping[str, pa.Array | pa.ChunkedArray], rows: int) 
     if not columns:
         return pa.array(["{}"] * rows, pa.string())
     parts: list = []
-    for i, name in enumerate(sorted(columns)):
-        texts = exact_texts(columns[name])
+    names = sorted(columns)
+    for i, name in enumerate(names):
+        sep = ("{" if i == 0 else ",") + json.dumps(name) + ":"
+        end = "}" if i == len(names) - 1 else ""
+        texts = _few_integer_texts(columns[name]) or exact_texts(columns[name])
         if pa.types.is_dictionary(texts.type):  # (the separators joined once per value)
-            sep = ("{" if i == 0 else ",") + json.dumps(name) + ":"
-            parts.append(pc.binary_join_element_wise(sep, texts.dictionary, "").take(
+            parts.append(pc.binary_join_element_wise(sep, texts.dictionary, end, "").take(
                 texts.indices))
         else:
-            parts += [("{" if i == 0 else ",") + json.dumps(name) + ":", texts]
-    joined = pc.binary_join_element_wise(*parts, "}", "")
+            parts += [sep, texts, end]
+    # (every part an array where it can be: Arrow's join of one costs what the array's does)
+    joined = pc.binary_join_element_wise(*(p for p in parts if p != ""), "")
     return joined.combine_chunks() if isinstance(joined, pa.ChunkedArray) else joined
+
+
+def _few_integer_texts(column: pa.ChunkedArray | pa.Array) -> pa.DictionaryArray | None:
+    """An integer column whose values span no more than a quarter of its rows (ranks, small
+    counts) as the texts of every integer in that span (and ``null``) and each row's index
+    into them; None for another column."""
+    import pyarrow.compute as pc
+
+    if not pa.types.is_integer(column.type) or len(column) < 64:
+        return None
+    bounds = pc.min_max(column).as_py()
+    low, high = bounds["min"], bounds["max"]
+    if low is None or high - low + 1 > len(column) // 4:
+        return None
+    at = pc.subtract(column, pa.scalar(low, column.type)).cast(pa.int32())
+    at = at.combine_chunks() if isinstance(at, pa.ChunkedArray) else at
+    texts = pa.array([str(v) for v in range(low, high + 1)] + ["null"], pa.string())
+    return pa.DictionaryArray.from_arrays(at.fill_null(high - low + 1), texts)
 
 
 def filled_payloads(table: pa.Table) -> pa.Table:

@@ -90,8 +90,12 @@ def _order(rows: pa.Table, edges: bool = True) -> np.ndarray:
     window's): those would be copied and sorted by Arrow all the same. ``edges``: whether
     the rows may hold edge ends (not where the stream's shape is points' or intervals')."""
     order = _by_sync(rows, MOST_TIED, edges)
-    if order is not None:
-        return order
+    return order if order is not None else _sorted_order(rows)
+
+
+def _sorted_order(rows: pa.Table) -> np.ndarray:
+    """``_order`` by Arrow's stable sort by ``_sort_keys`` (or, where the events tie on all
+    the numbers, ``_by_numbers``)."""
     keys = _sort_keys(rows)
     numbers = None if any(keys.column(c).null_count for c in _NUMERIC) else [
         keys.column(c).to_numpy(zero_copy_only=False) for c in _NUMERIC]
@@ -143,25 +147,31 @@ def _sort_keys(rows: pa.Table) -> pa.Table:
         "release": rows.column("release"),
         "cti": cti,
         "sync": pc.if_else(cti, zero, pc.if_else(pc.equal(kind, "edge_end"), end, start)),
-        "rank": pc.fill_null(pc.index_in(kind, value_set=pa.array(
-            sorted(KIND_RANK, key=KIND_RANK.get))), 0),
+        "rank": _kind_ranks(kind),
         "start": pc.if_else(cti, zero, start),
         "end": pc.if_else(cti, zero, end),
         "payload": pc.if_else(cti, "", rows.column("payload")),
     })
 
 
-MOST_TIED = 0.5  # the share of rows tied on sync time above which ``_order`` sorts by Arrow
+def _kind_ranks(kind: pa.ChunkedArray | pa.Array) -> pa.Array:
+    """Each kind's place in ``KIND_RANK``'s order (0: a CTI's, or a kind not there)."""
+    return pc.fill_null(pc.index_in(kind, value_set=pa.array(
+        sorted(KIND_RANK, key=KIND_RANK.get))), 0)
+
+
+MOST_TIED = 0.5  # the share of rows to sort by their ties above which ``_order`` sorts by Arrow
 
 
 def _by_sync(rows: pa.Table, most_tied: float = 1.0, edges: bool = True
              ) -> np.ndarray | None:
     """``_order`` by one stable sort of each row's sync time (a CTI's: its release, ahead of
     events that start there), where that puts the rows in release order; rows of equal sync
-    then sorted among themselves by all the keys (``_sort_ties``). A stable sort has one
-    result: the order that is sorted and keeps rows of equal keys as they came; so the order
-    is checked, pair by neighbouring pair; None where it does not hold (or a key is null), or
-    where more than ``most_tied`` of the rows' neighbours tie."""
+    then sorted among themselves by all the keys (``_sort_ties``), but for runs of them in
+    that order already (``_runs_in_order``: TopK's results of a window k). A stable sort has
+    one result: the order that is sorted and keeps rows of equal keys as they came; so the
+    order is checked, pair by neighbouring pair; None where it does not hold (or a key is
+    null), or where more than ``most_tied`` of the rows' neighbours are ties left to sort."""
     if any(rows.column(c).null_count for c in ("release", "kind", "start", "end")):
         return None
     kind = rows.column("kind")
@@ -172,11 +182,50 @@ def _by_sync(rows: pa.Table, most_tied: float = 1.0, edges: bool = True
     order = frame.stable_order(first)
     ranked = first[order]
     tied = ranked[1:] == ranked[:-1]
+    if tied.any():
+        tied &= ~_runs_in_order(rows, order, tied, (release, cti, start, end))
     if np.count_nonzero(tied) > most_tied * len(tied):
         return None
     if tied.any():
         _sort_ties(lambda at: _sort_keys(rows.take(at)), order, tied)
     return order if _in_release_order(release[order], cti[order]) else None
+
+
+def _runs_in_order(rows: pa.Table, order: np.ndarray, tied: np.ndarray,
+                   numbers: tuple[np.ndarray, ...]) -> np.ndarray:
+    """Of the neighbours in ``order`` tied on sync time (``tied``), those in a run of ties
+    that is in ``ordered``'s order already: every neighbour in it the row that follows it in
+    ``rows``, and no greater by the sort keys (``_no_greater_than_next``). Linear: each row
+    compared once with the next. (A stable sort would leave such a run as it is.)"""
+    after = order[:-1]
+    good = tied & (order[1:] == after + 1)
+    good[good] = _no_greater_than_next(rows, numbers)[after[good]]
+    run = np.cumsum(~tied)  # (neighbours of one run of ties: one number)
+    bad = np.zeros(int(run[-1]) + 1, bool)
+    bad[run[tied & ~good]] = True
+    return tied & ~bad[run]
+
+
+def _no_greater_than_next(rows: pa.Table, numbers: tuple[np.ndarray, ...]) -> np.ndarray:
+    """Whether each row but the last is no greater than the next by the sort keys but sync
+    time (``_sort_keys``: release, CTI or not, the kind's rank, start, end, payload; two CTIs
+    of one release equal; ``numbers``: the rows' release, whether a CTI, start and end);
+    payloads compared by Arrow, a null one as greater."""
+    release, cti, start, end = numbers
+    kinds = _kind_ranks(rows.column("kind")).to_numpy(zero_copy_only=False)
+    ok = np.zeros(len(release) - 1, bool)
+    open_ = np.ones(len(ok), bool)  # (tied on the keys so far)
+    for key in (release, cti):
+        ok |= open_ & (key[:-1] < key[1:])
+        open_ &= key[:-1] == key[1:]
+    ok |= open_ & cti[:-1]
+    open_ &= ~cti[:-1]
+    for key in (kinds, start, end):
+        ok |= open_ & (key[:-1] < key[1:])
+        open_ &= key[:-1] == key[1:]
+    payload = rows.column("payload")
+    no_greater = pc.less_equal(payload.slice(0, len(ok)), payload.slice(1))
+    return ok | open_ & no_greater.fill_null(False).to_numpy(zero_copy_only=False)
 
 
 def _in_release_order(release: np.ndarray, cti: np.ndarray) -> bool:
@@ -252,8 +301,12 @@ def deliver(adapter: Any, rows: pd.DataFrame | pa.Table, batch_id: int,
     ``_order``'s."""
     if not len(rows):
         return
-    table = (rows if isinstance(rows, pa.Table) else _rows_table(rows)).combine_chunks()
-    table = table.select(ROWS_ARROW.names).take(_order(table, edges))
+    table = rows if isinstance(rows, pa.Table) else _rows_table(rows)
+    order = _by_sync(table, MOST_TIED, edges)  # (on the chunks as they come: no copy)
+    if order is None:  # (Arrow sorts and takes from one chunk faster)
+        table = table.combine_chunks()
+        order = _sorted_order(table)
+    table = _taken(table.select(ROWS_ARROW.names), order)
     where = {} if partition is None else {"partition": partition}
     if hasattr(adapter, "write_table"):
         adapter.write_table(table, batch_id, **where)
@@ -263,6 +316,20 @@ def deliver(adapter: Any, rows: pd.DataFrame | pa.Table, batch_id: int,
         adapter.write_frame(frame, batch_id, **where)
     else:
         adapter.write(items_of_frame(frame), batch_id, **where)
+
+
+def _taken(table: pa.Table, order: np.ndarray) -> pa.Table:
+    """``table.take(order)`` (in one chunk), as a copy of each stretch of rows ``order``
+    takes in a row where it takes them in few (rows in output order already but for the CTIs
+    among them: a window's TopK results) rather than a gather of each row."""
+    starts = np.flatnonzero(np.diff(order) != 1) + 1
+    if not len(order) or len(starts) > len(order) // 256 or any(
+            pa.types.is_dictionary(t) for t in table.schema.types):  # (a dictionary: taken)
+        return table.combine_chunks().take(order)
+    ends = np.append(starts, len(order))
+    starts = np.insert(starts, 0, 0)
+    return pa.concat_tables([table.slice(int(order[a]), int(b - a)) for a, b in zip(
+        starts.tolist(), ends.tolist(), strict=True)]).combine_chunks()
 
 
 COLUMNS = ("release", "kind", "start", "end", "payload")

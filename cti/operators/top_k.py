@@ -86,13 +86,14 @@ class Ranked:
         """Each event's order-by values (``ranking.order_values``), kept with its windows."""
         return ranking.order_values(ev, [f for f, _ in self.order_by], columns)
 
-    def rank_windows(self, members: dict[str, np.ndarray], keys: np.ndarray, ks: np.ndarray
-                     ) -> np.ndarray:
-        """The payload of each window (``keys[i]``, ``ks[i]``): all ranked at once
-        (``ranking.rank_windows``), each window's payload is the one ``Ranking`` of them all,
-        which ``top_k`` spreads into events (no Python object per window)."""
+    def rank_windows(self, members: dict[str, np.ndarray], keys: np.ndarray, ks: np.ndarray,
+                     hashes: np.ndarray | None = None) -> np.ndarray:
+        """The payload of each window (``keys[i]``, ``ks[i]``; ``hashes[i]``: the key's hash,
+        where known): all ranked at once (``ranking.rank_windows``), each window's payload is
+        the one ``Ranking`` of them all, which ``top_k`` spreads into events (no Python
+        object per window)."""
         return frame.filled(len(keys), ranking.rank_windows(
-            members, keys, ks, self.order_by, self.k, self.ranked))
+            members, keys, ks, self.order_by, self.k, self.ranked, hashes))
 
     def _compare(self, a: tuple[Any, ...], b: tuple[Any, ...]) -> int:
         """-1 if ``a`` ranks before ``b``, 1 after, 0 a tie."""

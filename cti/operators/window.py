@@ -116,8 +116,9 @@ def _add(node: plan.Window, state: dict[str, Any], ev: pd.DataFrame, rows: np.nd
     partials(state).add(window_partials.grouped(key_of, k_of, np.bincount(pairs), measures,
                                                 pairs), keys)
     if ranker(node) is not None:  # (TopK: its windows' members kept column-wise)
+        member_keys = key_codes[rows]
         state.setdefault("members", []).append(_members(node, ev, rows, ks, keys[
-            key_codes[rows]], columns))
+            member_keys], window_partials.key_hashes(keys)[member_keys], columns))
     elif len(node.aggregates) > len(_builtins(node)):
         lists = state["events"]
         for key, k, s, e, p in zip(ev["key"].to_numpy()[rows], ks.tolist(),
@@ -146,12 +147,14 @@ def ranker(node: Any) -> Any:
 
 
 def _members(node: plan.Window, ev: pd.DataFrame, rows: np.ndarray, ks: np.ndarray,
-             keys: np.ndarray, columns: dict[str, pa.Array] | None) -> dict[str, np.ndarray]:
-    """Each (event row, window k)'s key (as its partials have it), k, lifetime, payload (text,
-    or null where the typed ``columns`` are given: kept too) and the values the ranking reads
-    (``ranker(node).values``, once per event)."""
+             keys: np.ndarray, hashes: np.ndarray, columns: dict[str, pa.Array] | None
+             ) -> dict[str, np.ndarray]:
+    """Each (event row, window k)'s key (as its partials have it) and its hash (the
+    partials', ``window_partials.key_hashes``: the ranking finds a member's window by it),
+    k, lifetime, payload (text, or null where the typed ``columns`` are given: kept too) and
+    the values the ranking reads (``ranker(node).values``, once per event)."""
     values = ranker(node).values(ev, columns)
-    got = {"key": np.asarray(keys, object), "k": np.asarray(ks, np.int64),
+    got = {"key": np.asarray(keys, object), "hash": hashes, "k": np.asarray(ks, np.int64),
            "start": ev["start"].to_numpy()[rows], "end": ev["end"].to_numpy()[rows],
            "payload": ev["payload"].to_numpy(object)[rows]}
     if columns:
@@ -165,6 +168,8 @@ def taken_members(state: dict[str, Any], done: int | None) -> dict[str, np.ndarr
     blocks = state.get("members") or []
     if not blocks:
         return {"k": np.empty(0, np.int64)}
+    if any("hash" not in b for b in blocks):  # (a state's blocks written before hashes)
+        blocks = [{c: v for c, v in b.items() if c != "hash"} for b in blocks]
     both = ranking.stacked(blocks)
     ready = np.ones(len(both["k"]), bool) if done is None else both["k"] <= done
     if ready.all():
@@ -304,6 +309,8 @@ def _emit(node: plan.Window, state: dict[str, Any], done: int | None,
     out = partials(state).take(done)
     if out is None:
         return frame.empty()
+    if ranker(node) is not None:
+        out = _by_key_text(out)
     a, size, hop = node.alignment, node.size, node.hop
     key_texts = window_partials.key_texts(out)  # (Arrow: no Python string per row)
     keys = None if group_field is not None else out["key"].to_numpy(object)
@@ -317,7 +324,8 @@ def _emit(node: plan.Window, state: dict[str, Any], done: int | None,
     if payloads is None and keys is None:
         keys = out["key"].to_numpy(object)
     if payloads is None and (rank := ranker(node)) is not None:
-        payloads = rank.rank_windows(taken_members(state, done), keys, kk)
+        payloads = rank.rank_windows(taken_members(state, done), keys, kk,
+                                     out[window_partials.HASH].to_numpy())
     if payloads is None:
         payloads = []
         plain = {name: numbers.values() for name, numbers in columns.items()}
@@ -340,6 +348,23 @@ def _emit(node: plan.Window, state: dict[str, Any], done: int | None,
     if node.output_policy is plan.WindowOutputPolicy.CLIP_TO_WINDOW_END:
         return frame.make(["interval"] * len(out), starts, ends, payloads, keys)
     return frame.make(["point"] * len(out), ends, ends + 1, payloads, keys)
+
+
+def _by_key_text(out: pd.DataFrame) -> pd.DataFrame:
+    """Taken partials (``Partials.take``: by k and key hash) by k and key text: TopK's
+    results then come, window k by window k, in the order of their payloads where these
+    begin with the group's key (the output's order: ``output._runs_in_order`` finds them so,
+    with no sort of their texts)."""
+    if not len(out):
+        return out
+    codes = pc.dictionary_encode(window_partials.key_texts(out))  # (each text sorted once)
+    place = pc.rank(codes.dictionary, tiebreaker="first").to_numpy()[codes.indices.to_numpy()]
+    k = out["k"].to_numpy()
+    if (int(k.max()) - int(k.min()) + 1) * len(codes.dictionary) < 2 ** 62:  # (one number)
+        order = frame.stable_order((k - k.min()) * len(codes.dictionary) + place)
+    else:
+        order = np.lexsort((place, k))
+    return out.take(order).reset_index(drop=True)
 
 
 def _result(out: pd.DataFrame, name: str, agg: Aggregate) -> Numbers:

@@ -45,7 +45,7 @@ from cti.operators import exact_sum
 # How each measure's partials combine, by the prefix of its column.
 COMBINE = {"sum": "sum", "ints": "sum", "floats": "sum", "min": "min", "max": "max",
            "minf": "min", "maxf": "max"}
-_HASH = "#"  # the key hash's column
+HASH = "#"  # the key hash's column
 
 
 def grouped(codes: np.ndarray, ks: np.ndarray, n: np.ndarray,
@@ -92,7 +92,7 @@ def _sorted(part: pd.DataFrame, keys: np.ndarray) -> Run:
     order = _order(part["k"].to_numpy(), hashes)
     out = _taken(part.drop(columns=["code"]), order)
     out["code"] = codes[order].astype(np.int32)
-    out[_HASH] = hashes[order]
+    out[HASH] = hashes[order]
     return Run(out, 0, len(part), _dictionary(keys, by_hash))
 
 
@@ -140,7 +140,7 @@ def _combined(pieces: list[Coded]) -> Coded:
     if len(pieces) == 1:
         return pieces[0]
     rows = _stacked_in_order(pieces)
-    ks, hashes, codes = rows["k"], rows[_HASH], rows["code"]
+    ks, hashes, codes = rows["k"], rows[HASH], rows["code"]
     dictionary = pa.concat_arrays([d for _, d in pieces])
     new = np.ones(len(ks), bool)
     new[1:] = (ks[1:] != ks[:-1]) | (hashes[1:] != hashes[:-1])
@@ -163,7 +163,7 @@ def _stacked_in_order(pieces: list[Coded]) -> Columns:
     columns = set().union(*frames)  # (the limbs in use may differ)
     frames = [_with_columns(f, columns) for f in frames]
     stacked = {c: np.concatenate([f[c] for f in frames]) for c in frames[0]}
-    order = _order(stacked["k"], stacked[_HASH])
+    order = _order(stacked["k"], stacked[HASH])
     shift = np.cumsum([0] + [len(d) for _, d in pieces[:-1]])
     stacked["code"] = stacked["code"].astype(np.int64) + np.repeat(
         shift, [len(f["k"]) for f in frames])
@@ -186,7 +186,7 @@ def _regrouped(rows: Columns, dictionary: pa.Array) -> Columns:
     out = {c: v[first] for c, v in rows.items() if c not in measures}
     out["n"] = np.bincount(pairs, rows["n"], len(uniques)).astype(np.int64)
     out |= _combined_measures(measures, pairs)
-    order = _order(out["k"], out[_HASH])
+    order = _order(out["k"], out[HASH])
     return {c: v[order] for c, v in out.items()}
 
 
@@ -216,7 +216,7 @@ def _coded(part: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
     """Partials with their keys' texts (column ``key``: a state written before runs held
     codes, or a caller's frame) as partials with codes, and the texts they name."""
     codes, keys = pd.factorize(part["key"].to_numpy(object))
-    return part.drop(columns=["key", _HASH], errors="ignore").assign(code=codes), np.asarray(
+    return part.drop(columns=["key", HASH], errors="ignore").assign(code=codes), np.asarray(
         keys, object)
 
 
@@ -277,7 +277,7 @@ def _current(run: Run | pd.DataFrame) -> Run:
     if getattr(run, "keys", None) is not None:
         return run
     part, keys = _coded(run.frame.iloc[run.start:])
-    part[_HASH] = run.frame[_HASH].to_numpy()[run.start:]
+    part[HASH] = run.frame[HASH].to_numpy()[run.start:]
     part["code"] = part["code"].astype(np.int32)
     return Run(part.reset_index(drop=True), 0, run.weight, _dictionary(keys))
 
@@ -295,7 +295,7 @@ class Partials:
             return held
         got = cls()
         if held is not None and len(held):
-            got.add(held.drop(columns=[_HASH], errors="ignore"))
+            got.add(held.drop(columns=[HASH], errors="ignore"))
         return got
 
     def held(self) -> list[Run]:
