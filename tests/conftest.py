@@ -14,11 +14,12 @@ sys.path.insert(0, str(Path(__file__).parent))
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 # The suite is CPU-bound on a 2-core machine, and most of its JVMs live for seconds to
-# minutes: HotSpot's C2 compiler took half of a Spark test's JVM CPU (docs/development.md).
-# Every driver JVM the tests start (the workers' sessions, `cti run`, `spark-submit`) gets C1
-# alone through spark-submit's own variable; a local cluster's executors through
-# ``TEST_EXECUTOR_JAVA_OPTIONS``. (A long-running job keeps C2: this is the tests' choice.)
-TEST_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
+# minutes: HotSpot's C2 compiler took half of a Spark test's JVM CPU, G1's threads a tenth
+# of the rest (docs/development.md). Every driver JVM the tests start (the workers' sessions,
+# `cti run`, `spark-submit`) gets C1 alone and the serial collector through spark-submit's
+# own variable; a local cluster's executors through their options (test_cluster). A
+# long-running job keeps Spark's defaults: this is the tests' choice.
+TEST_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 if TEST_JAVA_OPTIONS not in os.environ.get("SPARK_SUBMIT_OPTS", ""):
     os.environ["SPARK_SUBMIT_OPTS"] = \
         f"{os.environ.get('SPARK_SUBMIT_OPTS', '')} {TEST_JAVA_OPTIONS}".strip()
