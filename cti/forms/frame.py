@@ -166,6 +166,17 @@ def stable_order(values: np.ndarray) -> np.ndarray:
     return np.argsort(values, kind="stable")
 
 
+def tie_runs(tied: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For rows in a sorted order (``tied``: whether each row ties with the next), the
+    positions of the rows in some run of ties and each one's run number (rising, one per
+    run): what a sort of the ties by further keys takes, run by run."""
+    at = np.zeros(len(tied) + 1, bool)
+    at[:-1] |= tied
+    at[1:] |= tied
+    at = np.flatnonzero(at)
+    return at, np.cumsum(np.concatenate([[True], ~tied]))[at]
+
+
 def radix_order(values: np.ndarray) -> np.ndarray:
     """``stable_order`` by two passes of numpy's radix sort, over the low and the high 16 bits
     of 32-bit offsets, where the values span less than 2**32: faster than the merge sort

@@ -89,14 +89,10 @@ def _order(rows: pa.Table, edges: bool = True) -> np.ndarray:
     (``_by_sync``), unless most rows tie on sync time (a window's results, which share their
     window's): those would be copied and sorted by Arrow all the same. ``edges``: whether
     the rows may hold edge ends (not where the stream's shape is points' or intervals')."""
-    order = _by_sync(rows, MOST_TIED, edges)
-    return order if order is not None else _sorted_order(rows)
-
-
-def _sorted_order(rows: pa.Table) -> np.ndarray:
-    """``_order`` by Arrow's stable sort by ``_sort_keys`` (or, where the events tie on all
-    the numbers, ``_by_numbers``)."""
-    keys = _sort_keys(rows)
+    order = _by_sync(rows, MOST_TIED, edges)  # (on the chunks as they come: no copy)
+    if order is not None:
+        return order
+    keys = _sort_keys(rows.combine_chunks())  # (Arrow sorts one chunk faster)
     numbers = None if any(keys.column(c).null_count for c in _NUMERIC) else [
         keys.column(c).to_numpy(zero_copy_only=False) for c in _NUMERIC]
     if numbers is not None and _events_tie(numbers):
@@ -244,15 +240,10 @@ def _sort_ties(keys_of: Callable[[np.ndarray], pa.Table], order: np.ndarray,
     are) put in place in ``order`` by Arrow's stable sort of the keys that are left
     (``keys_of`` the rows at some positions), each run of them where it lies (one run:
     sorted as it is, with no column numbering the runs)."""
-    at = np.zeros(len(order), bool)
-    at[:-1] |= tied
-    at[1:] |= tied
-    at = np.flatnonzero(at)
+    at, run = frame.tie_runs(tied)
     sub = keys_of(order[at])
-    # (each run numbered: a row of ``at`` starts one unless it follows a row it ties with)
-    joined = (at[1:] == at[:-1] + 1) & tied[at[:-1]]
-    if not joined.all():
-        sub = sub.add_column(0, "run", pa.array(np.cumsum(np.concatenate([[True], ~joined]))))
+    if run[0] != run[-1]:
+        sub = sub.add_column(0, "run", pa.array(run))
     within = pc.sort_indices(sub, sort_keys=[(c, "ascending") for c in sub.column_names])
     order[at] = order[at][within.to_numpy()]
 
@@ -302,11 +293,7 @@ def deliver(adapter: Any, rows: pd.DataFrame | pa.Table, batch_id: int,
     if not len(rows):
         return
     table = rows if isinstance(rows, pa.Table) else _rows_table(rows)
-    order = _by_sync(table, MOST_TIED, edges)  # (on the chunks as they come: no copy)
-    if order is None:  # (Arrow sorts and takes from one chunk faster)
-        table = table.combine_chunks()
-        order = _sorted_order(table)
-    table = _taken(table.select(ROWS_ARROW.names), order)
+    table = _taken(table.select(ROWS_ARROW.names), _order(table, edges))
     where = {} if partition is None else {"partition": partition}
     if hasattr(adapter, "write_table"):
         adapter.write_table(table, batch_id, **where)

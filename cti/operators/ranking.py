@@ -322,16 +322,12 @@ def _by_packed(packed: np.ndarray, minor: list[np.ndarray]) -> np.ndarray:
     ``_packed``), then each run of members tied on it by the ``minor`` keys (start, end):
     a third of the lexsort's time where ties are few (the packed keys span four times the
     members or more: many windows, few members each), twice it where most members tie."""
-    order = np.argsort(packed, kind="stable")
+    order = frame.stable_order(packed)
     ranked = packed[order]
     tied = ranked[1:] == ranked[:-1]
     if not tied.any():
         return order
-    at = np.zeros(len(order), bool)
-    at[:-1] |= tied
-    at[1:] |= tied
-    at = np.flatnonzero(at)
-    run = np.cumsum(np.concatenate([[True], ~tied]))[at]  # (each run of ties: one number)
+    at, run = frame.tie_runs(tied)
     order[at] = order[at][np.lexsort([*(key[order[at]] for key in minor), run])]
     return order
 
