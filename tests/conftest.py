@@ -11,15 +11,11 @@ import pytest
 from hypothesis import settings
 
 sys.path.insert(0, str(Path(__file__).parent))
+from budget import TEST_JAVA_OPTIONS, examples  # noqa: E402 (tests/ on the path first)
+
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
-# The suite is CPU-bound on a 2-core machine, and most of its JVMs live for seconds to
-# minutes: HotSpot's C2 compiler took half of a Spark test's JVM CPU, G1's threads a tenth
-# of the rest (docs/development.md). Every driver JVM the tests start (the workers' sessions,
-# `cti run`, `spark-submit`) gets C1 alone and the serial collector through spark-submit's
-# own variable; a local cluster's executors through their options (test_cluster). A
-# long-running job keeps Spark's defaults: this is the tests' choice.
-TEST_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+# The JVMs the tests start: C1 alone and the serial collector (``budget.TEST_JAVA_OPTIONS``).
 if TEST_JAVA_OPTIONS not in os.environ.get("SPARK_SUBMIT_OPTS", ""):
     os.environ["SPARK_SUBMIT_OPTS"] = \
         f"{os.environ.get('SPARK_SUBMIT_OPTS', '')} {TEST_JAVA_OPTIONS}".strip()
@@ -31,7 +27,7 @@ sys.dont_write_bytecode = False
 
 # No per-example deadline: the suite shares 2 cores with Spark's JVMs, where an example that
 # takes 12 ms alone took 418 ms once (a flaky failure that asserted nothing about cti).
-settings.register_profile("cti", deadline=None)
+settings.register_profile("cti", deadline=None, max_examples=examples(100))
 settings.load_profile("cti")
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from budget import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -215,7 +216,7 @@ def check_accounting(result, path: Path, good: list[dict], bad: list[int]) -> No
     assert all("quot" in d.reason for d in result.diagnostics)
 
 
-@settings(max_examples=60, deadline=None,
+@settings(max_examples=examples(60), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(case=csv_files())
 def test_each_bad_csv_line_is_one_invalid_row(tmp_path, case):
@@ -238,7 +239,7 @@ def test_unclosed_quote_keeps_the_next_good_row(tmp_path):
 
 
 @pytest.mark.spark
-@settings(max_examples=3, deadline=None,
+@settings(max_examples=examples(3), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(cases=st.lists(csv_files(), min_size=4, max_size=6),
        sizes=st.lists(st.integers(1, 5), min_size=1, max_size=3))

@@ -10,6 +10,7 @@ from typing import Any
 
 import operator_reference as ref
 import pytest
+from budget import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from operator_reference import Life
@@ -31,7 +32,7 @@ from cti import MAX_TIME, Cti, IntervalEvent, InvalidSettingsError, PointEvent, 
 from cti.errors import UnknownFieldError
 from cti.events import EventShape
 
-FAST = settings(max_examples=60, deadline=None,
+FAST = settings(max_examples=examples(60), deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 
 
@@ -134,14 +135,14 @@ def any_case() -> st.SearchStrategy[tuple[Case, list]]:
                      signal_case().flatmap(lambda c: st.tuples(st.just(c), input_defs(1))))
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_output_does_not_depend_on_arrival_order_below_the_ctis(data):
     case, defs = data.draw(any_case())
     assert_arrival_order_free(data, case, defs)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data(), sizes=st.lists(st.integers(1, 4), min_size=1, max_size=3))
 def test_output_does_not_depend_on_batch_boundaries(data, sizes):
     case, defs = data.draw(any_case())
@@ -150,7 +151,7 @@ def test_output_does_not_depend_on_batch_boundaries(data, sizes):
 
 
 @pytest.mark.spark
-@settings(max_examples=2, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(2), deadline=None, suppress_health_check=list(HealthCheck))
 @given(cases=st.lists(any_case(), min_size=8, max_size=10),
        splits=st.one_of(st.none(), st.lists(st.integers(1, 5), min_size=1, max_size=3)))
 def test_spark_equals_local(spark, cases, splits):

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import attrs
 import pytest
-from conftest import TEST_JAVA_OPTIONS
+from budget import TEST_JAVA_OPTIONS
 from killed_jobs import BATCH, assert_tables_equal, commits, executors, table, uninterrupted_run
 
 from cti.runtime.local import LocalRuntime

@@ -11,6 +11,7 @@ from typing import Any
 
 import operator_reference as ref
 import pytest
+from budget import examples
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from operator_reference import Life
@@ -26,7 +27,7 @@ from test_operator_properties import (
 from cti import MAX_TIME, CtiError, InvalidSettingsError, NullKeyError, PointEvent, agg, ticks
 from cti.events import EventShape
 
-FAST = settings(max_examples=40, deadline=None,
+FAST = settings(max_examples=examples(40), deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 
 
@@ -123,7 +124,7 @@ def test_equals_reference(name, data):
     check_case(case, data.draw(input_defs(1, finite=case.window)))
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_output_does_not_depend_on_arrival_order_below_the_ctis(data):
     case = data.draw(st.sampled_from(list(CASES)).flatmap(lambda n: CASES[n]()))
@@ -132,7 +133,7 @@ def test_output_does_not_depend_on_arrival_order_below_the_ctis(data):
 
 
 @pytest.mark.spark
-@settings(max_examples=2, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(2), deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data(), splits=st.one_of(st.none(), st.lists(st.integers(1, 5), min_size=1,
                                                             max_size=3)))
 def test_spark_equals_local(spark, data, splits):
@@ -199,7 +200,7 @@ def run_local_items(query: Any) -> list[Any]:
     return query.run(LocalRuntime()).items("output")
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(starts=st.lists(st.one_of(st.integers(-(2**63), MAX_TIME - 1),
                                  st.integers(MAX_TIME - 50, MAX_TIME - 1),
                                  st.integers(-50, 50)), min_size=1, max_size=12),

@@ -13,6 +13,7 @@ from typing import Any
 import operator_reference as ref
 import pytest
 import test_operator_properties as props
+from budget import examples
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 from operator_reference import Life
@@ -70,14 +71,14 @@ def count_case(draw: st.DrawFn, grouped: bool | None = None) -> props.Case:
                       lambda c: ref.ctis_unchanged(c[0]), window=True)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_count_window_equals_the_brute_force(data):
     case = data.draw(count_case())
     props.check_case(case, data.draw(props.input_defs(1, max_size=14)))
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_count_window_output_does_not_depend_on_arrival_order_below_the_ctis(data):
     case = data.draw(count_case())
@@ -90,7 +91,7 @@ def test_count_window_output_does_not_depend_on_arrival_order_below_the_ctis(dat
     assert props.run_local(case, bind(replay)) == whole, msg
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data(), sizes=st.lists(st.integers(1, 4), min_size=1, max_size=3))
 def test_count_window_output_does_not_depend_on_batch_boundaries(data, sizes):
     case = data.draw(count_case())
@@ -101,7 +102,7 @@ def test_count_window_output_does_not_depend_on_batch_boundaries(data, sizes):
 
 
 @pytest.mark.spark
-@settings(max_examples=2, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(2), deadline=None, suppress_health_check=list(HealthCheck))
 @given(cases=st.lists(st.tuples(count_case(grouped=True), props.input_defs(1, max_size=10)),
                       min_size=6, max_size=8),
        splits=st.one_of(st.none(), st.lists(st.integers(1, 5), min_size=1, max_size=3)))

@@ -11,6 +11,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from budget import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -182,7 +183,7 @@ def test_bad_rows_and_refusals_name_the_stream_and_column(spark, tmp_path):
         bind(frame(spark, tmp_path / "in", streaming=False)).collect(SparkRuntime(spark))
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(rows=st.lists(st.tuples(st.integers(0, 5), st.integers(0, 9), st.sampled_from("abc")),
                      min_size=1, max_size=30),
        cuts=st.lists(st.integers(0, 30), max_size=4), shuffle=st.randoms(use_true_random=False),

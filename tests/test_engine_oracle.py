@@ -11,6 +11,7 @@ from unittest import mock
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from budget import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from oracle import OracleRuntime
@@ -31,7 +32,7 @@ from cti.io.parquet import ParquetInputAdapterFactory, ParquetInputConfig
 from cti.runtime import local
 from cti.runtime.local import LocalRuntime
 
-FAST = settings(max_examples=60, deadline=None,
+FAST = settings(max_examples=examples(60), deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 SPLITS = st.none() | st.lists(st.integers(1, 6), min_size=1, max_size=3)
 # How many rows LocalRuntime steps at most at once within a micro-batch of one stream.

@@ -8,6 +8,7 @@ from fractions import Fraction
 
 import numpy as np
 import pandas as pd
+from budget import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -48,7 +49,7 @@ def test_infinities_and_nulls():
     assert exact_sum.total(nulls, "s")[0] == 0.0  # only nulls: a sum of nothing
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(values=st.lists(FLOATS.filter(lambda v: abs(v) < 1e300), min_size=1, max_size=40),
        sizes=st.lists(st.integers(1, 7), min_size=1, max_size=3))
 def test_window_sums_of_floats_are_the_same_in_any_micro_batches(values, sizes):

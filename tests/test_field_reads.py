@@ -13,6 +13,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from budget import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from shard_runs import released, run_shards
@@ -39,7 +40,7 @@ OTHERS = st.one_of(st.none(), st.booleans(), st.sampled_from(["12", "x", "1.5", 
                    st.just([1]))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(st.one_of(st.none(), st.floats(), st.floats(width=32)), max_size=50))
 def test_float_texts_are_json_dumps_texts(values):
     texts = float_texts(pa.array(values, pa.float64())).to_pylist()
@@ -75,7 +76,7 @@ def _same(got: Numbers, want: Numbers) -> None:
     np.testing.assert_array_equal(got.floats[got.is_float], want.floats[want.is_float])
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.data(), st.integers(0, 700))
 def test_numbers_of_a_field_equal_those_parsed_one_by_one(data, n):
     pool = data.draw(st.lists(NUMBERS, min_size=1, max_size=4))

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import attrs
 import pytest
+from budget import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -487,7 +488,7 @@ _LINE = _PAIR | _PAIR | _PAIR | st.lists(_FIELD, max_size=3) | st.sampled_from([
                                                                                  ["\t", ""]])
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(st.tuples(_LINE, st.sampled_from(["\n"] * 3 + ["\r\n"] * 3 + ["\r"])),
                 max_size=8),
        st.sampled_from([",", ";", "\t"]), st.sampled_from(["h1{d}h2 "] * 6 + [" h{d}h", "h1", ""]),
@@ -530,7 +531,7 @@ def _passes_whole_file_checks(data: bytes, delimiter: str) -> bool:
     return len(header) >= 2 and all(header) and not _header_error(header)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(st.tuples(_LINE, st.sampled_from(["\n"] * 3 + ["\r\n"] * 3 + ["\r"])),
                 max_size=8),
        st.sampled_from([",", ";", "\t"]), st.sampled_from(["h1{d}h2 "] * 6 + [" h{d}h", "h1", ""]),
@@ -561,7 +562,7 @@ def test_a_csv_files_rows_are_counted_as_its_table_has_them(tmp_path_factory, li
         assert rows == table.num_rows == len(_scan_csv(data, delimiter))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(st.tuples(_LINE, st.sampled_from(["\n"] * 3 + ["\r\n"] * 3 + ["\n\n", "\r\n\r\n"])),
                 max_size=10),
        st.sampled_from([",", ";"]), st.sampled_from([False] * 5 + [True]),
@@ -663,7 +664,7 @@ _COMMON_ISO = r"[ \t]*[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}" \
     r"(:[0-9]{2}([.,][0-9]+)?)?(Z|[+-][0-9]{2}:[0-9]{2})?[ \t]*"
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.tuples(_TIME, _TIME, st.sampled_from(["a", "b", "", "caf\u00e9", "x y"]),
                           _TIME, _PARTITION, _MARKER, _EDGE_TYPE), max_size=12),
        st.sampled_from([EventShape.POINT, EventShape.INTERVAL, EventShape.EDGE]),
@@ -719,7 +720,7 @@ def test_a_csv_file_read_by_columns_gives_reads_rows(tmp_path_factory, rows, sha
              w.partition, w.payload, w.error) for w in want]  # (times in the row form)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.lists(st.lists(st.tuples(_TIME, st.sampled_from(["a", "b", "caf\u00e9"]),
                                    st.integers(0, 40)), max_size=6), min_size=1, max_size=4),
        st.sampled_from(["files", "column", "none"]), st.booleans(), st.integers(0, 24),
@@ -802,7 +803,7 @@ def _clean_rows(times: str, n: int) -> st.SearchStrategy:
     return st.lists(row, min_size=n, max_size=n)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.sampled_from(["int", "digits", "iso", "iso seconds"]).flatmap(
            lambda times: st.integers(0, 10).flatmap(lambda n: _clean_rows(times, n))),
        st.lists(st.tuples(st.integers(0, 10), _JSON_LINE | st.sampled_from(

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+from budget import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -27,7 +28,7 @@ def _frame(n: int) -> pd.DataFrame:
         "typed": pd.arrays.ArrowExtensionArray(pa.array([f"k{i % 3}" for i in range(n)]))})
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.integers(0, 30).flatmap(lambda n: st.tuples(
     st.just(n), st.lists(st.booleans(), min_size=n, max_size=n),
     st.integers(0, n), st.integers(0, n))))
@@ -44,7 +45,7 @@ def test_rows_where_is_the_masked_frame_and_a_run_shares_its_columns(case):
             assert (frame["seq"].to_numpy() == np.arange(n)).all()
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.lists(st.tuples(st.one_of(st.none(), st.integers(0, 50)), st.booleans()),
                 max_size=40), st.integers(2, 4))
 def test_an_events_routed_owner_is_the_one_its_payload_hashes_to(rows, shards):
@@ -71,7 +72,7 @@ def test_an_events_routed_owner_is_the_one_its_payload_hashes_to(rows, shards):
                 == _owned(payloads, "k", shard, shards)).all()
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 1), st.integers(0, 30)), max_size=30),
        st.lists(st.integers(-2, 33), max_size=20), st.booleans())
 def test_an_input_rows_place_is_found_by_its_sequence_number(rows, wanted, increasing):

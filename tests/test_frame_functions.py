@@ -9,6 +9,7 @@ from datetime import timedelta
 
 import pandas as pd
 import pytest
+from budget import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -26,7 +27,7 @@ from cti.io.memory import MemoryInputAdapterFactory
 from cti.runtime.local import LocalRuntime
 from cti.runtime.spark import SparkRuntime
 
-CASES = settings(max_examples=30, deadline=None,
+CASES = settings(max_examples=examples(30), deadline=None,
                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 

@@ -8,6 +8,7 @@ import json
 import numpy as np
 import pyarrow as pa
 import pytest
+from budget import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -34,7 +35,7 @@ def _one_by_one(ev: frame.pd.DataFrame) -> list[str]:
             for k, p in zip(ev["key"], ev["payload"], strict=True)]
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(st.data(), st.integers(0, 600))
 def test_keys_of_large_and_small_frames_equal_keys_built_one_by_one(data, n):
     kind = data.draw(st.sampled_from(["one type", "mixed"]))
@@ -66,7 +67,7 @@ JSON_VALUES = st.recursive(
     max_leaves=4)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(JSON_VALUES, min_size=1, max_size=8), KEYS)
 def test_a_key_of_any_json_value_is_its_canonical_json_text(values, parent):
     ev = _frame(values, [parent] * len(values), set())
@@ -83,7 +84,7 @@ TYPED = {pa.int64(): st.integers(-3, 3), pa.float64(): st.sampled_from([1.0, 2.5
          pa.bool_(): st.booleans(), pa.string(): st.sampled_from(["a", "é", 'q"', "", "\n"])}
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.data(), st.booleans())
 def test_a_group_by_given_its_fields_typed_column_gives_what_it_reads_from_the_payloads(
         data, where):
@@ -125,7 +126,7 @@ def test_a_group_by_given_its_fields_typed_column_gives_what_it_reads_from_the_p
     assert ordered(given_out).to_dict("list") == ordered(plain).to_dict("list")
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.lists(st.integers(-2**62, 2**62) | st.integers(-5, 5), max_size=60), st.integers(0, 3))
 def test_integer_codes_by_counting_are_a_factorisation(values, spread):
     """``frame.dense_codes`` (counting where the range is narrow, hashing where not) gives
@@ -138,7 +139,7 @@ def test_integer_codes_by_counting_are_a_factorisation(values, spread):
     assert len(set(uniques.tolist())) == len(uniques) == len(set(values.tolist()))
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(["point", "interval", "edge_start"]),
                           st.integers(0, 40), st.integers(1, 15), st.integers(0, 3),
                           st.integers(0, 9)), max_size=40),

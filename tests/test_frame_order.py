@@ -4,13 +4,14 @@ ties kept in place, over narrow and wide spans of values."""
 from __future__ import annotations
 
 import numpy as np
+from budget import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cti.forms import frame
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(values=st.lists(st.integers(-(1 << 62), 1 << 62), max_size=60),
        narrow=st.sampled_from([None, 3, 1 << 16, (1 << 32) - 1]))
 def test_orders_equal_numpys_stable_argsort(values, narrow):
@@ -23,7 +24,7 @@ def test_orders_equal_numpys_stable_argsort(values, narrow):
     assert (frame.stable_order(v) == want).all()
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(starts=st.lists(st.integers(0, 12), max_size=40), data=st.data(),
        constant=st.booleans())
 def test_a_snapshots_endpoints_sort_as_numpys_stable_argsort(starts, data, constant):

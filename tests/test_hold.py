@@ -18,6 +18,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 import test_operator_properties as props
+from budget import examples
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 from shard_runs import run_shards
@@ -78,7 +79,7 @@ def _rows(table: pa.Table) -> list[tuple]:
     return [tuple(r.values()) for r in ordered_table(table).to_pylist()]
 
 
-@settings(max_examples=60, deadline=None,
+@settings(max_examples=examples(60), deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(case=held_case(), defs=props.input_defs(1, max_size=14), shards=st.integers(2, 4),
        seed=st.integers(0, 99), data=st.data())
@@ -146,7 +147,7 @@ def _cut(draw: st.DrawFn, n: int, batches: int) -> list[tuple[int, int, bool]]:
                                                                      strict=False))]
 
 
-@settings(max_examples=60, deadline=None,
+@settings(max_examples=examples(60), deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(case=meeting_case(), data=st.data(), shards=st.integers(2, 4), seed=st.integers(0, 99))
 def test_where_streams_meet_the_least_level_per_tag_is_one_shards_output(case, data, shards,
@@ -249,7 +250,7 @@ def test_a_shards_rows_come_by_sync_time_and_leave_the_hold_as_slices_of_them():
 
 
 @pytest.mark.spark
-@settings(max_examples=2, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(2), deadline=None, suppress_health_check=list(HealthCheck))
 @given(cases=st.lists(st.one_of(
     st.tuples(held_case(), props.input_defs(1, max_size=10)),
     meeting_case().flatmap(lambda c: st.tuples(st.just(c[0]), props.input_defs(c[1],

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from budget import examples
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from strategies import (
@@ -47,7 +48,7 @@ from cti.io.memory import MemoryInputAdapterFactory
 from cti.results import RunResult
 from cti.runtime.local import LocalRuntime
 
-FAST = settings(max_examples=150, deadline=None,
+FAST = settings(max_examples=examples(150), deadline=None,
                 suppress_health_check=[HealthCheck.too_slow])
 DROP, ADJUST = AdvanceTimePolicy.DROP, AdvanceTimePolicy.ADJUST
 
@@ -341,7 +342,7 @@ def test_importing_streams_with_bulk_books_equal_reference():
         test_edge_stream_with_stray_ends_equals_reference()
 
 
-@settings(FAST, max_examples=50)
+@settings(FAST, max_examples=examples(50))
 @given(defs=stream_defs(chain=3, max_size=10), sizes=batch_sizes)
 def test_import_chains_with_bulk_books_equal_reference_whatever_the_batches(defs, sizes):
     """The chains' property with bulk books, at 50 examples (each is three runs of a chain;
@@ -350,7 +351,7 @@ def test_import_chains_with_bulk_books_equal_reference_whatever_the_batches(defs
         check_chain_against_reference(defs, sizes)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(defs=stream_defs(chain=4, max_size=8), sizes=batch_sizes)
 def test_chains_of_four_do_not_depend_on_the_batches(defs, sizes):
     whole = check_against_reference(defs)
@@ -614,7 +615,7 @@ def test_adjust_after_a_max_time_cti_does_not_crash_edge_end():
 
 @example(n=0)
 @given(n=st.integers(0, 5))
-@settings(max_examples=10, deadline=None)
+@settings(max_examples=examples(10), deadline=None)
 def test_interval_adjusted_after_max_time_cti_is_dropped(n):
     # Intervals cannot reach MAX_TIME: ADJUST drops them (e <= c).
     items = [Cti(MAX_TIME)] + [IntervalEvent(i, i + 3, {"id": i}) for i in range(n)]

@@ -5,6 +5,7 @@ from datetime import UTC, timedelta, timezone
 from zoneinfo import ZoneInfo
 
 import pyarrow as pa
+from budget import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -41,7 +42,7 @@ _CELL = st.builds(
 ) | st.sampled_from(["", "x", "12", "2014-09-10", "2014-09-10T05"]) | st.none()
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(st.lists(_CELL, max_size=20), st.sampled_from(_ZONES), st.integers(1, 3))
 def test_iso_cells_read_by_columns_are_the_times_parse_time_gives(cells, zone, chunks):
     """Each cell read column by column is the time ``parse_time`` gives it, and a cell left

@@ -8,6 +8,7 @@ import json
 import string
 
 import numpy as np
+from budget import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -50,14 +51,14 @@ def _by_payload(left: np.ndarray, right: np.ndarray) -> list[str]:
             for a, b in zip(left, right, strict=True)]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(pairs())
 def test_the_column_merge_writes_what_the_payload_merge_writes_or_declines(case):
     got = _merged(*case)
     assert got is None or got == _by_payload(*case)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(pairs(values=None, same_fields=True))
 def test_plain_payloads_with_the_same_fields_are_merged_by_column(case):
     assert _merged(*case) == _by_payload(*case)

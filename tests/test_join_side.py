@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from budget import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -35,7 +36,7 @@ def _all(side: join_side.Side) -> pd.DataFrame:
                          if side.segments else [] for c in join_side.ROW_COLUMNS})
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.lists(st.lists(ROW, max_size=12), max_size=8), st.lists(st.tuples(KEYS, JKEYS),
                                                                      max_size=6),
        st.integers(0, 30), st.lists(st.integers(0, 80), max_size=5))

@@ -12,6 +12,7 @@ from datetime import timedelta
 
 import pyarrow as pa
 import pytest
+from budget import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from shard_runs import counts, released, run_shards
@@ -35,7 +36,7 @@ from cti.io.memory import MemoryInputAdapter, MemoryInputAdapterFactory
 from cti.runtime.base import query_inputs
 from cti.runtime.local import LocalRuntime
 
-CASES = settings(max_examples=60, deadline=None,
+CASES = settings(max_examples=examples(60), deadline=None,
                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
@@ -141,7 +142,7 @@ def test_a_key_functions_query_is_routed_by_the_function():
 
 
 @pytest.mark.spark
-@settings(max_examples=2, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(2), deadline=None, suppress_health_check=list(HealthCheck))
 @given(cases=st.lists(key_cases(), min_size=6, max_size=8), splits=spark_splits)
 def test_on_spark_equals_local(spark, cases, splits):
     from cti.runtime.spark import SparkRuntime

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from budget import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -17,7 +18,7 @@ _VALUES = {
 }
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.lists(st.tuples(*(_VALUES[typ] for _, typ in OUT_COLUMNS)), max_size=12))
 def test_rows_by_column_are_the_rows_one_by_one(rows):
     frame = pd.DataFrame({name: np.asarray([r[i] for r in rows],

@@ -33,6 +33,7 @@ from typing import Any
 
 import operator_reference as ref
 import pytest
+from budget import examples
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 from operator_reference import Life
@@ -66,7 +67,7 @@ from cti import (
 )
 from cti.runtime.local import LocalRuntime
 
-FAST = settings(max_examples=40, deadline=None,
+FAST = settings(max_examples=examples(40), deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 KEYS = ("x", "y", "z")
 POINT, INTERVAL, EDGE = EventShape.POINT, EventShape.INTERVAL, EventShape.EDGE
@@ -632,7 +633,7 @@ def test_operator_equals_reference(name, data):
     check_case(case, defs)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(data=st.data())
 def test_anti_semi_join_with_any_left_shape_equals_reference(data):
     """SPEC 8: "Anti-semi-join: left events during the times no right event matches", for
@@ -706,7 +707,7 @@ def assert_arrival_order_free(data: st.DataObject, case: Case, defs: list[Stream
         explain(case, defs, ins) + "\nreplayed as:\n" + describe(replay)
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(120), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_output_does_not_depend_on_arrival_order_below_the_ctis(data):
     case, defs = data.draw(case_and_inputs())
@@ -722,7 +723,7 @@ def test_output_does_not_depend_on_arrival_order_below_the_ctis(data):
 
 # ---- 3. micro-batch boundaries do not matter ---------------------------------------------------
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(120), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data(), sizes=st.lists(st.integers(1, 4), min_size=1, max_size=3))
 def test_output_does_not_depend_on_batch_boundaries(data, sizes):
     case, defs = data.draw(case_and_inputs())
@@ -857,7 +858,7 @@ def test_an_event_exactly_at_a_cti_waits_for_the_next_cti():
 # ---- Spark gives exactly the local output -----------------------------------------------------
 
 @pytest.mark.spark
-@settings(max_examples=2, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(2), deadline=None, suppress_health_check=list(HealthCheck))
 @given(cases=st.lists(case_and_inputs(max_size=8), min_size=12, max_size=16),
        splits=st.one_of(st.none(), st.lists(st.integers(1, 5), min_size=1, max_size=3)))
 def test_spark_equals_local(spark, cases, splits):
@@ -865,7 +866,7 @@ def test_spark_equals_local(spark, cases, splits):
 
 
 @pytest.mark.spark
-@settings(max_examples=2, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(2), deadline=None, suppress_health_check=list(HealthCheck))
 @given(cases=st.lists(case_and_inputs(max_size=8), min_size=12, max_size=16),
        splits=st.lists(st.integers(1, 5), min_size=1, max_size=3))
 def test_spark_with_every_array_a_part_equals_local(spark, cases, splits):
@@ -1034,7 +1035,7 @@ def moved(item: Any, by: int) -> Any:
 
 
 @pytest.mark.parametrize("side", ["near MIN_TIME", "near MAX_TIME"])
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_results_far_from_zero_are_the_same_results_moved(side, data):
     """Every operator's arithmetic holds near the ends of time: the inputs moved by a large
@@ -1052,7 +1053,7 @@ def test_results_far_from_zero_are_the_same_results_moved(side, data):
 
 
 @pytest.mark.spark
-@settings(max_examples=1, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(1), deadline=None, suppress_health_check=list(HealthCheck))
 @given(cases=st.lists(case_and_inputs(max_size=8), min_size=12, max_size=12))
 def test_spark_equals_local_far_from_zero(spark, cases):
     """As ``test_spark_equals_local``, the inputs moved near MIN_TIME (half the cases) and

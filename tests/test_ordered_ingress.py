@@ -10,6 +10,7 @@ import pickle
 import numpy as np
 import pandas as pd
 import pytest
+from budget import examples
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from ingress_machine import IngressMachine
@@ -153,7 +154,7 @@ def _same_step(row_machine: IngressMachine, mixed: IngressMachine, batch: list,
     return True
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_vectorised_event_ordering_equals_the_row_machine(data):
     spec = data.draw(specs())
@@ -175,7 +176,7 @@ def test_vectorised_event_ordering_equals_the_row_machine(data):
     event(f"timelines purged: {min(mixed.state.streams[0].ordering.purged, 2)}")
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(data=st.data())
 def test_the_lowest_timeline_max_equals_the_minimum_over_the_timelines(data):
     """``ordered._lowest`` (a running maximum over the levels the timelines leave) is, after
@@ -300,7 +301,7 @@ def test_a_declared_partition_whose_first_event_is_dropped_is_forgotten_at_once(
     assert "p0" not in mixed.state.streams[0].ordering.timelines
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_a_stream_importing_the_ordered_streams_ctis_takes_them_in_place(data):
     """An event-ordering stream and a slow stream importing its CTIs: the first vectorised,

@@ -22,6 +22,7 @@ from typing import Any
 
 import attrs
 import pytest
+from budget import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -48,7 +49,8 @@ PARTITIONS = ("p0", "p1", "p2")
 KEYS = ("a", "b", 1, None)  # substream key values (any JSON value; None is a value too)
 ADJUST, DROP = AdvanceTimePolicy.ADJUST, AdvanceTimePolicy.DROP
 
-LOCAL = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+LOCAL = settings(max_examples=examples(150), deadline=None,
+                 suppress_health_check=[HealthCheck.too_slow])
 
 
 class PartitionedFactory(MemoryInputAdapterFactory):
@@ -573,7 +575,7 @@ def test_the_snippets_of_the_event_ordering_page_print_what_it_shows():
 # ---- Spark --------------------------------------------------------------------------------------
 
 @pytest.mark.spark
-@settings(max_examples=3, deadline=None,
+@settings(max_examples=examples(3), deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(batch=st.lists(cases(max_size=12), min_size=20, max_size=25),
        sizes=st.lists(st.integers(2, 8), min_size=1, max_size=3))

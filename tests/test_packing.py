@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
+from budget import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -30,7 +31,7 @@ def _payloads(values: list) -> pa.Array:
                      for i, v in enumerate(values)], pa.string())
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.lists(VALUES, min_size=1, max_size=40), st.lists(VALUES, max_size=40),
        st.integers(2, 5))
 def test_a_value_has_one_shard_whatever_piece_it_is_read_in(piece, other, shards):
@@ -59,7 +60,7 @@ def _text_hash(text: str) -> int:
     return h
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.lists(st.text(max_size=12), max_size=30), st.integers(0, 5), st.integers(0, 5))
 def test_text_hashes_are_the_written_out_hash_of_each_text(texts, head, tail):
     """Vectorised over Arrow's buffers, of a slice too, empty texts and multi-byte characters
@@ -131,7 +132,7 @@ def unpack_one(blob: bytes, first_seq: int = 0) -> pd.DataFrame:
     return unpack(pd.DataFrame({"group": [0], "seq": [first_seq], "blob": [blob]}))
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.integers(0, 10**6), st.lists(st.integers(0, 3), max_size=30),
        st.lists(st.sampled_from(["point", "interval", "cti", "eos", "invalid"]), min_size=30,
                 max_size=30))
@@ -175,7 +176,7 @@ def typed_values(draw, min_size=1, max_size=30):
     return kind, values, given
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(typed_values(), st.integers(2, 4))
 def test_a_shard_gets_the_typed_columns_of_its_own_events(typed, shards):
     """Where the adapter gives typed payload columns (and no text: the columns are the
@@ -209,7 +210,7 @@ def test_a_shard_gets_the_typed_columns_of_its_own_events(typed, shards):
             [*values, None], mine, strict=True)]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.integers(0, 10**7), st.integers(0, 3 * 10**6), st.integers(1, 8))
 def test_a_range_is_cut_into_bounded_pieces_that_fill_the_cores(start, n, cores):
     at = cuts(start, start + n, cores)
@@ -224,7 +225,7 @@ def test_a_range_is_cut_into_bounded_pieces_that_fill_the_cores(start, n, cores)
         assert sizes.max() - sizes.min() <= 1
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(typed_values(max_size=40), st.integers(2, 5))
 def test_a_typed_columns_texts_give_the_shards_the_payloads_give(typed, shards):
     """The JSON texts of a typed column's values (``field_texts``: ``json.dumps``'s, null
@@ -262,7 +263,7 @@ OUT_ROWS = st.lists(st.tuples(st.integers(0, 5), st.sampled_from(
     st.sampled_from(['{"a":1}', '{"a":2}', '{"b":"x"}', "{}"])), max_size=25)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(OUT_ROWS, st.lists(st.integers(0, 6), max_size=3, unique=True), st.randoms())
 def test_packed_output_unpacks_to_the_rows_and_ctis_and_orders_as_the_frame_does(
         rows, ctis, rnd):
@@ -304,7 +305,7 @@ SYNC_ROWS = st.lists(st.tuples(st.sampled_from(
     st.sampled_from(['{"a":1}', '{"a":2}', '{"b":"x"}', "{}", None])), max_size=40)
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(SYNC_ROWS, st.lists(st.integers(-2, 12), max_size=4, unique=True), st.randoms(),
        st.booleans())
 def test_output_order_is_arrows_stable_sort_of_the_keys(rows, ctis, rnd, released):
@@ -337,7 +338,7 @@ def test_output_order_is_arrows_stable_sort_of_the_keys(rows, ctis, rnd, release
         assert _order(table, edges=False).tolist() == want.to_numpy().tolist()
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(50), deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 1999), st.integers(0, 700)), max_size=6))
 def test_delivered_rows_taken_by_stretches_are_those_taken_one_by_one(moves):
     """``output._taken``: rows in order but for a few moved (copied by stretches) are those
@@ -389,7 +390,7 @@ TIMES = st.sampled_from([-(2**63), 2**63 - 1, 0, 5, -7, 2**31, -(2**31) - 1, 2**
     st.integers(-(2**63), 2**63 - 1) | st.integers(0, 50)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.lists(st.tuples(TIMES, st.sampled_from(["point", "interval", "edge_end", "edge_start",
                                                   "cti", "other"]),
                           TIMES, TIMES, st.sampled_from([None, '{"a":1}', '{"a":2}', "{}"])),

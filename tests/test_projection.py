@@ -10,6 +10,7 @@ from datetime import timedelta
 from unittest import mock
 
 import pytest
+from budget import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from oracle import OracleRuntime
@@ -83,7 +84,7 @@ def test_a_query_reads_the_fields_its_output_needs(name, tmp_path):
     assert _read_fields(build, str(tmp_path / "f.parquet")) == {fields}
 
 
-@settings(max_examples=60, deadline=None,
+@settings(max_examples=examples(60), deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(rows=ROWS, name=st.sampled_from(list(QUERIES)),
        sizes=st.none() | st.lists(st.integers(1, 6), min_size=1, max_size=3))

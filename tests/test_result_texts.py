@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+from budget import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -28,7 +29,7 @@ def _frame(texts: list[str], arrow: bool, chunks: int = 1) -> pd.DataFrame:
     return frame.make(["point"] * n, np.arange(n), np.arange(n) + 1, payload, [""] * n)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(parts=st.lists(st.tuples(TEXTS, st.booleans(), st.integers(1, 2)), min_size=1,
                       max_size=4))
 def test_stacked_frames_keep_every_text_in_order(parts):

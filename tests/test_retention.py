@@ -14,6 +14,7 @@ from typing import Any
 import attrs
 import pandas as pd
 import pytest
+from budget import examples
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from ingress_machine import IngressMachine
@@ -78,7 +79,8 @@ def test_arrival_clock_is_validated_when_the_settings_are_built():
 
 # ---- purging never changes the output -----------------------------------------------------------
 
-LOCAL = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+LOCAL = settings(max_examples=examples(150), deadline=None,
+                 suppress_health_check=[HealthCheck.too_slow])
 
 
 @LOCAL
@@ -238,7 +240,7 @@ def test_imported_ctis_the_importer_has_passed_are_not_queued():
     assert len(machine.state.streams[1].imported) == 0
 
 
-@settings(max_examples=50, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(50), deadline=None, suppress_health_check=list(HealthCheck))
 @given(defs=stream_defs(second_stream=True), sizes=batch_sizes, data=st.data())
 def test_ticks_take_the_same_course_vectorised_and_in_the_row_machine(defs, sizes, data):
     """A fast stream and one importing its CTIs, with clock ticks for either at random: the
@@ -310,7 +312,7 @@ def test_the_spark_ingress_function_takes_ticks_through_its_pickled_state():
 
 
 @pytest.mark.spark
-@settings(max_examples=2, deadline=None,
+@settings(max_examples=examples(2), deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(batch=st.lists(cases(max_size=12), min_size=20, max_size=25),
        sizes=st.lists(st.integers(2, 8), min_size=1, max_size=3))

@@ -10,6 +10,7 @@ from typing import Any
 
 import operator_reference as ref
 import pytest
+from budget import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from operator_reference import Life
@@ -27,7 +28,7 @@ from test_operator_properties import (
 from cti import CtiError, EdgeEvent, EventShape, InvalidSettingsError, PointEvent, StreamOperator
 from cti.runtime.local import LocalRuntime
 
-FAST = settings(max_examples=50, deadline=None,
+FAST = settings(max_examples=examples(50), deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 SHAPES = [EventShape.POINT, EventShape.INTERVAL]
 
@@ -100,7 +101,7 @@ def test_scan_equals_the_loop(data):
     check_case(case, data.draw(input_defs(1, [SHAPES])))
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_output_does_not_depend_on_arrival_order_below_the_ctis(data):
     case = data.draw(st.one_of(scan_case(), order_case()))
@@ -108,7 +109,7 @@ def test_output_does_not_depend_on_arrival_order_below_the_ctis(data):
     assert_arrival_order_free(data, case, defs)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data(), sizes=st.lists(st.integers(1, 4), min_size=1, max_size=3))
 def test_output_does_not_depend_on_batch_boundaries(data, sizes):
     case = data.draw(st.one_of(scan_case(), order_case()))
@@ -117,7 +118,7 @@ def test_output_does_not_depend_on_batch_boundaries(data, sizes):
 
 
 @pytest.mark.spark
-@settings(max_examples=2, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(2), deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data(), splits=st.one_of(st.none(), st.lists(st.integers(1, 5), min_size=1,
                                                             max_size=3)))
 def test_spark_equals_local(spark, data, splits):

@@ -15,6 +15,7 @@ from datetime import timedelta
 import pandas as pd
 import pyarrow as pa
 import pytest
+from budget import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from shard_runs import counts, released, run_shards
@@ -45,7 +46,7 @@ from cti.runtime.local import LocalRuntime
 from cti.runtime.spark import SparkRuntime
 
 KEYS = "abcde"
-CASES = settings(max_examples=60, deadline=None,
+CASES = settings(max_examples=examples(60), deadline=None,
                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 

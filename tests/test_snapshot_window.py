@@ -17,6 +17,7 @@ from typing import Any
 import operator_reference as ref
 import pytest
 import test_operator_properties as props
+from budget import examples
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 from operator_reference import Life
@@ -170,7 +171,7 @@ def check_snapshot(case: props.Case, defs: list) -> list[Any]:
     return out
 
 
-@settings(max_examples=150, deadline=None,
+@settings(max_examples=examples(150), deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(data=st.data())
 def test_snapshot_equals_the_tick_by_tick_brute_force(data):
@@ -179,7 +180,7 @@ def test_snapshot_equals_the_tick_by_tick_brute_force(data):
     check_snapshot(case, data.draw(props.input_defs(1, max_size=14, finite=finite)))
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_snapshot_output_does_not_depend_on_arrival_order_below_the_ctis(data):
     case = data.draw(snapshot_case())
@@ -191,7 +192,7 @@ def test_snapshot_output_does_not_depend_on_arrival_order_below_the_ctis(data):
     assert props.run_local(case, bind(replay)) == whole, msg
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data(), sizes=st.lists(st.integers(1, 4), min_size=1, max_size=3))
 def test_snapshot_output_does_not_depend_on_batch_boundaries(data, sizes):
     case = data.draw(snapshot_case())
@@ -203,7 +204,7 @@ def test_snapshot_output_does_not_depend_on_batch_boundaries(data, sizes):
 
 
 @pytest.mark.spark
-@settings(max_examples=2, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(2), deadline=None, suppress_health_check=list(HealthCheck))
 @given(cases=st.lists(st.tuples(snapshot_case(grouped=True), props.input_defs(1, max_size=10)),
                       min_size=6, max_size=8),
        splits=st.one_of(st.none(), st.lists(st.integers(1, 5), min_size=1, max_size=3)))

@@ -7,6 +7,7 @@ Many random cases run as separate ingress groups of ONE streaming query per hypo
 
 from __future__ import annotations
 
+from budget import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import bind, describe, stream_defs
@@ -20,7 +21,7 @@ CASES = st.lists(st.one_of(stream_defs(stray_edge_ends=True, max_size=10),
 SPLITS = st.one_of(st.none(), st.lists(st.integers(1, 5), min_size=1, max_size=3))
 
 
-@settings(max_examples=3, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(3), deadline=None, suppress_health_check=list(HealthCheck))
 @given(cases=CASES, splits=SPLITS)
 def test_spark_equals_local(spark, cases, splits):
     from cti.runtime.spark import SparkRuntime

@@ -9,6 +9,7 @@ from datetime import timedelta
 
 import numpy as np
 import pandas as pd
+from budget import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from shard_runs import run_shards
@@ -34,7 +35,7 @@ PLAIN = st.recursive(
     max_leaves=30)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(PLAIN, st.lists(st.integers(-2**63, 2**63 - 1), max_size=50))
 def test_state_reads_back_as_written(value, numbers):
     state = {"value": value, "array": np.asarray(numbers, np.int64),

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from budget import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -40,7 +41,7 @@ ARRAYS = st.one_of(
         lambda v: np.asarray(v + [0], object)[:-1]))
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(arrays=st.lists(ARRAYS, min_size=1, max_size=6), min_bytes=st.sampled_from([0, 64, 1 << 20]),
        cached=st.booleans())
 def test_a_state_with_parts_reads_back_as_written(tmp_path_factory, arrays, min_bytes, cached):

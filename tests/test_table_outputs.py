@@ -17,6 +17,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from budget import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -255,7 +256,7 @@ def _kinds_rows(draw_rows: list[tuple[str, int, int, dict]]) -> list:
     return items
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(rows=st.lists(st.tuples(
     st.sampled_from(["point", "interval", "edge_start", "edge_end"]),
     st.integers(-10**12, 10**12), st.integers(1, 10**6),

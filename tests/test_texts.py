@@ -7,6 +7,7 @@ import pickle
 
 import numpy as np
 import pytest
+from budget import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -26,7 +27,7 @@ def small(monkeypatch):
     monkeypatch.setattr(texts, "MIN_ROWS", 1)
 
 
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=examples(120), deadline=None)
 @given(st.lists(TEXT, min_size=1, max_size=30), st.lists(TEXT, max_size=10),
        st.data())
 def test_texts_give_what_the_array_of_objects_gives(values, more, data):

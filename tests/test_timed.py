@@ -11,6 +11,7 @@ from datetime import timedelta
 
 import numpy as np
 import pytest
+from budget import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from shard_runs import counts, released, run_shards
@@ -36,7 +37,7 @@ from cti.ingress.timed import GEN, PIECE
 from cti.io.memory import MemoryInputAdapter, MemoryInputAdapterFactory
 from cti.runtime.base import query_inputs
 
-FAST = settings(max_examples=80, deadline=None,
+FAST = settings(max_examples=examples(80), deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 

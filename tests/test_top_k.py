@@ -14,6 +14,7 @@ from typing import Any
 import operator_reference as ref
 import pytest
 import test_operator_properties as props
+from budget import examples
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 from operator_reference import Life
@@ -130,7 +131,7 @@ def check_top_k(case: props.Case, defs: list) -> None:
     assert ref.ctis_of(out) == want, msg
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_top_k_ranks_equal_a_sort(data):
     case = data.draw(top_k_case())
@@ -138,7 +139,7 @@ def test_top_k_ranks_equal_a_sort(data):
     check_top_k(case, data.draw(props.input_defs(1, max_size=14, finite=finite)))
 
 
-@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(50), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data(), sizes=st.lists(st.integers(1, 4), min_size=1, max_size=3))
 def test_top_k_output_does_not_depend_on_arrival_order_or_batches(data, sizes):
     case = data.draw(top_k_case())
@@ -152,7 +153,7 @@ def test_top_k_output_does_not_depend_on_arrival_order_or_batches(data, sizes):
 
 
 @pytest.mark.spark
-@settings(max_examples=2, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(2), deadline=None, suppress_health_check=list(HealthCheck))
 @given(cases=st.lists(st.tuples(top_k_case(grouped=True), props.input_defs(1, max_size=10)),
                       min_size=6, max_size=8),
        splits=st.one_of(st.none(), st.lists(st.integers(1, 5), min_size=1, max_size=3)))

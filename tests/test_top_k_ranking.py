@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 import test_operator_properties as props
+from budget import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -158,7 +159,7 @@ def check(case: dict[str, Any], via: str, shuffle: st.DataObject) -> None:
     assert got(given, windows, case["order_by"], case["k"]) == want
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=windows(odd=False), via=st.sampled_from(["rows", "arrow", "columns"]),
        data=st.data())
 def test_ranks_equal_the_per_window_sort(case, via, data):
@@ -167,7 +168,7 @@ def test_ranks_equal_the_per_window_sort(case, via, data):
     check(case, via, data)
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=windows(odd=True), via=st.sampled_from(["rows", "arrow"]), data=st.data())
 def test_values_the_codes_cannot_order_fall_back_to_the_per_window_sort(case, via, data):
     check(case, via, data)
@@ -179,7 +180,7 @@ PAYLOAD = st.dictionaries(st.sampled_from(["a", "b", "g", "rank", "é", "z"]), s
     st.just("2020-01-01T00:00:00")), max_size=4)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(payloads=st.lists(PAYLOAD, min_size=1, max_size=20), uniform=st.booleans(),
        group=st.sampled_from([None, "g", "a"]))
 def test_payloads_written_column_wise_equal_those_written_one_by_one(payloads, uniform,
@@ -198,7 +199,7 @@ def test_payloads_written_column_wise_equal_those_written_one_by_one(payloads, u
         assert list(fast) == slow
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(columns=st.fixed_dictionaries({}, optional={
     "a": st.lists(st.one_of(st.none(), st.integers(-2 ** 63, 2 ** 63 - 1))),
     "g": st.lists(st.one_of(st.none(), st.floats())),
@@ -251,7 +252,7 @@ def test_nan_and_mixed_types_rank_through_the_engine_as_before():
         '{"rank":1,"v":1.0}', '{"rank":1,"v":1}', '{"rank":1,"v":true}']
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.integers(0, 50), unique=True),
        st.lists(st.integers(0, 60), max_size=40), st.sampled_from([1, 10 ** 9]))
 def test_window_positions_by_table_or_search_are_each_ones_place(distinct, wanted, scale):
@@ -264,7 +265,7 @@ def test_window_positions_by_table_or_search_are_each_ones_place(distinct, wante
     assert got.tolist() == [place.get(v, -1) for v in asked.tolist()]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.one_of(st.integers(-3000, 3000).map(float), st.sampled_from(
     [0.5, -0.0, 0.0, 2.0 ** 60, -(2.0 ** 60), math.inf, -math.inf])), min_size=1))
 def test_number_keys_order_as_the_numbers_do(numbers):
@@ -278,7 +279,7 @@ def test_number_keys_order_as_the_numbers_do(numbers):
         assert ((key < key[i]) == (num < num[i])).all()
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 6), st.integers(-3, 3), st.integers(0, 2)),
                 max_size=60))
 def test_members_by_packed_key_then_times_are_the_lexsorts_order(rows):

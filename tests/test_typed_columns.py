@@ -15,6 +15,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from budget import examples
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from shard_runs import released, run_shards
@@ -62,7 +63,7 @@ def tables(draw):
                      for i, t in enumerate(kinds)})
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(low=st.sampled_from([-2**63, -5, 0, 2**63 - 9]), n=st.integers(60, 300),
        data=st.data(), chunked=st.booleans())
 def test_payload_texts_of_integers_of_a_narrow_span_are_their_canonical_json(low, n, data,
@@ -87,7 +88,7 @@ def test_json_typed_gives_the_type_json_loads_gives_back():
     assert json_typed(pa.array([[1]])) is None
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(table=tables())
 def test_every_field_reader_gives_from_the_columns_what_it_gives_from_the_text(table):
     """The Parquet adapter's payload texts and typed columns of the same rows: numbers,

@@ -11,6 +11,7 @@ import attrs
 import pandas as pd
 import pyarrow as pa
 import pytest
+from budget import examples
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from ingress_machine import IngressMachine
@@ -86,7 +87,7 @@ def frame(batch):
     return pd.DataFrame(batch, columns=[f.name for f in IN_SCHEMA.fields])
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(data=st.data())
 def test_vectorised_ingress_equals_the_row_machine(data):
     spec = data.draw(specs())
@@ -155,7 +156,7 @@ def test_a_stream_without_settings_raises_for_what_comes_first(bad_first):
         vectorized.process(spec, IngressMachine([spec]).state.streams[0], frame(batch))
 
 
-@settings(max_examples=75, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(75), deadline=None, suppress_health_check=list(HealthCheck))
 @given(defs=stream_defs(second_stream=None, stray_edge_ends=True, no_settings=None),
        sizes=batch_sizes,
        noise=st.lists(st.tuples(st.integers(0, 30), st.sampled_from(["tick", "back"])),
@@ -197,7 +198,7 @@ def test_group_path_equals_the_row_machine(defs, sizes, noise):
         event("vectorised after a clock tick ahead of the data")
 
 
-@settings(max_examples=75, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(75), deadline=None, suppress_health_check=list(HealthCheck))
 @given(defs=st.one_of(*(stream_defs(chain=n, adapter_ctis=None, no_settings=None,
                                      max_size=16 // n) for n in (2, 3, 4))),
        sizes=batch_sizes)
@@ -335,7 +336,7 @@ def noisy(rows: list, noise: list[tuple[int, str]]) -> list:
     return rows
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(100), deadline=None, suppress_health_check=list(HealthCheck))
 @given(defs=reference_groups(), sizes=batch_sizes,
        noise=st.lists(st.tuples(st.integers(0, 30), st.sampled_from(NOISE)), max_size=3))
 def test_a_slow_stream_that_only_imports_runs_vectorised_as_the_row_machine(defs, sizes,
@@ -474,7 +475,7 @@ def _as_shard_1(specs: list[StreamSpec], rows: pd.DataFrame, routed: pd.DataFram
     return want, got
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(data=st.data(), routed=st.booleans())
 def test_owner_mode_outputs_the_owned_events_and_counts_the_rest(data, routed):
     """A query shard's ingress (``owner``): the same state as the row machine; of the events
@@ -517,7 +518,7 @@ TYPED_VALUES = {pa.int64(): st.integers(-2**63, 2**63 - 1), pa.float64(): st.flo
                 pa.bool_(): st.booleans(), pa.string(): st.text(max_size=3)}
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(data=st.data())
 def test_a_shards_chunk_straight_from_the_arrays_is_the_chunk_of_its_rows(data):
     """``shard_chunk`` (a shard that passes no rows on): the same state as ``process_group``,
@@ -578,7 +579,7 @@ def test_a_shards_chunk_straight_from_the_arrays_is_the_chunk_of_its_rows(data):
                                                                for p in parsed]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(starts=st.lists(st.integers(0, 200).map(lambda k: 50 * k) | st.integers(0, 10_000),
                       max_size=60),
        span=st.integers(1, 60).map(lambda k: 50 * k) | st.integers(1, 3_000),
@@ -608,7 +609,7 @@ def _books(machine: IngressMachine) -> list[list]:
     return [list(writable(s.open_edges).items()) for s in machine.state.streams]
 
 
-@settings(max_examples=250, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(250), deadline=None, suppress_health_check=list(HealthCheck))
 @given(defs=stream_defs(second_stream=False, shapes=(EventShape.EDGE,), max_time_cti=True,
                         stray_edge_ends=True, no_settings=None), sizes=batch_sizes,
        data=st.data())
@@ -706,7 +707,7 @@ def test_an_edge_stream_without_settings_takes_its_adapters_ctis_vectorised(dead
     assert mixed.state == rows.state
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=list(HealthCheck))
 @given(defs=stream_defs(second_stream=False, shapes=(EventShape.EDGE,), adapter_ctis=False,
                         no_settings=None), data=st.data())
 def test_a_shard_pairs_and_reports_its_own_edges_only(defs, data):

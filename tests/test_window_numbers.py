@@ -13,6 +13,7 @@ import re
 from fractions import Fraction
 
 import numpy as np
+from budget import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -75,7 +76,7 @@ def _texts(items) -> list[str]:
     return [json.dumps(e.payload, sort_keys=True) for e in items if hasattr(e, "payload")]
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(values=st.lists(VALUES, min_size=1, max_size=40), keys=st.integers(1, 3),
        sizes=st.lists(st.integers(1, 7), min_size=1, max_size=3))
 def test_a_windows_numbers_are_its_values_own_whatever_the_micro_batches(values, keys, sizes):
@@ -109,7 +110,7 @@ def test_a_large_micro_batchs_numbers_read_by_arrow_are_each_values_own():
         _query(values, 4).collect(LocalRuntime(batch_sizes=[7, 100])))
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 3), st.integers(-1, 1), st.integers(5, 6)),
                 min_size=1, max_size=60), st.booleans())
 def test_payload_texts_made_once_per_distinct_row_are_the_row_by_row_ones(rows, grouped):

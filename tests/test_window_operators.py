@@ -13,6 +13,7 @@ from typing import Any
 import attrs
 import operator_reference as ref
 import pytest
+from budget import examples
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 from operator_reference import Life
@@ -43,7 +44,7 @@ from cti import (
 )
 from cti.runtime.local import LocalRuntime
 
-FAST = settings(max_examples=40, deadline=None,
+FAST = settings(max_examples=examples(40), deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 
 
@@ -134,7 +135,7 @@ def test_equals_the_loop_over_windows(data):
     check_case(case, data.draw(input_defs(1, finite=data.draw(st.booleans()))))
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_output_does_not_depend_on_arrival_order_below_the_ctis(data):
     case = data.draw(window_operator_case())
@@ -143,7 +144,7 @@ def test_output_does_not_depend_on_arrival_order_below_the_ctis(data):
 
 
 @pytest.mark.spark
-@settings(max_examples=2, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(2), deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data(), splits=st.one_of(st.none(), st.lists(st.integers(1, 5), min_size=1,
                                                             max_size=3)))
 def test_spark_equals_local(spark, data, splits):
@@ -334,7 +335,7 @@ def test_snapshot_and_count_operators_equal_the_loop_over_windows(data):
     check_data_case(case, data.draw(input_defs(1, max_size=10)))
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data(), sizes=st.lists(st.integers(1, 4), min_size=1, max_size=3))
 def test_snapshot_and_count_operators_do_not_depend_on_arrival_order_or_batches(data, sizes):
     case = data.draw(snapshot_count_operator_case())
@@ -348,7 +349,7 @@ def test_snapshot_and_count_operators_do_not_depend_on_arrival_order_or_batches(
 
 
 @pytest.mark.spark
-@settings(max_examples=2, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(2), deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data(), splits=st.one_of(st.none(), st.lists(st.integers(1, 5), min_size=1,
                                                             max_size=3)))
 def test_snapshot_and_count_operators_on_spark_equal_local(spark, data, splits):

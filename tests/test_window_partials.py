@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from budget import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -57,13 +58,13 @@ def _check(steps: list[tuple[list[tuple[str, int, int]], int | None]]) -> None:
     assert len(partials) == 0
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(_steps)
 def test_runs_tally_as_one_table(steps: list) -> None:
     _check(steps)
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(50), deadline=None)
 @given(steps=_steps)
 def test_keys_whose_hashes_collide_stay_apart(steps: list, monkeypatch_module: None) -> None:
     _check(steps)

@@ -12,6 +12,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from budget import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -303,7 +304,7 @@ def _keyed(keys: list[Any], name: str) -> list[dict[str, Any]]:
     return [{name: i} if k == "missing" else {"k": k, name: i} for i, k in enumerate(keys)]
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(st.lists(KEY_VALUES, max_size=8), st.lists(KEY_VALUES, max_size=8),
        st.integers(1, 4))
 def test_joins_and_groups_pair_equal_keys_that_are_not_null(left, right, batch):
