@@ -214,7 +214,14 @@ def rank_windows(members: dict[str, np.ndarray], keys: np.ndarray, ks: np.ndarra
         win = _windows_of(keys, ks, members["key"], members["k"])
     fields = [_field_key(members[f"cls{i}"], members[f"num{i}"], members[f"text{i}"],
                          d == "desc") for i, (_, d) in enumerate(order_by)]
-    order = _sorted(_packed(win, len(keys), fields), members)
+    primary = _packed(win, len(keys), fields)
+    best = _best_only(primary, win, [members[f"cls{i}"] for i in range(len(fields))],
+                      len(keys), k)
+    if best is not None:  # (the rest are worse than all of them: not sorted)
+        members, win = taken(members, best), win[best]
+        fields = [(key[best], span) for key, span in fields]
+        primary = [primary[0][best]]
+    order = _sorted(primary, members)
     win_s, keys_s = win[order], [f[order] for f, _ in fields]
     bad = _unordered(win_s, keys_s, [members[f"cls{i}"][order] for i in range(len(fields))],
                      len(keys))
@@ -227,6 +234,31 @@ def rank_windows(members: dict[str, np.ndarray], keys: np.ndarray, ks: np.ndarra
     members = with_texts(members)
     got = Ranking(counts, members["payload"][at], rank[keep])
     return _with_slow(got, members, order, win_s, bad, slow) if bad.any() else got
+
+
+def _best_only(primary: list[np.ndarray], win: np.ndarray, classes: list[np.ndarray], n: int,
+               k: int) -> np.ndarray | None:
+    """The positions of the members ranked ``k`` or better in their window, where one packed
+    key orders them (``_packed``) and the codes order every window as Python does (no value
+    of another class, no field with both numbers and texts: ``_unordered`` finds nothing):
+    every other member has a greater key than all of them in its window, so only these need
+    the full sort, and their ranks among themselves are their ranks among all. A member's
+    rank is ``k`` or better exactly where its key is no greater than its window's ``k``-th
+    least (ties at the cut included). None where that does not hold or cuts off little."""
+    if len(primary) != 1 or not len(win):
+        return None
+    for cls in classes:
+        if (cls == OTHER).any() or ((cls == NUMBER).any() and (cls == TEXT).any()):
+            return None
+    counts = np.bincount(win, minlength=n)
+    if int(counts.max()) <= k:
+        return None
+    packed = primary[0]
+    ranked = np.sort(packed)  # (by window first: the window is the key's leading part)
+    begin = np.cumsum(counts) - counts
+    kth = ranked[np.where(counts > 0, begin + np.minimum(counts, k) - 1, 0)]
+    best = np.flatnonzero(packed <= kth[win])
+    return best if 2 * len(best) <= len(win) else None
 
 
 def _with_slow(got: Ranking, members: dict[str, np.ndarray], order: np.ndarray,

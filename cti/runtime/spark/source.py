@@ -97,13 +97,12 @@ def _spec(text: str) -> _Spec:
     return pickle.loads(base64.b64decode(text))
 
 
-def _streams(text: str) -> tuple[list[SourceStream], list[list[int] | None], int, Ticking]:
-    return pickle.loads(_spec(text).streams)
+def _streams(spec: _Spec) -> tuple[list[SourceStream], list[list[int] | None], int, Ticking]:
+    return pickle.loads(spec.streams)
 
 
-def _routes(text: str) -> list[QueryRoute] | None:
-    routes = _spec(text).routes
-    return None if routes is None else pickle.loads(routes)
+def _routes(spec: _Spec) -> list[QueryRoute] | None:
+    return None if spec.routes is None else pickle.loads(spec.routes)
 
 
 def cuts(start: int, end: int, cores: int) -> list[int]:
@@ -155,7 +154,7 @@ class CtiAdapterStreamReader(DataSourceStreamReader):
         plans the source's reads creates a reader, never asks it, and pickles it for the
         executors; that process then imports no adapter's module."""
         if self._decoded is None:
-            self._decoded = _streams(self.spec)
+            self._decoded = _streams(_spec(self.spec))
         return self._decoded
 
     def initialOffset(self) -> dict:
@@ -227,7 +226,8 @@ class CtiAdapterStreamReader(DataSourceStreamReader):
         return parts
 
     def read(self, partition: InputPartition) -> Iterator[tuple | Any]:
-        streams, routes = _streams(self.spec)[0], _routes(self.spec)
+        spec = _spec(self.spec)
+        streams, routes = _streams(spec)[0], _routes(spec)
         k, start, end, eos, tick = partition.value
         group, index, factory, config, shape, _ = streams[k]
         adapter = factory.create(config, shape) if end > start else None
