@@ -164,19 +164,26 @@ def _members(node: plan.Window, ev: pd.DataFrame, rows: np.ndarray, ks: np.ndarr
 
 def taken_members(state: dict[str, Any], done: int | None) -> dict[str, np.ndarray]:
     """The kept members (``_members``) of the windows k <= ``done`` (all: None), taken out
-    of ``state``."""
+    of ``state``: block by block, so a block wholly ready or wholly not is not copied (the
+    members of later windows stay where they are, in at most ``_MEMBER_BLOCKS`` blocks)."""
     blocks = state.get("members") or []
-    if not blocks:
-        return {"k": np.empty(0, np.int64)}
     if any("hash" not in b for b in blocks):  # (a state's blocks written before hashes)
         blocks = [{c: v for c, v in b.items() if c != "hash"} for b in blocks]
-    both = ranking.stacked(blocks)
-    ready = np.ones(len(both["k"]), bool) if done is None else both["k"] <= done
-    if ready.all():
-        state["members"] = []
-        return both
-    state["members"] = [ranking.taken(both, ~ready)]
-    return ranking.taken(both, ready)
+    ready, rest = [], []
+    for block in blocks:
+        mask = np.ones(len(block["k"]), bool) if done is None else block["k"] <= done
+        if mask.all():
+            ready.append(block)
+        elif not mask.any():
+            rest.append(block)
+        else:
+            ready.append(ranking.taken(block, mask))
+            rest.append(ranking.taken(block, ~mask))
+    state["members"] = rest if len(rest) <= _MEMBER_BLOCKS else [ranking.stacked(rest)]
+    return ranking.stacked(ready) if ready else {"k": np.empty(0, np.int64)}
+
+
+_MEMBER_BLOCKS = 8  # (more blocks of later windows' members are stacked into one)
 
 
 _NONE = {"min": np.iinfo(np.int64).max, "max": np.iinfo(np.int64).min}  # (no integer)
