@@ -320,7 +320,6 @@ def _emit(node: plan.Window, state: dict[str, Any], done: int | None,
         out = _by_key_text(out)
     a, size, hop = node.alignment, node.size, node.hop
     key_texts = window_partials.key_texts(out)  # (Arrow: no Python string per row)
-    keys = None if group_field is not None else out["key"].to_numpy(object)
     kk = out["k"].to_numpy()
     starts = a + kk * hop
     ends = starts + size
@@ -328,8 +327,9 @@ def _emit(node: plan.Window, state: dict[str, Any], done: int | None,
                if isinstance(agg, Aggregate)}
     extra = group_field is not None and group_field not in node.aggregates
     payloads = _numeric_payloads(node, columns, group_field if extra else None, key_texts)
-    if payloads is None and keys is None:
-        keys = out["key"].to_numpy(object)
+    # Each window's key: for its output row, and for the payloads written window by window;
+    # right under a group_by, whose key then goes (``QueryMachine``), not for the output.
+    keys = out["key"].to_numpy(object) if group_field is None or payloads is None else None
     if payloads is None and (rank := ranker(node)) is not None:
         payloads = rank.rank_windows(taken_members(state, done), keys, kk,
                                      out[window_partials.HASH].to_numpy())
@@ -350,7 +350,7 @@ def _emit(node: plan.Window, state: dict[str, Any], done: int | None,
                     elif name not in columns:
                         p[name] = _computed(node, name, agg, texts)
             payloads.append(payload_to_json(p))
-    if keys is None:  # (right under a group_by, whose key then goes: ``QueryMachine``)
+    if keys is None:
         keys = frame.filled(len(out), "")
     if node.output_policy is plan.WindowOutputPolicy.CLIP_TO_WINDOW_END:
         return frame.make(["interval"] * len(out), starts, ends, payloads, keys)
