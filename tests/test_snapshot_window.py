@@ -297,3 +297,23 @@ def test_the_key_table_holds_the_keys_held_not_every_key_seen():
         assert out.events["start"].tolist() == [10 * i]
         sizes.append(len(state.keys.keys))
     assert max(sizes) <= 64, max(sizes)
+
+
+def test_a_key_table_pickles_its_keys_once_and_reads_a_state_that_held_its_codes_too():
+    """The codes are the keys' places: a state holds the keys alone, and a state pickled
+    with the codes beside them (before) reads back as the same table."""
+    import pickle
+
+    import numpy as np
+
+    from cti.operators import snapshot
+
+    table = snapshot.KeyTable()
+    assert table.codes(np.array([0, 2, 1, 2]), ["a", "b", "c"]).tolist() == [0, 1, 2, 1]
+    back = pickle.loads(pickle.dumps(table))
+    assert back == table and back.code_of == {"a": 0, "c": 1, "b": 2}
+    assert "code_of" not in pickle.dumps(table).decode("latin-1")
+    old = snapshot.KeyTable.__new__(snapshot.KeyTable)
+    old.__setstate__({"keys": ["x", "y"], "code_of": {"x": 0, "y": 1}})
+    assert old == snapshot.KeyTable(["x", "y"], {"x": 0, "y": 1})
+    assert old.codes(np.array([0]), ["z"]).tolist() == [2]

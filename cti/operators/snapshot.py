@@ -59,6 +59,13 @@ class KeyTable:
     keys: list[Any] = attrs.field(factory=list)
     code_of: dict[Any, int] = attrs.field(factory=dict)
 
+    def __getstate__(self) -> dict[str, Any]:
+        return {"keys": self.keys}  # (the codes are the places: not pickled twice)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.keys = list(state["keys"])  # (a state pickled with ``code_of`` too: rebuilt)
+        self.code_of = {k: i for i, k in enumerate(self.keys)}
+
     def codes(self, codes: np.ndarray, values: Any) -> np.ndarray:
         """The table's codes of rows given as codes into ``values`` (new keys added)."""
         used = np.flatnonzero(np.bincount(codes, minlength=len(values)))
