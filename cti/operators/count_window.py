@@ -70,11 +70,12 @@ def _starts(key_codes: np.ndarray, start: np.ndarray) -> _Starts:
     return _Starts(of_row, times[pairs % span], key_of, np.arange(len(pairs)) - first, last)
 
 
-def _take_events(state: CountState, chunk: Chunk, lifetimes: bool) -> None:
+def _take_events(state: CountState, chunk: Chunk, lifetimes: bool, payloads: bool) -> None:
     """Points, intervals and edge starts join ``held`` (an edge end changes no membership);
     with ``lifetimes`` (a time-sensitive function sees them) an edge end also ends its start's
-    row."""
-    ev = chunk.events
+    row. Without ``payloads`` or ``lifetimes`` (counts only), a payload held as typed columns
+    is not written as text: it stays null."""
+    ev = chunk.events if payloads or lifetimes else chunk.raw_events
     if not len(ev):
         return
     is_end = ev["kind"].to_numpy() == "edge_end"
@@ -114,7 +115,7 @@ def count_window(node: plan.CountWindow, chunk: Chunk, state: CountState,
     """One step: at the chunk's last CTI c, the windows whose last start is before c (and
     was not before the previous CTI) are emitted; then what no later window needs leaves.
     ``group_field``: as the snapshot window's (``window_members.aggregated``)."""
-    _take_events(state, chunk, _sees_lifetimes(node))
+    _take_events(state, chunk, _sees_lifetimes(node), window_members.reads_payloads(node))
     if not chunk.ctis:
         return Chunk(frame.empty(), [])
     c, n = chunk.ctis[-1], node.n

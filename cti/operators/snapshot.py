@@ -38,7 +38,6 @@ from cti.forms.edges import close_edge, open_edge
 from cti.forms.frame import Chunk
 from cti.forms.schema import field_names
 from cti.operators import plan, window_members
-from cti.operators.aggregates import Aggregate
 from cti.operators.projection import aggregates_read
 from cti.operators.unit import OperatorUnit
 from cti.time import MAX_TIME, MIN_TIME
@@ -128,12 +127,6 @@ class _Cut:
     windows: np.ndarray  # the windows that hold events (by number: the window from a
     # boundary to the next of its key), by start time
     ends: np.ndarray  # each of ``windows``' end (the time of the boundary after it)
-
-
-def _reads_payloads(node: plan.SnapshotWindow) -> bool:
-    """Whether the aggregates read the payloads: all but counts (or TopK's ranking)."""
-    return not all(isinstance(a, Aggregate) and a.op == "count"
-                   for a in node.aggregates.values())
 
 
 def _take_events(state: SnapshotState, chunk: Chunk, payloads: bool = True,
@@ -312,7 +305,7 @@ def _emit(node: plan.SnapshotWindow, held: pd.DataFrame, cut: _Cut, c: int,
         return frame.empty()
     # (counts read no column of a row: a frame of none, the rows' columns made only for
     # another aggregate)
-    ev = _members(held, cut) if _reads_payloads(node) else pd.DataFrame(
+    ev = _members(held, cut) if window_members.reads_payloads(node) else pd.DataFrame(
         index=pd.RangeIndex(len(cut.at)))
     lo = cut.i_lo
     got = window_members.aggregated_by_cover(
@@ -382,7 +375,8 @@ def snapshot(node: plan.SnapshotWindow, chunk: Chunk, state: SnapshotState,
     """One step: take the events; at the chunk's last CTI emit the windows it completes.
     ``group_field``: the window is the whole query of a ``group_by(group_field)``, and its
     payloads carry the group's value (``window_members.aggregated``)."""
-    _take_events(state, chunk, _reads_payloads(node), one_kind(node.source.shape) is None)
+    _take_events(state, chunk, window_members.reads_payloads(node),
+                 one_kind(node.source.shape) is None)
     if not chunk.ctis:
         return Chunk(frame.empty(), [])
     c = chunk.ctis[-1]

@@ -86,6 +86,13 @@ def expand(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return rows, lo[rows] + offsets
 
 
+def reads_payloads(node: Any) -> bool:
+    """Whether a snapshot or count window's aggregates read the payloads: all but counts (or
+    TopK's ranking)."""
+    return not all(isinstance(a, Aggregate) and a.op == "count"
+                   for a in node.aggregates.values())
+
+
 _ADDING = ("count", "sum", "avg")  # aggregates whose partials only add
 
 
