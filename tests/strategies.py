@@ -321,9 +321,11 @@ def _at_least(caps: list[int], events: int) -> list[int]:
     return caps if sum(caps) >= events else [*caps, events - sum(caps)]
 
 
-spark_splits = st.one_of(st.none(), st.lists(st.integers(1, 5), min_size=1, max_size=3)
-                         .map(lambda caps: _at_least(caps, 12)))
-"""A ``SparkRuntime(batch_sizes=...)`` argument: None (each micro-batch takes all there is) or
-micro-batch caps, in turn, from one event up, whose turn takes at least 12 events (one-event
-micro-batches, up to three in a row, without a micro-batch per event over a long case: a
-micro-batch costs Spark a second or more)."""
+spark_caps = st.lists(st.integers(1, 5), min_size=1, max_size=3).map(
+    lambda caps: _at_least(caps, 12))
+"""``SparkRuntime(batch_sizes=...)``: micro-batch caps, in turn, from one event up, whose turn
+takes at least 12 events (one-event micro-batches, up to three in a row, without a
+micro-batch per event over a long case: a micro-batch costs Spark a second or more)."""
+
+spark_splits = st.one_of(st.none(), spark_caps)
+"""``spark_caps`` or None (each micro-batch takes all there is)."""

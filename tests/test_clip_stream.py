@@ -14,7 +14,7 @@ from budget import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from operator_reference import Life
-from strategies import bind
+from strategies import batch_sizes, bind, spark_splits
 from test_operator_properties import (
     SHAPES,
     Case,
@@ -143,7 +143,7 @@ def test_output_does_not_depend_on_arrival_order_below_the_ctis(data):
 
 
 @settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(data=st.data(), sizes=st.lists(st.integers(1, 4), min_size=1, max_size=3))
+@given(data=st.data(), sizes=batch_sizes)
 def test_output_does_not_depend_on_batch_boundaries(data, sizes):
     case, defs = data.draw(any_case())
     streams = bind(defs)
@@ -153,7 +153,7 @@ def test_output_does_not_depend_on_batch_boundaries(data, sizes):
 @pytest.mark.spark
 @settings(max_examples=examples(2), deadline=None, suppress_health_check=list(HealthCheck))
 @given(cases=st.lists(any_case(), min_size=8, max_size=10),
-       splits=st.one_of(st.none(), st.lists(st.integers(1, 5), min_size=1, max_size=3)))
+       splits=spark_splits)
 def test_spark_equals_local(spark, cases, splits):
     assert_spark_equals_local(spark, cases, splits)
 

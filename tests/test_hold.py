@@ -22,7 +22,7 @@ from budget import examples
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 from shard_runs import run_shards
-from strategies import bind
+from strategies import bind, spark_splits
 from test_window_operators import pieces
 
 from cti import agg, ticks
@@ -256,7 +256,7 @@ def test_a_shards_rows_come_by_sync_time_and_leave_the_hold_as_slices_of_them():
     meeting_case().flatmap(lambda c: st.tuples(st.just(c[0]), props.input_defs(c[1],
                                                                               max_size=10)))),
     min_size=8, max_size=12),
-       splits=st.one_of(st.none(), st.lists(st.integers(1, 5), min_size=1, max_size=3)))
+       splits=spark_splits)
 def test_spread_queries_on_spark_equal_local(spark, cases, splits):
     """Held queries of one stream and of streams that meet, many in one streaming query over
     3 shards, equal the in-process run."""

@@ -42,9 +42,12 @@ from strategies import (
     SHAPES,
     StreamDef,
     arrivals,
+    batch_sizes,
     bind,
     describe,
     generation_settings,
+    spark_caps,
+    spark_splits,
     stream_items,
 )
 
@@ -724,7 +727,7 @@ def test_output_does_not_depend_on_arrival_order_below_the_ctis(data):
 # ---- 3. micro-batch boundaries do not matter ---------------------------------------------------
 
 @settings(max_examples=examples(120), deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(data=st.data(), sizes=st.lists(st.integers(1, 4), min_size=1, max_size=3))
+@given(data=st.data(), sizes=batch_sizes)
 def test_output_does_not_depend_on_batch_boundaries(data, sizes):
     case, defs = data.draw(case_and_inputs())
     streams = bind(defs)
@@ -860,7 +863,7 @@ def test_an_event_exactly_at_a_cti_waits_for_the_next_cti():
 @pytest.mark.spark
 @settings(max_examples=examples(2), deadline=None, suppress_health_check=list(HealthCheck))
 @given(cases=st.lists(case_and_inputs(max_size=8), min_size=12, max_size=16),
-       splits=st.one_of(st.none(), st.lists(st.integers(1, 5), min_size=1, max_size=3)))
+       splits=spark_splits)
 def test_spark_equals_local(spark, cases, splits):
     assert_spark_equals_local(spark, cases, splits)
 
@@ -868,7 +871,7 @@ def test_spark_equals_local(spark, cases, splits):
 @pytest.mark.spark
 @settings(max_examples=examples(2), deadline=None, suppress_health_check=list(HealthCheck))
 @given(cases=st.lists(case_and_inputs(max_size=8), min_size=12, max_size=16),
-       splits=st.lists(st.integers(1, 5), min_size=1, max_size=3))
+       splits=spark_caps)
 def test_spark_with_every_array_a_part_equals_local(spark, cases, splits):
     """The same with every array and edge book of a shard's state a part of its own
     (``cti.runtime.spark.state``): a step that wrote into a stored array or book would fail

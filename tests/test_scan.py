@@ -14,7 +14,7 @@ from budget import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from operator_reference import Life
-from strategies import bind
+from strategies import batch_sizes, bind, spark_splits
 from test_operator_properties import (
     Case,
     assert_arrival_order_free,
@@ -110,7 +110,7 @@ def test_output_does_not_depend_on_arrival_order_below_the_ctis(data):
 
 
 @settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(data=st.data(), sizes=st.lists(st.integers(1, 4), min_size=1, max_size=3))
+@given(data=st.data(), sizes=batch_sizes)
 def test_output_does_not_depend_on_batch_boundaries(data, sizes):
     case = data.draw(st.one_of(scan_case(), order_case()))
     streams = bind(data.draw(input_defs(1, [SHAPES])))
@@ -119,8 +119,7 @@ def test_output_does_not_depend_on_batch_boundaries(data, sizes):
 
 @pytest.mark.spark
 @settings(max_examples=examples(2), deadline=None, suppress_health_check=list(HealthCheck))
-@given(data=st.data(), splits=st.one_of(st.none(), st.lists(st.integers(1, 5), min_size=1,
-                                                            max_size=3)))
+@given(data=st.data(), splits=spark_splits)
 def test_spark_equals_local(spark, data, splits):
     cases = [(case, data.draw(input_defs(1, [SHAPES], max_size=8)))
              for case in [data.draw(st.one_of(scan_case(), order_case())) for _ in range(8)]]

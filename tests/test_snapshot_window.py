@@ -21,7 +21,7 @@ from budget import examples
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 from operator_reference import Life
-from strategies import bind, describe
+from strategies import batch_sizes, bind, describe, spark_splits
 
 from cti import MAX_TIME, EventShape, IntervalEvent, PointEvent, WindowOutputPolicy, agg, ticks
 from cti.errors import InvalidSettingsError
@@ -193,7 +193,7 @@ def test_snapshot_output_does_not_depend_on_arrival_order_below_the_ctis(data):
 
 
 @settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(data=st.data(), sizes=st.lists(st.integers(1, 4), min_size=1, max_size=3))
+@given(data=st.data(), sizes=batch_sizes)
 def test_snapshot_output_does_not_depend_on_batch_boundaries(data, sizes):
     case = data.draw(snapshot_case())
     defs = data.draw(props.input_defs(1, max_size=14))
@@ -207,7 +207,7 @@ def test_snapshot_output_does_not_depend_on_batch_boundaries(data, sizes):
 @settings(max_examples=examples(2), deadline=None, suppress_health_check=list(HealthCheck))
 @given(cases=st.lists(st.tuples(snapshot_case(grouped=True), props.input_defs(1, max_size=10)),
                       min_size=6, max_size=8),
-       splits=st.one_of(st.none(), st.lists(st.integers(1, 5), min_size=1, max_size=3)))
+       splits=spark_splits)
 def test_snapshot_on_spark_equals_local(spark, cases, splits):
     """Spread over shards by the group key (``group_by("k")``), as the hopping window is."""
     props.assert_spark_equals_local(spark, cases, splits)

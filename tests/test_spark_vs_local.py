@@ -10,7 +10,7 @@ from __future__ import annotations
 from budget import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from strategies import bind, describe, stream_defs
+from strategies import bind, describe, spark_splits, stream_defs
 
 from cti.runtime.local import LocalRuntime
 
@@ -18,7 +18,7 @@ from cti.runtime.local import LocalRuntime
 CASES = st.lists(st.one_of(stream_defs(stray_edge_ends=True, max_size=10),
                            stream_defs(chain=3, max_size=8), stream_defs(chain=4, max_size=6)),
                  min_size=15, max_size=20)
-SPLITS = st.one_of(st.none(), st.lists(st.integers(1, 5), min_size=1, max_size=3))
+SPLITS = spark_splits
 
 
 @settings(max_examples=examples(3), deadline=None, suppress_health_check=list(HealthCheck))

@@ -18,7 +18,7 @@ from budget import examples
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 from operator_reference import Life
-from strategies import bind, describe
+from strategies import batch_sizes, bind, describe, spark_splits
 from test_snapshot_window import snapshot_ctis, snapshot_members
 
 from cti import Cti, CtiError, PointEvent, WindowOutputPolicy, ticks
@@ -140,7 +140,7 @@ def test_top_k_ranks_equal_a_sort(data):
 
 
 @settings(max_examples=examples(50), deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(data=st.data(), sizes=st.lists(st.integers(1, 4), min_size=1, max_size=3))
+@given(data=st.data(), sizes=batch_sizes)
 def test_top_k_output_does_not_depend_on_arrival_order_or_batches(data, sizes):
     case = data.draw(top_k_case())
     defs = data.draw(props.input_defs(1, max_size=14))
@@ -156,7 +156,7 @@ def test_top_k_output_does_not_depend_on_arrival_order_or_batches(data, sizes):
 @settings(max_examples=examples(2), deadline=None, suppress_health_check=list(HealthCheck))
 @given(cases=st.lists(st.tuples(top_k_case(grouped=True), props.input_defs(1, max_size=10)),
                       min_size=6, max_size=8),
-       splits=st.one_of(st.none(), st.lists(st.integers(1, 5), min_size=1, max_size=3)))
+       splits=spark_splits)
 def test_top_k_on_spark_equals_local(spark, cases, splits):
     props.assert_spark_equals_local(spark, cases, splits)
 

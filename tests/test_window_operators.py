@@ -17,7 +17,7 @@ from budget import examples
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 from operator_reference import Life
-from strategies import bind, describe
+from strategies import batch_sizes, bind, describe, spark_splits
 from test_operator_properties import (
     Case,
     assert_arrival_order_free,
@@ -145,8 +145,7 @@ def test_output_does_not_depend_on_arrival_order_below_the_ctis(data):
 
 @pytest.mark.spark
 @settings(max_examples=examples(2), deadline=None, suppress_health_check=list(HealthCheck))
-@given(data=st.data(), splits=st.one_of(st.none(), st.lists(st.integers(1, 5), min_size=1,
-                                                            max_size=3)))
+@given(data=st.data(), splits=spark_splits)
 def test_spark_equals_local(spark, data, splits):
     cases = [(case, data.draw(input_defs(1, finite=True, max_size=8)))
              for case in [data.draw(window_operator_case()) for _ in range(8)]]
@@ -336,7 +335,7 @@ def test_snapshot_and_count_operators_equal_the_loop_over_windows(data):
 
 
 @settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(data=st.data(), sizes=st.lists(st.integers(1, 4), min_size=1, max_size=3))
+@given(data=st.data(), sizes=batch_sizes)
 def test_snapshot_and_count_operators_do_not_depend_on_arrival_order_or_batches(data, sizes):
     case = data.draw(snapshot_count_operator_case())
     defs = data.draw(input_defs(1, finite=True, max_size=10))
@@ -350,8 +349,7 @@ def test_snapshot_and_count_operators_do_not_depend_on_arrival_order_or_batches(
 
 @pytest.mark.spark
 @settings(max_examples=examples(2), deadline=None, suppress_health_check=list(HealthCheck))
-@given(data=st.data(), splits=st.one_of(st.none(), st.lists(st.integers(1, 5), min_size=1,
-                                                            max_size=3)))
+@given(data=st.data(), splits=spark_splits)
 def test_snapshot_and_count_operators_on_spark_equal_local(spark, data, splits):
     cases = [(case, data.draw(input_defs(1, finite=True, max_size=8)))
              for case in [data.draw(snapshot_count_operator_case(grouped=True))
