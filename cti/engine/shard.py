@@ -31,6 +31,7 @@ from cti.forms import frame
 from cti.forms.json_text import frame_payloads
 from cti.ingress import paths
 from cti.ingress.group import GroupRun
+from cti.ingress.progress import PROGRESS
 from cti.ingress.spec import StreamSpec
 from cti.ingress.state import GroupState
 from cti.ingress.vectorized import known_columns
@@ -166,7 +167,7 @@ def _reported(got: pd.DataFrame, shard: int, route: QueryRoute, group: int,
     came from, if known (an event's owner as routed: ``chunk``)."""
     status = got["status"]
     by_owner = (((got["kind"].isin(SHAPE_KINDS[EventShape.EDGE])
-                  | got["stream"].isin(route.keyed_substreams(group)))
+                  | got["stream"].isin(route.by_owner(group)))
                  & status.isin(INPUT_STATUSES))
                 | ((status == "invalid") & got["kind"].isin(EVENT_KINDS))).to_numpy()
     if not by_owner.any():
@@ -249,6 +250,8 @@ def _input_rows(rows: pd.DataFrame, stream: int, in_seq: np.ndarray) -> np.ndarr
     ``stream`` (-1: not among them); None where a number repeats there (a replayed row
     beside its first reading: looked up no further)."""
     mine = rows["stream"].to_numpy() == stream
+    if (rows["own"].to_numpy() < 0).any() if "own" in rows else False:
+        mine &= ~rows["kind"].isin(PROGRESS).to_numpy()  # (a piece's progress: no rows)
     ours = None if mine.all() else np.flatnonzero(mine)  # (None: every row)
     seqs = rows["seq"].to_numpy() if ours is None else rows["seq"].to_numpy()[ours]
     at = _positions(seqs, np.asarray(in_seq, np.int64))

@@ -18,6 +18,7 @@ class MemoryInputAdapter:
         self.shape = shape
         # Every item an event or bad input (``InputAdapter.events_only``).
         self.events_only = not any(isinstance(item, (Arriving, Cti)) for item in self.items)
+        self.arrivals_in_order = _arrivals_in_order(self.items)
 
     def latest_offset(self) -> int:
         return len(self.items)
@@ -36,6 +37,26 @@ class MemoryInputAdapter:
 
     def is_complete(self) -> bool:
         return True
+
+
+def _arrivals_in_order(items: Sequence[AdapterItem]) -> bool:
+    """Whether no ``Arriving`` item arrives before an earlier item (its arrival, or without
+    one its sync time) and none is a ``Cti`` (``InputAdapter.arrivals_in_order``)."""
+    from cti.forms.rows import adapter_item_to_row
+
+    latest = None
+    for item in items:
+        row = adapter_item_to_row(0, 0, item)
+        if row.kind == "cti":
+            return False
+        own = row.arrival if row.arrival is not None else \
+            row.end if row.kind == "edge_end" else row.start
+        if own is None:
+            continue
+        if row.arrival is not None and latest is not None and own < latest:
+            return False
+        latest = own if latest is None else max(latest, own)
+    return True
 
 
 class MemoryInputAdapterFactory:

@@ -243,7 +243,8 @@ class CtiAdapterStreamReader(DataSourceStreamReader):
             events_only = getattr(adapter, "events_only", False)
             rows = piece(adapter, index, start, end, eos, tick,
                          stream_reads(routes, group, index))
-            yield from packed(routes, group, rows, start, events_only and tick is None)
+            yield from packed(routes, group, rows, start, events_only and tick is None,
+                              getattr(adapter, "arrivals_in_order", False))
         else:
             yield from with_group(piece(adapter, index, start, end, eos, tick),
                                   group).to_batches()
