@@ -161,9 +161,13 @@ def _pending(st):
 def test_shards_with_reference_progress_equal_one_shard(case):
     query = _query(case)
     passing = case["with_inputs"]
-    _, one, _, one_states = run_shards(query, _adapters(case), case["batches"], 1, 0, passing)
-    route, many, received, states = run_shards(query, _adapters(case), case["batches"],
-                                               case["shards"], case["seed"], passing)
+    one, error = _outcome(query, case, 1)
+    got, error_many = _outcome(query, case, case["shards"])
+    assert error_many == error  # (bad input: its owner raises the one shard's error)
+    if error is not None:
+        return
+    _, one, _, one_states = one
+    route, many, received, states = got
     group = query_inputs(query)[0][0]
     progressed = group.names.index("c" if case["chain"] else "r")
     assert route.referenced == {(0, progressed): STARTS[group.specs()[progressed].shape]}
@@ -191,6 +195,15 @@ def test_shards_with_reference_progress_equal_one_shard(case):
         ev = (rows["stream"] == progressed) & rows["kind"].isin(EVENTS)
         others = ev & (rows["own"] != shard) & ~rows["seq"].isin(sent_whole)
         assert not others.any()
+
+
+def _outcome(query, case, shards):
+    """``run_shards`` over ``shards`` shards, or the message of the bad input it raises."""
+    try:
+        return run_shards(query, _adapters(case), case["batches"], shards,
+                          case["seed"] if shards > 1 else 0, case["with_inputs"]), None
+    except BadInputError as exc:
+        return None, str(exc)
 
 
 def _whole_pieces(route, group, adapters, batches, index):

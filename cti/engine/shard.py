@@ -50,8 +50,9 @@ def ingress_step(machine: GroupRun, rows: pd.DataFrame, owner: int | None = None
 class ShardOutput:
     """What a shard's step gives: each group's ingress output rows that it reports (with
     ``weight``: how many rows each stands for): the rows of the groups it passes on in full;
-    else the rows of its own events of a stream timed by generation points, of its own edges,
-    and, on shard 0, every other row (the CTIs and what every shard judged alike). The
+    else the rows of its own events of a stream timed by generation points or taken as its
+    arrival progress (``cti.ingress.progress``), of its own edges, and, on shard 0, every other
+    row (the CTIs and what every shard judged alike). The
     released events (with ``release``) and the new output CTIs, with each one's tag (the
     input CTI it answers: ``Chunk.tags``)."""
 
@@ -160,8 +161,9 @@ def _reported(got: pd.DataFrame, shard: int, route: QueryRoute, group: int,
               rows: pd.DataFrame | None = None) -> np.ndarray | None:
     """Which rows of a group's ingress output ``got`` this shard reports for the metrics
     (a mask; None: every row):
-    an edge event's, or an event's of a substream stream spread by its key, its owner's (only
-    the owner, which has its payload, pairs or judges it; ``cti.engine.batch.routed``), and
+    an edge event's, or an event's of a substream stream spread by its key or of a stream
+    taken as its arrival progress (``QueryRoute.by_owner``), its owner's (only the owner,
+    which has its payload, pairs or judges it; ``cti.engine.batch.routed``), and
     so is a dead-lettered event's (reported with its payload); every other row shard 0's
     (every shard judges those alike, from their times). ``rows``: the input rows ``got``
     came from, if known (an event's owner as routed: ``chunk``)."""
