@@ -254,8 +254,8 @@ def _receive(spec: StreamSpec, st: StreamState, pdf: pd.DataFrame, j: int) -> _R
     merge = np.concatenate([np.asarray([key[0] for key, _ in held], np.int64),
                             np.maximum.accumulate(np.concatenate([[st.last_arrival],
                                                                   own]))[1:]])
-    last = int(seq[-1]) if grouped is None else st.next_in_seq + n - 1  # (a unit: its first)
-    last_key = (int(merge[-1]), j, last) if total > h else st.last_key
+    last_key = st.last_key if total == h else (int(merge[-1]), j, int(seq[-1]) if grouped is None
+                                               else st.next_in_seq + n - 1)  # (a unit: its first)
     eos = st.eos or bool(new_eos.any())
     return _Received(held, queued, h, total, n, seq, kind, start, end, payload, is_eos, is_end,
                      ev, is_cti, int(data[-1]), merge, rule, bad, received, last_key, eos,
