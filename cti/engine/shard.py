@@ -252,7 +252,7 @@ def _input_rows(rows: pd.DataFrame, stream: int, in_seq: np.ndarray) -> np.ndarr
     ``stream`` (-1: not among them); None where a number repeats there (a replayed row
     beside its first reading: looked up no further)."""
     mine = rows["stream"].to_numpy() == stream
-    if (rows["own"].to_numpy() < 0).any() if "own" in rows else False:
+    if "own" in rows and "kind" in rows and (rows["own"].to_numpy() < 0).any():
         mine &= ~rows["kind"].isin(PROGRESS).to_numpy()  # (a piece's progress: no rows)
     ours = None if mine.all() else np.flatnonzero(mine)  # (None: every row)
     seqs = rows["seq"].to_numpy() if ours is None else rows["seq"].to_numpy()[ours]
