@@ -289,3 +289,48 @@ def test_an_adapter_whose_arrivals_go_back_after_saying_they_do_not_is_named():
                 "r": adapter}
     with pytest.raises(BadInputError, match=r"stream 'r', input #200: .*arrivals_in_order"):
         run_shards(query, adapters, [{"r": [(0, 200, False)]}, {"r": [(200, 201, True)]}], 2)
+
+
+@pytest.mark.spark
+def test_on_spark_a_join_with_a_reference_file_over_three_shards_equals_in_process(spark,
+                                                                                  tmp_path):
+    """A fast stream (a CTI every 3 events, some dropped behind it) joined with a CSV
+    reference file (its rows sent as their owner's events and each piece's progress), 3
+    shards, micro-batches cut anywhere: the output and the counts in Spark's progress equal
+    the in-process run's."""
+    from cti.io.reference import ReferenceDataConfig, ReferenceDataInputAdapterFactory
+    from cti.runtime.local import LocalRuntime
+    from cti.runtime.spark import SparkRuntime
+
+    path = tmp_path / "ref.csv"
+    path.write_text("k,v\n" + "".join(f"k{i % 40},{i}\n" for i in range(600)))
+    rng = np.random.default_rng(5)
+    fast = [PointEvent(int(t), {"k": f"k{k}"}) for t, k in zip(
+        np.maximum(np.arange(300) * 3 + 10 - rng.integers(0, 9, 300), 10),
+        rng.integers(0, 45, 300), strict=True)]
+    app = Application()
+    s = CepStream.create("s", MemoryInputAdapterFactory(), fast, EventShape.POINT,
+                         AdvanceTimeSettings(AdvanceTimeGenerationSettings(
+                             3, timedelta(microseconds=2), True), None,
+                             AdvanceTimePolicy.DROP), application=app)
+    r = CepStream.create("r", ReferenceDataInputAdapterFactory(), ReferenceDataConfig(
+        path, 5, "csv"), EventShape.EDGE, AdvanceTimeSettings(
+        import_settings=AdvanceTimeImportSettings("s"), policy=AdvanceTimePolicy.ADJUST),
+        application=app)
+    query = s.join(r, on="k")
+    groups, refs = query_inputs(query)  # (what the source sends of the file's pieces)
+    route = routes([query], groups, [refs], 3, False)[0]
+    adapter = ReferenceDataInputAdapterFactory().create(r.config, EventShape.EDGE)
+    parts = dict(routed(route, 0, piece(adapter, 1, 0, 250, False), False,
+                        adapter.arrivals_in_order))
+    assert sum(part.num_rows for part in parts.values()) == 250 + 3 * 2  # (a run, a span)
+    runtime = SparkRuntime(spark, shards=3, batch_sizes={"s": [41, 130, 2], "r": [250, 7]})
+    got = query.collect(runtime)
+    assert got == query.collect(LocalRuntime())
+    assert any(not isinstance(item, type(got[-1])) for item in got)  # (events, not CTIs alone)
+    for stream in (s, r):
+        want = stream.run(LocalRuntime())[stream.name].metrics
+        for metric, name in (("accepted", "accepted"), ("adjusted", "adjusted"),
+                             ("dropped", "dropped"), ("cti", "ctis")):
+            assert sum(b.get(f"{stream.name}.{metric}") or 0 for b in runtime.progress) \
+                == want[name], (stream.name, metric)
