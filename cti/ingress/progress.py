@@ -47,7 +47,7 @@ import pyarrow.compute as pc
 
 from cti.errors import BadInputError
 from cti.events import EventShape
-from cti.forms.layout import IN_COLUMNS
+from cti.forms.frame import framed
 from cti.forms.rows import EOS
 from cti.ingress.columns import STARTS, in_sequence
 from cti.ingress.rules import after_end, out_of_sequence
@@ -169,18 +169,18 @@ def units(spec: StreamSpec, st: StreamState, pdf: pd.DataFrame, j: int
                        minlength=len(runs))
     others = run_stop - run_first - mine
     v = np.flatnonzero(others > 0)
-    unit = pd.DataFrame({
+    unit = {
         "stream": np.full(len(v), j, np.int32), "seq": run_first[v],
         "arrival": pdf["arrival"].to_numpy(np.int64)[runs][v],
         "kind": np.full(len(v), OTHERS, object),
         "start": pdf["start"].to_numpy(np.int64)[runs][v], "end": others[v],
-        **{name: np.full(len(v), None, object) for name in ("payload", "error", "partition")}})
-    names = [c for c, _ in IN_COLUMNS]
-    out = pd.concat([unit, pdf.iloc[real][names]] if len(v) else [pdf.iloc[real][names]],
-                    ignore_index=True)
-    order = np.lexsort((np.arange(len(out)), out["seq"].to_numpy(np.int64)))
+        **{name: np.full(len(v), None, object) for name in ("payload", "error", "partition")}}
+    # (column by column: pandas' concatenation looks at each value of a column of Nones)
+    order = np.lexsort((np.arange(len(v) + len(real)), np.concatenate([run_first[v], r_seq])))
+    out = framed({name: np.concatenate([values, pdf[name].to_numpy(values.dtype)[real]])[order]
+                  for name, values in unit.items()})
     n = int(p_stop.sum() - p_first.sum()) + int((~inside).sum())
-    return out.iloc[order].reset_index(drop=True), n
+    return out, n
 
 
 def _distinct(at: np.ndarray, seq: np.ndarray, nxt: int, end: np.ndarray | None
