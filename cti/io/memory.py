@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -18,7 +19,11 @@ class MemoryInputAdapter:
         self.shape = shape
         # Every item an event or bad input (``InputAdapter.events_only``).
         self.events_only = not any(isinstance(item, (Arriving, Cti)) for item in self.items)
-        self.arrivals_in_order = _arrivals_in_order(self.items)
+
+    @functools.cached_property
+    def arrivals_in_order(self) -> bool:
+        """``InputAdapter.arrivals_in_order``: looked at once, where asked."""
+        return self.events_only or _arrivals_in_order(self.items)
 
     def latest_offset(self) -> int:
         return len(self.items)
@@ -42,18 +47,15 @@ class MemoryInputAdapter:
 def _arrivals_in_order(items: Sequence[AdapterItem]) -> bool:
     """Whether no ``Arriving`` item arrives before an earlier item (its arrival, or without
     one its sync time) and none is a ``Cti`` (``InputAdapter.arrivals_in_order``)."""
-    from cti.forms.rows import adapter_item_to_row
-
     latest = None
     for item in items:
-        row = adapter_item_to_row(0, 0, item)
-        if row.kind == "cti":
+        inner = item.item if isinstance(item, Arriving) else item
+        if isinstance(inner, Cti):
             return False
-        own = row.arrival if row.arrival is not None else \
-            row.end if row.kind == "edge_end" else row.start
-        if own is None:
+        if isinstance(inner, InvalidInput):
             continue
-        if row.arrival is not None and latest is not None and own < latest:
+        own = item.arrival if isinstance(item, Arriving) else inner.sync_time
+        if isinstance(item, Arriving) and latest is not None and own < latest:
             return False
         latest = own if latest is None else max(latest, own)
     return True
