@@ -82,6 +82,14 @@ class InputAdapter(Protocol):
     generates a CTI every N events, and the source's generation points
     (``cti.ingress.timed``), instead of every row's times.
 
+    An adapter may set ``arrivals_in_order = True`` when no ``Arriving`` item it yields
+    arrives before an earlier item (its arrival, or without one its sync time), and it yields
+    no ``Cti``. On Spark, the shards of a query spread by key then receive only their own
+    events of a stream that imports its CTIs, and each piece's arrival progress
+    (``cti.ingress.progress``), where its items have arrival times (without them, they do
+    anyway); a shard that finds a piece arriving before the stream's earlier rows names the
+    broken promise.
+
     A bounded adapter (``is_complete()``) that caches what it read of its input per process
     may have ``release()``, which forgets it: on Spark the source calls it once the input is
     read to its end, in the process that read the last range and in the one that found the

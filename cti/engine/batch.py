@@ -35,6 +35,7 @@ from cti.forms.rows import (
     payload_from_json,
     payload_to_json,
 )
+from cti.ingress.progress import progress_points
 from cti.ingress.timed import generation_points
 
 _TYPES = {"int": pa.int32(), "long": pa.int64(), "string": pa.string()}
@@ -219,8 +220,8 @@ def computed_key_shards(payloads: pa.Array, key: Callable[[Any], Any], shards: i
     return by_text[encoded.indices.to_numpy(zero_copy_only=False)]
 
 
-def routed(route: QueryRoute, group: int, rows: pa.Table, events_only: bool = False
-           ) -> Iterable[tuple[int, pa.Table]]:
+def routed(route: QueryRoute, group: int, rows: pa.Table, events_only: bool = False,
+           in_order: bool = False) -> Iterable[tuple[int, pa.Table]]:
     """One piece of a group's input rows (``IN_ARROW`` columns, maybe typed payload columns),
     for each shard of the query: the rows with ``own`` set, an event's payload (and its typed
     payload columns, with the marker: where they are the payload, its text is null) kept only
@@ -230,7 +231,10 @@ def routed(route: QueryRoute, group: int, rows: pa.Table, events_only: bool = Fa
     key too, as each keeps every key's timeline, unless the query is spread by that key).
     Where the group's stream takes its time from generation points (``route.timed``) and its
     adapter yields only events (``events_only``: no CTIs, no arrival times), a shard gets only
-    its own events and the piece's generation points (``cti.ingress.timed``)."""
+    its own events and the piece's generation points (``cti.ingress.timed``). Likewise, of
+    a stream that imports its CTIs (``route.referenced``), a piece of valid events (with
+    arrival times only where its adapter says they never go back: ``in_order``), a shard
+    gets its own events and the piece's arrival progress (``cti.ingress.progress``)."""
     stream = rows.column("stream").to_numpy()
     kind = rows.column("kind").combine_chunks()
     payload = rows.column("payload").combine_chunks()
@@ -295,6 +299,10 @@ def routed(route: QueryRoute, group: int, rows: pa.Table, events_only: bool = Fa
     own[(own < 0) & ~shared & has_payload & _kinds_in(kind, _EDGE_KINDS, one_kind)] = 0
     timed = route.timed.get((group, int(stream[0]))) if n and events_only else None
     points = generation_points(rows, *timed, ROUTED_ARROW) if timed else None
+    referenced = route.referenced.get((group, int(stream[0]))) \
+        if n and (stream == stream[0]).all() else None
+    if points is None and referenced is not None:
+        points = progress_points(rows, referenced, in_order, has_payload, ROUTED_ARROW)
     if points is not None:  # (events of a stream read for its CTIs only: shard 0 counts them)
         own = np.where(shared, -1, np.maximum(own, 0))
     with_own = rows.select(IN_ARROW.names).append_column(ROUTED_ARROW.field("own"), pa.array(own))

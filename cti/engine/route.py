@@ -9,6 +9,7 @@ from typing import Any
 import attrs
 
 from cti.events import EventShape
+from cti.ingress.progress import reference_streams
 from cti.ingress.timed import timed_streams
 from cti.operators import plan
 from cti.operators.projection import union
@@ -31,6 +32,9 @@ class QueryRoute:
     ``timed[(group, stream)]``: (event count, or None for CTIs by time span; event kind) of
     each stream whose shards take their time from the source's generation points
     (``cti.ingress.timed``) instead of every row.
+    ``referenced[(group, stream)]``: the event kind of each stream the query reads that
+    imports its CTIs and whose shards take the other shards' rows as their arrival progress
+    (``cti.ingress.progress``) where a piece allows it.
     ``reads[(group, stream)]``: the payload fields the query needs of a stream's events
     (``cti.operators.projection``); a stream not named there is read whole.
     ``held``: the query's output CTIs depend on the events its shards hold, and it is spread
@@ -45,6 +49,7 @@ class QueryRoute:
     timed: dict[tuple[int, int], tuple[int | None, str]] = attrs.field(factory=dict)
     reads: dict[tuple[int, int], frozenset[str]] = attrs.field(factory=dict)
     held: bool = False
+    referenced: dict[tuple[int, int], str] = attrs.field(factory=dict)
 
     @property
     def groups(self) -> set[int]:
@@ -55,6 +60,12 @@ class QueryRoute:
         field of ``EventOrderingPolicy(over=...)``): a key's timeline is its owner's alone."""
         return {i for (g, i), over in self.substreams.items()
                 if g == group and self.shards > 1 and self.fields.get((g, i)) == over}
+
+    def by_owner(self, group: int) -> set[int]:
+        """The streams of ``group`` whose events each shard reports its own of: spread by
+        their substream key, or taken as progress (``referenced``: the other shards' events
+        are no rows there)."""
+        return self.keyed_substreams(group) | {i for g, i in self.referenced if g == group}
 
 
 def routes(queries: Sequence[Any], groups: Sequence[Any],
@@ -73,11 +84,14 @@ def routes(queries: Sequence[Any], groups: Sequence[Any],
                       if s.event_ordering_policy is not None and s.event_ordering_policy.over}
         timed = {} if spread == 1 else {
             (g, i): t for g in read for i, t in timed_streams(groups[g].specs()).items()}
+        referenced = {} if spread == 1 else {
+            (g, i): kind for g in read
+            for i, kind in reference_streams(groups[g].specs()).items() if (g, i) in refs[q]}
         out.append(QueryRoute(q, spread,
                               {r: fields[j] if fields else None for j, r in enumerate(refs[q])},
                               with_inputs, substreams, timed,
                               {} if with_inputs else _reads(query, groups, refs[q]),
-                              spread > 1 and data_ctis(query.node)))
+                              spread > 1 and data_ctis(query.node), referenced))
     return out
 
 

@@ -31,6 +31,7 @@ from cti.forms import frame
 from cti.forms.json_text import frame_payloads
 from cti.ingress import paths
 from cti.ingress.group import GroupRun
+from cti.ingress.progress import PROGRESS
 from cti.ingress.spec import StreamSpec
 from cti.ingress.state import GroupState
 from cti.ingress.vectorized import known_columns
@@ -49,8 +50,9 @@ def ingress_step(machine: GroupRun, rows: pd.DataFrame, owner: int | None = None
 class ShardOutput:
     """What a shard's step gives: each group's ingress output rows that it reports (with
     ``weight``: how many rows each stands for): the rows of the groups it passes on in full;
-    else the rows of its own events of a stream timed by generation points, of its own edges,
-    and, on shard 0, every other row (the CTIs and what every shard judged alike). The
+    else the rows of its own events of a stream timed by generation points or taken as its
+    arrival progress (``cti.ingress.progress``), of its own edges, and, on shard 0, every other
+    row (the CTIs and what every shard judged alike). The
     released events (with ``release``) and the new output CTIs, with each one's tag (the
     input CTI it answers: ``Chunk.tags``)."""
 
@@ -159,14 +161,15 @@ def _reported(got: pd.DataFrame, shard: int, route: QueryRoute, group: int,
               rows: pd.DataFrame | None = None) -> np.ndarray | None:
     """Which rows of a group's ingress output ``got`` this shard reports for the metrics
     (a mask; None: every row):
-    an edge event's, or an event's of a substream stream spread by its key, its owner's (only
-    the owner, which has its payload, pairs or judges it; ``cti.engine.batch.routed``), and
+    an edge event's, or an event's of a substream stream spread by its key or of a stream
+    taken as its arrival progress (``QueryRoute.by_owner``), its owner's (only the owner,
+    which has its payload, pairs or judges it; ``cti.engine.batch.routed``), and
     so is a dead-lettered event's (reported with its payload); every other row shard 0's
     (every shard judges those alike, from their times). ``rows``: the input rows ``got``
     came from, if known (an event's owner as routed: ``chunk``)."""
     status = got["status"]
     by_owner = (((got["kind"].isin(SHAPE_KINDS[EventShape.EDGE])
-                  | got["stream"].isin(route.keyed_substreams(group)))
+                  | got["stream"].isin(route.by_owner(group)))
                  & status.isin(INPUT_STATUSES))
                 | ((status == "invalid") & got["kind"].isin(EVENT_KINDS))).to_numpy()
     if not by_owner.any():
@@ -249,6 +252,8 @@ def _input_rows(rows: pd.DataFrame, stream: int, in_seq: np.ndarray) -> np.ndarr
     ``stream`` (-1: not among them); None where a number repeats there (a replayed row
     beside its first reading: looked up no further)."""
     mine = rows["stream"].to_numpy() == stream
+    if "own" in rows and "kind" in rows and (rows["own"].to_numpy() < 0).any():
+        mine &= ~rows["kind"].isin(PROGRESS).to_numpy()  # (a piece's progress: no rows)
     ours = None if mine.all() else np.flatnonzero(mine)  # (None: every row)
     seqs = rows["seq"].to_numpy() if ours is None else rows["seq"].to_numpy()[ours]
     at = _positions(seqs, np.asarray(in_seq, np.int64))

@@ -32,6 +32,7 @@ import pandas as pd
 
 from cti.forms.layout import IN_COLUMNS, in_row_to_tuple, in_rows_from_pandas
 from cti.forms.rows import CLOCK, EOS
+from cti.ingress import progress
 from cti.ingress.columns import (
     NULL,
     STARTS,
@@ -46,6 +47,7 @@ from cti.ingress.columns import (
     worded,
 )
 from cti.ingress.group import DONE, GroupRun
+from cti.ingress.progress import OTHERS
 from cti.ingress.rules import STRAY_END, bad_input, cti_regression
 from cti.ingress.spec import StreamSpec
 from cti.ingress.state import StreamState
@@ -116,6 +118,11 @@ def process(machine: GroupRun, pdf: pd.DataFrame, exporter: int, j: int
     order = np.argsort(np.concatenate([row_at[emits] * 2, row_at[made] * 2 + 1,
                                        imp_at[took] * 2]), kind="stable")
     m = len(emits) + c
+    # Another shard's point or interval has its output row in its place (its owner reports
+    # it): numbered, not output here (an edge has none: only its owner pairs and judges it).
+    silent = np.where(rx.others[done] & (event_kind != "edge_start"), rx.weight[done], 0)
+    shift = np.concatenate([[0], np.cumsum(silent)])  # (the rows of the units before each)
+    imp_units = imp_at - np.arange(len(imp_at))  # (the units before each import)
     no_end = np.full(len(emits), NULL, np.int64) if event_kind == "point" else e[emits]
     before_ev = before[emits]
     cti_seq = np.full(c, -1, np.int64)
@@ -124,7 +131,8 @@ def process(machine: GroupRun, pdf: pd.DataFrame, exporter: int, j: int
         return np.concatenate([np.asarray(rows_values), np.asarray(cti_values)])[order]
 
     out = output_frame({
-        "seq": st.out_seq + np.arange(m, dtype=np.int64),
+        "seq": st.out_seq + np.arange(m, dtype=np.int64) + pick(
+            shift[emits], np.concatenate([shift[made], shift[imp_units[took]]])),
         "in_seq": pick(seq[done][emits], cti_seq),
         "kind": pick(kind[done][emits], np.full(c, "cti", object)),
         "start": pick(np.where(gone | back, NULL, out_start[emits]), new_ctis),
@@ -143,7 +151,7 @@ def process(machine: GroupRun, pdf: pd.DataFrame, exporter: int, j: int
     }, j)
 
     _moved_state(st, rx, tm, j, ready, queue, waiting, (accepted, adjusted, dropped, dead),
-                 c, m)
+                 c, m + int(shift[-1]))
     return out, exported
 
 
@@ -183,13 +191,19 @@ class _Received:
     received: dict
     last_key: tuple | None
     eos: bool
+    others: np.ndarray  # (the units of the other shards' rows, ``progress.units``)
+    weight: np.ndarray  # (how many rows each stands for)
 
 
 def _receive(spec: StreamSpec, st: StreamState, pdf: pd.DataFrame, j: int) -> _Received:
     """The rows held and the batch's rows of stream ``j`` as the row machine receives them."""
-    got = in_sequence(spec, st, pdf, STARTS[spec.shape])
-    pdf = got[3].among(got[0], j)  # (clock ticks as rows of their own, in their places)
-    n = len(pdf) - len(got[3].at)  # (rows received: a tick takes no sequence number)
+    grouped = progress.units(spec, st, pdf, j)  # (a piece's progress: the other shards' units)
+    if grouped is None:
+        got = in_sequence(spec, st, pdf, STARTS[spec.shape])
+        pdf = got[3].among(got[0], j)  # (clock ticks as rows of their own, in their places)
+        n = len(pdf) - len(got[3].at)  # (rows received: a tick takes no sequence number)
+    else:
+        pdf, n = grouped
     # The rows held from earlier batches (received already: their keys are known) first.
     held = list(st.pending)
     queued = pd.concat([pd.DataFrame([in_row_to_tuple(row) for _, row in held],
@@ -204,6 +218,7 @@ def _receive(spec: StreamSpec, st: StreamState, pdf: pd.DataFrame, j: int) -> _R
     payload = queued["payload"].to_numpy(object)
     is_eos = kind == EOS
     is_tick = kind == CLOCK
+    others = kind == OTHERS  # (units of the other shards' rows: no rule of a row to break)
     tick = is_tick[h:]  # (of the new rows)
     event_kind = STARTS[spec.shape]
     is_end = kind == "edge_end" if event_kind == "edge_start" else np.zeros(total, bool)
@@ -218,11 +233,11 @@ def _receive(spec: StreamSpec, st: StreamState, pdf: pd.DataFrame, j: int) -> _R
     data = np.maximum.accumulate(np.concatenate([[st.data_arrival],
                                                  np.where(tick, MIN_TIME, own)]))
     back = np.zeros(total, bool)
-    back[h:] = explicit & (arrival < data[:-1]) & ~tick
+    back[h:] = explicit & (arrival < data[:-1]) & ~tick & ~others[h:]
     # Bad rows: found by the arrays, worded by the row machine's rules on those flagged; the
     # new rows as the row machine receives them (a held row carries its problem already).
     at = np.flatnonzero((suspects(spec, kind, start, end, queued["error"].to_numpy(object))
-                         & ~is_tick) | back)
+                         & ~is_tick & ~others) | back)
     # (Rows as objects only where needed: the flagged ones here, those left waiting below.)
     new_at = at[at >= h]
     received = dict(zip(new_at.tolist(), in_rows_from_pandas(queued.iloc[new_at]), strict=True))
@@ -239,10 +254,12 @@ def _receive(spec: StreamSpec, st: StreamState, pdf: pd.DataFrame, j: int) -> _R
     merge = np.concatenate([np.asarray([key[0] for key, _ in held], np.int64),
                             np.maximum.accumulate(np.concatenate([[st.last_arrival],
                                                                   own]))[1:]])
-    last_key = (int(merge[-1]), j, int(seq[-1])) if total > h else st.last_key
+    last_key = st.last_key if total == h else (int(merge[-1]), j, int(seq[-1]) if grouped is None
+                                               else st.next_in_seq + n - 1)  # (a unit: its first)
     eos = st.eos or bool(new_eos.any())
     return _Received(held, queued, h, total, n, seq, kind, start, end, payload, is_eos, is_end,
-                     ev, is_cti, int(data[-1]), merge, rule, bad, received, last_key, eos)
+                     ev, is_cti, int(data[-1]), merge, rule, bad, received, last_key, eos,
+                     others, progress.weights(kind, end))
 
 
 def _ready(machine: GroupRun, st: StreamState, rx: _Received, exporter: int, j: int
@@ -281,7 +298,7 @@ class _Times:
     is_ev: np.ndarray
     made: np.ndarray  # (the CTIs the rows make that move the stream's time, in order)
     ctis: np.ndarray
-    max_start: int | None  # (the largest start of the rows' events and before)
+    max_start: int | None  # (the largest start of the rows' events and before; None: none)
     count: int
     gen_ref: int | None
     row_at: np.ndarray
@@ -309,7 +326,10 @@ def _times(spec: StreamSpec, st: StreamState, rx: _Received, ready: int, imports
     done = slice(0, ready)
     s, e, p, ends = start[done], end[done], payload[done], is_end[done]
     is_ev, own_cti = ev[done], is_cti[done]
-    own, max_start, count, gen_ref = generated(spec, st, is_ev, s)
+    # (a unit of the other shards' rows counts for the largest start; such a stream
+    # generates no CTIs: ``progress.reference_streams``)
+    counted = is_ev | rx.others[done]
+    own, max_start, count, gen_ref = generated(spec, st, counted, s)
     own[own_cti] = s[own_cti]
     if ready and is_eos[ready - 1] and spec.generates and spec.advance_to_infinity_on_shutdown:
         own[-1] = MAX_TIME
@@ -326,7 +346,7 @@ def _times(spec: StreamSpec, st: StreamState, rx: _Received, ready: int, imports
     imp_moves = moves[imp_at]
     # (of the arrays over every row, only what is read later: a million rows' each 8 MB)
     return _Times(done, s, e, p, ends, is_ev, own[own_moves], ctis,
-                  int(max_start[-1]) if len(max_start) else None, count, gen_ref, row_at,
+                  int(max_start[-1]) if counted.any() else None, count, gen_ref, row_at,
                   imp_at, final, before, regression, own_moves, imp_moves)
 
 
@@ -337,7 +357,7 @@ def _moved_state(st: StreamState, rx: _Received, tm: _Times, j: int, ready: int,
     ``m`` the output rows."""
     accepted, adjusted, dropped, dead = counted
     held, queued, h, total, merge, seq = rx.held, rx.queued, rx.h, rx.total, rx.merge, rx.seq
-    if tm.is_ev.any():
+    if tm.max_start is not None:
         st.max_start = tm.max_start
     st.count, st.gen_ref = tm.count, tm.gen_ref
     metrics = st.metrics

@@ -59,6 +59,7 @@ from cti.ingress.columns import (
     worded,
 )
 from cti.ingress.group import GroupRun
+from cti.ingress.progress import check_sequence
 from cti.ingress.rules import STRAY_END, bad_input, cti_regression, unpoliced
 from cti.ingress.spec import StreamSpec, rooted_at
 from cti.ingress.state import GroupState, StreamState
@@ -153,8 +154,8 @@ def with_importers(machine: GroupRun, pdf: pd.DataFrame, i: int,
     def in_order(streams: range) -> None:
         for j in streams:
             if j != i:
-                in_sequence(machine.specs[j], machine.state.streams[j],
-                            rows_where(pdf, stream == j), STARTS[machine.specs[j].shape])
+                check_sequence(machine.specs[j], machine.state.streams[j],
+                               rows_where(pdf, stream == j), j)
 
     in_order(range(i))
     done = fast(rows_where(pdf, mine))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -18,6 +19,11 @@ class MemoryInputAdapter:
         self.shape = shape
         # Every item an event or bad input (``InputAdapter.events_only``).
         self.events_only = not any(isinstance(item, (Arriving, Cti)) for item in self.items)
+
+    @functools.cached_property
+    def arrivals_in_order(self) -> bool:
+        """``InputAdapter.arrivals_in_order``: looked at once, where asked."""
+        return self.events_only or _arrivals_in_order(self.items)
 
     def latest_offset(self) -> int:
         return len(self.items)
@@ -36,6 +42,23 @@ class MemoryInputAdapter:
 
     def is_complete(self) -> bool:
         return True
+
+
+def _arrivals_in_order(items: Sequence[AdapterItem]) -> bool:
+    """Whether no ``Arriving`` item arrives before an earlier item (its arrival, or without
+    one its sync time) and none is a ``Cti`` (``InputAdapter.arrivals_in_order``)."""
+    latest = None
+    for item in items:
+        inner = item.item if isinstance(item, Arriving) else item
+        if isinstance(inner, Cti):
+            return False
+        if isinstance(inner, InvalidInput):
+            continue
+        own = item.arrival if isinstance(item, Arriving) else inner.sync_time
+        if isinstance(item, Arriving) and latest is not None and own < latest:
+            return False
+        latest = own if latest is None else max(latest, own)
+    return True
 
 
 class MemoryInputAdapterFactory:

@@ -89,6 +89,9 @@ class ReferenceDataConfig:
 
 
 class ReferenceDataInputAdapter:
+    # Every row arrives at the load time (``InputAdapter.arrivals_in_order``).
+    arrivals_in_order = True
+
     def __init__(self, config: ReferenceDataConfig) -> None:
         self.config = config
 

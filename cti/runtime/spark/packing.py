@@ -36,13 +36,13 @@ def with_group(table: pa.Table, group: int) -> pa.Table:
 
 
 def packed(routes: Sequence[QueryRoute], group: int, rows: pa.Table, first_seq: int,
-           events_only: bool = False) -> Iterator[tuple]:
+           events_only: bool = False, in_order: bool = False) -> Iterator[tuple]:
     """A piece of a group's input as one packed row per shard of each query reading it
-    (``PACKED_SCHEMA``); ``events_only``: see ``routed``."""
+    (``PACKED_SCHEMA``); ``events_only``, ``in_order``: see ``routed``."""
     for route in routes:
         if group in route.groups:
             slots = shard_slots(route.query, route.shards, route.shards)
-            for shard, part in routed(route, group, rows, events_only):
+            for shard, part in routed(route, group, rows, events_only, in_order):
                 yield route.query, slots[shard], group, first_seq, pack(part, first_seq)
 
 
