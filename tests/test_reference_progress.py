@@ -14,6 +14,7 @@ from datetime import timedelta
 import numpy as np
 import pandas as pd
 import pytest
+from budget import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import event as noted
 from hypothesis import strategies as st
@@ -44,7 +45,7 @@ from cti.io.reference import reference_data
 from cti.runtime.base import query_inputs
 
 KEYS = "abcde"
-CASES = settings(max_examples=60, deadline=None,
+CASES = settings(max_examples=examples(60), deadline=None,
                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 EVENTS = {"point", "interval", "edge_start", "edge_end"}
 
