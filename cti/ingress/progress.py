@@ -129,10 +129,11 @@ def weights(kind: np.ndarray, end: np.ndarray) -> np.ndarray:
     return np.where(kind == OTHERS, end, 1)
 
 
-def check_sequence(spec: StreamSpec, st: StreamState, pdf: pd.DataFrame, j: int) -> None:
-    """Raise as the row machine does for stream ``j``'s rows out of sequence or after the
-    end of input: ``units`` where they hold pieces' progress, else ``columns.in_sequence``."""
-    if units(spec, st, pdf, j) is None:
+def check_sequence(spec: StreamSpec, st: StreamState, pdf: pd.DataFrame) -> None:
+    """Raise as the row machine does for a stream's rows out of sequence or after the end
+    of input: as ``units`` checks them where they hold pieces' progress (without making the
+    units), else ``columns.in_sequence``."""
+    if _pieces(spec, st, pdf) is None:
         in_sequence(spec, st, pdf, STARTS[spec.shape])
 
 
@@ -145,24 +146,11 @@ def units(spec: StreamSpec, st: StreamState, pdf: pd.DataFrame, j: int
     and how many rows they are. Rows seen before are replays (skipped); rows out of
     sequence or after the end of input raise as ``columns.in_sequence`` has them, and a
     piece whose first explicit arrival goes back behind the stream's is named."""
-    kind = pdf["kind"].to_numpy(object)
-    span, run = kind == SPAN, kind == RUN
-    if not span.any():
+    got = _pieces(spec, st, pdf)
+    if got is None:
         return None
-    seq = pdf["seq"].to_numpy(np.int64)
-    end = pdf["end"].to_numpy(np.int64)
-    nxt = st.next_in_seq
-    pieces = _distinct(np.flatnonzero(span), seq, nxt, end)
-    runs = _distinct(np.flatnonzero(run), seq, nxt, None)
-    real = _distinct(np.flatnonzero(~span & ~run), seq, nxt, None)
-    p_first, p_stop = seq[pieces], end[pieces]
+    seq, end, runs, real, inside, p_first, p_stop = got
     r_seq = seq[real]
-    at = np.searchsorted(p_first, r_seq, side="right") - 1
-    inside = (at >= 0) & (r_seq < p_stop[np.maximum(at, 0)])
-    if (kind[real[inside]] != STARTS[spec.shape]).any():
-        raise RuntimeError(f"stream {spec.name!r}: a row of a piece sent as its progress is "
-                           "no event of the stream: a bug in cti")
-    _in_sequence(spec, st, pdf.iloc[pieces], pdf.iloc[real[~inside]])
     # The units: per run, the rows not among the shard's own (the real rows inside it).
     run_first, run_stop = seq[runs], end[runs]
     mine = np.bincount(np.searchsorted(run_first, r_seq[inside], side="right") - 1,
@@ -181,6 +169,32 @@ def units(spec: StreamSpec, st: StreamState, pdf: pd.DataFrame, j: int
                   for name, values in unit.items()})
     n = int(p_stop.sum() - p_first.sum()) + int((~inside).sum())
     return out, n
+
+
+def _pieces(spec: StreamSpec, st: StreamState, pdf: pd.DataFrame) -> tuple | None:
+    """Of stream rows that hold pieces' progress (else None), checked as ``units`` says:
+    ``seq`` and ``end`` of every row, the new ``run`` rows and the other new rows (``real``)
+    in ``seq`` order, which of ``real`` lie inside a piece, and the new pieces' first and
+    stop ``seq``."""
+    kind = pdf["kind"].to_numpy(object)
+    span, run = kind == SPAN, kind == RUN
+    if not span.any():
+        return None
+    seq = pdf["seq"].to_numpy(np.int64)
+    end = pdf["end"].to_numpy(np.int64)
+    nxt = st.next_in_seq
+    pieces = _distinct(np.flatnonzero(span), seq, nxt, end)
+    runs = _distinct(np.flatnonzero(run), seq, nxt, None)
+    real = _distinct(np.flatnonzero(~span & ~run), seq, nxt, None)
+    p_first, p_stop = seq[pieces], end[pieces]
+    r_seq = seq[real]
+    at = np.searchsorted(p_first, r_seq, side="right") - 1
+    inside = (at >= 0) & (r_seq < p_stop[np.maximum(at, 0)])
+    if (kind[real[inside]] != STARTS[spec.shape]).any():
+        raise RuntimeError(f"stream {spec.name!r}: a row of a piece sent as its progress is "
+                           "no event of the stream: a bug in cti")
+    _in_sequence(spec, st, pdf.iloc[pieces], pdf.iloc[real[~inside]])
+    return seq, end, runs, real, inside, p_first, p_stop
 
 
 def _distinct(at: np.ndarray, seq: np.ndarray, nxt: int, end: np.ndarray | None

@@ -155,7 +155,7 @@ def with_importers(machine: GroupRun, pdf: pd.DataFrame, i: int,
         for j in streams:
             if j != i:
                 check_sequence(machine.specs[j], machine.state.streams[j],
-                               rows_where(pdf, stream == j), j)
+                               rows_where(pdf, stream == j))
 
     in_order(range(i))
     done = fast(rows_where(pdf, mine))
