@@ -309,6 +309,14 @@ def in_sequence(spec: StreamSpec, st: StreamState, pdf: pd.DataFrame, common: st
     return pdf, kind, rest, ticks
 
 
+def own_arrivals(arrival: np.ndarray, is_eos: np.ndarray, is_end: np.ndarray,
+                 start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Each row's own arrival, as the row machine receives it: its explicit arrival, else the
+    end of input's infinity, an edge end's end, any other row's start."""
+    return np.where(arrival != NULL, arrival, np.where(is_eos, MAX_TIME, np.where(
+        is_end, end, start)))
+
+
 def saturating_sub(values: np.ndarray, delay: int) -> np.ndarray:
     """``cti.time.add(v, -delay)`` of each value (none a sentinel): saturating at the
     sentinels, without overflowing int64."""

@@ -41,6 +41,7 @@ from cti.ingress.columns import (
     in_sequence,
     judged,
     output_frame,
+    own_arrivals,
     policed,
     statuses,
     suspects,
@@ -228,8 +229,7 @@ def _receive(spec: StreamSpec, st: StreamState, pdf: pd.DataFrame, j: int) -> _R
     # unreadable anyway). A tick moves the merge arrival only.
     explicit = arrival != NULL
     new_eos = is_eos[h:]
-    own = np.where(explicit, arrival, np.where(new_eos, MAX_TIME, np.where(
-        is_end[h:], end[h:], start[h:])))
+    own = own_arrivals(arrival, new_eos, is_end[h:], start[h:], end[h:])
     data = np.maximum.accumulate(np.concatenate([[st.data_arrival],
                                                  np.where(tick, MIN_TIME, own)]))
     back = np.zeros(total, bool)

@@ -49,7 +49,7 @@ from cti.errors import BadInputError
 from cti.events import EventShape
 from cti.forms.frame import framed
 from cti.forms.rows import EOS
-from cti.ingress.columns import STARTS, in_sequence
+from cti.ingress.columns import STARTS, in_sequence, own_arrivals
 from cti.ingress.rules import after_end, out_of_sequence
 from cti.ingress.spec import StreamSpec
 from cti.ingress.state import StreamState
@@ -248,10 +248,7 @@ def _in_sequence(spec: StreamSpec, st: StreamState, pieces: pd.DataFrame,
 
 
 def _own_arrivals(spec: StreamSpec, rows: pd.DataFrame, kind: np.ndarray) -> np.ndarray:
-    """Each row's own arrival (``importing._receive``): its explicit arrival, else the end of
-    input's infinity, an edge end's end, any other row's start."""
-    arrival = rows["arrival"].to_numpy(np.int64)
+    """Each row's own arrival (``columns.own_arrivals``, as ``importing._receive`` has it)."""
     is_end = (kind == "edge_end") if spec.shape is EventShape.EDGE else np.zeros(len(kind), bool)
-    return np.where(arrival != NULL, arrival, np.where(
-        kind == EOS, MAX_TIME, np.where(is_end, rows["end"].to_numpy(np.int64),
-                                        rows["start"].to_numpy(np.int64))))
+    return own_arrivals(rows["arrival"].to_numpy(np.int64), kind == EOS, is_end,
+                        rows["start"].to_numpy(np.int64), rows["end"].to_numpy(np.int64))
