@@ -59,9 +59,30 @@ def test_quickstart_on_embedded_spark(spark, monkeypatch, capsys):
 
 
 @pytest.mark.spark
-def test_sensors_job_on_spark():
-    """``cti run`` of the sensors job on Spark: its dead letters, counts and averages (the
-    example checks them against the file and the in-process run)."""
-    out = run_example(ROOT / "examples" / "sensors_job.py", "--runtime", "spark")
+def test_sensors_job_on_spark(spark, monkeypatch, capsys):
+    """The sensors job's own checks on Spark (its dead letters, counts and averages against
+    the file and the in-process run), its ``cti run`` in this process on the tests' session
+    rather than a process with a JVM of its own (``cti run`` on Spark in a process of its
+    own: test_cli's toll-booth job and test_failures)."""
+    monkeypatch.syspath_prepend(str(ROOT / "examples"))
+    import sensors_job
+
+    monkeypatch.setattr(sensors_job, "run_command", _cti_run_in_process)
+    monkeypatch.setattr(sys, "argv", ["sensors_job.py", "--runtime", "spark"])
+    sensors_job.main()
+    out = capsys.readouterr().out
     assert "input readings: 222 rows, 3 invalid, 3 dead letters" in out
     assert "runtime: spark: checked" in out
+
+
+def _cti_run_in_process(runtime: str, out: Path) -> subprocess.CompletedProcess:
+    """``sensors_job.run_command`` by click's runner: the same command, in this process."""
+    from click.testing import CliRunner
+
+    from cti.cli import cli
+
+    result = CliRunner().invoke(cli, ["run", str(ROOT / "examples" / "sensors_job.py"),
+                                      "--runtime", runtime, "--until-idle", "--output",
+                                      str(out), "--progress", "log"])
+    assert result.exit_code == 0, f"{result.output[-3000:]}\n{result.exception!r}"
+    return subprocess.CompletedProcess([], 0, result.stdout, result.stderr)

@@ -45,32 +45,35 @@ def parts(request, monkeypatch, tmp_path):
     assert bool(held) == (request.param == "parts"), held
 
 
+# Each pair of (query, where the arrays live, a restart on the same or on fewer tasks) once.
+CASES = pytest.mark.parametrize(("which", "parts", "respread"), [
+    (0, "inline", False), (0, "parts", True), (1, "inline", True), (1, "parts", False)],
+    ids=["grouped-window-inline", "grouped-window-parts-respread", "join-inline-respread",
+         "join-parts"], indirect=["parts"])
+
+
 @pytest.mark.spark
-@pytest.mark.parametrize("which", [0, 1], ids=["grouped-window", "join"])
-def test_query_restart_from_checkpoint_is_exactly_once(spark, tmp_path, which, parts):
+@CASES
+def test_query_restart_from_checkpoint_is_exactly_once(spark, tmp_path, which, parts,
+                                                       respread):
+    """Stopped mid-stream and restarted from its checkpoint, the query's output is the
+    uninterrupted in-process one, no event twice. ``respread``: 4 shards on 4 tasks, then
+    the restart on 2 (``parallelism=2``): the checkpoint's state is re-spread, each shard's
+    whole, and the restart's output partitions show it ran on 2 tasks."""
+    settings = ({"shards": 4, "parallelism": 4}, {"parallelism": 2}) if respread else ({}, {})
     _, restarted = run_twice_from_checkpoint(
-        spark, tmp_path, ROWS, 7, lambda data: queries(data)[which], (3, 4))
+        spark, tmp_path, ROWS, 7, lambda data: queries(data)[which], (3, 4), settings)
     assert restarted == queries(tmp_path / "in.jsonl")[which].collect(LocalRuntime())
     events = [json.dumps(e.payload, sort_keys=True) + str(e.start) for e in restarted
               if hasattr(e, "payload")]
     assert len(events) == len(set(events)) and events
-
-
-@pytest.mark.spark
-@pytest.mark.parametrize("which", [0, 1], ids=["grouped-window", "join"])
-def test_a_restart_on_fewer_tasks_gives_the_same_output(spark, tmp_path, which, parts):
-    """4 shards on 4 tasks, stopped, restarted on 2 tasks (``parallelism=2``): the
-    checkpoint's state is re-spread, each shard's whole, and the output is the uninterrupted
-    in-process one. The restart's output partitions show it ran on 2 tasks."""
-    _, restarted = run_twice_from_checkpoint(
-        spark, tmp_path, ROWS, 7, lambda data: queries(data)[which], (3, 4),
-        ({"shards": 4, "parallelism": 4}, {"parallelism": 2}))
-    assert restarted == queries(tmp_path / "in.jsonl")[which].collect(LocalRuntime())
-    assert recorded_partitions(str(tmp_path / "checkpoint")) == 2
-    assert recorded_shards(str(tmp_path / "checkpoint")) == 4
-    last = max(int(p.name.split("-")[1]) for p in (tmp_path / "out").glob("batch-*"))
-    tasks = {int(p.stem.rsplit("-", 1)[1]) for p in (tmp_path / "out").glob(f"batch-{last:010d}-*")}
-    assert tasks <= {0, 1}, tasks
+    if respread:
+        assert recorded_partitions(str(tmp_path / "checkpoint")) == 2
+        assert recorded_shards(str(tmp_path / "checkpoint")) == 4
+        last = max(int(p.name.split("-")[1]) for p in (tmp_path / "out").glob("batch-*"))
+        tasks = {int(p.stem.rsplit("-", 1)[1])
+                 for p in (tmp_path / "out").glob(f"batch-{last:010d}-*")}
+        assert tasks <= {0, 1}, tasks
 
 
 @pytest.mark.spark

@@ -59,20 +59,6 @@ def _partitions_per_batch(directory: Path, suffix: str) -> dict[str, int]:
 TASKS = pytest.mark.parametrize("tasks", [None, 4])
 
 
-@QUERIES
-@TASKS
-def test_json_lines_written_in_parallel_read_back_in_order(spark, tmp_path, tasks, query):
-    out = tmp_path / "out"
-    query().to(JsonLinesOutputAdapterFactory(), str(out)).run(
-        SparkRuntime(spark, shards=4, parallelism=tasks, batch_sizes=[60]))
-    per_batch = _partitions_per_batch(out, ".jsonl")
-    assert max(per_batch.values()) > 1, per_batch  # several tasks wrote one micro-batch
-    assert all("-" in p.stem[len("batch-"):] for p in out.glob("batch-*.jsonl"))
-    assert len(per_batch) > 1  # (several micro-batches, each file under its own id)
-    # Merged batch by batch, the partitions give exactly the in-process output, in order.
-    assert read_json_lines_output(out) == query().collect(LocalRuntime())
-
-
 @TASKS
 def test_parquet_written_in_parallel_each_file_in_output_order(spark, tmp_path, tasks):
     out = tmp_path / "out"
@@ -92,22 +78,39 @@ def test_parquet_written_in_parallel_each_file_in_output_order(spark, tmp_path, 
 
 
 @QUERIES
-@TASKS
-def test_a_replayed_micro_batch_replaces_its_partition_files(spark, tmp_path, tasks, query):
-    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
-    make, query = query, query().to(JsonLinesOutputAdapterFactory(), str(out))
-    query.run(SparkRuntime(spark, shards=4, parallelism=tasks, batch_sizes=[60],
-                           checkpoint_location=str(checkpoint)))
-    files = sorted(p.name for p in out.iterdir())
-    commits = sorted((checkpoint / "commits").glob("[0-9]*"), key=lambda p: int(p.name))
-    last = commits[-1]
-    last.unlink()  # as if the run died after the sink wrote the batch, before Spark's commit
-    (checkpoint / "commits" / f".{last.name}.crc").unlink(missing_ok=True)
-    query.run(SparkRuntime(spark, shards=4, parallelism=tasks, batch_sizes=[60],
-                           checkpoint_location=str(checkpoint)))
-    assert (checkpoint / "commits" / last.name).exists()  # the batch ran again
-    assert sorted(p.name for p in out.iterdir()) == files
-    assert read_json_lines_output(out) == make().collect(LocalRuntime())
+def test_json_lines_written_in_parallel_replayed_and_counted(spark, tmp_path, query):
+    """Written by four tasks (the shards themselves, or the hold stage) and by two (the
+    shards' rows packed to a writer per task): each micro-batch by several tasks, each
+    (micro-batch, partition) a file of its own, merged batch by batch exactly the in-process
+    output, in order; a micro-batch replayed (as if the run died after the sink wrote it,
+    before Spark's commit) replaces its own files; the shards' metric rows reach the query's
+    progress alike both ways."""
+    want = query().collect(LocalRuntime())
+    progress = []
+    for tasks in (4, None):
+        out, checkpoint = tmp_path / f"out{tasks}", tmp_path / f"checkpoint{tasks}"
+        bound = query().to(JsonLinesOutputAdapterFactory(), str(out))
+        runtime = SparkRuntime(spark, shards=4, parallelism=tasks, batch_sizes=[60],
+                               checkpoint_location=str(checkpoint))
+        bound.run(runtime)
+        progress.append(runtime.progress)
+        per_batch = _partitions_per_batch(out, ".jsonl")
+        assert max(per_batch.values()) > 1, per_batch  # several tasks wrote one micro-batch
+        assert all("-" in p.stem[len("batch-"):] for p in out.glob("batch-*.jsonl"))
+        assert len(per_batch) > 1  # (several micro-batches, each file under its own id)
+        assert read_json_lines_output(out) == want
+        files = sorted(p.name for p in out.iterdir())
+        last = max((checkpoint / "commits").glob("[0-9]*"), key=lambda p: int(p.name))
+        last.unlink()
+        (checkpoint / "commits" / f".{last.name}.crc").unlink(missing_ok=True)
+        bound.run(SparkRuntime(spark, shards=4, parallelism=tasks, batch_sizes=[60],
+                               checkpoint_location=str(checkpoint)))
+        assert (checkpoint / "commits" / last.name).exists()  # the batch ran again
+        assert sorted(p.name for p in out.iterdir()) == files
+        assert read_json_lines_output(out) == want
+    assert progress[0] == progress[1]
+    assert sum(p["s.accepted"] for p in progress[0]) == 240
+    assert sum(p["s.cti"] for p in progress[0]) > 0
 
 
 @QUERIES
@@ -125,20 +128,6 @@ def test_the_shards_write_themselves_only_a_partitioned_adapter_one_shard_per_ta
     got = runtime._query_frame([stream], False, False, str(tmp_path / "checkpoint"),
                                sink if partitioned else None)[3]
     assert got is in_shards
-
-
-@QUERIES
-def test_the_metrics_are_the_same_when_the_shards_write(spark, tmp_path, query):
-    """The shards' metric rows reach the query's progress whether they (or the hold stage)
-    write their rows themselves (four tasks) or pass them on packed (two)."""
-    progress = []
-    for tasks in (4, None):
-        runtime = SparkRuntime(spark, shards=4, parallelism=tasks, batch_sizes=[60])
-        query().to(JsonLinesOutputAdapterFactory(), str(tmp_path / f"out{tasks}")).run(runtime)
-        progress.append(runtime.progress)
-    assert progress[0] == progress[1]
-    assert sum(p["s.accepted"] for p in progress[0]) == 240
-    assert sum(p["s.cti"] for p in progress[0]) > 0
 
 
 def _whole_batches_factory():
