@@ -16,6 +16,7 @@ import pytest
 from budget import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from strategies import spark_caps
 
 from cti import Application, BindingError, CepStream, Cti, EventShape
 from cti.io import checks
@@ -241,8 +242,7 @@ def test_unclosed_quote_keeps_the_next_good_row(tmp_path):
 @pytest.mark.spark
 @settings(max_examples=examples(3), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(cases=st.lists(csv_files(), min_size=4, max_size=6),
-       sizes=st.lists(st.integers(1, 5), min_size=1, max_size=3))
+@given(cases=st.lists(csv_files(), min_size=4, max_size=6), sizes=spark_caps)
 def test_each_bad_csv_line_is_one_invalid_row_on_spark(spark, tmp_path_factory, cases, sizes):
     """Several random files, each its own stream, in one Spark query with random batches."""
     from cti.runtime.spark import SparkRuntime

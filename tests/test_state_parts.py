@@ -430,7 +430,7 @@ def test_the_cache_bound_is_the_sessions_setting(tmp_path):
 def test_on_spark_reference_rows_are_written_once_whatever_the_micro_batches(spark, tmp_path,
                                                                              monkeypatch):
     """A join of cars with 3,000 reference rows (their join side's arrays and the ingress's
-    edge book are parts: ``PART_BYTES`` lowered), one car per micro-batch: a run of 12
+    edge book are parts: ``PART_BYTES`` lowered), one car per micro-batch: a run of 6
     micro-batches writes no more parts than a run of 2, and both give the in-process output."""
     from cti import (
         AdvanceTimeImportSettings,
@@ -463,7 +463,7 @@ def test_on_spark_reference_rows_are_written_once_whatever_the_micro_batches(spa
         return s.join(ref, on="plate")
 
     held = []
-    for cars in (2, 12):
+    for cars in (2, 6):
         checkpoint = tmp_path / f"run-{cars}"
         got = query(cars).collect(SparkRuntime(spark, checkpoint_location=str(checkpoint),
                                                batch_sizes={"cars": [1]}, shards=1))
