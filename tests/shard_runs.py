@@ -50,7 +50,7 @@ def run_shards(query: Any, adapters: Mapping[str, Any],
             for a, b, eos in pieces:
                 for s, part in routed(route, g, piece(adapter, index, a, b, eos),
                                       getattr(adapter, "events_only", False),
-                                      getattr(adapter, "arrivals_in_order", False)):
+                                      lambda a=adapter: getattr(a, "arrivals_in_order", False)):
                     parts[s].append(routed_frame(part, g))
         for s, engine in enumerate(engines):
             rows = pd.concat(parts[s], ignore_index=True) if parts[s] else routed_frame(

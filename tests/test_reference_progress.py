@@ -231,7 +231,7 @@ def _whole_pieces(route, group, adapters, batches, index):
     for batch in batches:
         for a, b, eos in batch.get(name, []):
             parts = dict(routed(route, 0, piece(adapter, index, a, b, eos), adapter.events_only,
-                                adapter.arrivals_in_order))
+                                lambda: adapter.arrivals_in_order))
             if not (parts[route.shards - 1]["kind"].to_numpy(zero_copy_only=False)
                     == SPAN).any():
                 whole += range(a, b)
@@ -261,7 +261,8 @@ def test_reference_rows_loaded_at_one_time_are_one_run_per_piece():
     _, items, route = _reference_route()
     adapter = MemoryInputAdapter(items, EventShape.EDGE)
     assert adapter.arrivals_in_order and not adapter.events_only
-    parts = dict(routed(route, 0, piece(adapter, 1, 0, len(items), True), False, True))
+    parts = dict(routed(route, 0, piece(adapter, 1, 0, len(items), True), False,
+                        lambda: True))
     owned = 0
     for shard, part in parts.items():
         kinds = part.column("kind").to_pylist()
@@ -271,7 +272,8 @@ def test_reference_rows_loaded_at_one_time_are_one_run_per_piece():
         owned += len(own)
     assert owned == len(items)
     # Without the adapter's word that its arrivals never go back, every shard gets every row.
-    parts = dict(routed(route, 0, piece(adapter, 1, 0, len(items), True), False, False))
+    parts = dict(routed(route, 0, piece(adapter, 1, 0, len(items), True), False,
+                        lambda: False))
     assert all(part.num_rows == len(items) + 1 for part in parts.values())
 
 
@@ -323,7 +325,7 @@ def test_on_spark_a_join_with_a_reference_file_over_three_shards_equals_in_proce
     route = routes([query], groups, [refs], 3, False)[0]
     adapter = ReferenceDataInputAdapterFactory().create(r.config, EventShape.EDGE)
     parts = dict(routed(route, 0, piece(adapter, 1, 0, 250, False), False,
-                        adapter.arrivals_in_order))
+                        lambda: adapter.arrivals_in_order))
     assert sum(part.num_rows for part in parts.values()) == 250 + 3 * 2  # (a run, a span)
     runtime = SparkRuntime(spark, shards=3, batch_sizes={"s": [41, 130, 2], "r": [250, 7]})
     got = query.collect(runtime)

@@ -221,7 +221,7 @@ def computed_key_shards(payloads: pa.Array, key: Callable[[Any], Any], shards: i
 
 
 def routed(route: QueryRoute, group: int, rows: pa.Table, events_only: bool = False,
-           in_order: bool = False) -> Iterable[tuple[int, pa.Table]]:
+           in_order: Callable[[], bool] = lambda: False) -> Iterable[tuple[int, pa.Table]]:
     """One piece of a group's input rows (``IN_ARROW`` columns, maybe typed payload columns),
     for each shard of the query: the rows with ``own`` set, an event's payload (and its typed
     payload columns, with the marker: where they are the payload, its text is null) kept only
@@ -233,7 +233,8 @@ def routed(route: QueryRoute, group: int, rows: pa.Table, events_only: bool = Fa
     adapter yields only events (``events_only``: no CTIs, no arrival times), a shard gets only
     its own events and the piece's generation points (``cti.ingress.timed``). Likewise, of
     a stream that imports its CTIs (``route.referenced``), a piece of valid events (with
-    arrival times only where its adapter says they never go back: ``in_order``), a shard
+    arrival times only where its adapter says they never go back: ``in_order()``, asked
+    only of such a piece with arrival times), a shard
     gets its own events and the piece's arrival progress (``cti.ingress.progress``)."""
     stream = rows.column("stream").to_numpy()
     kind = rows.column("kind").combine_chunks()

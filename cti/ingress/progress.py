@@ -38,7 +38,7 @@ arrivals never go back (``arrivals_in_order``), and one that breaks that is name
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -72,13 +72,14 @@ def reference_streams(specs: Sequence[StreamSpec]) -> dict[int, str]:
             and s.arrival_clock == "data" and not s.dead_letter and j not in exporters}
 
 
-def progress_points(rows: pa.Table, kind: str, in_order: bool, owned: np.ndarray,
-                    schema: pa.Schema) -> pa.Table | None:
+def progress_points(rows: pa.Table, kind: str, in_order: Callable[[], bool],
+                    owned: np.ndarray, schema: pa.Schema) -> pa.Table | None:
     """The ``run`` and ``span`` rows (``schema``) of a piece of one stream's rows (contiguous
     ``seq``, maybe ending with end of input) whose events are of kind ``kind``; ``owned``:
     which rows have an owner (their payload). None where the piece is not all valid events
     with owners, or an explicit arrival goes back within it, or it has one and the adapter
-    does not say its arrivals never go back (``in_order``): then every shard gets it whole."""
+    does not say its arrivals never go back (``in_order()``, asked only then): then every
+    shard gets it whole."""
     n = rows.num_rows
     kinds = rows.column("kind")
     is_ev = pc.equal(kinds, kind).to_numpy(zero_copy_only=False)
@@ -95,7 +96,7 @@ def progress_points(rows: pa.Table, kind: str, in_order: bool, owned: np.ndarray
     explicit = arrival != NULL
     own = np.where(explicit, arrival, start)
     most = np.maximum.accumulate(own)
-    if explicit.any() and (not in_order or (explicit[1:] & (arrival[1:] < most[:-1])).any()):
+    if explicit.any() and (not in_order() or (explicit[1:] & (arrival[1:] < most[:-1])).any()):
         return None
     at = np.flatnonzero(own > np.concatenate([[NULL], most[:-1]]))  # (the first row: one)
     stops = np.append(at[1:], events)

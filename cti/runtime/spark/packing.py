@@ -36,7 +36,8 @@ def with_group(table: pa.Table, group: int) -> pa.Table:
 
 
 def packed(routes: Sequence[QueryRoute], group: int, rows: pa.Table, first_seq: int,
-           events_only: bool = False, in_order: bool = False) -> Iterator[tuple]:
+           events_only: bool = False, in_order: Callable[[], bool] = lambda: False
+           ) -> Iterator[tuple]:
     """A piece of a group's input as one packed row per shard of each query reading it
     (``PACKED_SCHEMA``); ``events_only``, ``in_order``: see ``routed``."""
     for route in routes:

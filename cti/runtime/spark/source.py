@@ -243,10 +243,8 @@ class CtiAdapterStreamReader(DataSourceStreamReader):
             events_only = getattr(adapter, "events_only", False)
             rows = piece(adapter, index, start, end, eos, tick,
                          stream_reads(routes, group, index))
-            in_order = any((group, index) in r.referenced for r in routes) and \
-                getattr(adapter, "arrivals_in_order", False)  # (asked only where it counts)
             yield from packed(routes, group, rows, start, events_only and tick is None,
-                              in_order)
+                              lambda: getattr(adapter, "arrivals_in_order", False))
         else:
             yield from with_group(piece(adapter, index, start, end, eos, tick),
                                   group).to_batches()
