@@ -16,7 +16,7 @@ import pytest
 from budget import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from strategies import spark_caps
+from strategies import past_the_simplest, spark_caps
 
 from cti import Application, BindingError, CepStream, Cti, EventShape
 from cti.io import checks
@@ -240,9 +240,9 @@ def test_unclosed_quote_keeps_the_next_good_row(tmp_path):
 
 
 @pytest.mark.spark
-@settings(max_examples=examples(3), deadline=None,
+@settings(max_examples=examples(2), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(cases=st.lists(csv_files(), min_size=4, max_size=6), sizes=spark_caps)
+@given(cases=st.lists(csv_files(), min_size=4, max_size=6), sizes=past_the_simplest(spark_caps))
 def test_each_bad_csv_line_is_one_invalid_row_on_spark(spark, tmp_path_factory, cases, sizes):
     """Several random files, each its own stream, in one Spark query with random batches."""
     from cti.runtime.spark import SparkRuntime

@@ -16,7 +16,7 @@ from budget import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from shard_runs import counts, released, run_shards
-from strategies import spark_splits
+from strategies import past_the_simplest, spark_splits
 
 from cti import (
     AdvanceTimeSettings,
@@ -142,8 +142,8 @@ def test_a_key_functions_query_is_routed_by_the_function():
 
 
 @pytest.mark.spark
-@settings(max_examples=examples(2), deadline=None, suppress_health_check=list(HealthCheck))
-@given(cases=st.lists(key_cases(), min_size=6, max_size=8), splits=spark_splits)
+@settings(max_examples=examples(1), deadline=None, suppress_health_check=list(HealthCheck))
+@given(cases=st.lists(key_cases(), min_size=6, max_size=8), splits=past_the_simplest(spark_splits))
 def test_on_spark_equals_local(spark, cases, splits):
     from cti.runtime.spark import SparkRuntime
 

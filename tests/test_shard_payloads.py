@@ -84,13 +84,15 @@ def reference_cases(draw):
         shards=draw(st.integers(2, 4)), seed=draw(st.integers(0, 1000)))
 
 
-def _reference_join(fast, edges, every, policy):
+def _reference_join(fast, edges, every, policy, names=("s", "r")):
+    """The fast points joined by key with the edges, which import the points' CTIs (the
+    streams named ``names``)."""
     app = Application()
-    s = CepStream.create("s", MemoryInputAdapterFactory(), fast, EventShape.POINT,
+    s = CepStream.create(names[0], MemoryInputAdapterFactory(), fast, EventShape.POINT,
                          AdvanceTimeSettings(AdvanceTimeGenerationSettings(
                              every, timedelta(0), True), None, policy), application=app)
-    r = CepStream.create("r", MemoryInputAdapterFactory(), edges, EventShape.EDGE,
-                         AdvanceTimeSettings(import_settings=AdvanceTimeImportSettings("s"),
+    r = CepStream.create(names[1], MemoryInputAdapterFactory(), edges, EventShape.EDGE,
+                         AdvanceTimeSettings(import_settings=AdvanceTimeImportSettings(names[0]),
                                              policy=policy), application=app)
     return s.join(r, on="k")
 
@@ -168,15 +170,15 @@ def substream_cases(draw):
                 action=draw(st.sampled_from([AdvanceTimePolicy.DROP, AdvanceTimePolicy.ADJUST])))
 
 
-def _substreams(items, action, over="k", purge=False):
+def _substreams(items, action, over="k", purge=False, name="s"):
     """Each value of ``over`` its own timeline (None: the stream one timeline), a tumbling
-    count per key ``k``."""
+    count per key ``k`` (of the stream ``name``)."""
     policy = EventOrderingPolicy(
         late_arrival_tolerance=timedelta(microseconds=5),
         out_of_order_tolerance=timedelta(microseconds=3),
         early_arrival_window=timedelta(microseconds=30), action=action, over=over,
         purge_idle_timelines=purge)
-    s = CepStream.create("s", MemoryInputAdapterFactory(), items, EventShape.POINT,
+    s = CepStream.create(name, MemoryInputAdapterFactory(), items, EventShape.POINT,
                          event_ordering_policy=policy, application=Application(),
                          on_bad_input="dead_letter")
     return s.group_by("k", nulls="group").apply(
@@ -231,13 +233,16 @@ def test_on_spark_edges_substreams_and_dead_letters_over_three_shards_equal_in_p
                          a) for a in range(0, 90, 3)]
     bad = [InvalidInput("unreadable", f"ts=,k={KEYS[t % 5]}") if t % 9 == 4 else
            PointEvent(t, {"k": KEYS[t % 5], "v": t}) for t in range(60)]
-    for query in (_reference_join(fast, edges, 4, AdvanceTimePolicy.ADJUST),
-                  _reference_join(fast, edges, timedelta(microseconds=7),
-                                  AdvanceTimePolicy.DROP),
-                  _substreams(arrivals, AdvanceTimePolicy.ADJUST),
-                  _dead_lettering(bad, 2)):
-        runtime = SparkRuntime(spark, shards=3, batch_sizes=[20, 7])
-        assert query.collect(runtime) == query.collect(LocalRuntime())
+    queries = [_reference_join(fast, edges, 4, AdvanceTimePolicy.ADJUST, ("s0", "r0")),
+               _reference_join(fast, edges, timedelta(microseconds=7), AdvanceTimePolicy.DROP,
+                               ("s1", "r1")),
+               _substreams(arrivals, AdvanceTimePolicy.ADJUST, name="s2"),
+               _dead_lettering(bad, 2, name="s3")]
+    queries = [q.named(f"q{k}") for k, q in enumerate(queries)]
+    runtime = SparkRuntime(spark, shards=3, batch_sizes=[20, 7])  # one streaming query
+    for query, got in zip(queries, runtime.run_queries(queries, with_inputs=False),
+                          strict=True):
+        assert got.items(query.name) == query.collect(LocalRuntime())
         for stream in query.inputs():  # the counts in Spark's progress: each event once
             want = stream.run(LocalRuntime())[stream.name].metrics
             for metric, name in (("accepted", "accepted"), ("adjusted", "adjusted"),
@@ -298,9 +303,9 @@ def bad_input_cases(draw):
                 seed=draw(st.integers(0, 1000)))
 
 
-def _dead_lettering(items, every):
-    """A count per key of a point stream that dead-letters its bad rows."""
-    s = CepStream.create("s", MemoryInputAdapterFactory(), items, EventShape.POINT,
+def _dead_lettering(items, every, name="s"):
+    """A count per key of a point stream (``name``) that dead-letters its bad rows."""
+    s = CepStream.create(name, MemoryInputAdapterFactory(), items, EventShape.POINT,
                          AdvanceTimeSettings(AdvanceTimeGenerationSettings(every),
                                              policy=AdvanceTimePolicy.DROP),
                          application=Application(), on_bad_input="dead_letter")

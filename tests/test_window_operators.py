@@ -17,7 +17,7 @@ from budget import examples
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 from operator_reference import Life
-from strategies import batch_sizes, bind, describe, spark_splits
+from strategies import batch_sizes, bind, describe, past_the_simplest, spark_splits
 from test_operator_properties import (
     Case,
     assert_arrival_order_free,
@@ -144,8 +144,8 @@ def test_output_does_not_depend_on_arrival_order_below_the_ctis(data):
 
 
 @pytest.mark.spark
-@settings(max_examples=examples(2), deadline=None, suppress_health_check=list(HealthCheck))
-@given(data=st.data(), splits=spark_splits)
+@settings(max_examples=examples(1), deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data(), splits=past_the_simplest(spark_splits))
 def test_spark_equals_local(spark, data, splits):
     cases = [(case, data.draw(input_defs(1, finite=True, max_size=8)))
              for case in [data.draw(window_operator_case()) for _ in range(8)]]
@@ -348,8 +348,8 @@ def test_snapshot_and_count_operators_do_not_depend_on_arrival_order_or_batches(
 
 
 @pytest.mark.spark
-@settings(max_examples=examples(2), deadline=None, suppress_health_check=list(HealthCheck))
-@given(data=st.data(), splits=spark_splits)
+@settings(max_examples=examples(1), deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data(), splits=past_the_simplest(spark_splits))
 def test_snapshot_and_count_operators_on_spark_equal_local(spark, data, splits):
     cases = [(case, data.draw(input_defs(1, finite=True, max_size=8)))
              for case in [data.draw(snapshot_count_operator_case(grouped=True))

@@ -373,20 +373,8 @@ class SparkRuntime:
         streams' own results when ``with_inputs``)."""
         checkpoint = self._checkpoint()
         frame, groups, refs = self.query_frame(queries, with_inputs, checkpoint=checkpoint)
-        blobs: list[list[bytes]] = [[] for _ in queries]
-        ingress: list[list] = [[] for _ in groups]
-        for r in self._run_to_memory(frame, checkpoint=checkpoint):
-            query, role, group = r[0], r[1], r[4]
-            if role == PASS:
-                ingress[group].append(out_row_from_spark(r[5:-1]))
-            elif role == OP:
-                blobs[query].append(r[-1])
-        outputs = [table_rows(unpack_output(b)) for b in blobs]
-        results = [RunResult.from_rows(g.names, rows, g.overs)
-                   for g, rows in zip(groups, ingress, strict=True)]
-        return [derived_result(q.name, [results[g] for g in sorted({g for g, _ in refs[k]})]
-                               if with_inputs else [], outputs[k])
-                for k, q in enumerate(queries)]
+        return query_results(self._run_to_memory(frame, checkpoint=checkpoint), queries, groups,
+                             refs, with_inputs)
 
     def write_query(self, bound: Any) -> None:
         """Run a query into its output adapter, written by an executor, batch by batch: in the
@@ -426,6 +414,27 @@ class SparkRuntime:
         fields = parsed.alias("p")
         return rows.select("release", "kind", "start", "end", fields).select(
             "release", "kind", "start", "end", "p.*")
+
+
+def query_results(rows: Iterable[Any], queries: Sequence[Any], groups: Sequence[IngressGroup],
+                  refs: Sequence[Sequence[tuple[int, int]]], with_inputs: bool
+                  ) -> list[RunResult]:
+    """Each query's result from the rows of a run of ``query_frame``'s frame (with its input
+    streams' own results when ``with_inputs``)."""
+    blobs: list[list[bytes]] = [[] for _ in queries]
+    ingress: list[list] = [[] for _ in groups]
+    for r in rows:
+        query, role, group = r[0], r[1], r[4]
+        if role == PASS:
+            ingress[group].append(out_row_from_spark(r[5:-1]))
+        elif role == OP:
+            blobs[query].append(r[-1])
+    outputs = [table_rows(unpack_output(b)) for b in blobs]
+    results = [RunResult.from_rows(g.names, group_rows, g.overs)
+               for g, group_rows in zip(groups, ingress, strict=True)]
+    return [derived_result(q.name, [results[g] for g in sorted({g for g, _ in refs[k]})]
+                           if with_inputs else [], outputs[k])
+            for k, q in enumerate(queries)]
 
 
 def _write_query_partition(sink: Sink, parallel: bool,
