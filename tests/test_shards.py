@@ -35,14 +35,9 @@ def test_shards_and_parallelism_must_be_whole_numbers(bad, name):
         SparkRuntime(**{name: bad})
 
 
-def test_more_tasks_than_shards_are_refused(spark, tmp_path):
+def test_more_tasks_than_shards_are_refused():
     with pytest.raises(ValueError, match=r"parallelism=3\) is more than its shards=2"):
         SparkRuntime(shards=2, parallelism=3)
-    checkpoint = str(tmp_path / "ckpt")
-    query = counts().to(ParquetOutputAdapterFactory(), str(tmp_path / "out"))
-    query.run(SparkRuntime(spark, checkpoint_location=checkpoint, shards=2))
-    with pytest.raises(BindingError, match=r"parallelism=3\) is more than the 2 shards"):
-        query.run(SparkRuntime(spark, checkpoint_location=checkpoint, parallelism=3))
 
 
 def test_default_shards_are_the_cores_not_the_shuffle_partitions(spark, tmp_path):
@@ -62,29 +57,22 @@ def test_default_shards_are_the_cores_not_the_shuffle_partitions(spark, tmp_path
         conf.set("spark.sql.shuffle.partitions", before)
 
 
-def test_a_checkpoint_refuses_another_shard_count(spark, tmp_path):
-    out = tmp_path / "out"
-    query = counts().to(ParquetOutputAdapterFactory(), str(out))
-    checkpoint = str(tmp_path / "ckpt")
-    query.run(SparkRuntime(spark, checkpoint_location=checkpoint, shards=2))
-    first = read_parquet_output(out)
-    with pytest.raises(BindingError, match=r"written with 2 shards.*has 3.*shards=2"):
-        query.run(SparkRuntime(spark, checkpoint_location=checkpoint, shards=3))
-    query.run(SparkRuntime(spark, checkpoint_location=checkpoint, shards=2))  # nothing new
-    assert read_parquet_output(out).equals(first)
-    assert counts().collect(SparkRuntime(spark, shards=3)) == counts().collect(LocalRuntime())
-
-
-def test_a_restart_without_shards_takes_the_checkpoints_count(spark, tmp_path):
-    """A job restarted on a cluster of another size (no ``shards=``) goes on with the count
-    its checkpoint was written with, where the default would be the session's cores."""
+def test_a_checkpoint_keeps_its_shard_count(spark, tmp_path):
+    """A checkpoint's shard count holds for good: a restart with another count is refused (a
+    shard's state belongs to its keys), as is one on more tasks than those shards; a restart
+    without ``shards=`` (a cluster of another size) goes on with the recorded count, where the
+    default would be the session's cores."""
     out = tmp_path / "out"
     query = counts().to(ParquetOutputAdapterFactory(), str(out))
     checkpoint = str(tmp_path / "ckpt")
     assert SparkRuntime(spark, checkpoint_location=checkpoint).shard_count == \
-        spark.sparkContext.defaultParallelism
+        spark.sparkContext.defaultParallelism != 3
     query.run(SparkRuntime(spark, checkpoint_location=checkpoint, shards=3))
     first = read_parquet_output(out)
+    with pytest.raises(BindingError, match=r"written with 3 shards.*has 2.*shards=3"):
+        query.run(SparkRuntime(spark, checkpoint_location=checkpoint, shards=2))
+    with pytest.raises(BindingError, match=r"parallelism=4\) is more than the 3 shards"):
+        query.run(SparkRuntime(spark, checkpoint_location=checkpoint, parallelism=4))
     restarted = SparkRuntime(spark, checkpoint_location=checkpoint)
     assert restarted.shard_count == 3
     query.run(restarted)  # nothing new: no error, the output as it was
