@@ -8,6 +8,8 @@ each shard's micro-batch in a random row order (Spark promises none)."""
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -183,71 +185,97 @@ def test_generation_points_are_few_beside_the_events(count):
         assert kinds.count("point") < len(items) / 2  # its own events only
 
 
-@pytest.mark.spark
-@pytest.mark.parametrize(("with_inputs", "every"), [
-    (False, 4), (True, 4), (False, timedelta(microseconds=6))],
-    ids=["output", "with-inputs", "time-span"])
-def test_on_spark_shards_with_generation_points_equal_the_in_process_run(spark, tmp_path,
-                                                                         with_inputs, every):
-    """A Parquet input of intervals with disorder (adjusted and dropped events), a CTI every 4
-    events (or every 6 ticks of time), in micro-batches cut anywhere, spread over 3 shards: the
-    output and the ingress counts in Spark's progress equal the in-process run's; with the
-    inputs' own results too (shard 0 then receives every row, to pass it on), those equal as
-    well."""
+def _disordered_intervals(tmp_path: Path, every: Any, name: str) -> Any:
+    """A Parquet input of 400 intervals with disorder (adjusted and dropped events) as stream
+    ``name``, a CTI every ``every`` events or span of time, 3 ticks behind."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     from cti.io.parquet import ParquetInputAdapterFactory, ParquetInputConfig
-    from cti.runtime.local import LocalRuntime
-    from cti.runtime.spark import SparkRuntime
 
     rng = np.random.default_rng(7)
     n = 400
     start = np.maximum.accumulate(rng.integers(0, 5, n)).cumsum() - rng.integers(0, 12, n)
     start = np.maximum(start, 0)
+    path = tmp_path / f"{name}.parquet"
     pq.write_table(pa.table({"start": start, "end": start + rng.integers(1, 9, n),
                              "k": [f"k{i}" for i in rng.integers(0, 9, n)],
-                             "v": rng.integers(0, 9, n)}), tmp_path / "in.parquet")
-    config = ParquetInputConfig(str(tmp_path / "in.parquet"), "start", "end")
+                             "v": rng.integers(0, 9, n)}), path)
     settings_ = AdvanceTimeSettings(
         AdvanceTimeGenerationSettings(every, timedelta(microseconds=3), True), None,
         AdvanceTimePolicy.ADJUST)
-    stream = CepStream.create("s", ParquetInputAdapterFactory(), config, EventShape.INTERVAL,
-                              settings_, application=Application())
-    query = stream.group_by("k").apply(
+    return CepStream.create(name, ParquetInputAdapterFactory(),
+                            ParquetInputConfig(str(path), "start", "end"),
+                            EventShape.INTERVAL, settings_, application=Application())
+
+
+def _counts_per_key(stream: Any) -> Any:
+    return stream.group_by("k").apply(
         lambda g: g.tumbling_window(timedelta(microseconds=20)).aggregate(n=agg.count()))
-    runtime = SparkRuntime(spark, batch_sizes=[37, 150, 11], shards=3)
-    got = runtime.run_queries([query], with_inputs=with_inputs)[0]
-    want = query.run(LocalRuntime(batch_sizes=[50]))
-    assert got[query.name].items == want[query.name].items
-    if with_inputs:
-        assert got["s"].items == want["s"].items
-        assert got["s"].metrics == want["s"].metrics
-    ingress = stream.run(LocalRuntime())["s"].metrics
+
+
+def _assert_ingress_counts_in_progress(stream: Any, progress: list[dict]) -> None:
+    """The stream's ingress counts in Spark's progress are the in-process run's, adjusted
+    and dropped events among them."""
+    from cti.runtime.local import LocalRuntime
+
+    ingress = stream.run(LocalRuntime())[stream.name].metrics
     assert ingress["adjusted"] and ingress["dropped"]
     for metric, name in (("accepted", "accepted"), ("adjusted", "adjusted"),
                          ("dropped", "dropped"), ("cti", "ctis")):
-        assert sum(b.get(f"s.{metric}") or 0 for b in runtime.progress) == ingress[name]
+        assert sum(b.get(f"{stream.name}.{metric}") or 0 for b in progress) == ingress[name]
 
 
 @pytest.mark.spark
-def test_on_spark_a_slow_stream_importing_the_fast_ones_ctis_equals_the_in_process_run(spark):
-    """A fast stream (a CTI every 3 events) taken from generation points, and a slow stream
-    that imports its CTIs (every shard gets its rows), spread over 3 shards by key."""
+def test_on_spark_shards_with_generation_points_equal_the_in_process_run(spark, tmp_path):
+    """In one streaming query over 3 shards, in micro-batches cut anywhere: intervals with
+    disorder and a CTI every 4 events, the same with a CTI every 6 ticks of time, and a fast
+    stream (a CTI every 3 events) taken from generation points with a slow stream that imports
+    its CTIs (every shard gets its rows): each output and the ingress counts in Spark's
+    progress equal the in-process run's."""
     from cti.runtime.local import LocalRuntime
     from cti.runtime.spark import SparkRuntime
 
+    counted = _disordered_intervals(tmp_path, 4, "counted")
+    spanned = _disordered_intervals(tmp_path, timedelta(microseconds=6), "spanned")
     rng = np.random.default_rng(3)
     fast = [PointEvent(int(t), {"k": f"k{k}", "v": 1}) for t, k in zip(
         np.maximum(np.arange(300) * 2 - rng.integers(0, 9, 300), 0), rng.integers(0, 7, 300),
         strict=True)]
     slow = [PointEvent(t, {"k": f"k{t % 7}", "v": 2}) for t in (3, 150, 90, 400, 598)]
-    query = _query(fast, EventShape.POINT, 3, 4, AdvanceTimePolicy.DROP, True, True, slow)
-    runtime = SparkRuntime(spark, batch_sizes=[41, 130, 2], shards=3)
-    got = runtime.run_queries([query], with_inputs=False)[0]
+    queries = [_counts_per_key(counted).named("counted_out"),
+               _counts_per_key(spanned).named("spanned_out"),
+               _query(fast, EventShape.POINT, 3, 4, AdvanceTimePolicy.DROP, True, True,
+                      slow).named("imported_out")]
+    caps = {"counted": [37, 150, 11], "spanned": [37, 150, 11], "s": [41, 130, 2],
+            "r": [41, 130, 2]}
+    runtime = SparkRuntime(spark, batch_sizes=caps, shards=3)
+    for query, got in zip(queries, runtime.run_queries(queries, with_inputs=False),
+                          strict=True):
+        want = query.run(LocalRuntime(batch_sizes=[50]))
+        assert got[query.name].items == want[query.name].items
+        assert any(type(i).__name__ != "Cti" for i in got[query.name].items)
+    for stream in (counted, spanned):
+        _assert_ingress_counts_in_progress(stream, runtime.progress)
+
+
+@pytest.mark.spark
+def test_on_spark_shards_with_generation_points_and_the_inputs_equal_the_in_process_run(
+        spark, tmp_path):
+    """As above with the input's own results too (shard 0 then receives every row, to pass it
+    on): those equal the in-process run's as well."""
+    from cti.runtime.local import LocalRuntime
+    from cti.runtime.spark import SparkRuntime
+
+    stream = _disordered_intervals(tmp_path, 4, "s")
+    query = _counts_per_key(stream)
+    runtime = SparkRuntime(spark, batch_sizes=[37, 150, 11], shards=3)
+    got = runtime.run_queries([query], with_inputs=True)[0]
     want = query.run(LocalRuntime(batch_sizes=[50]))
     assert got[query.name].items == want[query.name].items
-    assert any(type(i).__name__ != "Cti" for i in got[query.name].items)
+    assert got["s"].items == want["s"].items
+    assert got["s"].metrics == want["s"].metrics
+    _assert_ingress_counts_in_progress(stream, runtime.progress)
 
 
 def test_an_adapter_that_breaks_its_events_only_promise_is_named():
