@@ -4,6 +4,8 @@ random chains are in test_ingress_properties.py and test_spark_vs_local.py."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from shard_runs import released, run_shards
 
@@ -59,24 +61,34 @@ def test_an_event_behind_a_cti_from_up_the_chain_is_dropped_whatever_the_batches
     assert_c1_dropped(chain().run(LocalRuntime(batch_sizes=sizes)), "c")
 
 
-def test_on_spark_an_event_behind_a_cti_from_up_the_chain_is_dropped_whatever_the_batches(
-        spark):
-    """The same on Spark, each split a chain of its own (its streams capped to it), the four
-    chains in one streaming query."""
+@pytest.fixture(scope="module")
+def spark_chains(spark: Any) -> list[Any]:
+    """One streaming query over 3 shards for the Spark tests below: each split of ``SPLITS``
+    a chain of its own (its streams capped to it: ``q0``...), then the join down a chain whole
+    (``whole``) and in ``BATCHES`` (``cut``)."""
     from cti.runtime.spark import SparkRuntime
 
     caps = {f"{s}{k}": sizes for k, sizes in enumerate(SPLITS) if sizes for s in "abc"}
+    caps |= {f"{name}_cut": BATCHES for name in ("cars", "owners", "status")}
     queries = [chain(str(k)).where(lambda p: True).named(f"q{k}") for k in range(len(SPLITS))]
-    results = SparkRuntime(spark, batch_sizes=caps).run_queries(queries)
-    for k, result in enumerate(results):
-        assert_c1_dropped(result, f"c{k}")
+    queries += [joined_down_a_chain(tag="_whole").named("whole"),
+                joined_down_a_chain(tag="_cut").named("cut")]
+    return SparkRuntime(spark, shards=3, batch_sizes=caps).run_queries(queries)
 
 
-def joined_down_a_chain(reference: str = "status") -> CepStream:
+def test_on_spark_an_event_behind_a_cti_from_up_the_chain_is_dropped_whatever_the_batches(
+        spark_chains):
+    """The same on Spark, each split a chain of its own, in one streaming query."""
+    for k in range(len(SPLITS)):
+        assert_c1_dropped(spark_chains[k], f"c{k}")
+
+
+def joined_down_a_chain(reference: str = "status", tag: str = "") -> CepStream:
     """Cars (a CTI every 3 events) joined by plate with reference data: ``owners``, which
     imports the cars' CTIs, or ``status``, which imports those of ``owners`` (a -> b -> c):
     status changes arrive late now and then, so ADJUST moves them to the CTI that reached
-    them; reference rows wait for the cars that pass them (held into a later micro-batch)."""
+    them; reference rows wait for the cars that pass them (held into a later micro-batch).
+    The streams' names end in ``tag``."""
     app, m = Application(), MemoryInputAdapterFactory()
     plates = [f"P{k}" for k in range(6)]
     cars = [Arriving(PointEvent(10 * t, {"plate": plates[t % 6]}), 10 * t) for t in range(60)]
@@ -88,15 +100,15 @@ def joined_down_a_chain(reference: str = "status") -> CepStream:
         status.append(Arriving(EdgeEvent.start_edge(5 * t, {"plate": plates[t % 6],
                                                             "ok": t % 2}), arrival))
     cars_stream = CepStream.create(
-        "cars", m, cars, EventShape.POINT,
+        f"cars{tag}", m, cars, EventShape.POINT,
         AdvanceTimeSettings(AdvanceTimeGenerationSettings(3, 0)), application=app)
-    CepStream.create("owners", m, owners, EventShape.EDGE, AdvanceTimeSettings(
-        import_settings=AdvanceTimeImportSettings("cars"), policy=AdvanceTimePolicy.ADJUST),
-        application=app)
-    CepStream.create("status", m, status, EventShape.EDGE, AdvanceTimeSettings(
-        import_settings=AdvanceTimeImportSettings("owners"), policy=AdvanceTimePolicy.ADJUST),
-        application=app)
-    return cars_stream.join(app.stream(reference), on="plate")
+    CepStream.create(f"owners{tag}", m, owners, EventShape.EDGE, AdvanceTimeSettings(
+        import_settings=AdvanceTimeImportSettings(f"cars{tag}"),
+        policy=AdvanceTimePolicy.ADJUST), application=app)
+    CepStream.create(f"status{tag}", m, status, EventShape.EDGE, AdvanceTimeSettings(
+        import_settings=AdvanceTimeImportSettings(f"owners{tag}"),
+        policy=AdvanceTimePolicy.ADJUST), application=app)
+    return cars_stream.join(app.stream(f"{reference}{tag}"), on="plate")
 
 
 BATCHES = [7, 3]  # each stream's rows per micro-batch, in turn
@@ -134,15 +146,13 @@ def test_reference_rows_held_back_reach_the_join_on_every_shard(reference):
     assert len(released(one[0])) > 20
 
 
-@pytest.mark.parametrize("sizes", [None, BATCHES])
-def test_a_join_with_reference_data_down_a_chain_on_shards(spark, sizes):
+def test_a_join_with_reference_data_down_a_chain_on_shards(spark_chains):
     """The reference stream two imports down from the fast stream, joined on 3 shards: the
     same result as in process, whatever the batches (the fast stream's time comes from
-    generation points on Spark, the chain's streams are merged with the CTIs passed down)."""
-    from cti.runtime.spark import SparkRuntime
-
+    generation points on Spark, the chain's streams are merged with the CTIs passed down):
+    the chain whole and in ``BATCHES``."""
     want = joined_down_a_chain().collect(LocalRuntime())
     assert sum(isinstance(e, PointEvent) for e in want) > 20
-    got = joined_down_a_chain().collect(SparkRuntime(spark, shards=3, batch_sizes=sizes))
-    assert got == want
-    assert joined_down_a_chain().collect(LocalRuntime(batch_sizes=sizes)) == want
+    assert joined_down_a_chain().collect(LocalRuntime(batch_sizes=BATCHES)) == want
+    assert [r.items(name) for r, name in zip(spark_chains[-2:], ("whole", "cut"),
+                                             strict=True)] == [want, want]
