@@ -72,10 +72,23 @@ def make(kind: Iterable[str], start: Iterable[int], end: Iterable[int],
 def framed(columns: dict[str, Any]) -> pd.DataFrame:
     """A pandas frame of these columns as they are (no copy); an object array stays one,
     without pandas' look through it for times (a pass over each object column that holds no
-    string, such as payloads left out: ``Chunk``)."""
-    return pd.DataFrame({name: pd.Series(values, dtype=object, copy=False)
-                         if isinstance(values, np.ndarray) and values.dtype == object
-                         else values for name, values in columns.items()}, copy=False)
+    string, such as payloads left out: ``Chunk``). One that starts with a string is given to
+    pandas as it is (its look stops at the string: nothing to convert), the others as a
+    ``Series`` of object dtype (a Series costs tens of microseconds, a step makes hundreds)."""
+    # (A Series among the columns brings its index, as pandas aligns it: no index of ours.)
+    index = None if any(isinstance(v, pd.Series) for v in columns.values()) else \
+        pd.RangeIndex(len(next(iter(columns.values()), ())))
+    return pd.DataFrame({name: _as_column(values, index) for name, values in columns.items()},
+                        index=index, copy=False)
+
+
+def _as_column(values: Any, index: pd.RangeIndex | None) -> Any:
+    """``values`` for ``framed``: an object array that does not start with a string as a
+    Series on the frame's index (pandas then leaves its values as they are)."""
+    if isinstance(values, np.ndarray) and values.dtype == object and not (
+            len(values) and isinstance(values[0], str)):
+        return pd.Series(values, index=index, dtype=object, copy=False)
+    return values
 
 
 def with_payloads(frame: pd.DataFrame, payloads: np.ndarray) -> pd.DataFrame:
@@ -115,21 +128,34 @@ def concat(frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
     return stack(frames)
 
 
-def stack(frames: list[pd.DataFrame]) -> pd.DataFrame:
-    """Frames with the same columns one under the other, column by column (``pd.concat``
-    checks every value of an object column for missing values: seconds for millions)."""
-    if len(frames) == 1:
-        return frames[0].reset_index(drop=True)
-    return pd.DataFrame({c: _stacked([f[c] for f in frames]) for c in frames[0].columns},
-                        copy=False)
+def stack(frames: list[pd.DataFrame], names: Sequence[str] | None = None) -> pd.DataFrame:
+    """Frames with the same columns (or these ``names`` of theirs) one under the other, column
+    by column (``pd.concat`` checks every value of an object column for missing values:
+    seconds for millions)."""
+    if names is None:
+        if len(frames) == 1:
+            return frames[0].reset_index(drop=True)
+        names = list(frames[0].columns)
+    arrays = [column_arrays(f, names) for f in frames]
+    return pd.DataFrame({name: _stacked([a[i] for a in arrays])
+                         for i, name in enumerate(names)}, copy=False)
 
 
-def _stacked(columns: list[pd.Series]) -> Any:
-    """One column of several frames one under the other: an Arrow string column where one
-    of them is (``arrow_texts``), else a numpy array."""
-    if not any(isinstance(c.dtype, pd.ArrowDtype) for c in columns):
-        return np.concatenate([c.to_numpy() for c in columns])
-    return pd.arrays.ArrowExtensionArray(pa.concat_arrays([arrow_texts(c) for c in columns]))
+def column_arrays(frame: pd.DataFrame, names: Sequence[str]) -> list[Any]:
+    """The named columns' values as the frame stores them (numpy or extension arrays), without
+    the ``Series`` that ``frame[name]`` makes of each (tens of microseconds apiece: a step
+    reads hundreds). pandas' own accessor of a column's array (pandas 2, as pinned)."""
+    loc = frame.columns.get_loc
+    return [frame._get_column_array(loc(name)) for name in names]
+
+
+def _stacked(columns: list[Any]) -> Any:
+    """One column of several frames one under the other (``column_arrays``): an Arrow string
+    column where one of them is (``arrow_texts``), else a numpy array."""
+    if not any(isinstance(c, pd.arrays.ArrowExtensionArray) for c in columns):
+        return np.concatenate([c if isinstance(c, np.ndarray) else c.to_numpy()
+                               for c in columns])
+    return pd.arrays.ArrowExtensionArray(pa.concat_arrays([_texts(c) for c in columns]))
 
 
 def arrow_texts(column: pd.Series, encoded: bool = False) -> pa.Array:
@@ -137,12 +163,17 @@ def arrow_texts(column: pd.Series, encoded: bool = False) -> pa.Array:
     payloads a window of built-in aggregates writes: ``json_text.object_texts``), else from
     its Python strings. A dictionary-encoded one (a window's repeated texts:
     ``window._distinct_texts``) written out, unless ``encoded``: then it stays so."""
-    if isinstance(column.dtype, pd.ArrowDtype):
-        texts = pa.array(column.array)  # (chunked where pandas stacked several)
+    return _texts(column.array, encoded)
+
+
+def _texts(values: Any, encoded: bool = False) -> pa.Array:
+    """``arrow_texts`` of a column's array."""
+    if isinstance(values, pd.arrays.ArrowExtensionArray):
+        texts = pa.array(values)  # (chunked where pandas stacked several)
         if pa.types.is_dictionary(texts.type) and not encoded:
             texts = texts.cast(pa.string())
         return texts.combine_chunks() if isinstance(texts, pa.ChunkedArray) else texts
-    return pa.array(column.to_numpy(object), pa.string())
+    return pa.array(np.asarray(values, dtype=object), pa.string())
 
 
 def plain_texts(events: pd.DataFrame) -> pd.DataFrame:

@@ -247,7 +247,7 @@ class LocalRuntime:
 def _stacked(frames: list[pd.DataFrame]) -> pd.DataFrame:
     """Ingress output frames one under the other (their ``OUT_COLUMNS``; none: no rows)."""
     names = [name for name, _ in OUT_COLUMNS]
-    return frame.stack([f[names] for f in frames]) if frames else out_rows_to_pandas([])
+    return frame.stack(frames, names) if frames else out_rows_to_pandas([])
 
 
 def write_outputs(outputs: Sequence[OutputBinding], batches: Iterable[list[OutRow]]) -> None:
