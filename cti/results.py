@@ -100,6 +100,10 @@ class StreamResult:
         return [d for d in self.diagnostics if d.status == "adjusted"]
 
 
+# The columns of output rows that ``RunResult.from_frame`` reads as arrays, in its order.
+_FROM_FRAME = ("stream", "seq", "kind", "start", "end", "status", "payload")
+
+
 @attrs.frozen
 class RunResult:
     streams: dict[str, StreamResult]
@@ -119,27 +123,32 @@ class RunResult:
         column: a Python object per item and per diagnostic, none per row."""
         import numpy as np
 
+        from cti.forms.frame import column_arrays
         from cti.forms.layout import out_rows_from_pandas
 
         overs = list(overs) if overs else [None] * len(names)
-        stream = rows["stream"].to_numpy()
+        stream, seq, kind, start, end, status, payload = (
+            np.asarray(c, dtype=object) if name in ("kind", "status", "payload") else
+            np.asarray(c) for name, c in zip(_FROM_FRAME, column_arrays(rows, _FROM_FRAME),
+                                             strict=True))
         streams = {}
         for i, name in enumerate(names):
-            mine = rows[stream == i]
-            mine = mine.iloc[np.argsort(mine["seq"].to_numpy(), kind="stable")]
-            if not (mine["seq"].to_numpy() == np.arange(len(mine))).all():
+            mine = np.flatnonzero(stream == i)
+            mine = mine[np.argsort(seq[mine], kind="stable")]
+            if not (seq[mine] == np.arange(len(mine))).all():
                 raise RuntimeError(f"stream {name!r}: output sequence has gaps or duplicates")
-            status = mine["status"].to_numpy(object)
+            states = status[mine]
             metrics = dict.fromkeys(METRICS, 0)
-            for s, n in zip(*np.unique(status[status != "metrics"], return_counts=True),
+            for s, n in zip(*np.unique(states[states != "metrics"], return_counts=True),
                             strict=True):
                 metrics[_METRIC.get(s, s)] += int(n)
-            snapshots = mine["payload"].to_numpy(object)[status == "metrics"]
-            out = mine[np.isin(status, OUTPUT_STATUSES)]
-            items = items_from_rows(out["kind"], out["start"].tolist(), out["end"].tolist(),
-                                    out["payload"])
-            diags = [diagnostic_from_row(name, r, overs[i]) for r in out_rows_from_pandas(
-                mine[np.isin(status, DIAGNOSTIC_STATUSES)])]
+            snapshots = payload[mine[states == "metrics"]]
+            out = mine[np.isin(states, OUTPUT_STATUSES)]
+            items = items_from_rows(kind[out].tolist(), start[out].tolist(), end[out].tolist(),
+                                    payload[out].tolist())
+            told = mine[np.isin(states, DIAGNOSTIC_STATUSES)]
+            diags = [diagnostic_from_row(name, r, overs[i])
+                     for r in out_rows_from_pandas(rows.iloc[told])] if len(told) else []
             streams[name] = StreamResult(name, items, diags, metrics, payload_from_json(
                 snapshots[-1]) if len(snapshots) else None)
         return cls(streams)
