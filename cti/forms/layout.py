@@ -58,31 +58,42 @@ def in_row_to_tuple(r: InRow) -> tuple:
 def in_rows_from_pandas(pdf: pd.DataFrame) -> list[InRow]:
     """Input rows of a batch (``IN_COLUMNS``, maybe typed payload columns: each payload left
     out is written from them, ``cti.forms.json_text.frame_payloads``) as ``InRow`` tuples."""
-    payloads = pdf["payload"]
+    from cti.forms.frame import column_arrays
+
     if FIELD_COLUMN in pdf.columns:
         from cti.forms.json_text import frame_payloads
 
-        payloads = frame_payloads(pdf)
+        payloads = frame_payloads(pdf).tolist()
+    else:
+        payloads = pdf["payload"].tolist()
+    # (the columns' values as lists: a tenth of the time of iterating pandas Series)
+    stream, seq, arrival, kind, start, end, error, partition = (
+        c.tolist() for c in column_arrays(pdf, ("stream", "seq", "arrival", "kind", "start",
+                                                "end", "error", "partition")))
     return [
         InRow(int(s), int(q), _dec(a), k, _dec(st), _dec(e), _text(p), _text(err), _text(part))
         for s, q, a, k, st, e, p, err, part in zip(
-            pdf["stream"], pdf["seq"], pdf["arrival"], pdf["kind"], pdf["start"], pdf["end"],
-            payloads, pdf["error"], pdf["partition"], strict=True)
+            stream, seq, arrival, kind, start, end, payloads, error, partition, strict=True)
     ]
 
 
 def out_rows_to_pandas(rows: Iterable[OutRow]) -> pd.DataFrame:
+    """Output rows as a frame of ``OUT_COLUMNS`` (times NULL_TIME-coded), built column by
+    column from the rows' values."""
+    import numpy as np
     import pandas as pd
 
-    cols = [name for name, _ in OUT_COLUMNS]
-    data = [tuple(_enc(v) if i in _OUT_TIMES else v for i, v in enumerate(r)) for r in rows]
-    pdf = pd.DataFrame.from_records(data, columns=cols)
-    for name, typ in OUT_COLUMNS:
-        if typ == "long":
-            pdf[name] = pdf[name].astype("int64")
-        elif typ == "int":
-            pdf[name] = pdf[name].astype("int32")
-    return pdf
+    values = list(zip(*rows, strict=True)) or [()] * len(OUT_COLUMNS)
+    columns = {}
+    for i, (name, typ) in enumerate(OUT_COLUMNS):
+        if typ in ("long", "int"):
+            columns[name] = np.asarray([_enc(v) for v in values[i]] if i in _OUT_TIMES
+                                       else values[i], np.int64 if typ == "long" else np.int32)
+        else:
+            texts = np.empty(len(values[i]), object)
+            texts[:] = values[i]
+            columns[name] = texts
+    return pd.DataFrame(columns, copy=False)
 
 
 def out_row_from_values(values: Iterable[object]) -> OutRow:
