@@ -69,6 +69,11 @@ def test_a_checkpoint_keeps_its_shard_count(spark, tmp_path):
         spark.sparkContext.defaultParallelism != 3
     query.run(SparkRuntime(spark, checkpoint_location=checkpoint, shards=3))
     first = read_parquet_output(out)
+    local = tmp_path / "local"
+    counts().to(ParquetOutputAdapterFactory(), str(local)).run(LocalRuntime())
+    # (3 shards write their rows in parallel files: the same rows as in process)
+    assert sorted(tuple(r.values()) for r in first.to_pylist()) == sorted(
+        tuple(r.values()) for r in read_parquet_output(local).to_pylist())
     with pytest.raises(BindingError, match=r"written with 3 shards.*has 2.*shards=3"):
         query.run(SparkRuntime(spark, checkpoint_location=checkpoint, shards=2))
     with pytest.raises(BindingError, match=r"parallelism=4\) is more than the 3 shards"):
