@@ -78,3 +78,22 @@ def counts(outs_by_shard: Sequence[Sequence[ShardOutput]], group: int = 0) -> di
             for status, w in zip(rows["status"], rows["weight"], strict=True):
                 total[status] = total.get(status, 0) + int(w)
     return total
+
+
+PROGRESS_COUNTS = (("accepted", "accepted"), ("adjusted", "adjusted"), ("dropped", "dropped"),
+                   ("invalid", "invalid"), ("cti", "ctis"))
+"""Each ingress count's name in Spark's progress (``<stream>.<name>``) and in a result's
+``metrics``."""
+
+
+def assert_progress_counts(stream: Any, progress: Sequence[Mapping[str, Any]]
+                           ) -> dict[str, int]:
+    """The stream's ingress counts summed over a Spark run's ``progress`` are the in-process
+    run's (each event counted once); those counts."""
+    from cti.runtime.local import LocalRuntime
+
+    want = stream.run(LocalRuntime())[stream.name].metrics
+    for metric, name in PROGRESS_COUNTS:
+        assert sum(b.get(f"{stream.name}.{metric}") or 0 for b in progress) == want[name], \
+            (stream.name, metric)
+    return want

@@ -18,7 +18,7 @@ from budget import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import event as noted
 from hypothesis import strategies as st
-from shard_runs import counts, released, run_shards
+from shard_runs import assert_progress_counts, counts, released, run_shards
 
 from cti import (
     AdvanceTimeGenerationSettings,
@@ -332,8 +332,4 @@ def test_on_spark_a_join_with_a_reference_file_over_three_shards_equals_in_proce
     assert got == query.collect(LocalRuntime())
     assert any(not isinstance(item, type(got[-1])) for item in got)  # (events, not CTIs alone)
     for stream in (s, r):
-        want = stream.run(LocalRuntime())[stream.name].metrics
-        for metric, name in (("accepted", "accepted"), ("adjusted", "adjusted"),
-                             ("dropped", "dropped"), ("cti", "ctis")):
-            assert sum(b.get(f"{stream.name}.{metric}") or 0 for b in runtime.progress) \
-                == want[name], (stream.name, metric)
+        assert_progress_counts(stream, runtime.progress)

@@ -18,7 +18,7 @@ import pytest
 from budget import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from shard_runs import counts, released, run_shards
+from shard_runs import assert_progress_counts, counts, released, run_shards
 
 from cti import (
     AdvanceTimeGenerationSettings,
@@ -244,12 +244,7 @@ def test_on_spark_edges_substreams_and_dead_letters_over_three_shards_equal_in_p
                           strict=True):
         assert got.items(query.name) == query.collect(LocalRuntime())
         for stream in query.inputs():  # the counts in Spark's progress: each event once
-            want = stream.run(LocalRuntime())[stream.name].metrics
-            for metric, name in (("accepted", "accepted"), ("adjusted", "adjusted"),
-                                 ("dropped", "dropped"), ("invalid", "invalid"),
-                                 ("cti", "ctis")):
-                assert sum(b.get(f"{stream.name}.{metric}") or 0
-                           for b in runtime.progress) == want[name], (stream.name, metric)
+            assert_progress_counts(stream, runtime.progress)
 
 
 def _bad_streams():

@@ -16,7 +16,7 @@ import pytest
 from budget import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from shard_runs import counts, released, run_shards
+from shard_runs import assert_progress_counts, counts, released, run_shards
 
 from cti import (
     AdvanceTimeGenerationSettings,
@@ -214,18 +214,6 @@ def _counts_per_key(stream: Any) -> Any:
         lambda g: g.tumbling_window(timedelta(microseconds=20)).aggregate(n=agg.count()))
 
 
-def _assert_ingress_counts_in_progress(stream: Any, progress: list[dict]) -> None:
-    """The stream's ingress counts in Spark's progress are the in-process run's, adjusted
-    and dropped events among them."""
-    from cti.runtime.local import LocalRuntime
-
-    ingress = stream.run(LocalRuntime())[stream.name].metrics
-    assert ingress["adjusted"] and ingress["dropped"]
-    for metric, name in (("accepted", "accepted"), ("adjusted", "adjusted"),
-                         ("dropped", "dropped"), ("cti", "ctis")):
-        assert sum(b.get(f"{stream.name}.{metric}") or 0 for b in progress) == ingress[name]
-
-
 @pytest.mark.spark
 def test_on_spark_shards_with_generation_points_equal_the_in_process_run(spark, tmp_path):
     """In one streaming query over 3 shards, in micro-batches cut anywhere: intervals with
@@ -255,8 +243,9 @@ def test_on_spark_shards_with_generation_points_equal_the_in_process_run(spark, 
         want = query.run(LocalRuntime(batch_sizes=[50]))
         assert got[query.name].items == want[query.name].items
         assert any(type(i).__name__ != "Cti" for i in got[query.name].items)
-    for stream in (counted, spanned):
-        _assert_ingress_counts_in_progress(stream, runtime.progress)
+    for stream in (counted, spanned):  # (adjusted and dropped events among them)
+        counted_in_process = assert_progress_counts(stream, runtime.progress)
+        assert counted_in_process["adjusted"] and counted_in_process["dropped"]
 
 
 @pytest.mark.spark
@@ -275,7 +264,8 @@ def test_on_spark_shards_with_generation_points_and_the_inputs_equal_the_in_proc
     assert got[query.name].items == want[query.name].items
     assert got["s"].items == want["s"].items
     assert got["s"].metrics == want["s"].metrics
-    _assert_ingress_counts_in_progress(stream, runtime.progress)
+    counted_in_process = assert_progress_counts(stream, runtime.progress)
+    assert counted_in_process["adjusted"] and counted_in_process["dropped"]
 
 
 def test_an_adapter_that_breaks_its_events_only_promise_is_named():
