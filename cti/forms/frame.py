@@ -151,11 +151,16 @@ def column_arrays(frame: pd.DataFrame, names: Sequence[str]) -> list[Any]:
 
 def _stacked(columns: list[Any]) -> Any:
     """One column of several frames one under the other (``column_arrays``): an Arrow string
-    column where one of them is (``arrow_texts``), else a numpy array."""
+    column where one of them is (``arrow_texts``), dictionary-encoded where all of them are
+    (Arrow unifies their dictionaries: a window's repeated texts not written out), else a
+    numpy array."""
     if not any(isinstance(c, pd.arrays.ArrowExtensionArray) for c in columns):
         return np.concatenate([c if isinstance(c, np.ndarray) else c.to_numpy()
                                for c in columns])
-    return pd.arrays.ArrowExtensionArray(pa.concat_arrays([_texts(c) for c in columns]))
+    texts = [_texts(c, encoded=True) for c in columns]
+    if len({t.type for t in texts}) > 1:
+        texts = [_texts(c) for c in columns]
+    return pd.arrays.ArrowExtensionArray(pa.concat_arrays(texts))
 
 
 def arrow_texts(column: pd.Series, encoded: bool = False) -> pa.Array:
@@ -201,11 +206,12 @@ def tie_runs(tied: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """For rows in a sorted order (``tied``: whether each row ties with the next), the
     positions of the rows in some run of ties and each one's run number (rising, one per
     run): what a sort of the ties by further keys takes, run by run."""
-    at = np.zeros(len(tied) + 1, bool)
-    at[:-1] |= tied
-    at[1:] |= tied
-    at = np.flatnonzero(at)
-    return at, np.cumsum(np.concatenate([[True], ~tied]))[at]
+    ties = np.flatnonzero(tied)  # (linear in the ties: few in a large output)
+    at = np.union1d(ties, ties + 1)
+    # (a row starts a run where the row before it does not tie with it)
+    starts = np.ones(len(at), bool)
+    starts[1:] = ~tied[at[1:] - 1]
+    return at, np.cumsum(starts)
 
 
 def radix_order(values: np.ndarray) -> np.ndarray:

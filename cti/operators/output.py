@@ -191,36 +191,45 @@ def _runs_in_order(rows: pa.Table, order: np.ndarray, tied: np.ndarray,
                    numbers: tuple[np.ndarray, ...]) -> np.ndarray:
     """Of the neighbours in ``order`` tied on sync time (``tied``), those in a run of ties
     that is in ``ordered``'s order already: every neighbour in it the row that follows it in
-    ``rows``, and no greater by the sort keys (``_no_greater_than_next``). Linear: each row
-    compared once with the next. (A stable sort would leave such a run as it is.)"""
-    after = order[:-1]
-    good = tied & (order[1:] == after + 1)
-    good[good] = _no_greater_than_next(rows, numbers)[after[good]]
-    run = np.cumsum(~tied)  # (neighbours of one run of ties: one number)
+    ``rows``, and no greater by the sort keys (``_no_greater_than_next``). Linear in the
+    ties: each such row compared once with the next. (A stable sort would leave such a run
+    as it is.)"""
+    ties = np.flatnonzero(tied)
+    after = order[ties]
+    good = order[ties + 1] == after + 1
+    good[good] = _no_greater_than_next(rows, numbers, after[good])
+    run = np.cumsum(np.diff(ties, prepend=-2) != 1)  # (neighbours of one run: one number)
     bad = np.zeros(int(run[-1]) + 1, bool)
-    bad[run[tied & ~good]] = True
-    return tied & ~bad[run]
+    bad[run[~good]] = True
+    in_order = np.zeros(len(tied), bool)
+    in_order[ties[~bad[run]]] = True
+    return in_order
 
 
-def _no_greater_than_next(rows: pa.Table, numbers: tuple[np.ndarray, ...]) -> np.ndarray:
-    """Whether each row but the last is no greater than the next by the sort keys but sync
-    time (``_sort_keys``: release, CTI or not, the kind's rank, start, end, payload; two CTIs
-    of one release equal; ``numbers``: the rows' release, whether a CTI, start and end);
-    payloads compared by Arrow, a null one as greater."""
-    release, cti, start, end = numbers
-    kinds = _kind_ranks(rows.column("kind")).to_numpy(zero_copy_only=False)
-    ok = np.zeros(len(release) - 1, bool)
-    open_ = np.ones(len(ok), bool)  # (tied on the keys so far)
-    for key in (release, cti):
-        ok |= open_ & (key[:-1] < key[1:])
-        open_ &= key[:-1] == key[1:]
-    ok |= open_ & cti[:-1]
-    open_ &= ~cti[:-1]
-    for key in (kinds, start, end):
-        ok |= open_ & (key[:-1] < key[1:])
-        open_ &= key[:-1] == key[1:]
-    payload = rows.column("payload")
-    no_greater = pc.less_equal(payload.slice(0, len(ok)), payload.slice(1))
+def _no_greater_than_next(rows: pa.Table, numbers: tuple[np.ndarray, ...], at: np.ndarray
+                          ) -> np.ndarray:
+    """Whether each row at ``at`` (none the last) is no greater than the row after it by the
+    sort keys but sync time (``_sort_keys``: release, CTI or not, the kind's rank, start,
+    end, payload; two CTIs of one release equal; ``numbers``: the rows' release, whether a
+    CTI, start and end); payloads compared by Arrow, a null one as greater. Only those rows
+    and their next ones are read (ties are few in a large output)."""
+    pair = pa.array(np.concatenate([at, at + 1]))
+    n = len(at)
+    release, cti, start, end = (column[at] for column in numbers)
+    later = [column[at + 1] for column in numbers]
+    ranks = _kind_ranks(rows.column("kind").take(pair)).to_numpy(zero_copy_only=False)
+    ok = np.zeros(n, bool)
+    open_ = np.ones(n, bool)  # (tied on the keys so far)
+    for key, after in ((release, later[0]), (cti, later[1])):
+        ok |= open_ & (key < after)
+        open_ &= key == after
+    ok |= open_ & cti
+    open_ &= ~cti
+    for key, after in ((ranks[:n], ranks[n:]), (start, later[2]), (end, later[3])):
+        ok |= open_ & (key < after)
+        open_ &= key == after
+    payload = rows.column("payload").take(pair)
+    no_greater = pc.less_equal(payload.slice(0, n), payload.slice(n))
     return ok | open_ & no_greater.fill_null(False).to_numpy(zero_copy_only=False)
 
 
