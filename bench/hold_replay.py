@@ -84,7 +84,7 @@ def _holds(route: Any, sent: list, sink: Any) -> list:
     for slot in range(route.shards):
         rows = _held([r for per in sent for r in per if r[0] == slot])
         rows.insert(0, "query", np.int32(0))
-        hold = Hold([route.shards], columns, sink)
+        hold = Hold([route.shards], columns, [sink])
         hold.state = _State()
         got = hold_module._step(hold, 0, slot, rows)
         if got is not None:

@@ -78,6 +78,7 @@ def test_load_streams_from_a_function_or_a_mapping(tmp_path):
     ("STREAMS = {}\n", "is empty"),
     ("STREAMS = {'a': 1}\n", "is int, not a stream"),
     ("def streams():\n    return {'a/b': None}\n", "which is not a usable output name"),
+    ("def streams():\n    return {'_outputs': None}\n", "a folder cti run keeps for itself"),
 ])
 def test_query_file_mistakes_are_named(tmp_path, text, message):
     path = tmp_path / "bad.py"
@@ -147,9 +148,20 @@ def test_run_spark_resumes_from_its_checkpoint(spark, tmp_path):
     for name in expected_rows(path):  # a line per micro-batch, with that batch's counts
         assert sum(logged_inputs(first, name, "readings")) == 40, first
     assert "micro-batch" not in runs[1].stderr  # nothing new to process
+    # The outputs' one query resumes only with the outputs it was started with.
+    path.write_text(path.read_text().replace('"raw": s,', ""))
+    other = CliRunner().invoke(main, args)
+    assert other.exit_code == 1
+    assert "the job's outputs are ['evens', 'per_key'], but its checkpoint" in other.output
+    assert "holds the query of ['evens', 'per_key', 'raw']" in other.output
     shutil.rmtree(out / "_checkpoints")
     refused = CliRunner().invoke(main, args)
     assert refused.exit_code == 1 and "no checkpoint to resume from" in refused.output
+    # A checkpoint of a release that ran each output as a query of its own.
+    (out / "_checkpoints" / "evens" / "commits").mkdir(parents=True)
+    (out / "_checkpoints" / "evens" / "commits" / "0").write_text("v1")
+    earlier = CliRunner().invoke(main, args)
+    assert earlier.exit_code == 1 and "an earlier release of cti" in earlier.output
 
 
 def _toll_module():

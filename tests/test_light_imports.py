@@ -84,7 +84,7 @@ def test_the_hold_stages_processor_unpickles_and_inits_without_pandas(tmp_path):
     from cti.runtime.spark.hold_processor import Hold
 
     sink = (JsonLinesOutputAdapterFactory(), str(tmp_path), EventShape.POINT)
-    (tmp_path / "hold").write_bytes(cloudpickle.dumps(Hold([2], ["query", "blob"], sink)))
+    (tmp_path / "hold").write_bytes(cloudpickle.dumps(Hold([2], ["query", "blob"], [sink])))
     init = ("import pickle, sys\n"
             "hold = pickle.loads(open(sys.argv[1], 'rb').read())\n"
             "class Handle:\n"
@@ -92,6 +92,6 @@ def test_the_hold_stages_processor_unpickles_and_inits_without_pandas(tmp_path):
             "        return name\n"
             "hold.init(Handle())\n")
     assert _in_fresh_python(init, str(tmp_path / "hold")) == []
-    again = pickle.loads(cloudpickle.dumps(Hold([2], ["query", "blob"], sink)))
-    assert isinstance(again.sink[0], JsonLinesOutputAdapterFactory)
-    assert again.sink[1:] == sink[1:]
+    again = pickle.loads(cloudpickle.dumps(Hold([2], ["query", "blob"], [sink])))
+    assert isinstance(again.sink(0)[0], JsonLinesOutputAdapterFactory)
+    assert again.sink(0)[1:] == sink[1:]

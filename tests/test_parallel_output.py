@@ -29,18 +29,20 @@ def source():
                             application=Application())
 
 
-def counts():
-    return source().group_by("k").apply(
+def counts(stream=None):
+    return (stream or source()).group_by("k").apply(
         lambda g: g.hopping_window(ticks(40), ticks(20)).aggregate(n=agg.count(),
                                                                    total=agg.sum("v")))
 
 
-def snapshots():
+def snapshots(stream=None):
     """A snapshot window per key over lasting points: its CTIs depend on its events, so it
     has the hold stage after the shards, which writes the output itself at one shard per
     task."""
-    return source().alter_event_duration(lambda e: ticks(4 + e.payload["v"] % 9 * 5)).group_by(
-        "k").apply(lambda g: g.snapshot_window().aggregate(n=agg.count(), total=agg.sum("v")))
+    lasting = (stream or source()).alter_event_duration(
+        lambda e: ticks(4 + e.payload["v"] % 9 * 5))
+    return lasting.group_by("k").apply(
+        lambda g: g.snapshot_window().aggregate(n=agg.count(), total=agg.sum("v")))
 
 
 QUERIES = pytest.mark.parametrize("query", [counts, snapshots], ids=["window", "held"])
@@ -126,7 +128,7 @@ def test_the_shards_write_themselves_only_a_partitioned_adapter_one_shard_per_ta
     sink = (factory or _whole_batches_factory(), str(tmp_path), stream.shape)
     partitioned = bool(getattr(sink[0], "partitioned", False))
     got = runtime._query_frame([stream], False, False, str(tmp_path / "checkpoint"),
-                               sink if partitioned else None)[3]
+                               [sink if partitioned else None])[3][0]
     assert got is in_shards
 
 
@@ -173,3 +175,27 @@ def test_a_plain_streams_output_is_written_whole_by_its_groups_task(spark, tmp_p
         SparkRuntime(spark, shards=4, batch_sizes=[60]))
     assert _written(tmp_path) == [repr(i) for i in stream.collect(LocalRuntime())]
     assert len(list(tmp_path.glob("*.txt"))) > 1  # several micro-batches
+
+
+@TASKS
+def test_several_queries_in_one_streaming_query_each_to_its_own_adapter(spark, tmp_path, tasks):
+    """``write_queries``: a windowed query and a held one to partitioned adapters, a query to
+    an adapter that takes whole batches and a plain stream's own output, in one streaming
+    query (``cti run``'s outputs): each adapter gets what its query alone gets in process,
+    and the input is read and counted once."""
+    s = source()
+    (tmp_path / "whole").mkdir()
+    bounds = [counts(s).to(JsonLinesOutputAdapterFactory(), str(tmp_path / "counts")),
+              snapshots(s).to(JsonLinesOutputAdapterFactory(), str(tmp_path / "held")),
+              counts(s).to(_whole_batches_factory(), str(tmp_path / "whole")),
+              s.as_query().to(ParquetOutputAdapterFactory(), str(tmp_path / "plain"))]
+    runtime = SparkRuntime(spark, shards=4, parallelism=tasks, batch_sizes=[60])
+    runtime.write_queries(bounds)
+    assert read_json_lines_output(tmp_path / "counts") == counts().collect(LocalRuntime())
+    assert read_json_lines_output(tmp_path / "held") == snapshots().collect(LocalRuntime())
+    assert _written(tmp_path / "whole") == [repr(i) for i in counts().collect(LocalRuntime())]
+    local = tmp_path / "plain-local"
+    source().as_query().to(ParquetOutputAdapterFactory(), str(local)).run(LocalRuntime())
+    assert read_parquet_output(tmp_path / "plain").to_pylist() == \
+        read_parquet_output(local).to_pylist()
+    assert sum(p["s.accepted"] for p in runtime.progress) == 240

@@ -29,6 +29,8 @@ HOW = ("expose the streams to run as a function streams() returning {name: strea
 
 
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")  # a stream's name names its output folder
+# The folders ``cti run`` keeps beside the outputs' (``--output``) and the checkpoints'.
+RESERVED = ("_checkpoints", "_dead_letters", "_outputs", "_counts")
 
 
 class QueryFileError(CtiError):
@@ -92,6 +94,10 @@ def load_streams(path: str | os.PathLike[str]) -> dict[str, Any]:
             raise QueryFileError(f"query file {path}: {where} has a key {name!r}, which is not a "
                                  "usable output name (letters, digits, '_', '.', '-'; it names "
                                  "a folder)")
+        if name in RESERVED:
+            raise QueryFileError(f"query file {path}: {where} has a key {name!r}, a folder "
+                                 f"cti run keeps for itself ({', '.join(RESERVED)}): name the "
+                                 "output otherwise")
         if not isinstance(stream, QueryOperators):
             raise QueryFileError(f"query file {path}: {where}[{name!r}] is "
                                  f"{type(stream).__name__}, not a stream (CepStream.create(...) "

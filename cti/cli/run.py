@@ -3,9 +3,11 @@
 ``cti run QUERY.py [--runtime spark|local] [--master M] [--checkpoint DIR] [--output DIR]
 [--until-idle]``: loads the streams the file names (``cti.cli.query_file``), writes each to a Delta
 table ``DIR/<name>`` (``--output``; without it the rows are counted, not kept), and shows
-progress per input and output while it runs. On Spark each output is a streaming query with its
-own checkpoint ``<checkpoint>/<name>`` (by default ``DIR/_checkpoints``; on the local runtime
-the in-process engine's, ``cti.cli.local_job``): running the same
+progress per input and output while it runs. On Spark the outputs are one streaming query,
+started once, with its checkpoint in ``<checkpoint>/_outputs`` (by default
+``DIR/_checkpoints``; each input's dead letters a query of their own in
+``<checkpoint>/_dead_letters/<input>``; on the local runtime each output has the in-process
+engine's checkpoint ``<checkpoint>/<name>``, ``cti.cli.local_job``): running the same
 command again resumes where the last run stopped, exactly once (the Delta commits record the
 micro-batch ids). ``--until-idle`` stops once all available input is processed; otherwise the
 job looks for new input every ``--interval`` seconds until interrupted (Ctrl-C stops after the
@@ -15,6 +17,7 @@ current micro-batch). See docs/cli.md.
 from __future__ import annotations
 
 import functools
+import json
 import os
 import shutil
 import signal
@@ -39,6 +42,8 @@ from cti.cli.progress import Display, RunProgress, frame_metrics
 from cti.events import EventShape
 
 BATCH_SIZE_ENV = "CTI_RUN_BATCH_SIZE"  # caps each source's micro-batches (tests, back-pressure)
+OUTPUTS = "_outputs"  # the checkpoint of the Spark query that writes the job's outputs
+_NAMES = "cti-outputs.json"  # the outputs that query writes, beside Spark's files
 
 
 # ---- outputs ----------------------------------------------------------------------------------
@@ -89,6 +94,14 @@ class Output:
         if self.dead_letters_of is not None:
             return self.stream.diagnostics_to(self.factory, self.config)
         return self.stream.to(self.factory, self.config)
+
+    def bound_query(self) -> Any:
+        """The output as a query bound to its adapter (an input stream's as the query of its
+        own output), to run with the job's other outputs in one streaming query."""
+        from cti.query import CepStream
+
+        stream = self.stream.as_query() if isinstance(self.stream, CepStream) else self.stream
+        return stream.to(self.factory, self.config)
 
 
 def _delta_rows(path: Path) -> int:
@@ -141,25 +154,65 @@ def _dead_letter_inputs(streams: Any) -> list[Any]:
     return list(found.values())
 
 
-def _check_fresh(outs: list[Output], output: Path | None, runtime: str) -> None:
+def _check_fresh(outs: list[Output], output: Path | None, runtime: str,
+                 checkpoint: Path) -> None:
     """A run that cannot resume an output's checkpoint must not write into an existing table
     (its batch ids would start again at 0 and be skipped as written); nor may one runtime
-    resume the other's checkpoint (they keep different things)."""
+    resume the other's checkpoint (they keep different things); nor may a Spark run resume
+    the query of other outputs, or a checkpoint of an earlier release's layout."""
     from cti.cli.local_job import CHECKPOINT
 
     for o in outs:
-        spark = any((o.checkpoint / "commits").glob("[0-9]*"))
+        spark = _has_commits(_spark_checkpoint(o, checkpoint))
         local = (o.checkpoint / CHECKPOINT).exists()
+        if runtime == "spark" and o.dead_letters_of is None and _has_commits(o.checkpoint):
+            raise click.ClickException(
+                f"{o.checkpoint} is the checkpoint of a run by an earlier release of cti, "
+                "which ran each output as a query of its own; this one runs all of a job's "
+                f"outputs in one query ({checkpoint / OUTPUTS}): finish that job with the "
+                "release that started it, or start afresh with another --output or "
+                "--checkpoint")
         if (spark, local) == (runtime == "local", runtime == "spark"):
             other = "spark" if spark else "local"
+            where = _spark_checkpoint(o, checkpoint) if spark else o.checkpoint
             raise click.ClickException(
-                f"{o.checkpoint} is the checkpoint of a --runtime {other} run: resume it with "
+                f"{where} is the checkpoint of a --runtime {other} run: resume it with "
                 f"--runtime {other}, or start afresh with another --output or --checkpoint")
         if output is not None and (output / o.name).exists() and not (spark or local):
             raise click.ClickException(
                 f"{output / o.name} exists and there is no checkpoint to resume from in "
-                f"{o.checkpoint}: remove it or use another --output, or pass the --checkpoint "
-                "of the run that wrote it")
+                f"{_spark_checkpoint(o, checkpoint) if runtime == 'spark' else o.checkpoint}: "
+                "remove it or use another --output, or pass the --checkpoint of the run that "
+                "wrote it")
+    if runtime == "spark":
+        _check_outputs_named(outs, checkpoint / OUTPUTS)
+
+
+def _spark_checkpoint(o: Output, checkpoint: Path) -> Path:
+    """Where the Spark query that writes ``o`` keeps its checkpoint: the outputs' one query's,
+    or an input's dead letters' own."""
+    return o.checkpoint if o.dead_letters_of is not None else checkpoint / OUTPUTS
+
+
+def _has_commits(checkpoint: Path) -> bool:
+    return any((checkpoint / "commits").glob("[0-9]*"))
+
+
+def _check_outputs_named(outs: list[Output], checkpoint: Path) -> None:
+    """The outputs' query resumes only with the outputs it was started with (its state is
+    theirs); their names are kept beside its checkpoint, written on its first run."""
+    names = [o.name for o in outs if o.dead_letters_of is None]
+    kept = checkpoint / _NAMES
+    if kept.exists():
+        before = json.loads(kept.read_text())
+        if before != names:
+            raise click.ClickException(
+                f"the job's outputs are {names}, but its checkpoint {checkpoint} holds the "
+                f"query of {before}: run the query file that wrote it, or start afresh with "
+                "another --output or --checkpoint")
+    elif names:
+        checkpoint.mkdir(parents=True, exist_ok=True)
+        kept.write_text(json.dumps(names))
 
 
 # ---- running ----------------------------------------------------------------------------------
@@ -189,47 +242,24 @@ class Stop:
             signal.signal(signal.SIGINT, self._previous)
 
 
-def run_pass(outs: list[Output], make_runtime: Callable[[Output], Any], stop: Stop,
-             on_output: Callable[[Output], None]) -> None:
-    """Each output once over the input available now, resuming from its checkpoint. (The
-    job's one loop step: a long-running ``start()`` handle can replace it.)"""
-    for o in outs:
-        if stop.requested.is_set():
-            return
-        on_output(o)
-        o.query().run(make_runtime(o))
-
-
 class Job:
-    """A query file's outputs, run on one runtime, with progress."""
+    """A query file's outputs, run on one runtime, with progress. On Spark: one streaming query
+    for the outputs (``SparkRuntime.start_queries``: the input read and ingested once for all
+    of them) and one per input's dead letters, each started once."""
 
     def __init__(self, outs: list[Output], runtime: str, master: str | None,
-                 batch_size: int | None, display: Display, progress: RunProgress) -> None:
+                 batch_size: int | None, display: Display, progress: RunProgress,
+                 checkpoint: Path) -> None:
         self.outs, self.runtime = outs, runtime
         self.master, self.batch_size = master, batch_size
         self.display, self.progress = display, progress
-        self.current: Output | None = None
-        self.query_names: dict[str, str] = {}
+        self.checkpoint = checkpoint
+        self.current: Output | None = None  # (the local runtime's output being run)
+        self.query_outputs: dict[str, list[Output]] = {}  # a Spark query's id: what it writes
         self.terminated: set[str] = set()
         self.events = threading.Condition()
         self.stop = Stop()
         self._spark: Any = None
-
-    def _started(self, o: Output) -> None:
-        self._drain()
-        self.current = o
-
-    def _drain(self, timeout: float = 30.0) -> None:
-        """Wait until Spark's listener has delivered every started query's last progress
-        (its events come asynchronously, and a query's termination comes last)."""
-        with self.events:
-            self.events.wait_for(lambda: self.terminated >= self.query_names.keys(), timeout)
-
-    def _spark_runtime(self, o: Output) -> Any:
-        from cti.runtime.spark import SparkRuntime
-
-        return SparkRuntime(self._spark, checkpoint_location=str(o.checkpoint),
-                            batch_sizes=[self.batch_size] if self.batch_size else None)
 
     def _local_jobs(self) -> list[tuple[Output, Any]]:
         return [(o, local_output_job(o, self.batch_size)) for o in self.outs]
@@ -254,25 +284,66 @@ class Job:
         for g, frame in done.ingress.items():
             metrics |= frame_metrics(job.groups[g].names, frame)
         self.progress.add_batch(o.name, batch, seconds, metrics)
-        self._count_rows(o.name)
+        self.progress.set_rows(o.name, o.rows())
         self.display.refresh()
 
     def _on_spark_batch(self, p: Any) -> None:
-        name = self.query_names.get(str(p.id)) or (self.current.name if self.current else "?")
+        """A micro-batch of one of the job's queries: a log line (or the table's refresh) for
+        each output it wrote; once Ctrl-C asked for it, the query stops after it."""
         observed = p.observedMetrics.get("cti")
         metrics = observed.asDict() if observed is not None else {}
-        self.progress.add_batch(name, p.batchId, (p.batchDuration or 0) / 1000, metrics)
-        self._count_rows(name)
-        self.display.refresh()
+        for o in self._outputs_of(str(p.id)):
+            self.progress.add_batch(o.name, p.batchId, (p.batchDuration or 0) / 1000, metrics)
+            self.progress.set_rows(o.name, o.rows())
+            self.display.refresh()
         if self.stop.requested.is_set():
             query = self._spark.streams.get(str(p.id))
             if query is not None:
                 threading.Thread(target=query.stop, daemon=True).start()
 
-    def _count_rows(self, name: str) -> None:
+    def _outputs_of(self, query_id: str, timeout: float = 30.0) -> list[Output]:
+        """The outputs of a started query (its progress may come before ``start`` returned)."""
+        with self.events:
+            self.events.wait_for(lambda: query_id in self.query_outputs, timeout)
+            return self.query_outputs.get(query_id, [])
+
+    def _drain(self, timeout: float = 30.0) -> None:
+        """Wait until Spark's listener has delivered every started query's last progress
+        (its events come asynchronously, and a query's termination comes last)."""
+        with self.events:
+            self.events.wait_for(lambda: self.terminated >= self.query_outputs.keys(), timeout)
+
+    def _start_spark(self, until_idle: bool, interval: float) -> list[Any]:
+        """Start the outputs' query and each dead-letter query: until idle, to end once the
+        input available now is processed; else looking for new input every ``interval``."""
+        from cti.runtime.spark import SparkRuntime
+
+        caps = [self.batch_size] if self.batch_size else None
+        every = None if until_idle else interval
+
+        def runtime(checkpoint: Path) -> SparkRuntime:
+            return SparkRuntime(self._spark, checkpoint_location=str(checkpoint),
+                                batch_sizes=caps)
+
+        streams = [o for o in self.outs if o.dead_letters_of is None]
+        starts: list[tuple[list[Output], Callable[[], Any]]] = []
+        if streams:
+            starts.append((streams, lambda: runtime(self.checkpoint / OUTPUTS).start_queries(
+                [o.bound_query() for o in streams], every, not until_idle)))
         for o in self.outs:
-            if o.name == name:
-                self.progress.set_rows(name, o.rows())
+            if o.dead_letters_of is not None:
+                group = o.stream.ingress_group()
+                starts.append(([o], functools.partial(
+                    runtime(o.checkpoint).start_write, group,
+                    [o.query().output_binding(group)], every, not until_idle)))
+        running = []
+        for outs, start in starts:
+            handle = start()
+            running.append(handle)
+            with self.events:
+                self.query_outputs[handle.id] = outs
+                self.events.notify_all()
+        return running
 
     def run(self, until_idle: bool, interval: float) -> None:
         if self.runtime == "local":
@@ -287,18 +358,34 @@ class Job:
               file=self.display.stream, flush=True)
         listener = _Listener(self)
         self._spark.streams.addListener(listener)
+        running: list[Any] = []
         try:
             with self.stop, self.display:
-                while True:
-                    run_pass(self.outs, self._spark_runtime, self.stop, self._started)
-                    self._drain()
-                    for o in self.outs:
-                        self.progress.set_rows(o.name, o.rows())
-                    self.display.refresh()
-                    if until_idle or self.stop.requested.wait(interval):
-                        return
+                running = self._start_spark(until_idle, interval)
+                if until_idle:  # (Ctrl-C: the listener stops each after its micro-batch)
+                    for handle in running:
+                        handle.process_all_available()
+                else:
+                    self._until_stopped(running)
+                for handle in running:
+                    handle.stop()
         finally:
+            for handle in running:
+                if handle.is_active:
+                    handle.query.stop()
+            self._drain()
+            for o in self.outs:
+                self.progress.set_rows(o.name, o.rows())
+            self.display.refresh()
             self._spark.streams.removeListener(listener)
+
+    def _until_stopped(self, running: list[Any]) -> None:
+        """Wait for Ctrl-C, or for a query to end (its error raised as itself)."""
+        while not self.stop.requested.wait(0.5):
+            for handle in running:
+                if not handle.is_active:
+                    handle.await_termination()  # (a query's error raised as itself)
+                    return
 
 
 def _Listener(job: Job) -> Any:  # noqa: N802 - a class made on demand (pyspark is imported late)
@@ -306,8 +393,7 @@ def _Listener(job: Job) -> Any:  # noqa: N802 - a class made on demand (pyspark 
 
     class Listener(StreamingQueryListener):
         def onQueryStarted(self, event: Any) -> None:
-            with job.events:
-                job.query_names[str(event.id)] = job.current.name if job.current else "?"
+            pass
 
         def onQueryProgress(self, event: Any) -> None:
             job._on_spark_batch(event.progress)
@@ -383,10 +469,10 @@ def run(query_file: Path, runtime: str, master: str | None, checkpoint: Path | N
         checkpoint = (output / "_checkpoints" if output is not None
                       else Path(tempfile.mkdtemp(prefix="cti-run-")))
     outs = _outputs(streams, output, checkpoint)
-    _check_fresh(outs, output, runtime)
+    _check_fresh(outs, output, runtime, checkpoint)
     progress = RunProgress()
     display = Display(progress, live={"auto": None, "live": True, "log": False}[progress_mode])
-    job = Job(outs, runtime, master, batch_size, display, progress)
+    job = Job(outs, runtime, master, batch_size, display, progress, checkpoint)
     try:
         job.run(until_idle, interval)
         dead = _summary(job, outs, output)

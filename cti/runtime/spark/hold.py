@@ -75,7 +75,7 @@ def hold_rows(hold: Any, key: tuple, rows: Iterator[pd.DataFrame]) -> Iterator[p
 
 def _step(hold: Any, query: int, slot: int, rows: pd.DataFrame) -> pd.DataFrame | None:
     """``hold.hold_step`` of the slot's shard on its rows, its state in ``hold.state``: the
-    released rows (and at shard 0 the combined CTIs) written to ``hold.sink``, or as one
+    released rows (and at shard 0 the combined CTIs) written to ``hold.sink(query)``, or as one
     ``OP`` row of a packed blob."""
     shards = hold.shards[query]
     shard = slot % shards
@@ -91,7 +91,7 @@ def _step(hold: Any, query: int, slot: int, rows: pd.DataFrame) -> pd.DataFrame 
     hold.state.update((np.asarray(state.levels, np.int64).tobytes(), int(state.cti),
                        pack_rows(state.held) if state.held.num_rows else None))
     out = pa.concat_tables([released, cti_rows(gs)]) if shard == 0 else released
-    sink = hold.sink
+    sink = hold.sink(query)
     if sink is not None:
         write_partition(sink, out)
         return None

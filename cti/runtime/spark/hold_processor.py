@@ -28,24 +28,26 @@ STATE = StructType([StructField("levels", BinaryType(), False),
 class Hold(StatefulProcessor):
     """The hold stage's processor: per (query, slot) key, ``hold.hold_step`` for the slot's
     shard; ``shards``: each query's shard count (0: not held, its rows pass through);
-    ``sink``: the partitioned output adapter (factory, config, shape) it writes the released
-    rows to (one query, one slot per task), else None (they leave as ``OP`` rows)."""
+    ``sinks``: per query, the partitioned output adapter (factory, config, shape) it writes
+    the query's released rows to (one slot of the query per task), or None (they leave as
+    ``OP`` rows)."""
 
     def __init__(self, shards: Sequence[int], output_columns: Sequence[str],
-                 sink: Any = None) -> None:
+                 sinks: Sequence[Any] | None = None) -> None:
         self.shards = list(shards)
         self.columns = list(output_columns)
-        self._sink = None if sink is None else cloudpickle.dumps(sink)
-        self._unpickled: Any = None
+        self._sinks = None if sinks is None else cloudpickle.dumps(list(sinks))
+        self._unpickled: list[Any] | None = None
 
-    @property
-    def sink(self) -> Any:
-        """The output adapter to write to (factory, config, shape), or None: unpickled once,
-        where the rows are (an executor's first call), never in the process that only plans
-        the stage (``init`` runs there too)."""
-        if self._sink is not None and self._unpickled is None:
-            self._unpickled = pickle.loads(self._sink)
-        return self._unpickled
+    def sink(self, query: int) -> Any:
+        """The output adapter to write ``query``'s rows to (factory, config, shape), or None:
+        unpickled once, where the rows are (an executor's first call), never in the process
+        that only plans the stage (``init`` runs there too)."""
+        if self._sinks is None:
+            return None
+        if self._unpickled is None:
+            self._unpickled = pickle.loads(self._sinks)
+        return self._unpickled[query]
 
     def init(self, handle: Any) -> None:
         self.state = handle.getValueState("hold", STATE)
@@ -60,13 +62,14 @@ class Hold(StatefulProcessor):
         pass
 
 
-def hold_stage(frame: DataFrame, routes: Sequence[QueryRoute], sink: Sink | None = None
-               ) -> DataFrame:
+def hold_stage(frame: DataFrame, routes: Sequence[QueryRoute],
+               sinks: Sequence[Sink | None] | None = None) -> DataFrame:
     """The shards' output rows (``operators.SLOTTED_SCHEMA``) through the hold stage, keyed by
     (query, slot): a ``hold`` row's slot is the one it is sent to, any other row's its shard's
     (it passes through in its shard's partition); out, the rows of ``OUTPUT_SCHEMA``
-    (with ``sink``, those of the held queries' output written to it instead)."""
+    (with ``sinks``, those of the held queries' output written to their query's sink
+    instead, where it has one)."""
     schema = StructType([f for f in frame.schema.fields if f.name != "slot"])
     shards = [r.shards if r.held else 0 for r in routes]
     return frame.groupBy("query", "slot").transformWithStateInPandas(
-        Hold(shards, schema.fieldNames(), sink), schema, "Append", "None")
+        Hold(shards, schema.fieldNames(), sinks), schema, "Append", "None")

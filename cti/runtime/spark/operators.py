@@ -88,13 +88,15 @@ _STATE = StructType([StructField("blob", BinaryType(), False)])
 def query_function(queries: Sequence[Any], groups: Sequence[Any],
                    refs: Sequence[Sequence[tuple[int, int]]], with_inputs: bool,
                    routes: Sequence[QueryRoute], parts: PartStore | None = None,
-                   sink: Sink | None = None, slotted: bool = False) -> Callable:
+                   sinks: Sequence[Sink | None] | None = None, slotted: bool = False
+                   ) -> Callable:
     """The stateful function of ``apply_queries``; plans travel without their input streams
     (whose configs may hold all the input). ``parts``: where shards keep their state's large
     arrays (``cti.runtime.spark.state``; a directory per query and shard under it), None:
-    in the state value itself. ``sink``: a partitioned output adapter's (factory, config,
-    shape) that each shard writes its released rows to itself, as its task's partition (a
-    task per shard; see ``apply_queries``), instead of passing them on packed. ``slotted``: a
+    in the state value itself. ``sinks``: per query, a partitioned output adapter's (factory,
+    config, shape) that each of its shards writes its released rows to itself, as its task's
+    partition (a task per shard; see ``apply_queries``), instead of passing them on packed;
+    None where the query's rows go on packed. ``slotted``: a
     hold stage follows, and each row names its slot there (``SLOTTED_SCHEMA``): a ``hold`` row
     the one it is sent to, any other the shard's own, so that it stays in its shard's
     partition."""
@@ -149,8 +151,8 @@ def query_function(queries: Sequence[Any], groups: Sequence[Any],
                    for g in reported}
         if routes[q].held:  # (its CTIs combined after the shards: ``cti.runtime.spark.hold``)
             out.append(_held(routed_rows(routes[q], shard, done.events, done.ctis, done.tags)))
-        elif sink is not None:
-            _write_released(sink, done.events, done.ctis if shard == 0 else [])
+        elif sinks is not None and sinks[q] is not None:
+            _write_released(sinks[q], done.events, done.ctis if shard == 0 else [])
         else:
             out.append(_released(done.events, done.ctis if shard == 0 else []))
         result = frame.stack([o for o in out if len(o)] or [_blob_rows([])])
@@ -175,12 +177,13 @@ def _write_released(sink: Sink, events: pd.DataFrame, ctis: Sequence[int]) -> No
 def apply_queries(rows: DataFrame, queries: Sequence[Any], groups: Sequence[Any],
                   refs: Sequence[Sequence[tuple[int, int]]], with_inputs: bool,
                   routes: Sequence[QueryRoute], parts: PartStore | None = None,
-                  sink: Sink | None = None, slotted: bool = False) -> DataFrame:
-    """The queries' stateful stage (``query_function``); with ``sink``, only where every task
-    runs one shard, so that each (micro-batch, partition) is written once; ``slotted``: a hold
-    stage follows (``query_function``)."""
+                  sinks: Sequence[Sink | None] | None = None, slotted: bool = False
+                  ) -> DataFrame:
+    """The queries' stateful stage (``query_function``); with ``sinks``, only where every task
+    runs one shard of a query, so that each (micro-batch, partition) is written once;
+    ``slotted``: a hold stage follows (``query_function``)."""
     return rows.groupBy("query", "slot").applyInPandasWithState(
-        query_function(queries, groups, refs, with_inputs, routes, parts, sink, slotted),
+        query_function(queries, groups, refs, with_inputs, routes, parts, sinks, slotted),
         _SLOTTED_STEP_SCHEMA if slotted else _STEP_SCHEMA,
         _STATE,
         "append",

@@ -142,12 +142,16 @@ class SparkRuntime:
                     else None)
         return recorded or max(1, self.spark.sparkContext.defaultParallelism)
 
-    def _start(self, writer: Any, checkpoint: str, sharded: bool = True) -> StreamingQuery:
+    def _start(self, writer: Any, checkpoint: str, sharded: bool = True,
+               every: float | None = None) -> StreamingQuery:
         """Start a streaming write whose stateful stage has one partition per shard (Spark
         fixes a query's shuffle partitions when it starts and keeps them in the checkpoint);
         with ``sharded`` (its queries are spread over shards), after checking that the
         checkpoint, if it exists, was written with the same number of shards (a shard's state
-        belongs to its keys: another count would give wrong results)."""
+        belongs to its keys: another count would give wrong results). ``every``: seconds
+        between micro-batches (a trigger; None: each as soon as the last is done)."""
+        if every is not None:
+            writer = writer.trigger(processingTime=f"{every} seconds")
         if sharded:
             check_shard_layout(checkpoint, self.shard_count)
         recorded = recorded_partitions(checkpoint)
@@ -251,8 +255,8 @@ class SparkRuntime:
         return part_store(directory, int(retain or 100), cache_bytes)
 
     def _start_group(self, group: IngressGroup, outputs: Sequence[OutputBinding],
-                     checkpoint: str | None = None, long_running: bool = False
-                     ) -> StreamingQuery:
+                     checkpoint: str | None = None, long_running: bool = False,
+                     every: float | None = None) -> StreamingQuery:
         """Start the group's query writing to output adapters; the caller stops it."""
         outputs = list(outputs)
         if any(is_dataframe_input(s) for s in group.streams):
@@ -261,8 +265,9 @@ class SparkRuntime:
                     f"stream {outputs[0].name!r} reads a DataFrame: its diagnostics are in a "
                     "query's run() result (stream.run()), not an output adapter")
             o = outputs[0]
-            return self._start_query(group.streams[o.stream].as_query().to(o.factory, o.config),
-                                     checkpoint, long_running)
+            return self._start_queries(
+                [group.streams[o.stream].as_query().to(o.factory, o.config)], checkpoint,
+                long_running, every)
 
         def write_batch(batch: DataFrame, batch_id: int) -> None:
             # The group is one key of the stateful stage, so its rows of the micro-batch are
@@ -276,20 +281,31 @@ class SparkRuntime:
             batch.unpersist()
 
         return self._start(self.ingress_frame([group], long_running).writeStream
-                           .foreachBatch(write_batch), checkpoint or self._checkpoint(), False)
+                           .foreachBatch(write_batch), checkpoint or self._checkpoint(), False,
+                           every)
 
-    def start_write(self, group: IngressGroup, outputs: Sequence[OutputBinding]
-                    ) -> RunningQuery:
+    def start_write(self, group: IngressGroup, outputs: Sequence[OutputBinding],
+                    every: float | None = None, long_running: bool = True) -> RunningQuery:
         """Start writing the group's streams to output adapters as input arrives
-        (``Query.start``)."""
+        (``Query.start``); ``every`` and ``long_running`` as ``start_queries``'."""
         checkpoint = self._checkpoint()
-        return RunningQuery(self._start_group(group, outputs, checkpoint, True), checkpoint)
+        return RunningQuery(self._start_group(group, outputs, checkpoint, long_running, every),
+                            checkpoint)
 
     def start_query(self, bound: Any) -> RunningQuery:
         """Start writing a query to its output adapter as input arrives
         (``DerivedQuery.start``)."""
+        return self.start_queries([bound])
+
+    def start_queries(self, bounds: Sequence[Any], every: float | None = None,
+                      long_running: bool = True) -> RunningQuery:
+        """Start writing queries bound to output adapters as input arrives, in one streaming
+        query (``write_queries``); ``every``: seconds between micro-batches (None: each as
+        soon as the last is done). ``long_running`` (``source_frame``): False for a run that
+        ends once the input available now is processed (``process_all_available``)."""
         checkpoint = self._checkpoint()
-        return RunningQuery(self._start_query(bound, checkpoint, True), checkpoint)
+        return RunningQuery(self._start_queries(bounds, checkpoint, long_running, every),
+                            checkpoint)
 
     def run(self, group: IngressGroup) -> RunResult:
         return self.run_groups([group])[0]
@@ -342,28 +358,31 @@ class SparkRuntime:
         return frame, groups, refs
 
     def _query_frame(self, queries: Sequence[Any], with_inputs: bool, long_running: bool,
-                     checkpoint: str | None, sink: Sink | None = None
+                     checkpoint: str | None, sinks: Sequence[Sink | None] | None = None
                      ) -> tuple[DataFrame, list[IngressGroup], list[list[tuple[int, int]]],
-                                bool]:
-        """``query_frame``, and whether the query writes its output to ``sink`` (a
-        partitioned output adapter) in the tasks that make it: where every task runs one
-        shard, the shards themselves, or the hold stage where the plan has one. The frame
-        then has no ``OP`` rows."""
+                                list[bool]]:
+        """``query_frame``, and which queries write their output to their ``sinks`` entry (a
+        partitioned output adapter, or None) in the tasks that make it: where every task runs
+        one shard, the shards themselves, or the hold stage where the plan has one. The
+        frame then has no ``OP`` rows of those."""
         groups, refs = queries_inputs(queries)
         for q in queries:  # (before the routes are pickled: a group_by's key function)
             ship_user_functions(q.node)
         routed = routes(queries, groups, refs, self.shard_count, with_inputs)
         held = any(r.held for r in routed)
-        if checkpoint is None or self._tasks(checkpoint) != self.shard_count:
-            sink = None
+        if checkpoint is None or self._tasks(checkpoint) != self.shard_count or not any(
+                sinks or ()):
+            sinks = None
+        # (a held query's shards never write: the hold stage does)
         frame = apply_queries(self.source_frame(groups, routed, long_running), queries,
                               groups, refs, with_inputs, routed, self._parts(checkpoint),
-                              None if held else sink, slotted=held)
+                              sinks, slotted=held)
         # Ingress metrics in the query's progress, from the shards' metric arrays.
         frame = observe_vectors(frame, groups)
         if held:  # (only a plan that needs it has the hold stage)
-            frame = hold_stage(frame, routed, sink)
-        return frame, groups, refs, sink is not None
+            frame = hold_stage(frame, routed, sinks)
+        return frame, groups, refs, [sinks is not None and sinks[k] is not None
+                                     for k in range(len(queries))]
 
     def run_query(self, query: Any, with_inputs: bool = True) -> RunResult:
         return self.run_queries([query], with_inputs)[0]
@@ -377,28 +396,39 @@ class SparkRuntime:
                              refs, with_inputs)
 
     def write_query(self, bound: Any) -> None:
-        """Run a query into its output adapter, written by an executor, batch by batch: in the
-        streaming plan itself (one partition, in output order, then Spark's no-op sink), so a
-        micro-batch costs no call back into the driver's Python."""
-        self._drive(self._start_query(bound))
+        """Run a query into its output adapter (``write_queries``)."""
+        self.write_queries([bound])
 
-    def _start_query(self, bound: Any, checkpoint: str | None = None,
-                     long_running: bool = False) -> StreamingQuery:
+    def write_queries(self, bounds: Sequence[Any]) -> None:
+        """Run queries bound to output adapters (``DerivedQuery``) in one streaming query, each
+        written by the executors, batch by batch, in the streaming plan itself (then Spark's
+        no-op sink), so a micro-batch costs no call back into the driver's Python."""
+        self._drive(self._start_queries(bounds))
+
+    def _start_queries(self, bounds: Sequence[Any], checkpoint: str | None = None,
+                       long_running: bool = False, every: float | None = None
+                       ) -> StreamingQuery:
+        """Start one streaming query writing each bound query to its adapter: in the tasks
+        that make its rows where the adapter is partitioned and every task runs one shard
+        (``_query_frame``), else from its packed rows (an adapter that takes whole batches
+        only: the micro-batch's rows meet in one task). ``every``: seconds between
+        micro-batches (``_start``)."""
         checkpoint = checkpoint or self._checkpoint()
-        sink = (bound.factory, bound.config, bound.stream.shape)  # not the plan: its inputs
-        parallel = bool(getattr(bound.factory, "partitioned", False))
-        frame, _, _, written = self._query_frame([bound.stream], False, long_running,
-                                                 checkpoint, sink if parallel else None)
-        if written:  # (the shards or the hold stage wrote: the rows are the metrics' alone)
-            return self._start(frame.writeStream.format("noop").outputMode("append"),
-                               checkpoint)
-        blobs = frame.where(F.col("role") == OP).select("blob")
-        if not parallel:  # an adapter that takes whole batches only: they meet in one task
-            blobs = blobs.repartition(1)
-        written = blobs.mapInArrow(partial(_write_query_partition, sink, parallel),
-                                   "written long")
-        return self._start(written.writeStream.format("noop").outputMode("append"),
-                           checkpoint)
+        sinks = [(b.factory, b.config, b.stream.shape) for b in bounds]  # (not the plans)
+        parallel = [bool(getattr(b.factory, "partitioned", False)) for b in bounds]
+        frame, _, _, written = self._query_frame(
+            [b.stream for b in bounds], False, long_running, checkpoint,
+            [s if p else None for s, p in zip(sinks, parallel, strict=True)])
+        rest = {k: sinks[k] for k, w in enumerate(written) if not w}
+        if rest:  # (else the shards or the hold stage wrote: the rows are the metrics' alone)
+            blobs = frame.where(F.col("role") == OP).select("query", "blob")
+            whole = not all(parallel[k] for k in rest)
+            if whole:  # an adapter that takes whole batches only: they meet in one task
+                blobs = blobs.repartition(1)
+            frame = blobs.mapInArrow(partial(_write_query_partitions, rest, not whole),
+                                     "written long")
+        return self._start(frame.writeStream.format("noop").outputMode("append"), checkpoint,
+                           every=every)
 
     def output_frame(self, stream: Any, payload_schema: Any = None) -> DataFrame:
         """A query's (or a bound stream's) output as a streaming DataFrame: a row per event and
@@ -437,21 +467,28 @@ def query_results(rows: Iterable[Any], queries: Sequence[Any], groups: Sequence[
             for k, q in enumerate(queries)]
 
 
-def _write_query_partition(sink: Sink, parallel: bool,
-                           batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """A query's output in one task (Arrow batches, each row a shard's packed output), in
-    output order, to a new output adapter, with the micro-batch's id (a replayed batch has the
-    same id): with ``parallel``, the rows of the task's shard partition, written as that
-    partition (the stateful stage's partition id: the same on a replay, as the shards' keys
-    are hashed to the same partitions); else the whole micro-batch. Yields how many rows it
-    wrote."""
+def _write_query_partitions(sinks: Mapping[int, Sink], parallel: bool,
+                            batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Queries' output in one task (Arrow batches, each row a query's number and a shard's
+    packed output), each query's in output order to a new output adapter of its ``sinks``
+    entry, with the micro-batch's id (a replayed batch has the same id): with ``parallel``,
+    the rows of the task's shard partition, written as that partition (the stateful stage's
+    partition id: the same on a replay, as the shards' keys are hashed to the same
+    partitions); else the whole micro-batch. Yields how many rows it wrote."""
     settle("output")
-    rows = unpack_output(blob for b in batches for blob in b.column(0).to_pylist())
-    if len(rows):  # handed over as Arrow: ``deliver`` orders it there, then makes the frame
-        write_output(sink, rows, TaskContext.get().partitionId() if parallel else None)
-    yield pa.RecordBatch.from_pydict({"written": [len(rows)]})
-
-
+    blobs: dict[int, list[bytes]] = {k: [] for k in sinks}
+    for b in batches:
+        for query, blob in zip(b.column(0).to_pylist(), b.column(1).to_pylist(),
+                               strict=True):
+            blobs[query].append(blob)
+    total = 0
+    for query, packed in blobs.items():
+        rows = unpack_output(packed)
+        if len(rows):  # (handed over as Arrow: ``deliver`` orders it there)
+            write_output(sinks[query], rows,
+                         TaskContext.get().partitionId() if parallel else None)
+            total += len(rows)
+    yield pa.RecordBatch.from_pydict({"written": [total]})
 
 
 _LAYOUT = "cti-shards.json"  # a checkpoint's shard count, next to Spark's own files
