@@ -89,9 +89,10 @@ def bench_here(spark, monkeypatch, capsys):
 
 @pytest.mark.spark
 def test_bench_runs_and_counts_agree(tmp_path: Path, bench_here) -> None:
-    lines = bench_here("--events", str(EVENTS), "--keys", str(KEYS),
-                       "--systems", "spark-native,cti-local,arrow-floor", "--seed", "0",
-                       "--repeat", "3")
+    # (Spark's streaming queries cost seconds each: its run once, the others' three times)
+    common = ("--events", str(EVENTS), "--keys", str(KEYS), "--seed", "0")
+    lines = bench_here(*common, "--systems", "spark-native", "--repeat", "1") + bench_here(
+        *common, "--systems", "cti-local,arrow-floor", "--repeat", "3")
     by_system = {line["system"]: line for line in lines}
     assert list(by_system) == ["spark-native", "cti-local", "arrow-floor"]
 
@@ -102,8 +103,10 @@ def test_bench_runs_and_counts_agree(tmp_path: Path, bench_here) -> None:
         assert (line["events"], line["keys"]) == (EVENTS, KEYS)
         assert line["events_per_s"] > 0
         assert line["peak_rss_mb"] > 0
-        # run_s is the median of the three timed runs
-        assert len(line["runs_s"]) == 3 and round(line["run_s"], 3) == sorted(line["runs_s"])[1]
+        # run_s is the median of the timed runs
+        runs = line["runs_s"]
+        assert len(runs) == (1 if line["system"] == "spark-native" else 3)
+        assert round(line["run_s"], 3) == sorted(runs)[len(runs) // 2]
 
     # The delay exceeds the bounded disorder, so neither drops anything: same windows.
     expected = _expected_windows(tmp_path / "data")
