@@ -9,7 +9,9 @@ output order, an Arrow table of ``kind``, ``start``, ``end`` (ticks) and ``paylo
 (canonical JSON; null on CTIs). A batch may come again (Spark replays a micro-batch after a
 failure): writing it must replace, not append, and one file per batch id does that.
 ``partitioned = True`` lets each of Spark's tasks write its shard partition's part of a
-batch at once (``partition=``).
+batch at once (``partition=``). On Spark the booths' windows and those that took more than
+20 in tolls go to two adapters from one streaming query (``SparkRuntime.write_queries``: the
+entries read and ingested once for both).
 
 Run: ``python examples/custom_output_adapter.py`` (in-process with ``--runtime local``).
 """
@@ -63,11 +65,22 @@ def main() -> None:
 
     booths = per_booth(bind_entries(Application("toll-csv")), cars=agg.count(),
                        tolls=agg.sum("TollAmount"))
+    busy = booths.where(lambda p: p["tolls"] > 20)
     with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "cars_per_booth"
-        booths.to(CsvOutputAdapterFactory(), str(out)).run(args.runtime)
+        out, busy_out = Path(tmp) / "cars_per_booth", Path(tmp) / "busy_booths"
+        bound = [booths.to(CsvOutputAdapterFactory(), str(out)),
+                 busy.to(CsvOutputAdapterFactory(), str(busy_out))]
+        if args.runtime == "spark":
+            from cti.runtime.spark import SparkRuntime
+
+            SparkRuntime().write_queries(bound)  # both in one streaming query
+        else:
+            for query in bound:
+                query.run(args.runtime)
         files = sorted(out.glob("batch-*.csv"))
         rows = pa.concat_tables([pacsv.read_csv(f) for f in files]).to_pylist()
+        busy_rows = pa.concat_tables([pacsv.read_csv(f) for f in busy_out.glob("batch-*.csv")]
+                                     ).to_pylist()
     print(f"== {len(rows)} rows in {len(files)} CSV file(s); the first few:")
     for row in rows[:5]:
         print(f"  {hhmm(row['start'])}-{hhmm(row['end'])} {row['payload']}")
@@ -84,7 +97,11 @@ def main() -> None:
     for key, tolls in want.items():
         assert got[key]["cars"] == len(tolls)
         assert abs(got[key]["tolls"] - sum(tolls)) < 1e-9
-    print(f"\n{len(got)} booth windows match the data; runtime: {args.runtime}")
+    busy_want = sorted((k, v["tolls"]) for k, v in got.items() if v["tolls"] > 20)
+    assert sorted(((row["start"], json.loads(row["payload"])["TollId"]),
+                   json.loads(row["payload"])["tolls"]) for row in busy_rows) == busy_want
+    print(f"\n{len(got)} booth windows match the data, {len(busy_rows)} of them took more than "
+          f"20 in tolls; runtime: {args.runtime}")
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 options of the JVMs the tests start.
 
 A property's ``max_examples`` is written at its full count (what it was tuned to find) and
-scaled by ``$CTI_TEST_EXAMPLES``: 0.4 by default, so that the README's test command runs in
+scaled by ``$CTI_TEST_EXAMPLES``: 0.3 by default, so that the README's test command runs in
 minutes on two cores; ``CTI_TEST_EXAMPLES=1`` runs every property at its full count (before a
 release, or after a change to the engine a property covers). A small count (a Spark test's
 few cases, each a streaming query's worth) is never scaled below itself or ten.
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 
-EXAMPLES_SCALE = float(os.environ.get("CTI_TEST_EXAMPLES", "0.4"))
+EXAMPLES_SCALE = float(os.environ.get("CTI_TEST_EXAMPLES", "0.3"))
 
 # The suite is CPU-bound on a 2-core machine, and most of its JVMs live for seconds to
 # minutes: HotSpot's C2 compiler took half of a Spark test's JVM CPU, G1's threads a tenth

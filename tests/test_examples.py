@@ -59,6 +59,17 @@ def test_quickstart_on_embedded_spark(spark, monkeypatch, capsys):
 
 
 @pytest.mark.spark
+def test_custom_output_adapter_on_spark(spark, monkeypatch, capsys):
+    """Its two outputs from one streaming query (``write_queries``), on the tests' session:
+    the example checks both against the data."""
+    monkeypatch.syspath_prepend(str(ROOT / "examples"))
+    monkeypatch.setattr(sys, "argv", ["custom_output_adapter.py"])
+    runpy.run_path(str(ROOT / "examples" / "custom_output_adapter.py"), run_name="__main__")
+    out = capsys.readouterr().out
+    assert "took more than 20 in tolls; runtime: spark" in out
+
+
+@pytest.mark.spark
 def test_sensors_job_on_spark(spark, monkeypatch, capsys):
     """The sensors job's own checks on Spark (its dead letters, counts and averages against
     the file and the in-process run), its ``cti run`` in this process on the tests' session
