@@ -153,12 +153,26 @@ def _stream(app=None):
      lambda s: EventOrderingPolicy(out_of_order_tolerance=3)),
     ("EventOrderingPolicy early_arrival_window",
      lambda s: EventOrderingPolicy(early_arrival_window=3)),
+    ("SparkRuntime.start_queries every", lambda s: _spark_runtime().start_queries([], every=3)),
+    ("SparkRuntime.start_write every",
+     lambda s: _spark_runtime().start_write(s.ingress_group(), [], every=3)),
 ])
 def test_every_duration_refuses_a_bare_number_naming_the_parameter(where, make):
     message = (f"{where}=3: a bare number is not a duration; write timedelta(seconds=3), '3s' "
                "or ticks(3)")
     with pytest.raises(InvalidSettingsError, match=re.escape(message)):
         make(_stream())
+
+
+def _spark_runtime():
+    from cti.runtime.spark import SparkRuntime
+
+    return SparkRuntime(None)  # (no session: the settings are checked before one is needed)
+
+
+def test_a_started_querys_time_between_micro_batches_is_above_zero():
+    with pytest.raises(InvalidSettingsError, match="must be above 0"):
+        _spark_runtime().start_queries([], every="0s")
 
 
 def _three_seconds(size):

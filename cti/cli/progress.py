@@ -54,7 +54,8 @@ class InputProgress:
 @attrs.define
 class RunProgress:
     """What a job has done so far. ``inputs[(output, stream)]``: a stream as read by the
-    output's query (each query reads its inputs itself); ``rows[output]``: rows written."""
+    query that writes the output (on Spark one query for all outputs, in process one each);
+    ``rows[output]``: rows written."""
 
     inputs: dict[tuple[str, str], InputProgress] = attrs.Factory(dict)
     rows: dict[str, int] = attrs.Factory(dict)

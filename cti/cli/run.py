@@ -25,6 +25,7 @@ import sys
 import tempfile
 import threading
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -254,7 +255,7 @@ class Job:
         self.master, self.batch_size = master, batch_size
         self.display, self.progress = display, progress
         self.checkpoint = checkpoint
-        self.current: Output | None = None  # (the local runtime's output being run)
+        self.running: list[Any] = []  # the Spark queries started (``RunningQuery``)
         self.query_outputs: dict[str, list[Output]] = {}  # a Spark query's id: what it writes
         self.terminated: set[str] = set()
         self.events = threading.Condition()
@@ -270,7 +271,6 @@ class Job:
         with self.stop, self.display:
             while True:
                 for o, job in jobs:
-                    self.current = o
                     report = functools.partial(self._on_local_batch, o, job)
                     while not self.stop.requested.is_set() and job.step(report):
                         pass
@@ -313,13 +313,14 @@ class Job:
         with self.events:
             self.events.wait_for(lambda: self.terminated >= self.query_outputs.keys(), timeout)
 
-    def _start_spark(self, until_idle: bool, interval: float) -> list[Any]:
-        """Start the outputs' query and each dead-letter query: until idle, to end once the
-        input available now is processed; else looking for new input every ``interval``."""
+    def _start_spark(self, until_idle: bool, interval: float) -> None:
+        """Start the outputs' query and each dead-letter query (``running``): until idle, to
+        end once the input available now is processed; else looking for new input every
+        ``interval``."""
         from cti.runtime.spark import SparkRuntime
 
         caps = [self.batch_size] if self.batch_size else None
-        every = None if until_idle else interval
+        every = None if until_idle else timedelta(seconds=interval)
 
         def runtime(checkpoint: Path) -> SparkRuntime:
             return SparkRuntime(self._spark, checkpoint_location=str(checkpoint),
@@ -336,14 +337,12 @@ class Job:
                 starts.append(([o], functools.partial(
                     runtime(o.checkpoint).start_write, group,
                     [o.query().output_binding(group)], every, not until_idle)))
-        running = []
         for outs, start in starts:
             handle = start()
-            running.append(handle)
+            self.running.append(handle)
             with self.events:
                 self.query_outputs[handle.id] = outs
                 self.events.notify_all()
-        return running
 
     def run(self, until_idle: bool, interval: float) -> None:
         if self.runtime == "local":
@@ -358,19 +357,18 @@ class Job:
               file=self.display.stream, flush=True)
         listener = _Listener(self)
         self._spark.streams.addListener(listener)
-        running: list[Any] = []
         try:
             with self.stop, self.display:
-                running = self._start_spark(until_idle, interval)
+                self._start_spark(until_idle, interval)
                 if until_idle:  # (Ctrl-C: the listener stops each after its micro-batch)
-                    for handle in running:
+                    for handle in self.running:
                         handle.process_all_available()
                 else:
-                    self._until_stopped(running)
-                for handle in running:
+                    self._until_stopped()
+                for handle in self.running:
                     handle.stop()
         finally:
-            for handle in running:
+            for handle in self.running:  # (an error: those still running stop now)
                 if handle.is_active:
                     handle.query.stop()
             self._drain()
@@ -379,10 +377,10 @@ class Job:
             self.display.refresh()
             self._spark.streams.removeListener(listener)
 
-    def _until_stopped(self, running: list[Any]) -> None:
+    def _until_stopped(self) -> None:
         """Wait for Ctrl-C, or for a query to end (its error raised as itself)."""
         while not self.stop.requested.wait(0.5):
-            for handle in running:
+            for handle in self.running:
                 if not handle.is_active:
                     handle.await_termination()  # (a query's error raised as itself)
                     return
@@ -446,7 +444,8 @@ def local_output_job(o: Output, batch_size: int | None) -> Any:
               help="Write each stream as a Delta table OUTPUT/<name>.")
 @click.option("--until-idle", is_flag=True,
               help="Stop once all available input is processed.")
-@click.option("--interval", type=float, default=5.0, show_default=True,
+@click.option("--interval", type=click.FloatRange(min=0, min_open=True), default=5.0,
+              show_default=True,
               help="Seconds between looks for new input (without --until-idle).")
 @click.option("--progress", "progress_mode", type=click.Choice(["auto", "live", "log"]),
               default="auto", show_default=True,

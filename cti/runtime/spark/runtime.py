@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from cti.engine.route import QueryRoute, routes
-from cti.errors import BindingError
+from cti.errors import BindingError, InvalidSettingsError
 from cti.forms.rows import OUTPUT_STATUSES
 from cti.io.dataframes import is_dataframe_input
 from cti.operators.output import table_rows
@@ -143,15 +143,16 @@ class SparkRuntime:
         return recorded or max(1, self.spark.sparkContext.defaultParallelism)
 
     def _start(self, writer: Any, checkpoint: str, sharded: bool = True,
-               every: float | None = None) -> StreamingQuery:
+               every: int | None = None) -> StreamingQuery:
         """Start a streaming write whose stateful stage has one partition per shard (Spark
         fixes a query's shuffle partitions when it starts and keeps them in the checkpoint);
         with ``sharded`` (its queries are spread over shards), after checking that the
         checkpoint, if it exists, was written with the same number of shards (a shard's state
-        belongs to its keys: another count would give wrong results). ``every``: seconds
-        between micro-batches (a trigger; None: each as soon as the last is done)."""
+        belongs to its keys: another count would give wrong results). ``every``: ticks
+        between micro-batches (a trigger, ``trigger_ticks``; None: each as soon as the last is
+        done)."""
         if every is not None:
-            writer = writer.trigger(processingTime=f"{every} seconds")
+            writer = writer.trigger(processingTime=f"{max(1, every // 1000)} milliseconds")
         if sharded:
             check_shard_layout(checkpoint, self.shard_count)
         recorded = recorded_partitions(checkpoint)
@@ -256,7 +257,7 @@ class SparkRuntime:
 
     def _start_group(self, group: IngressGroup, outputs: Sequence[OutputBinding],
                      checkpoint: str | None = None, long_running: bool = False,
-                     every: float | None = None) -> StreamingQuery:
+                     every: int | None = None) -> StreamingQuery:
         """Start the group's query writing to output adapters; the caller stops it."""
         outputs = list(outputs)
         if any(is_dataframe_input(s) for s in group.streams):
@@ -285,11 +286,12 @@ class SparkRuntime:
                            every)
 
     def start_write(self, group: IngressGroup, outputs: Sequence[OutputBinding],
-                    every: float | None = None, long_running: bool = True) -> RunningQuery:
+                    every: Any = None, long_running: bool = True) -> RunningQuery:
         """Start writing the group's streams to output adapters as input arrives
         (``Query.start``); ``every`` and ``long_running`` as ``start_queries``'."""
+        ticks = trigger_ticks(every, "SparkRuntime.start_write every")
         checkpoint = self._checkpoint()
-        return RunningQuery(self._start_group(group, outputs, checkpoint, long_running, every),
+        return RunningQuery(self._start_group(group, outputs, checkpoint, long_running, ticks),
                             checkpoint)
 
     def start_query(self, bound: Any) -> RunningQuery:
@@ -297,14 +299,16 @@ class SparkRuntime:
         (``DerivedQuery.start``)."""
         return self.start_queries([bound])
 
-    def start_queries(self, bounds: Sequence[Any], every: float | None = None,
+    def start_queries(self, bounds: Sequence[Any], every: Any = None,
                       long_running: bool = True) -> RunningQuery:
         """Start writing queries bound to output adapters as input arrives, in one streaming
-        query (``write_queries``); ``every``: seconds between micro-batches (None: each as
-        soon as the last is done). ``long_running`` (``source_frame``): False for a run that
-        ends once the input available now is processed (``process_all_available``)."""
+        query (``write_queries``); ``every``: the time between micro-batches (a duration:
+        ``timedelta(seconds=5)``, ``"5s"``; None: each as soon as the last is done).
+        ``long_running`` (``source_frame``): False for a run that ends once the input
+        available now is processed (``process_all_available``)."""
+        ticks = trigger_ticks(every, "SparkRuntime.start_queries every")
         checkpoint = self._checkpoint()
-        return RunningQuery(self._start_queries(bounds, checkpoint, long_running, every),
+        return RunningQuery(self._start_queries(bounds, checkpoint, long_running, ticks),
                             checkpoint)
 
     def run(self, group: IngressGroup) -> RunResult:
@@ -406,7 +410,7 @@ class SparkRuntime:
         self._drive(self._start_queries(bounds))
 
     def _start_queries(self, bounds: Sequence[Any], checkpoint: str | None = None,
-                       long_running: bool = False, every: float | None = None
+                       long_running: bool = False, every: int | None = None
                        ) -> StreamingQuery:
         """Start one streaming query writing each bound query to its adapter: in the tasks
         that make its rows where the adapter is partitioned and every task runs one shard
@@ -444,6 +448,19 @@ class SparkRuntime:
         fields = parsed.alias("p")
         return rows.select("release", "kind", "start", "end", fields).select(
             "release", "kind", "start", "end", "p.*")
+
+
+def trigger_ticks(every: Any, where: str) -> int | None:
+    """``every`` (a duration, or None) as the ticks between a started query's micro-batches:
+    above 0, and a duration, not a bare number (``to_duration_ticks``; ``where``: the
+    parameter, for the message)."""
+    if every is None:
+        return None
+    ticks = to_duration_ticks(every, where)
+    if ticks <= 0:
+        raise InvalidSettingsError(f"{where}={every!r}: the time between micro-batches must "
+                                   "be above 0 (None: each as soon as the last is done)")
+    return ticks
 
 
 def query_results(rows: Iterable[Any], queries: Sequence[Any], groups: Sequence[IngressGroup],
