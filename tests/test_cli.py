@@ -125,6 +125,19 @@ def test_run_local_with_the_live_display(tmp_path):
         assert f"{name}: {rows} rows\n" in result.stdout
 
 
+def test_two_inputs_of_one_name_are_refused(tmp_path):
+    """Bound twice (two applications): the job's progress, metrics and dead letters name an
+    input by its name, so the job refuses to start."""
+    path = tmp_path / "job.py"
+    path.write_text(QUERY.format(n=4, define="streams()").replace(
+        '"raw": s,', '"raw": CepStream.create("readings", MemoryInputAdapterFactory(), EVENTS, '
+        'EventShape.POINT, AdvanceTimeSettings.increasing_start_time(), '
+        'application=Application()),'))
+    result = CliRunner().invoke(main, ["run", str(path), "--runtime", "local"])
+    assert result.exit_code == 1
+    assert "two input streams are named 'readings'" in result.output
+
+
 def test_usage_errors(tmp_path):
     result = CliRunner().invoke(main, ["run", str(query_file(tmp_path)), "--runtime", "local",
                                        "--master", "local[2]"])

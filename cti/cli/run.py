@@ -143,16 +143,33 @@ def _outputs(streams: dict[str, Any], output: Path | None, checkpoint: Path) -> 
     return outs
 
 
-def _dead_letter_inputs(streams: Any) -> list[Any]:
-    """The input streams the job's streams read that dead-letter bad rows, once each."""
+def _inputs(streams: Any) -> list[Any]:
+    """The input streams the job's streams read, once each."""
     from cti.query import CepStream
 
     found: dict[int, Any] = {}
     for s in streams:
         for i in [s] if isinstance(s, CepStream) else s.inputs():
-            if i.dead_letter:
-                found.setdefault(id(i), i)
+            found.setdefault(id(i), i)
     return list(found.values())
+
+
+def _dead_letter_inputs(streams: Any) -> list[Any]:
+    """The input streams the job's streams read that dead-letter bad rows, once each."""
+    return [i for i in _inputs(streams) if i.dead_letter]
+
+
+def _check_input_names(streams: dict[str, Any]) -> None:
+    """Each input of the job has a name of its own: it names the input's progress and metrics
+    (on Spark in the one query of all the outputs) and its dead letters' table."""
+    named: dict[str, Any] = {}
+    for i in _inputs(streams.values()):
+        if i.name in named:
+            raise click.ClickException(
+                f"two input streams are named {i.name!r} (bound twice, as in two "
+                "applications): an input's name names its progress, its metrics and its dead "
+                "letters in the job; give each input a name of its own")
+        named[i.name] = i
 
 
 def _check_fresh(outs: list[Output], output: Path | None, runtime: str,
@@ -467,6 +484,7 @@ def run(query_file: Path, runtime: str, master: str | None, checkpoint: Path | N
     if checkpoint is None:
         checkpoint = (output / "_checkpoints" if output is not None
                       else Path(tempfile.mkdtemp(prefix="cti-run-")))
+    _check_input_names(streams)
     outs = _outputs(streams, output, checkpoint)
     _check_fresh(outs, output, runtime, checkpoint)
     progress = RunProgress()
