@@ -56,6 +56,11 @@ def _partitions_per_batch(directory: Path, suffix: str) -> dict[str, int]:
     return got
 
 
+def _sorted_rows(table) -> list[str]:
+    """A table's rows, sorted (files written in parallel: their order is not the rows')."""
+    return sorted(map(str, table.to_pylist()))
+
+
 # Two tasks for four shards: the shards' rows packed to a writer per task; four tasks: each
 # shard writes its own rows in its stateful function.
 TASKS = pytest.mark.parametrize("tasks", [None, 4])
@@ -69,11 +74,7 @@ def test_parquet_written_in_parallel_each_file_in_output_order(spark, tmp_path, 
     assert max(_partitions_per_batch(out, ".parquet").values()) > 1
     local = tmp_path / "local"
     counts().to(ParquetOutputAdapterFactory(), str(local)).run(LocalRuntime())
-
-    def rows(table):
-        return sorted(map(str, table.to_pylist()))
-
-    assert rows(read_parquet_output(out)) == rows(read_parquet_output(local))
+    assert _sorted_rows(read_parquet_output(out)) == _sorted_rows(read_parquet_output(local))
     for f in out.glob("batch-*.parquet"):  # a partition's rows in output order: by sync time
         starts = pq.read_table(f).column("start").to_pylist()
         assert starts == sorted(starts), f.name
@@ -194,9 +195,6 @@ def test_several_queries_in_one_streaming_query_each_to_its_own_adapter(spark, t
     assert read_json_lines_output(tmp_path / "held") == snapshots().collect(LocalRuntime())
     local = tmp_path / "plain-local"
     source().as_query().to(ParquetOutputAdapterFactory(), str(local)).run(LocalRuntime())
-
-    def rows(table):
-        return sorted(map(str, table.to_pylist()))
-
-    assert rows(read_parquet_output(tmp_path / "plain")) == rows(read_parquet_output(local))
+    assert _sorted_rows(read_parquet_output(tmp_path / "plain")) == \
+        _sorted_rows(read_parquet_output(local))
     assert sum(p["s.accepted"] for p in runtime.progress) == 240

@@ -344,22 +344,21 @@ class Job:
                                 batch_sizes=caps)
 
         streams = [o for o in self.outs if o.dead_letters_of is None]
-        starts: list[tuple[list[Output], Callable[[], Any]]] = []
         if streams:
-            starts.append((streams, lambda: runtime(self.checkpoint / OUTPUTS).start_queries(
-                [o.bound_query() for o in streams], every, not until_idle)))
+            self._started(streams, runtime(self.checkpoint / OUTPUTS).start_queries(
+                [o.bound_query() for o in streams], every, not until_idle))
         for o in self.outs:
             if o.dead_letters_of is not None:
                 group = o.stream.ingress_group()
-                starts.append(([o], functools.partial(
-                    runtime(o.checkpoint).start_write, group,
-                    [o.query().output_binding(group)], every, not until_idle)))
-        for outs, start in starts:
-            handle = start()
-            self.running.append(handle)
-            with self.events:
-                self.query_outputs[handle.id] = outs
-                self.events.notify_all()
+                self._started([o], runtime(o.checkpoint).start_write(
+                    group, [o.query().output_binding(group)], every, not until_idle))
+
+    def _started(self, outs: list[Output], handle: Any) -> None:
+        """A query started: kept (``running``), and its outputs known to the listener."""
+        self.running.append(handle)
+        with self.events:
+            self.query_outputs[handle.id] = outs
+            self.events.notify_all()
 
     def run(self, until_idle: bool, interval: float) -> None:
         if self.runtime == "local":

@@ -158,8 +158,8 @@ def _stacked(columns: list[Any]) -> Any:
         return np.concatenate([c if isinstance(c, np.ndarray) else c.to_numpy()
                                for c in columns])
     texts = [_texts(c, encoded=True) for c in columns]
-    if len({t.type for t in texts}) > 1:
-        texts = [_texts(c) for c in columns]
+    if len({t.type for t in texts}) > 1:  # (some plain: the encoded ones written out)
+        texts = [t.cast(pa.string()) if pa.types.is_dictionary(t.type) else t for t in texts]
     return pd.arrays.ArrowExtensionArray(pa.concat_arrays(texts))
 
 
