@@ -20,7 +20,6 @@ def test_orders_equal_numpys_stable_argsort(values, narrow):
     if narrow is not None:
         v = (1 << 40) + v % (narrow + 1)
     want = np.argsort(v, kind="stable")
-    assert (frame.radix_order(v) == want).all()
     assert (frame.stable_order(v) == want).all()
 
 

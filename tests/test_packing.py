@@ -4,6 +4,7 @@ the piece of input it is read in, and each shard gets the payloads it needs."""
 from __future__ import annotations
 
 import json
+from unittest import mock
 
 import numpy as np
 import pandas as pd
@@ -315,6 +316,7 @@ def test_output_order_is_arrows_stable_sort_of_the_keys(rows, ctis, rnd, release
     releases are anything (then mostly by Arrow's sort)."""
     import pyarrow.compute as pc
 
+    from cti.operators import output
     from cti.operators.output import OUTPUT_ARROW, _by_sync, _order, _sort_keys
 
     cs = sorted(ctis) or [20]  # (released: by the first CTI above the sync time, else 99)
@@ -329,11 +331,14 @@ def test_output_order_is_arrows_stable_sort_of_the_keys(rows, ctis, rnd, release
                                  schema=OUTPUT_ARROW)
     keys = _sort_keys(table)
     want = pc.sort_indices(keys, sort_keys=[(c, "ascending") for c in keys.column_names])
-    assert _order(table).tolist() == want.to_numpy().tolist()
-    assert released <= (_by_sync(table) is not None)
     in_order = table.take(want)  # (runs of ties in order already: left as they are)
-    assert _order(in_order).tolist() == list(range(len(out)))
-    assert released <= (_by_sync(in_order) is not None)
+    # (tied neighbours compared pair by pair, or all through slices: ``DENSE_TIES``)
+    for dense in (0.0, 1.0):
+        with mock.patch.object(output, "DENSE_TIES", dense):
+            assert _order(table).tolist() == want.to_numpy().tolist()
+            assert released <= (_by_sync(table) is not None)
+            assert _order(in_order).tolist() == list(range(len(out)))
+            assert released <= (_by_sync(in_order) is not None)
     if all(r[1] != "edge_end" for r in out):  # (told there is no edge end: the same order)
         assert _order(table, edges=False).tolist() == want.to_numpy().tolist()
 

@@ -214,18 +214,6 @@ def tie_runs(tied: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return at, np.cumsum(starts)
 
 
-def radix_order(values: np.ndarray) -> np.ndarray:
-    """``stable_order`` by two passes of numpy's radix sort, over the low and the high 16 bits
-    of 32-bit offsets, where the values span less than 2**32: faster than the merge sort
-    ``stable_order`` runs where the values are far from sorted or jittered (a snapshot's
-    event endpoints), slower where they are nearly sorted already."""
-    if not len(values) or int(values.max()) - int(values.min()) >= 1 << 32:
-        return np.argsort(values, kind="stable")
-    offsets = (values - values.min()).astype(np.uint32)
-    low = np.argsort(offsets.astype(np.uint16), kind="stable")
-    return low[np.argsort((offsets[low] >> 16).astype(np.uint16), kind="stable")]
-
-
 def sync(frame: pd.DataFrame) -> np.ndarray:
     """Each item's sync time: the end of an edge end, the start of anything else."""
     return np.where(frame["kind"].to_numpy() == "edge_end", frame["end"].to_numpy(),

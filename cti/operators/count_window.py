@@ -61,13 +61,27 @@ class _Starts:
 
 
 def _starts(key_codes: np.ndarray, start: np.ndarray) -> _Starts:
-    times, t_rank = np.unique(start, return_inverse=True)
-    span = max(len(times), 1)
-    pairs, of_row = np.unique(key_codes * span + t_rank, return_inverse=True)
-    key_of = pairs // span
-    first = np.searchsorted(key_of, key_of, side="left")
-    last = np.searchsorted(key_of, key_of, side="right") - 1
-    return _Starts(of_row, times[pairs % span], key_of, np.arange(len(pairs)) - first, last)
+    """``_Starts`` of events with ``key_codes`` and ``start`` times: one stable sort of the
+    times (nearly sorted as events come) and a stable one of the key codes (a radix sort of
+    16-bit codes where they fit), the pairs where either changes; no hashing, no sort of
+    the pairs themselves."""
+    by_time = frame.stable_order(start)
+    small = np.uint16 if len(key_codes) and int(key_codes.max()) < 1 << 16 else np.int64
+    order = by_time[np.argsort(key_codes[by_time].astype(small), kind="stable")]
+    keys, times = key_codes[order], start[order]
+    new = np.empty(len(order), bool)  # (a pair starts where the key or the time changes)
+    new[:1] = True
+    np.not_equal(times[1:], times[:-1], out=new[1:])
+    new[1:] |= keys[1:] != keys[:-1]
+    number = np.cumsum(new) - 1
+    of_row = np.empty(len(order), np.int64)
+    of_row[order] = number
+    key_of = keys[new]
+    heads = np.flatnonzero(np.diff(key_of, prepend=-1) != 0)  # (each key's first pair)
+    sizes = np.diff(np.append(heads, len(key_of)))
+    first = np.repeat(heads, sizes)
+    return _Starts(of_row, times[new], key_of, np.arange(len(key_of)) - first,
+                   first + np.repeat(sizes, sizes) - 1)
 
 
 def _take_events(state: CountState, chunk: Chunk, lifetimes: bool, payloads: bool) -> None:
@@ -135,7 +149,7 @@ def count_window(node: plan.CountWindow, chunk: Chunk, state: CountState,
         ev = frame.make(frame.filled(len(taken), "interval"), taken["start"].to_numpy(),
                         taken["end"].to_numpy(), taken["payload"].to_numpy(object),
                         taken["key"].to_numpy(object))
-        key_of_k = keys[starts.key]
+        key_of_k = pd.Categorical.from_codes(starts.key, keys)  # (texts once per key)
         got = window_members.aggregated_by_cover(node, ev, t, past, np.flatnonzero(is_new),
                                                  key_of_k, group_field)
         if got is None:
@@ -146,6 +160,9 @@ def count_window(node: plan.CountWindow, chunk: Chunk, state: CountState,
                 starts.time + 1))
         kk, key_of, payloads = got
         ends = starts.time[kk] + 1
+        # (right under a group_by, whose ungrouping leaves every key empty: empty already)
+        key_of = frame.filled(len(kk), "") if group_field is not None else np.asarray(
+            key_of, object)
         out = frame.make(frame.filled(len(kk), "point"), ends, ends + 1, payloads, key_of)
     if c == MAX_TIME:
         state.held = _no_rows()

@@ -157,6 +157,7 @@ def _kind_ranks(kind: pa.ChunkedArray | pa.Array) -> pa.Array:
 
 
 MOST_TIED = 0.5  # the share of rows to sort by their ties above which ``_order`` sorts by Arrow
+DENSE_TIES = 0.25  # the share of neighbours tied above which all are compared through slices
 
 
 def _by_sync(rows: pa.Table, most_tied: float = 1.0, edges: bool = True
@@ -211,25 +212,40 @@ def _no_greater_than_next(rows: pa.Table, numbers: tuple[np.ndarray, ...], at: n
     """Whether each row at ``at`` (none the last) is no greater than the row after it by the
     sort keys but sync time (``_sort_keys``: release, CTI or not, the kind's rank, start,
     end, payload; two CTIs of one release equal; ``numbers``: the rows' release, whether a
-    CTI, start and end); payloads compared by Arrow, a null one as greater. Only those rows
-    and their next ones are read (ties are few in a large output)."""
-    pair = pa.array(np.concatenate([at, at + 1]))
-    n = len(at)
-    release, cti, start, end = (column[at] for column in numbers)
-    later = [column[at + 1] for column in numbers]
-    ranks = _kind_ranks(rows.column("kind").take(pair)).to_numpy(zero_copy_only=False)
-    ok = np.zeros(n, bool)
-    open_ = np.ones(n, bool)  # (tied on the keys so far)
-    for key, after in ((release, later[0]), (cti, later[1])):
+    CTI, start and end); payloads compared by Arrow, a null one as greater. Where the ties
+    are few (a large output's), only those rows and their next ones are taken; where they
+    are many (a window's results, all of one sync time), every row is compared with the next
+    through slices (a take would copy the payload texts): ``DENSE_TIES``."""
+    kind, payload = rows.column("kind"), rows.column("payload")
+    if len(at) > DENSE_TIES * len(numbers[0]):
+        pairs = [(c[:-1], c[1:]) for c in numbers]
+        ranks = _kind_ranks(kind).to_numpy(zero_copy_only=False)
+        pairs.append((ranks[:-1], ranks[1:]))
+        return _pairs_in_order(pairs, (payload.slice(0, len(ranks) - 1), payload.slice(1)))[at]
+    pairs = [(c[at], c[at + 1]) for c in numbers]
+    first, later = pa.array(at), pa.array(at + 1)
+    pairs.append(tuple(_kind_ranks(kind.take(i)).to_numpy(zero_copy_only=False)
+                       for i in (first, later)))
+    return _pairs_in_order(pairs, (payload.take(first), payload.take(later)))
+
+
+def _pairs_in_order(pairs: list[tuple[np.ndarray, np.ndarray]],
+                    payloads: tuple[pa.ChunkedArray, pa.ChunkedArray]) -> np.ndarray:
+    """``_no_greater_than_next`` of rows paired with their next ones: ``pairs`` the release,
+    CTI, start, end and kind rank of each row and of its next, ``payloads`` theirs."""
+    (release, later_release), (cti, later_cti), *rest = pairs
+    start, end, ranks = rest
+    ok = np.zeros(len(release), bool)
+    open_ = np.ones(len(ok), bool)  # (tied on the keys so far)
+    for key, after in ((release, later_release), (cti, later_cti)):
         ok |= open_ & (key < after)
         open_ &= key == after
     ok |= open_ & cti
     open_ &= ~cti
-    for key, after in ((ranks[:n], ranks[n:]), (start, later[2]), (end, later[3])):
+    for key, after in (ranks, start, end):
         ok |= open_ & (key < after)
         open_ &= key == after
-    payload = rows.column("payload").take(pair)
-    no_greater = pc.less_equal(payload.slice(0, n), payload.slice(n))
+    no_greater = pc.less_equal(*payloads)
     return ok | open_ & no_greater.fill_null(False).to_numpy(zero_copy_only=False)
 
 

@@ -194,17 +194,19 @@ def _sorted_by_key_time(codes: np.ndarray, times: np.ndarray) -> tuple[np.ndarra
 
 
 def _endpoints_by_time(times: np.ndarray) -> np.ndarray:
-    """``frame.radix_order`` of the rows' endpoints (their starts, then their ends), from the
+    """``frame.stable_order`` of the rows' endpoints (their starts, then their ends), from the
     starts' sort and the ends': the ends in the starts' order where they come so (rows of
     one duration, as after ``alter_event_duration``), else sorted by themselves; the two
-    sorted runs then merged by one stable sort (numpy's, which merges runs)."""
+    sorted runs then merged by one stable sort (numpy's, which merges runs). Each of the
+    two comes nearly sorted (jittered arrival), where numpy's stable sort of 32-bit
+    offsets (a merge of runs) is twice as fast as two radix passes over 16-bit halves."""
     m = len(times) // 2
     lo, end = times[:m], times[m:]
-    by_lo = frame.radix_order(lo)
+    by_lo = frame.stable_order(lo)
     ends = end[by_lo]
     step = np.diff(ends)
     if not ((step >= 0).all() and (np.diff(by_lo)[step == 0] > 0).all()):
-        by_end = frame.radix_order(end)
+        by_end = frame.stable_order(end)
         ends = end[by_end]
     else:
         by_end = by_lo
