@@ -43,3 +43,26 @@ def test_a_snapshots_endpoints_sort_as_numpys_stable_argsort(starts, data, const
         end = np.where(end < lo, np.iinfo(np.int64).max, end)
     times = np.concatenate([lo, end])
     assert (_endpoints_by_time(times) == np.argsort(times, kind="stable")).all()
+
+
+@settings(max_examples=examples(100), deadline=None)
+@given(chunks=st.lists(st.lists(st.sampled_from(["a", "bb", "", "c"]), max_size=6), min_size=1,
+                       max_size=5), encoded=st.booleans(), data=st.data())
+def test_a_few_rows_taken_chunk_by_chunk_are_arrows_take(chunks, encoded, data):
+    """``frame.take_few`` of a chunked column and of a table of one: the rows Arrow's take
+    gives, in the order asked (repeats and any order), dictionary-encoded chunks too."""
+    import pyarrow as pa
+
+    parts = [pa.array(c, pa.string()) for c in chunks]
+    if encoded:
+        parts = [p.dictionary_encode() for p in parts]
+    column = pa.chunked_array(parts, type=parts[0].type)
+    n = len(column)
+    at = np.asarray(data.draw(st.lists(st.integers(0, max(n - 1, 0)), max_size=12)
+                              if n else st.just([])), np.int64)
+    want = column.combine_chunks().take(pa.array(at, pa.int64())).to_pylist()
+    assert frame.take_few(column, at).to_pylist() == want
+    table = pa.table({"x": column, "i": pa.chunked_array(
+        [pa.array(np.arange(len(p)) + sum(map(len, parts[:j]))) for j, p in enumerate(parts)])})
+    assert frame.take_few(table, at).column("x").to_pylist() == want
+    assert frame.take_few(table, at).column("i").to_pylist() == at.tolist()

@@ -194,6 +194,29 @@ def plain_texts(events: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def take_few(data: pa.Table | pa.ChunkedArray, at: np.ndarray) -> pa.Table | pa.Array:
+    """``data.take(at)`` for a few rows of a large chunked column or table, chunk by chunk:
+    Arrow's take of a chunked array first joins its chunks (a copy of every text of millions
+    of rows, to read a few thousand)."""
+    column = data.column(0) if isinstance(data, pa.Table) else data
+    if not isinstance(column, pa.ChunkedArray) or column.num_chunks < 2 or not len(at):
+        return data.take(at)
+    lengths = np.asarray([len(c) for c in column.chunks])
+    ends = np.cumsum(lengths)
+    which = np.searchsorted(ends, at, side="right")
+    by_chunk = np.argsort(which, kind="stable")
+    parts = []
+    for i in np.unique(which).tolist():
+        local = at[by_chunk][which[by_chunk] == i] - (ends[i] - lengths[i])
+        part = data.slice(int(ends[i] - lengths[i]), int(lengths[i]))
+        parts.append(part.take(pa.array(local)))
+    joined = pa.concat_tables(parts) if isinstance(data, pa.Table) else pa.chunked_array(
+        parts, type=column.type)
+    back = np.empty(len(at), np.int64)
+    back[by_chunk] = np.arange(len(at))
+    return joined.take(pa.array(back))
+
+
 def stable_order(values: np.ndarray) -> np.ndarray:
     """``argsort(values, kind="stable")`` (numpy's radix sort of integers), by one of 32-bit
     offsets where the values span less than 2**32: half the passes of one over 64 bits."""

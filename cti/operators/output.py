@@ -184,7 +184,7 @@ def _by_sync(rows: pa.Table, most_tied: float = 1.0, edges: bool = True
     if np.count_nonzero(tied) > most_tied * len(tied):
         return None
     if tied.any():
-        _sort_ties(lambda at: _sort_keys(rows.take(at)), order, tied)
+        _sort_ties(lambda at: _sort_keys(frame.take_few(rows, at)), order, tied)
     return order if _in_release_order(release[order], cti[order]) else None
 
 
@@ -223,10 +223,9 @@ def _no_greater_than_next(rows: pa.Table, numbers: tuple[np.ndarray, ...], at: n
         pairs.append((ranks[:-1], ranks[1:]))
         return _pairs_in_order(pairs, (payload.slice(0, len(ranks) - 1), payload.slice(1)))[at]
     pairs = [(c[at], c[at + 1]) for c in numbers]
-    first, later = pa.array(at), pa.array(at + 1)
-    pairs.append(tuple(_kind_ranks(kind.take(i)).to_numpy(zero_copy_only=False)
-                       for i in (first, later)))
-    return _pairs_in_order(pairs, (payload.take(first), payload.take(later)))
+    pairs.append(tuple(_kind_ranks(frame.take_few(kind, i)).to_numpy(zero_copy_only=False)
+                       for i in (at, at + 1)))
+    return _pairs_in_order(pairs, (frame.take_few(payload, at), frame.take_few(payload, at + 1)))
 
 
 def _pairs_in_order(pairs: list[tuple[np.ndarray, np.ndarray]],
