@@ -196,10 +196,12 @@ class LocalRuntime:
         return derived_result(query.name, results, table_rows(pa.concat_tables(output))
                               if output else [])
 
-    def query_steps(self, query: Any, with_inputs: bool = False) -> Iterator[list[Any]]:
+    def query_steps(self, query: Any, with_inputs: bool = False) -> Iterator[Iterator[Any]]:
         """Run a query as one shard; yield each micro-batch's steps'
         ``cti.engine.shard.ShardOutput`` (with ``with_inputs``, each input group's ingress rows
-        in full): one step, or one per piece of a batch of one stream."""
+        in full): one step, or one per piece of a batch of one stream, each run as the caller
+        takes it (read each batch's before the next: a step's output can be let go before
+        the next step runs)."""
         groups, refs = query_inputs(query)
         route = routes([query], groups, [refs], 1, with_inputs, keyed=True)[0]
         read = sorted({g for g, _ in refs})
@@ -211,8 +213,8 @@ class LocalRuntime:
             # smaller working set).
             for pieces in self._input_pieces(groups[read[0]], piece=PIECE_ROWS,
                                              reads=partial(stream_reads, [route], read[0])):
-                yield [shard.step(state, routed_frame(part, read[0]))
-                       for t in pieces for _, part in routed(route, read[0], t)]
+                yield (shard.step(state, routed_frame(part, read[0]))
+                       for t in pieces for _, part in routed(route, read[0], t))
             return
         runners = [self.input_batches(groups[g], reads=partial(stream_reads, [route], g))
                    for g in read]
@@ -223,8 +225,8 @@ class LocalRuntime:
             rows = [part.append_column("group", pa.array(np.full(part.num_rows, g, np.int32)))
                     for g, t in zip(read, tables, strict=True)
                     if t is not None for _, part in routed(route, g, t)]
-            yield [shard.step(state, routed_frame(pa.concat_tables(
-                rows, promote_options="default")))]
+            yield iter([shard.step(state, routed_frame(pa.concat_tables(
+                rows, promote_options="default")))])
 
     def write_query(self, bound: Any) -> None:
         adapter = bound.factory.create(bound.config, bound.stream.shape)
