@@ -368,7 +368,8 @@ def _by_key_text(out: pd.DataFrame) -> pd.DataFrame:
     place = pc.rank(codes.dictionary, tiebreaker="first").to_numpy()[codes.indices.to_numpy()]
     k = out["k"].to_numpy()
     if (int(k.max()) - int(k.min()) + 1) * len(codes.dictionary) < 2 ** 62:  # (one number)
-        order = frame.stable_order((k - k.min()) * len(codes.dictionary) + place)
+        # (each (k, key) once: the packed numbers distinct, so any sort gives one order)
+        order = np.argsort((k - k.min()) * len(codes.dictionary) + place)
     else:
         order = np.lexsort((place, k))
     return out.take(order).reset_index(drop=True)
