@@ -343,6 +343,35 @@ def test_output_order_is_arrows_stable_sort_of_the_keys(rows, ctis, rnd, release
         assert _order(table, edges=False).tolist() == want.to_numpy().tolist()
 
 
+@settings(max_examples=examples(60), deadline=None)
+@given(st.lists(st.tuples(SYNC_ROWS, st.lists(st.integers(-2, 12), max_size=3, unique=True)),
+                max_size=4), st.booleans(), st.randoms())
+def test_steps_put_in_order_one_by_one_are_the_batch_in_order(steps, released, rnd):
+    """``output.steps_in_order``: each step's rows in order by themselves, one step after
+    the other, are the batch's rows in output order (``ordered_table``): where each step's
+    CTIs rise above the last step's (a machine's), and where releases are anything (then
+    the rows are put in order together)."""
+    from cti.operators.output import OUTPUT_ARROW, ordered_table, steps_in_order
+
+    tables, floor = [], -10
+    for rows, ctis in steps:
+        cs = [floor + 1 + c for c in sorted(ctis)] if released else sorted(ctis)
+        out = []
+        for kind, s, d, p in rows:
+            sync = s + d if kind == "edge_end" else s
+            release = next((c for c in cs if c > sync), None) if released else rnd.choice(
+                cs or [5])
+            if release is not None:  # (held: not in this step's output)
+                out.append((release, kind, s, s + d, p))
+        out += [(c, "cti", c, c, None) for c in cs]
+        rnd.shuffle(out)
+        floor = max(cs, default=floor)
+        tables.append(pa.Table.from_pylist(
+            [dict(zip(OUTPUT_ARROW.names, r, strict=True)) for r in out], schema=OUTPUT_ARROW))
+    whole = pa.concat_tables(tables) if tables else OUTPUT_ARROW.empty_table()
+    assert steps_in_order(tables).to_pylist() == ordered_table(whole).to_pylist()
+
+
 @settings(max_examples=examples(50), deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 1999), st.integers(0, 700)), max_size=6))
 def test_delivered_rows_taken_by_stretches_are_those_taken_one_by_one(moves):

@@ -306,18 +306,41 @@ def items_of_rows(rows: Iterable[OutputRow]) -> list[StreamItem]:
     return items_of_frame(ordered(pd.DataFrame(list(rows), columns=list(COLUMNS))))
 
 
+def steps_in_order(tables: Iterable[pa.Table], edges: bool = True) -> pa.Table:
+    """Output rows of one machine's steps, one table per step, in output order: each step's
+    put in order by itself (a step's working set, not the batch's), one after the other (a
+    chunk each). A machine's CTIs rise from step to step, so each step's releases follow the
+    one's before it; where they did not, the rows are put in order together."""
+    parts: list[pa.Table] = []
+    rising = True
+    for table in tables:
+        if not len(table):
+            continue
+        part = _taken(table, _order(table, edges))
+        if parts:
+            rising &= part.column("release")[0].as_py() > parts[-1].column("release")[-1].as_py()
+        parts.append(part)
+    if not parts:
+        return OUTPUT_ARROW.empty_table()
+    rows = pa.concat_tables(parts, promote_options="default")
+    return rows if rising else _taken(rows, _order(rows, edges))
+
+
 def deliver(adapter: Any, rows: pd.DataFrame | pa.Table, batch_id: int,
-            partition: int | None = None, edges: bool = True) -> None:
+            partition: int | None = None, edges: bool = True, in_order: bool = False
+            ) -> None:
     """One batch of a query's output rows (an Arrow table or a frame), in output order, to an
     output adapter: as an Arrow table (kind, start, end, payload) to an adapter with
     ``write_table``, as a pandas frame of them to one with ``write_frame``, else as items;
     ``partition``: the part of the batch they are, for a partitioned adapter
     (``cti.adapters.OutputAdapter``), else None (the whole batch); ``edges``: as
-    ``_order``'s."""
+    ``_order``'s; ``in_order``: the rows come in output order already
+    (``steps_in_order``)."""
     if not len(rows):
         return
     table = rows if isinstance(rows, pa.Table) else _rows_table(rows)
-    table = _taken(table.select(ROWS_ARROW.names), _order(table, edges))
+    table = table.select(ROWS_ARROW.names) if in_order else _taken(
+        table.select(ROWS_ARROW.names), _order(table, edges))
     where = {} if partition is None else {"partition": partition}
     if hasattr(adapter, "write_table"):
         adapter.write_table(table, batch_id, **where)

@@ -44,7 +44,7 @@ from cti.forms import frame
 from cti.forms.layout import OUT_COLUMNS, out_rows_from_pandas, out_rows_to_pandas
 from cti.forms.rows import EOS, InRow, OutRow, clock_row, eos_row
 from cti.ingress.group import GroupRun
-from cti.operators.output import deliver, step_table, table_rows
+from cti.operators.output import deliver, step_table, steps_in_order, table_rows
 from cti.results import RunResult, derived_result
 from cti.runtime.base import BatchSizes, query_inputs, stream_caps
 
@@ -233,10 +233,10 @@ class LocalRuntime:
         self.batch_seconds, began = [], time.perf_counter()
         kind = one_kind(bound.stream.shape)  # (the query's shape checked by the tests' runs)
         for batch_id, steps in enumerate(self.query_steps(bound.stream)):
-            # (each step's rows as a part of one table: put in order and joined by the delivery)
-            deliver(adapter, pa.concat_tables([step_table(done.events, done.ctis, kind)
-                                               for done in steps]), batch_id,
-                    edges=kind is None)
+            # (a window's payloads kept dictionary-encoded until the delivery writes them out)
+            deliver(adapter, steps_in_order((step_table(done.events, done.ctis, kind)
+                                             for done in steps), edges=kind is None),
+                    batch_id, in_order=True)
             now = time.perf_counter()
             self.batch_seconds.append(now - began)
             began = now
