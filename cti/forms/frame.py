@@ -229,8 +229,10 @@ def tie_runs(tied: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """For rows in a sorted order (``tied``: whether each row ties with the next), the
     positions of the rows in some run of ties and each one's run number (rising, one per
     run): what a sort of the ties by further keys takes, run by run."""
-    ties = np.flatnonzero(tied)  # (linear in the ties: few in a large output)
-    at = np.union1d(ties, ties + 1)
+    in_run = np.zeros(len(tied) + 1, bool)  # (a row ties with the next, or the one before)
+    in_run[:-1] = tied
+    in_run[1:] |= tied
+    at = np.flatnonzero(in_run)  # (no sort: a window's results tie on nearly every row)
     # (a row starts a run where the row before it does not tie with it)
     starts = np.ones(len(at), bool)
     starts[1:] = ~tied[at[1:] - 1]
