@@ -194,7 +194,8 @@ def plain_texts(events: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def take_few(data: pa.Table | pa.ChunkedArray, at: np.ndarray) -> pa.Table | pa.Array:
+def take_few(data: pa.Table | pa.ChunkedArray, at: np.ndarray
+             ) -> pa.Table | pa.ChunkedArray | pa.Array:
     """``data.take(at)`` for a few rows of a large chunked column or table, chunk by chunk:
     Arrow's take of a chunked array first joins its chunks (a copy of every text of millions
     of rows, to read a few thousand)."""
@@ -202,14 +203,14 @@ def take_few(data: pa.Table | pa.ChunkedArray, at: np.ndarray) -> pa.Table | pa.
     if not isinstance(column, pa.ChunkedArray) or column.num_chunks < 2 or not len(at):
         return data.take(at)
     lengths = np.asarray([len(c) for c in column.chunks])
-    ends = np.cumsum(lengths)
-    which = np.searchsorted(ends, at, side="right")
+    firsts = np.cumsum(lengths) - lengths
+    which = np.searchsorted(firsts, at, side="right") - 1  # (each row's chunk)
     by_chunk = np.argsort(which, kind="stable")
-    parts = []
-    for i in np.unique(which).tolist():
-        local = at[by_chunk][which[by_chunk] == i] - (ends[i] - lengths[i])
-        part = data.slice(int(ends[i] - lengths[i]), int(lengths[i]))
-        parts.append(part.take(pa.array(local)))
+    local, cuts = at[by_chunk] - firsts[which[by_chunk]], np.searchsorted(
+        which[by_chunk], np.arange(len(lengths) + 1))
+    bounds = zip(cuts[:-1].tolist(), cuts[1:].tolist(), strict=True)
+    parts = [data.slice(int(firsts[i]), int(lengths[i])).take(pa.array(local[a:b]))
+             for i, (a, b) in enumerate(bounds) if b > a]
     joined = pa.concat_tables(parts) if isinstance(data, pa.Table) else pa.chunked_array(
         parts, type=column.type)
     back = np.empty(len(at), np.int64)

@@ -232,8 +232,7 @@ def _pairs_in_order(pairs: list[tuple[np.ndarray, np.ndarray]],
                     payloads: tuple[pa.ChunkedArray, pa.ChunkedArray]) -> np.ndarray:
     """``_no_greater_than_next`` of rows paired with their next ones: ``pairs`` the release,
     CTI, start, end and kind rank of each row and of its next, ``payloads`` theirs."""
-    (release, later_release), (cti, later_cti), *rest = pairs
-    start, end, ranks = rest
+    (release, later_release), (cti, later_cti), start, end, ranks = pairs
     ok = np.zeros(len(release), bool)
     open_ = np.ones(len(ok), bool)  # (tied on the keys so far)
     for key, after in ((release, later_release), (cti, later_cti)):

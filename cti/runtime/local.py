@@ -233,7 +233,7 @@ class LocalRuntime:
         self.batch_seconds, began = [], time.perf_counter()
         kind = one_kind(bound.stream.shape)  # (the query's shape checked by the tests' runs)
         for batch_id, steps in enumerate(self.query_steps(bound.stream)):
-            # (a window's payloads kept dictionary-encoded until the delivery writes them out)
+            # (each step's rows put in order as it comes: a step's working set, not the batch's)
             deliver(adapter, steps_in_order((step_table(done.events, done.ctis, kind)
                                              for done in steps), edges=kind is None),
                     batch_id, in_order=True)
