@@ -90,6 +90,15 @@ def parse_duration(text: str) -> int:
     return sign * total
 
 
+def positive_duration_ticks(value: Any, name: str = "duration") -> int:
+    """``to_duration_ticks`` of a duration that must be above 0 (a window's size, a
+    trigger's interval): ``InvalidSettingsError`` naming ``name`` otherwise."""
+    ticks = to_duration_ticks(value, name)
+    if ticks <= 0:
+        raise InvalidSettingsError(f"{name} must be positive, got {value!r}")
+    return ticks
+
+
 def to_duration_ticks(value: Any, name: str = "duration") -> int:
     """A duration as ticks: ``timedelta``, a string such as ``"15s"``, ``ticks(n)``, or ``0``.
 

@@ -171,7 +171,7 @@ def _spark_runtime():
 
 
 def test_a_started_querys_time_between_micro_batches_is_above_zero():
-    with pytest.raises(InvalidSettingsError, match="must be above 0"):
+    with pytest.raises(InvalidSettingsError, match="start_queries every must be positive"):
         _spark_runtime().start_queries([], every="0s")
 
 

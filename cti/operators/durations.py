@@ -21,7 +21,7 @@ from cti.errors import CtiError, InvalidSettingsError
 from cti.events import items_from_rows
 from cti.forms.schema import shown
 from cti.operators import usercode
-from cti.time import MAX_TIME, to_duration_ticks
+from cti.time import MAX_TIME, positive_duration_ticks, to_duration_ticks
 
 
 def duration_of(value: Any, operator: str) -> Any:
@@ -31,10 +31,7 @@ def duration_of(value: Any, operator: str) -> Any:
         return value
     if value is MAX_TIME or (type(value) is int and value == MAX_TIME):
         return MAX_TIME
-    ticks = to_duration_ticks(value, f"{operator} duration")
-    if ticks <= 0:
-        raise InvalidSettingsError(f"{operator} duration must be positive, got {value!r}")
-    return ticks
+    return positive_duration_ticks(value, f"{operator} duration")
 
 
 def ends(starts: np.ndarray, duration: int | np.ndarray) -> np.ndarray:

@@ -18,7 +18,7 @@ from cti.events import EventShape
 from cti.forms.schema import Fields, check_field
 from cti.operators import durations, plan
 from cti.operators.aggregates import Aggregate, check_aggregates
-from cti.time import DurationLike, to_duration_ticks, to_ticks
+from cti.time import DurationLike, positive_duration_ticks, to_duration_ticks, to_ticks
 
 if TYPE_CHECKING:
     from cti.results import RunResult
@@ -28,10 +28,7 @@ Duration = DurationLike
 
 
 def _duration(name: str, value: Any, positive: bool = True) -> int:
-    ticks = to_duration_ticks(value, name)
-    if positive and ticks <= 0:
-        raise InvalidSettingsError(f"{name} must be positive, got {value!r}")
-    return ticks
+    return positive_duration_ticks(value, name) if positive else to_duration_ticks(value, name)
 
 
 def _function(name: str, fn: Any) -> Any:

@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from cti.engine.route import QueryRoute, routes
-from cti.errors import BindingError, InvalidSettingsError
+from cti.errors import BindingError
 from cti.forms.rows import OUTPUT_STATUSES
 from cti.io.dataframes import is_dataframe_input
 from cti.operators.output import table_rows
@@ -48,7 +48,7 @@ from cti.runtime.spark.source import (
 )
 from cti.runtime.spark.state import CACHE_SETTING, PartStore, part_store
 from cti.runtime.spark.worker import settle
-from cti.time import to_duration_ticks
+from cti.time import positive_duration_ticks, to_duration_ticks
 
 if TYPE_CHECKING:
     from cti.query import IngressGroup, OutputBinding
@@ -451,16 +451,10 @@ class SparkRuntime:
 
 
 def trigger_ticks(every: Any, where: str) -> int | None:
-    """``every`` (a duration, or None) as the ticks between a started query's micro-batches:
-    above 0, and a duration, not a bare number (``to_duration_ticks``; ``where``: the
-    parameter, for the message)."""
-    if every is None:
-        return None
-    ticks = to_duration_ticks(every, where)
-    if ticks <= 0:
-        raise InvalidSettingsError(f"{where}={every!r}: the time between micro-batches must "
-                                   "be above 0 (None: each as soon as the last is done)")
-    return ticks
+    """``every`` (a duration, or None) as the ticks between a started query's micro-batches
+    (``positive_duration_ticks``; ``where``: the parameter, for the message); None: each
+    micro-batch as soon as the last is done."""
+    return None if every is None else positive_duration_ticks(every, where)
 
 
 def query_results(rows: Iterable[Any], queries: Sequence[Any], groups: Sequence[IngressGroup],
