@@ -206,8 +206,9 @@ def take_few(data: pa.Table | pa.ChunkedArray, at: np.ndarray
     firsts = np.cumsum(lengths) - lengths
     which = np.searchsorted(firsts, at, side="right") - 1  # (each row's chunk)
     by_chunk = np.argsort(which, kind="stable")
-    local, cuts = at[by_chunk] - firsts[which[by_chunk]], np.searchsorted(
-        which[by_chunk], np.arange(len(lengths) + 1))
+    chunk_of = which[by_chunk]
+    local = at[by_chunk] - firsts[chunk_of]  # (each row's place in its chunk)
+    cuts = np.searchsorted(chunk_of, np.arange(len(lengths) + 1))
     bounds = zip(cuts[:-1].tolist(), cuts[1:].tolist(), strict=True)
     parts = [data.slice(int(firsts[i]), int(lengths[i])).take(pa.array(local[a:b]))
              for i, (a, b) in enumerate(bounds) if b > a]

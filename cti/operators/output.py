@@ -216,16 +216,19 @@ def _no_greater_than_next(rows: pa.Table, numbers: tuple[np.ndarray, ...], at: n
     are few (a large output's), only those rows and their next ones are taken; where they
     are many (a window's results, all of one sync time), every row is compared with the next
     through slices (a take would copy the payload texts): ``DENSE_TIES``."""
-    kind, payload = rows.column("kind"), rows.column("payload")
     if len(at) > DENSE_TIES * len(numbers[0]):
         pairs = [(c[:-1], c[1:]) for c in numbers]
-        ranks = _kind_ranks(kind).to_numpy(zero_copy_only=False)
+        ranks = _kind_ranks(rows.column("kind")).to_numpy(zero_copy_only=False)
+        payload = rows.column("payload")
         pairs.append((ranks[:-1], ranks[1:]))
         return _pairs_in_order(pairs, (payload.slice(0, len(ranks) - 1), payload.slice(1)))[at]
     pairs = [(c[at], c[at + 1]) for c in numbers]
-    pairs.append(tuple(_kind_ranks(frame.take_few(kind, i)).to_numpy(zero_copy_only=False)
-                       for i in (at, at + 1)))
-    return _pairs_in_order(pairs, (frame.take_few(payload, at), frame.take_few(payload, at + 1)))
+    n = len(at)  # (the rows and their next ones, kind and payload, taken at once)
+    taken = frame.take_few(rows.select(["kind", "payload"]), np.concatenate([at, at + 1]))
+    ranks = _kind_ranks(taken.column("kind")).to_numpy(zero_copy_only=False)
+    pairs.append((ranks[:n], ranks[n:]))
+    payload = taken.column("payload")
+    return _pairs_in_order(pairs, (payload.slice(0, n), payload.slice(n)))
 
 
 def _pairs_in_order(pairs: list[tuple[np.ndarray, np.ndarray]],
