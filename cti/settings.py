@@ -12,7 +12,7 @@ from typing import Any
 import attrs
 
 from cti.errors import InvalidSettingsError
-from cti.time import TICK, DurationLike, Ticks, positive_duration_ticks, ticks, to_duration_ticks
+from cti.time import TICK, DurationLike, Ticks, ticks, to_duration_ticks
 
 
 class AdvanceTimePolicy(enum.Enum):
@@ -80,7 +80,9 @@ class AdvanceTimeGenerationSettings:
                 )
         dur_ticks = None
         if duration is not None:
-            dur_ticks = positive_duration_ticks(duration, "AdvanceTimeGenerationSettings duration")
+            dur_ticks = to_duration_ticks(duration, "AdvanceTimeGenerationSettings duration")
+            if dur_ticks <= 0:
+                raise InvalidSettingsError(f"duration must be positive, got {duration!r}")
         if not isinstance(advance_to_infinity_on_shutdown, bool):
             raise InvalidSettingsError("advance_to_infinity_on_shutdown must be a bool")
         delay_ticks = to_duration_ticks(delay, "AdvanceTimeGenerationSettings delay")
