@@ -56,6 +56,27 @@ def filled(n: int, value: Any) -> np.ndarray:
     return out
 
 
+_REPEATED: dict[Any, np.ndarray] = {}
+_REPEATED_MOST = 1 << 22  # (rows of the longest kept: 32 MiB of pointers per value)
+
+
+def repeated(n: int, value: str | None) -> np.ndarray:
+    """A read-only object array of ``n`` times ``value`` (an event kind, an empty key): a view
+    into one kept per value, so the constant columns of a step's millions of rows are not
+    written afresh each step; ``filled`` for one to write into."""
+    have = _REPEATED.get(value)
+    if have is None or len(have) < n:
+        if n > _REPEATED_MOST:
+            have = filled(n, value)
+            have.flags.writeable = False
+            return have
+        have = filled(min(max(n, 2 * len(have) if have is not None else 0), _REPEATED_MOST),
+                      value)
+        have.flags.writeable = False
+        _REPEATED[value] = have
+    return have[:n]
+
+
 def make(kind: Iterable[str], start: Iterable[int], end: Iterable[int],
          payload: Iterable[str], key: Iterable[str]) -> pd.DataFrame:
     """A frame of these columns; numpy arrays become its columns as they are (no copy)."""
@@ -636,7 +657,7 @@ def chunk_of(status: np.ndarray, kind: np.ndarray, start: np.ndarray, end: np.nd
         np.where(pd.isna(raw_end), 0, raw_end).astype(np.int64))).astype(np.int64)
     pays = np.asarray(payload[is_event], object)  # (a copy: its missing ones filled in place)
     pays[pd.isna(pays)] = "{}"
-    return Chunk(make(kind, start, end, pays, filled(len(kind), "")), ctis)
+    return Chunk(make(kind, start, end, pays, repeated(len(kind), "")), ctis)
 
 
 def from_out_rows(rows: Iterable[OutRow]) -> Chunk:

@@ -40,7 +40,7 @@ import pyarrow.compute as pc
 from cti.adapters import FIELD_COLUMN
 from cti.errors import CtiViolationError
 from cti.events import EventShape
-from cti.forms.frame import Chunk, filled, make, rows_where, stack
+from cti.forms.frame import Chunk, make, repeated, rows_where, stack
 from cti.forms.json_text import frame_payloads
 from cti.forms.layout import in_rows_from_pandas
 from cti.ingress import importing
@@ -524,9 +524,9 @@ def kept_chunk(ev_kind: str, start: np.ndarray, end: np.ndarray, before: np.ndar
         else frame_payloads(pdf, rows)
     if len(payload) and not columns:
         payload = np.where(payload == None, "{}", payload)  # noqa: E711
-    return Chunk(make(filled(len(start), ev_kind), kept_start,
+    return Chunk(make(repeated(len(start), ev_kind), kept_start,
                       kept_start + 1 if ev_kind == "point" else end,
-                      payload, filled(len(start), "")), ctis, columns)
+                      payload, repeated(len(start), "")), ctis, columns)
 
 
 def known_columns(pdf: pd.DataFrame, kept: np.ndarray) -> dict[str, pa.Array]:

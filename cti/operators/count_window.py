@@ -146,7 +146,7 @@ def count_window(node: plan.CountWindow, chunk: Chunk, state: CountState,
     is_new = (starts.place >= n - 1) & (starts.time >= state.cti)
     out = frame.empty()
     if is_new.any():
-        ev = frame.make(frame.filled(len(taken), "interval"), taken["start"].to_numpy(),
+        ev = frame.make(frame.repeated(len(taken), "interval"), taken["start"].to_numpy(),
                         taken["end"].to_numpy(), taken["payload"].to_numpy(object),
                         taken["key"].to_numpy(object))
         key_of_k = pd.Categorical.from_codes(starts.key, keys)  # (texts once per key)
@@ -161,9 +161,9 @@ def count_window(node: plan.CountWindow, chunk: Chunk, state: CountState,
         kk, key_of, payloads = got
         ends = starts.time[kk] + 1
         # (right under a group_by, whose ungrouping leaves every key empty: empty already)
-        key_of = frame.filled(len(kk), "") if group_field is not None else np.asarray(
+        key_of = frame.repeated(len(kk), "") if group_field is not None else np.asarray(
             key_of, object)
-        out = frame.make(frame.filled(len(kk), "point"), ends, ends + 1, payloads, key_of)
+        out = frame.make(frame.repeated(len(kk), "point"), ends, ends + 1, payloads, key_of)
     if c == MAX_TIME:
         state.held = _no_rows()
     else:  # a key's last n - 1 distinct starts before c begin its next windows

@@ -131,7 +131,7 @@ class QueryMachine:
         if not len(res):
             return res
         if id(node.body) in self.group_field_of:
-            res["key"] = pd.Series(frame.filled(len(res), ""), index=res.index, copy=False)
+            res["key"] = pd.Series(frame.repeated(len(res), ""), index=res.index, copy=False)
             return res
         pays, keys = [], []
         res = frame.plain_texts(res)

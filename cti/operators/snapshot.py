@@ -225,11 +225,13 @@ def _bounds_by_time(b_of: np.ndarray, time: np.ndarray) -> np.ndarray:
 
 
 def _boundaries(codes: np.ndarray, times: np.ndarray, n_keys: int
-                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The boundaries of rows with key ``codes`` and endpoints ``times`` (their starts, then
     their ends): each endpoint's boundary number (the boundaries: the distinct (key, time)
-    pairs, by key, then time), each boundary's time, each key's number of boundaries, and
-    the boundaries' numbers in time order."""
+    pairs, by key, then time), each boundary's time, each key's number of boundaries, how
+    many rows hold the window from each boundary to the next (the starts less the ends up to
+    it, summed along the sorted endpoints: a row's two share its key), and the boundaries'
+    numbers in time order."""
     pairs = 2 * np.bincount(codes, minlength=n_keys)
     by_time, order = _sorted_by_key_time(np.concatenate([codes, codes]), times)
     t_sorted = times[order]
@@ -244,7 +246,9 @@ def _boundaries(codes: np.ndarray, times: np.ndarray, n_keys: int
     per_key = np.zeros(n_keys, np.int64)
     per_key[pairs > 0] = number[firsts + pairs[pairs > 0] - 1] - number[firsts] + 1
     time = t_sorted[new]
-    return b_of, time, per_key, _bounds_by_time(b_of[by_time], time)
+    last = np.flatnonzero(np.append(new[1:], len(new) > 0))  # (each boundary's last endpoint)
+    cover = np.cumsum(np.where(order < len(codes), 1, -1))[last]
+    return b_of, time, per_key, cover, _bounds_by_time(b_of[by_time], time)
 
 
 def _cut(held: pd.DataFrame, table: KeyTable, c: int) -> _Cut:
@@ -256,18 +260,19 @@ def _cut(held: pd.DataFrame, table: KeyTable, c: int) -> _Cut:
     keys[:] = table.keys
     lo, end = held["lo"].to_numpy()[at], held["end"].to_numpy()[at]
     m = len(at)
-    b_of, time, per_key, by_time = _boundaries(key_codes, np.concatenate([lo, end]),
-                                               len(keys))
+    b_of, time, per_key, cover, by_time = _boundaries(key_codes, np.concatenate([lo, end]),
+                                                      len(keys))
     i_lo, i_end = b_of[:m], b_of[m:]
     b_key = np.repeat(np.arange(len(keys)), per_key)
     # each key's last boundary at or before c: its first one, plus how many it has by c, - 1
     first_of_key = np.cumsum(per_key) - per_key
-    by_c = np.bincount(b_key[time <= c], minlength=len(keys))
+    # (each key's times rise: a reduction of each key's run, not a count of each boundary)
+    by_c, has = np.zeros(len(keys), np.int64), per_key > 0
+    if has.any():
+        by_c[has] = np.add.reduceat(time <= c, first_of_key[has], dtype=np.int64)
     floors = np.where(by_c > 0, first_of_key + by_c - 1, -1)
     known_end = np.zeros(len(time), bool)
     known_end[i_end[held["known"].to_numpy()[at]]] = True
-    n = len(time)
-    cover = np.cumsum(np.bincount(i_lo, minlength=n) - np.bincount(i_end, minlength=n))
     return _Cut(at, key_codes, keys, i_lo, i_end, floors, time, b_key, known_end, cover,
                 *_holding(cover, b_key, by_time, time))
 
@@ -285,7 +290,7 @@ def _holding(cover: np.ndarray, b_key: np.ndarray, by_time: np.ndarray, time: np
 def _members(held: pd.DataFrame, cut: _Cut) -> pd.DataFrame:
     """The held rows the cut takes, as intervals: the members of its windows."""
     taken = held.iloc[cut.at]
-    return frame.make(frame.filled(len(taken), "interval"), taken["start"].to_numpy(),
+    return frame.make(frame.repeated(len(taken), "interval"), taken["start"].to_numpy(),
                       taken["end"].to_numpy(), taken["payload"].to_numpy(object),
                       cut.keys[cut.key_codes])
 
@@ -327,11 +332,11 @@ def _emit(node: plan.SnapshotWindow, held: pd.DataFrame, cut: _Cut, c: int,
     # (the windows emitted, as given: their ends found already)
     starts, ends = cut.time[kk], cut.ends[ending] if kk is done else cut.time[kk + 1]
     # (right under a group_by, whose ungrouping leaves every key empty: empty already)
-    key_of = frame.filled(len(kk), "") if group_field is not None else np.asarray(key_of,
+    key_of = frame.repeated(len(kk), "") if group_field is not None else np.asarray(key_of,
                                                                                  object)
     if node.output_policy is plan.WindowOutputPolicy.CLIP_TO_WINDOW_END:
-        return frame.make(frame.filled(len(kk), "interval"), starts, ends, payloads, key_of)
-    return frame.make(frame.filled(len(kk), "point"), ends, ends + 1, payloads, key_of)
+        return frame.make(frame.repeated(len(kk), "interval"), starts, ends, payloads, key_of)
+    return frame.make(frame.repeated(len(kk), "point"), ends, ends + 1, payloads, key_of)
 
 
 def _out_ctis(cut: _Cut, ctis: list[int], tags: list[int], after: int

@@ -131,7 +131,7 @@ def _as_intervals(chunk: Chunk, start: np.ndarray, duration: Any,
                                        chunk.events if keep is None else chunk.events[keep])
     end = durations.ends(start, duration)
     payload, key = (ev[c] if keep is None else ev[c][keep] for c in ("payload", "key"))
-    return Chunk(frame.make(frame.filled(len(start), "interval"), start, end, payload, key),
+    return Chunk(frame.make(frame.repeated(len(start), "interval"), start, end, payload, key),
                  ctis[0], chunk.columns if keep is None else chunk.taken(keep), tags=ctis[1])
 
 

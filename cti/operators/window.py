@@ -351,7 +351,7 @@ def _emit(node: plan.Window, state: dict[str, Any], done: int | None,
                         p[name] = _computed(node, name, agg, texts)
             payloads.append(payload_to_json(p))
     if keys is None:
-        keys = frame.filled(len(out), "")
+        keys = frame.repeated(len(out), "")
     if node.output_policy is plan.WindowOutputPolicy.CLIP_TO_WINDOW_END:
         return frame.make(["interval"] * len(out), starts, ends, payloads, keys)
     return frame.make(["point"] * len(out), ends, ends + 1, payloads, keys)
