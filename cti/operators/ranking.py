@@ -17,7 +17,7 @@ on the fields before (that sort raises ``CtiError`` naming the field, as before)
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -112,8 +112,66 @@ def stacked(blocks: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def taken(members: dict[str, Any], rows: np.ndarray) -> dict[str, Any]:
+class StackedMembers(Mapping[str, Any]):
+    """Blocks of members one under the other (of each, the members where its mask holds, or
+    all where it is None), each column stacked when first read: the ranking reads the
+    columns it orders by for every member, the rest (keys, lifetimes, payloads) only for
+    those that can rank (``taken``), so the members of the windows a step completes are not
+    copied whole."""
+
+    def __init__(self, blocks: list[dict[str, Any]], masks: list[np.ndarray | None]) -> None:
+        tables = [b.get("columns") for b in blocks]
+        if not all(t is not None and t.schema.equals(tables[0].schema) for t in tables):
+            blocks = [with_texts(b) for b in blocks]  # (as ``stacked``: texts for all)
+        self.blocks, self.masks = blocks, masks
+        self.sizes = [len(b["k"]) if m is None else int(np.count_nonzero(m))
+                      for b, m in zip(blocks, masks, strict=True)]
+        self._stacked: dict[str, Any] = {}
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self._stacked:
+            self._stacked[name] = self._part(name, self.masks)
+        return self._stacked[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.blocks[0]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.blocks[0])
+
+    def __len__(self) -> int:
+        return len(self.blocks[0])
+
+    def taken(self, rows: np.ndarray) -> dict[str, Any]:
+        """The members at ``rows`` (positions or a mask), each column taken from its
+        blocks."""
+        at = np.flatnonzero(rows) if rows.dtype == bool else np.asarray(rows, np.int64)
+        if len(at) and (np.diff(at) < 0).any():  # (not rising: taken from the stack)
+            return taken(dict(self.items()), rows)
+        bounds = np.cumsum([0, *self.sizes])
+        cuts = np.searchsorted(at, bounds)
+        local = [at[a:b] - bounds[i] if m is None else np.flatnonzero(m)[at[a:b] - bounds[i]]
+                 for i, (m, a, b) in enumerate(zip(self.masks, cuts[:-1], cuts[1:],
+                                                   strict=True))]
+        return {name: self._part(name, local) for name in self}
+
+    def _part(self, name: str, rows: Sequence[np.ndarray | None]) -> Any:
+        """Column ``name`` of the blocks' members at ``rows`` (each block's: a mask,
+        positions, or None for all), stacked."""
+        if name == "columns":
+            return pa.concat_tables([
+                t if r is None else t.filter(pa.array(r)) if r.dtype == bool else
+                t.take(pa.array(r)) for t, r in zip((b["columns"] for b in self.blocks), rows,
+                                                    strict=True)])
+        parts = [b[name] if r is None else b[name][r]
+                 for b, r in zip(self.blocks, rows, strict=True)]
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+def taken(members: dict[str, Any] | StackedMembers, rows: np.ndarray) -> dict[str, Any]:
     """The members at ``rows`` (positions or a mask)."""
+    if isinstance(members, StackedMembers):
+        return members.taken(rows)
     out = {c: v[rows] for c, v in members.items() if c != "columns"}
     if "columns" in members:
         columns = members["columns"]  # (a mask: Arrow's filter, faster than a take)

@@ -13,6 +13,7 @@ edge does not produce windows forever.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -162,25 +163,30 @@ def _members(node: plan.Window, ev: pd.DataFrame, rows: np.ndarray, ks: np.ndarr
     return got | {name: column[rows] for name, column in values.items()}
 
 
-def taken_members(state: dict[str, Any], done: int | None) -> dict[str, np.ndarray]:
+def taken_members(state: dict[str, Any], done: int | None) -> Mapping[str, Any]:
     """The kept members (``_members``) of the windows k <= ``done`` (all: None), taken out
     of ``state``: block by block, so a block wholly ready or wholly not is not copied (the
     members of later windows stay where they are, in at most ``_MEMBER_BLOCKS`` blocks)."""
     blocks = state.get("members") or []
     if any("hash" not in b for b in blocks):  # (a state's blocks written before hashes)
         blocks = [{c: v for c, v in b.items() if c != "hash"} for b in blocks]
-    ready, rest = [], []
+    ready, masks, rest = [], [], []
     for block in blocks:
         mask = np.ones(len(block["k"]), bool) if done is None else block["k"] <= done
         if mask.all():
             ready.append(block)
+            masks.append(None)
         elif not mask.any():
             rest.append(block)
-        else:
-            ready.append(ranking.taken(block, mask))
+        else:  # (the ready members read where they lie: ``StackedMembers``)
+            ready.append(block)
+            masks.append(mask)
             rest.append(ranking.taken(block, ~mask))
     state["members"] = rest if len(rest) <= _MEMBER_BLOCKS else [ranking.stacked(rest)]
-    return ranking.stacked(ready) if ready else {"k": np.empty(0, np.int64)}
+    if not ready:
+        return {"k": np.empty(0, np.int64)}
+    return ready[0] if len(ready) == 1 and masks[0] is None else ranking.StackedMembers(
+        ready, masks)
 
 
 _MEMBER_BLOCKS = 8  # (more blocks of later windows' members are stacked into one)
