@@ -66,14 +66,11 @@ def repeated(n: int, value: str | None) -> np.ndarray:
     written afresh each step; ``filled`` for one to write into."""
     have = _REPEATED.get(value)
     if have is None or len(have) < n:
-        if n > _REPEATED_MOST:
-            have = filled(n, value)
-            have.flags.writeable = False
-            return have
-        have = filled(min(max(n, 2 * len(have) if have is not None else 0), _REPEATED_MOST),
-                      value)
+        grown = min(2 * len(have), _REPEATED_MOST) if have is not None else 0
+        have = filled(max(n, grown), value)
         have.flags.writeable = False
-        _REPEATED[value] = have
+        if len(have) <= _REPEATED_MOST:  # (a longer one is this caller's alone)
+            _REPEATED[value] = have
     return have[:n]
 
 
@@ -223,21 +220,33 @@ def take_few(data: pa.Table | pa.ChunkedArray, at: np.ndarray
     column = data.column(0) if isinstance(data, pa.Table) else data
     if not isinstance(column, pa.ChunkedArray) or column.num_chunks < 2 or not len(at):
         return data.take(at)
-    lengths = np.asarray([len(c) for c in column.chunks])
+    lengths = [len(c) for c in column.chunks]
     firsts = np.cumsum(lengths) - lengths
-    which = np.searchsorted(firsts, at, side="right") - 1  # (each row's chunk)
-    by_chunk = np.argsort(which, kind="stable")
-    chunk_of = which[by_chunk]
-    local = at[by_chunk] - firsts[chunk_of]  # (each row's place in its chunk)
-    cuts = np.searchsorted(chunk_of, np.arange(len(lengths) + 1))
-    bounds = zip(cuts[:-1].tolist(), cuts[1:].tolist(), strict=True)
-    parts = [data.slice(int(firsts[i]), int(lengths[i])).take(pa.array(local[a:b]))
-             for i, (a, b) in enumerate(bounds) if b > a]
+    local, back = positions_in_parts(lengths, at)
+    parts = [data.slice(int(firsts[i]), lengths[i]).take(pa.array(rows))
+             for i, rows in enumerate(local) if len(rows)]
     joined = pa.concat_tables(parts) if isinstance(data, pa.Table) else pa.chunked_array(
         parts, type=column.type)
-    back = np.empty(len(at), np.int64)
-    back[by_chunk] = np.arange(len(at))
-    return joined.take(pa.array(back))
+    return joined if back is None else joined.take(pa.array(back))
+
+
+def positions_in_parts(lengths: Sequence[int], at: np.ndarray
+                       ) -> tuple[list[np.ndarray], np.ndarray | None]:
+    """Rows ``at`` of parts of these ``lengths`` laid one after the other: each part's rows
+    as its own positions (in ``at``'s order among them), and the order that puts the rows,
+    taken part after part, back in ``at``'s (None where they come so: each row's part no
+    earlier than the one before's)."""
+    firsts = np.cumsum(lengths) - lengths
+    which = np.searchsorted(firsts, at, side="right") - 1  # (each row's part)
+    back = None
+    if len(at) and (np.diff(which) < 0).any():
+        by_part = np.argsort(which, kind="stable")
+        back = np.empty(len(at), np.int64)
+        back[by_part] = np.arange(len(at))
+        at, which = at[by_part], which[by_part]
+    local = at - firsts[which]  # (each row's place in its part)
+    cuts = np.searchsorted(which, np.arange(len(lengths) + 1)).tolist()
+    return [local[a:b] for a, b in zip(cuts[:-1], cuts[1:], strict=True)], back
 
 
 def stable_order(values: np.ndarray) -> np.ndarray:

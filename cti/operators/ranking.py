@@ -146,14 +146,14 @@ class StackedMembers(Mapping[str, Any]):
         """The members at ``rows`` (positions or a mask), each column taken from its
         blocks."""
         at = np.flatnonzero(rows) if rows.dtype == bool else np.asarray(rows, np.int64)
-        if len(at) and (np.diff(at) < 0).any():  # (not rising: taken from the stack)
-            return taken(dict(self.items()), rows)
-        bounds = np.cumsum([0, *self.sizes])
-        cuts = np.searchsorted(at, bounds)
-        local = [at[a:b] - bounds[i] if m is None else np.flatnonzero(m)[at[a:b] - bounds[i]]
-                 for i, (m, a, b) in enumerate(zip(self.masks, cuts[:-1], cuts[1:],
-                                                   strict=True))]
-        return {name: self._part(name, local) for name in self}
+        local, back = frame.positions_in_parts(self.sizes, at)
+        local = [r if m is None else np.flatnonzero(m)[r]
+                 for r, m in zip(local, self.masks, strict=True)]
+        got = {name: self._part(name, local) for name in self}
+        if back is None:
+            return got
+        return {name: v.take(pa.array(back)) if name == "columns" else v[back]
+                for name, v in got.items()}
 
     def _part(self, name: str, rows: Sequence[np.ndarray | None]) -> Any:
         """Column ``name`` of the blocks' members at ``rows`` (each block's: a mask,

@@ -158,8 +158,8 @@ def to_point(node: plan.ToPointEventStream, chunk: Chunk) -> Chunk:
     ev = chunk.raw_events
     keep = ev["kind"].to_numpy() != "edge_end"
     start = ev["start"].to_numpy()[keep]
-    return Chunk(frame.make(["point"] * int(keep.sum()), start, start + 1, ev["payload"][keep],
-                            ev["key"][keep]), chunk.ctis, chunk.taken(keep),
+    return Chunk(frame.make(frame.repeated(len(start), "point"), start, start + 1,
+                            ev["payload"][keep], ev["key"][keep]), chunk.ctis, chunk.taken(keep),
                  tags=chunk.tags)
 
 

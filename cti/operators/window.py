@@ -359,8 +359,8 @@ def _emit(node: plan.Window, state: dict[str, Any], done: int | None,
     if keys is None:
         keys = frame.repeated(len(out), "")
     if node.output_policy is plan.WindowOutputPolicy.CLIP_TO_WINDOW_END:
-        return frame.make(["interval"] * len(out), starts, ends, payloads, keys)
-    return frame.make(["point"] * len(out), ends, ends + 1, payloads, keys)
+        return frame.make(frame.repeated(len(out), "interval"), starts, ends, payloads, keys)
+    return frame.make(frame.repeated(len(out), "point"), ends, ends + 1, payloads, keys)
 
 
 def _by_key_text(out: pd.DataFrame) -> pd.DataFrame:
