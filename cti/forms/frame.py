@@ -74,6 +74,19 @@ def repeated(n: int, value: str | None) -> np.ndarray:
     return have[:n]
 
 
+def _repeated_value(columns: list[Any]) -> tuple[bool, Any]:
+    """Whether these columns hold nothing but one value that ``repeated`` keeps (some of them
+    views into its array, the rest equal to it: a few rows copied from one), and that value."""
+    views = [c for c in columns if isinstance(c, np.ndarray) and c.base is not None
+             and not c.flags.writeable]
+    found = [v for v, have in _REPEATED.items() if all(c.base is have for c in views)]
+    if not views or not found:
+        return False, None
+    rest = [c for c in columns if not any(c is v for v in views)]
+    return all(isinstance(c, np.ndarray) and c.dtype == object and bool((c == found[0]).all())
+               for c in rest), found[0]
+
+
 def make(kind: Iterable[str], start: Iterable[int], end: Iterable[int],
          payload: Iterable[str], key: Iterable[str]) -> pd.DataFrame:
     """A frame of these columns; numpy arrays become its columns as they are (no copy)."""
@@ -173,6 +186,9 @@ def _stacked(columns: list[Any]) -> Any:
     (Arrow unifies their dictionaries: a window's repeated texts not written out), else a
     numpy array."""
     if not any(isinstance(c, pd.arrays.ArrowExtensionArray) for c in columns):
+        constant, value = _repeated_value(columns)
+        if constant:  # (an event kind or an empty key: one view, not a column written)
+            return repeated(sum(len(c) for c in columns), value)
         return np.concatenate([c if isinstance(c, np.ndarray) else c.to_numpy()
                                for c in columns])
     texts = [_texts(c, encoded=True) for c in columns]
@@ -251,10 +267,33 @@ def positions_in_parts(lengths: Sequence[int], at: np.ndarray
 
 def stable_order(values: np.ndarray) -> np.ndarray:
     """``argsort(values, kind="stable")`` (numpy's radix sort of integers), by one of 32-bit
-    offsets where the values span less than 2**32: half the passes of one over 64 bits."""
+    offsets where the values span less than 2**32: half the passes of one over 64 bits; of
+    values that rise but for at most one fall (a step's results, then its CTIs), the two runs
+    merged by a search."""
+    falls = values[1:] < values[:-1]
+    if np.count_nonzero(falls) <= 1:
+        cut = int(np.argmax(falls)) + 1 if falls.any() else len(values)
+        if len(values) - cut <= _MERGED_MOST:
+            return _merged(values, cut)
     if len(values) and int(values.max()) - int(values.min()) < 1 << 32:
         return np.argsort((values - values.min()).astype(np.uint32), kind="stable")
     return np.argsort(values, kind="stable")
+
+
+_MERGED_MOST = 4096  # (the longest second run ``stable_order`` merges by a search)
+
+
+def _merged(values: np.ndarray, cut: int) -> np.ndarray:
+    """The stable order of two rising runs of ``values``, split at ``cut``: each row of the
+    second (few) after the rows of the first no greater than it, the first's stretches
+    between them as they lie."""
+    at = np.searchsorted(values[:cut], values[cut:], side="right").tolist()
+    rows, pieces, last = np.arange(len(values)), [], 0
+    for i, a in enumerate(at, cut):
+        pieces += [rows[last:a], rows[i:i + 1]]
+        last = a
+    pieces.append(rows[last:cut])
+    return np.concatenate(pieces)
 
 
 def tie_runs(tied: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -302,9 +341,11 @@ def payload_frame(texts: np.ndarray, columns: dict[str, pa.Array] | None = None
         try:
             table = pa_json.read_json(io.BytesIO(lines))
             timed = [f.name for f in table.schema if pa.types.is_timestamp(f.type)]
-            if timed:  # (Arrow reads ISO-like strings as times; ``json.loads`` does not)
+            if timed:  # (Arrow reads ISO-like strings as times; ``json.loads`` does not;
+                # the fields given a type come first in what it reads: put back in place)
                 table = pa_json.read_json(io.BytesIO(lines), parse_options=pa_json.ParseOptions(
-                    explicit_schema=pa.schema([(name, pa.string()) for name in timed])))
+                    explicit_schema=pa.schema([(name, pa.string()) for name in timed]))
+                ).select(table.column_names)
         except pa.ArrowInvalid:  # (a field of two types)
             table = None
         if table is not None and table.num_rows == n and not any(

@@ -130,9 +130,14 @@ class QueryMachine:
         writes the value into its payloads itself (column-wise), so only the key changes."""
         if not len(res):
             return res
-        if id(node.body) in self.group_field_of:
-            res["key"] = pd.Series(frame.repeated(len(res), ""), index=res.index, copy=False)
-            return res
+        if id(node.body) in self.group_field_of:  # (a frame made anew: pandas copies a
+            # column set into one, and the empty keys stay a view of ``frame.repeated``)
+            names = list(res.columns)
+            columns = dict(zip(names, frame.column_arrays(res, names), strict=True))
+            columns["key"] = frame.repeated(len(res), "")
+            out = frame.framed(columns)
+            out.index = res.index
+            return out
         pays, keys = [], []
         res = frame.plain_texts(res)
         for k, p in zip(res["key"], res["payload"], strict=True):

@@ -355,17 +355,25 @@ def deliver(adapter: Any, rows: pd.DataFrame | pa.Table, batch_id: int,
 
 
 def _taken(table: pa.Table, order: np.ndarray) -> pa.Table:
-    """``table.take(order)`` (in one chunk), as a copy of each stretch of rows ``order``
-    takes in a row where it takes them in few (rows in output order already but for the CTIs
-    among them: a window's TopK results) rather than a gather of each row."""
-    starts = np.flatnonzero(np.diff(order) != 1) + 1
+    """``table.take(order)``: where ``order`` takes the rows in few stretches of rows in a row
+    (rows in output order already but for the CTIs among them: a window's results), the
+    stretches as they lie, a chunk each (no row copied: the rows of a step's millions of
+    results are not written again); else one chunk gathered row by row."""
+    batches = table.to_batches()
+    firsts = np.cumsum([0] + [b.num_rows for b in batches])
+    # (a stretch ends where the rows taken stop being in a row, or at the end of a chunk)
+    breaks = np.diff(order) != 1
+    breaks |= np.isin(order[1:], firsts[1:-1])
+    starts = np.flatnonzero(breaks) + 1
     if not len(order) or len(starts) > len(order) // 256 or any(
             pa.types.is_dictionary(t) for t in table.schema.types):  # (a dictionary: taken)
         return table.combine_chunks().take(order)
-    ends = np.append(starts, len(order))
-    starts = np.insert(starts, 0, 0)
-    return pa.concat_tables([table.slice(int(order[a]), int(b - a)) for a, b in zip(
-        starts.tolist(), ends.tolist(), strict=True)]).combine_chunks()
+    at = order[np.insert(starts, 0, 0)]
+    which = np.searchsorted(firsts, at, side="right") - 1
+    return pa.Table.from_batches([batches[b].slice(first, n) for b, first, n in zip(
+        which.tolist(), (at - firsts[which]).tolist(),
+        np.diff(np.append(np.insert(starts, 0, 0), len(order))).tolist(), strict=True)],
+        schema=table.schema)
 
 
 COLUMNS = ("release", "kind", "start", "end", "payload")
