@@ -74,6 +74,23 @@ def repeated(n: int, value: str | None) -> np.ndarray:
     return have[:n]
 
 
+_REPEATED_TEXTS: dict[str, pa.Array] = {}
+_REPEATED_TEXTS_MOST = 1 << 20  # (rows of the longest kept: 4 MiB of offsets, a value each)
+
+
+def repeated_text(n: int, value: str) -> pa.Array:
+    """An Arrow string array of ``n`` times ``value`` (an output row's kind): a slice of one
+    kept per value, as ``repeated`` keeps its object arrays (Arrow arrays cannot be written
+    into), so a step's millions of results do not write their kind afresh."""
+    have = _REPEATED_TEXTS.get(value)
+    if have is None or len(have) < n:
+        grown = min(2 * len(have), _REPEATED_TEXTS_MOST) if have is not None else 0
+        have = pa.repeat(pa.scalar(value, pa.string()), max(n, grown))
+        if len(have) <= _REPEATED_TEXTS_MOST:
+            _REPEATED_TEXTS[value] = have
+    return have.slice(0, n)
+
+
 def _repeated_value(columns: list[Any]) -> tuple[bool, Any]:
     """Whether these columns hold nothing but one value that ``repeated`` keeps (some of them
     views into its array, the rest equal to it: a few rows copied from one), and that value."""

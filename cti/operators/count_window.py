@@ -149,7 +149,8 @@ def count_window(node: plan.CountWindow, chunk: Chunk, state: CountState,
         ev = frame.make(frame.repeated(len(taken), "interval"), taken["start"].to_numpy(),
                         taken["end"].to_numpy(), taken["payload"].to_numpy(object),
                         taken["key"].to_numpy(object))
-        key_of_k = pd.Categorical.from_codes(starts.key, keys)  # (texts once per key)
+        # (texts once per key; the codes are the keys' places)
+        key_of_k = pd.Categorical.from_codes(starts.key, keys, validate=False)
         got = window_members.aggregated_by_cover(node, ev, t, past, np.flatnonzero(is_new),
                                                  key_of_k, group_field)
         if got is None:

@@ -238,5 +238,5 @@ def _rows(events: pd.DataFrame, mask: np.ndarray) -> pd.DataFrame:
 
 def _with_release(events: pd.DataFrame, release: np.ndarray) -> pd.DataFrame:
     events = events.copy(deep=False)  # (a column added: the others shared)
-    events["release"] = release.astype(np.int64)
+    events["release"] = release.astype(np.int64, copy=False)
     return events

@@ -33,8 +33,8 @@ def step_table(events: pd.DataFrame, ctis: Sequence[int], kind: str | None = Non
     payloads that come dictionary-encoded stay so (``frame.arrow_texts``; the table then
     has that payload type), for a packer that keeps them so (``packing.pack_rows``)."""
     c = pa.array(np.asarray(ctis, np.int64))
-    kinds = _kind_texts(events["kind"].to_numpy(object)) if kind is None else pa.repeat(
-        pa.scalar(kind, pa.string()), len(events))
+    kinds = _kind_texts(events["kind"].to_numpy(object)) if kind is None else \
+        frame.repeated_text(len(events), kind)
     payloads = arrow_texts(events["payload"], encoded)
     schema = OUTPUT_ARROW if payloads.type == pa.string() else OUTPUT_ARROW.set(
         4, pa.field("payload", payloads.type))
@@ -42,7 +42,7 @@ def step_table(events: pd.DataFrame, ctis: Sequence[int], kind: str | None = Non
         pa.record_batch([pa.array(events["release"].to_numpy(np.int64)), kinds,
                          pa.array(events["start"].to_numpy(np.int64)),
                          pa.array(events["end"].to_numpy(np.int64)), payloads], schema=schema),
-        pa.record_batch([c, pa.repeat(pa.scalar("cti"), len(c)), c, c,
+        pa.record_batch([c, frame.repeated_text(len(c), "cti"), c, c,
                          pa.nulls(len(c), payloads.type)], schema=schema)])
 
 
@@ -50,7 +50,7 @@ def _kind_texts(kinds: np.ndarray) -> pa.Array:
     """The kinds as Arrow strings: one repeated where they are all one (a window's results:
     no Arrow string made from each of millions of Python ones)."""
     if len(kinds) and (kinds == kinds[0]).all():
-        return pa.repeat(pa.scalar(kinds[0], pa.string()), len(kinds))
+        return frame.repeated_text(len(kinds), kinds[0])
     return pa.array(kinds, pa.string())
 
 
@@ -359,6 +359,7 @@ def _taken(table: pa.Table, order: np.ndarray) -> pa.Table:
     (rows in output order already but for the CTIs among them: a window's results), the
     stretches as they lie, a chunk each (no row copied: the rows of a step's millions of
     results are not written again); else one chunk gathered row by row."""
+    order = order.astype(np.int64, copy=False)  # (Arrow's sort gives unsigned positions)
     batches = table.to_batches()
     firsts = np.cumsum([0] + [b.num_rows for b in batches])
     # (a stretch ends where the rows taken stop being in a row, or at the end of a chunk)

@@ -247,7 +247,9 @@ def _boundaries(codes: np.ndarray, times: np.ndarray, n_keys: int
     per_key[pairs > 0] = number[firsts + pairs[pairs > 0] - 1] - number[firsts] + 1
     time = t_sorted[new]
     last = np.flatnonzero(np.append(new[1:], len(new) > 0))  # (each boundary's last endpoint)
-    cover = np.cumsum(np.where(order < len(codes), 1, -1))[last]
+    # (the starts less the ends up to each: twice the starts, less the endpoints)
+    starts = np.cumsum(order < len(codes), dtype=np.int32 if len(order) < 1 << 30 else np.int64)
+    cover = 2 * starts[last] - (last + 1)
     return b_of, time, per_key, cover, _bounds_by_time(b_of[by_time], time)
 
 
@@ -255,10 +257,11 @@ def _cut(held: pd.DataFrame, table: KeyTable, c: int) -> _Cut:
     """The boundaries and windows of the held rows whose ``lo`` is before ``c`` (their keys
     by their codes in ``table``)."""
     at = np.flatnonzero(held["lo"].to_numpy() < c)
-    key_codes = held["code"].to_numpy()[at]
+    every = len(at) == len(held)  # (every row: its columns as they are, none gathered)
+    key_codes, lo, end = (held[name].to_numpy() if every else held[name].to_numpy()[at]
+                          for name in ("code", "lo", "end"))
     keys = frame.filled(len(table.keys), None)
     keys[:] = table.keys
-    lo, end = held["lo"].to_numpy()[at], held["end"].to_numpy()[at]
     m = len(at)
     b_of, time, per_key, cover, by_time = _boundaries(key_codes, np.concatenate([lo, end]),
                                                       len(keys))
@@ -272,7 +275,8 @@ def _cut(held: pd.DataFrame, table: KeyTable, c: int) -> _Cut:
         by_c[has] = np.add.reduceat(time <= c, first_of_key[has], dtype=np.int64)
     floors = np.where(by_c > 0, first_of_key + by_c - 1, -1)
     known_end = np.zeros(len(time), bool)
-    known_end[i_end[held["known"].to_numpy()[at]]] = True
+    known = held["known"].to_numpy()
+    known_end[i_end[known if every else known[at]]] = True
     return _Cut(at, key_codes, keys, i_lo, i_end, floors, time, b_key, known_end, cover,
                 *_holding(cover, b_key, by_time, time))
 
@@ -315,9 +319,9 @@ def _emit(node: plan.SnapshotWindow, held: pd.DataFrame, cut: _Cut, c: int,
     ev = _members(held, cut) if window_members.reads_payloads(node) else pd.DataFrame(
         index=pd.RangeIndex(len(cut.at)))
     lo = cut.i_lo
-    got = window_members.aggregated_by_cover(
-        node, ev, lo, cut.i_end, done, pd.Categorical.from_codes(cut.bound_key, cut.keys),
-        group_field, cut.cover)
+    by_key = pd.Categorical.from_codes(cut.bound_key, cut.keys, validate=False)  # (ours)
+    got = window_members.aggregated_by_cover(node, ev, lo, cut.i_end, done, by_key,
+                                             group_field, cut.cover)
     if got is None:
         hi = np.where(held["end"].to_numpy()[cut.at] <= c, cut.i_end,
                       cut.floors[cut.key_codes])
