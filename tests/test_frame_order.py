@@ -4,6 +4,7 @@ ties kept in place, over narrow and wide spans of values."""
 from __future__ import annotations
 
 import numpy as np
+import pyarrow as pa
 from budget import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -21,6 +22,36 @@ def test_orders_equal_numpys_stable_argsort(values, narrow):
         v = (1 << 40) + v % (narrow + 1)
     want = np.argsort(v, kind="stable")
     assert (frame.stable_order(v) == want).all()
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(first=st.lists(st.integers(0, 20), max_size=60),
+       second=st.lists(st.integers(0, 20), max_size=60), long_second=st.booleans())
+def test_two_rising_runs_merge_as_numpys_stable_argsort(first, second, long_second):
+    """Values that rise but for one fall (a step's results, then its CTIs) are merged by a
+    search: the same permutation as the stable sort, ties between the runs first-run first;
+    a second run longer than the merge takes is sorted as any other values are."""
+    tail = sorted(second) * (frame._MERGED_MOST // max(len(second), 1) + 1 if long_second
+                             and second else 1)
+    v = np.asarray(sorted(first) + tail, np.int64)
+    assert (frame.stable_order(v) == np.argsort(v, kind="stable")).all()
+
+
+def test_constant_columns_stack_as_views_and_others_as_copies():
+    """Columns of one value that ``frame.repeated`` keeps (kinds, empty keys) stack into a
+    view of it, also with a few rows of that value copied out (a release's held rows); a
+    column of another value, or one written into, is stacked as values."""
+    views = [frame.repeated(5, "interval"), frame.repeated(3, "interval")[1:]]
+    copied = frame.filled(2, "interval")
+    stacked = frame.stack([frame.framed({"kind": c}) for c in [*views, copied]])["kind"]
+    assert stacked.tolist() == ["interval"] * 9
+    assert not stacked.to_numpy().flags.writeable  # (a view: writing into it fails loudly)
+    mixed = frame.stack([frame.framed({"kind": views[0]}),
+                         frame.framed({"kind": frame.filled(2, "point")})])["kind"]
+    assert mixed.tolist() == ["interval"] * 5 + ["point"] * 2
+    assert mixed.to_numpy().flags.writeable
+    text = frame.repeated_text(4, "point")
+    assert text.to_pylist() == ["point"] * 4 and text.type == pa.string()
 
 
 @settings(max_examples=examples(200), deadline=None)
