@@ -87,16 +87,17 @@ def _starts(key_codes: np.ndarray, start: np.ndarray) -> _Starts:
 def _take_events(state: CountState, chunk: Chunk, lifetimes: bool, payloads: bool) -> None:
     """Points, intervals and edge starts join ``held`` (an edge end changes no membership);
     with ``lifetimes`` (a time-sensitive function sees them) an edge end also ends its start's
-    row. Without ``payloads`` or ``lifetimes`` (counts only), a payload held as typed columns
-    is not written as text: it stays null."""
-    ev = chunk.events if payloads or lifetimes else chunk.raw_events
+    row. Without ``payloads`` or ``lifetimes`` (counts only), nothing reads the payloads: they
+    are held as nulls (``frame.repeated``: no Python text made per row)."""
+    written = payloads or lifetimes
+    ev = chunk.events if written else chunk.raw_events
     if not len(ev):
         return
     is_end = ev["kind"].to_numpy() == "edge_end"
     new = ev[~is_end] if is_end.any() else ev
     rows = frame.framed({"key": new["key"].to_numpy(object), "start": new["start"].to_numpy(),
                          "end": new["end"].to_numpy(), "payload": new["payload"].to_numpy(
-                             object)})
+                             object) if written else frame.repeated(len(new), None)})
     state.held = frame.stack([state.held, rows]) if len(state.held) else rows
     if lifetimes and is_end.any():
         _close_edges(state, ev[is_end])

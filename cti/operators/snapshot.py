@@ -141,20 +141,22 @@ def _take_events(state: SnapshotState, chunk: Chunk, payloads: bool = True,
     kind = ev["kind"].to_numpy() if edges else None
     is_end = kind == "edge_end" if edges else np.zeros(len(ev), bool)
     is_start = kind == "edge_start" if edges else is_end
-    if payloads or is_end.any() or is_start.any():
+    written = payloads or is_end.any() or is_start.any()
+    if written:
         ev = chunk.events  # (the same rows)
     new = ~is_end if is_end.any() else None
     if new is None or new.any():
         _take_new(state, chunk, ev if new is None else ev[new],
-                  is_start if new is None else is_start[new], new)
+                  is_start if new is None else is_start[new], new, written)
     if is_end.any():
         _close_edges(state, ev[is_end])
 
 
 def _take_new(state: SnapshotState, chunk: Chunk, new: pd.DataFrame, is_start: np.ndarray,
-              at: np.ndarray | None) -> None:
+              at: np.ndarray | None, payloads: bool = True) -> None:
     """Rows for the chunk's events ``new`` (all but edge ends: the chunk's rows where ``at``
-    holds, or all of them), keyed by the state's key codes."""
+    holds, or all of them), keyed by the state's key codes; without ``payloads`` (nothing
+    reads them), their payloads held as nulls (``frame.repeated``: no column per step)."""
     ids = state.next_id + np.arange(len(new), dtype=np.int64)
     state.next_id += len(new)
     start, keys = new["start"].to_numpy(), new["key"].to_numpy(object)
@@ -162,7 +164,8 @@ def _take_new(state: SnapshotState, chunk: Chunk, new: pd.DataFrame, is_start: n
     codes = state.keys.codes(codes if at is None or chunk.keys is None else codes[at], values)
     rows = frame.framed({"id": ids, "code": codes, "start": start, "lo": start,
                          "end": np.where(is_start, MAX_TIME, new["end"].to_numpy()),
-                         "known": ~is_start, "payload": new["payload"].to_numpy(object)})
+                         "known": ~is_start, "payload": new["payload"].to_numpy(object)
+                         if payloads else frame.repeated(len(new), None)})
     for i in np.flatnonzero(is_start).tolist():
         open_edge(state.open, (int(start[i]), rows["payload"].iat[i], keys[i]), int(ids[i]))
     state.held = frame.stack([state.held, rows]) if len(state.held) else rows
