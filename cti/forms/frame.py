@@ -58,37 +58,41 @@ def filled(n: int, value: Any) -> np.ndarray:
 
 _REPEATED: dict[Any, np.ndarray] = {}
 _REPEATED_MOST = 1 << 22  # (rows of the longest kept: 32 MiB of pointers per value)
+_REPEATED_TEXTS: dict[str, pa.Array] = {}
+_REPEATED_TEXTS_MOST = 1 << 20  # (rows of the longest kept: 4 MiB of offsets, a value each)
 
 
 def repeated(n: int, value: str | None) -> np.ndarray:
     """A read-only object array of ``n`` times ``value`` (an event kind, an empty key): a view
     into one kept per value, so the constant columns of a step's millions of rows are not
     written afresh each step; ``filled`` for one to write into."""
-    have = _REPEATED.get(value)
-    if have is None or len(have) < n:
-        grown = min(2 * len(have), _REPEATED_MOST) if have is not None else 0
-        have = filled(max(n, grown), value)
-        have.flags.writeable = False
-        if len(have) <= _REPEATED_MOST:  # (a longer one is this caller's alone)
-            _REPEATED[value] = have
-    return have[:n]
-
-
-_REPEATED_TEXTS: dict[str, pa.Array] = {}
-_REPEATED_TEXTS_MOST = 1 << 20  # (rows of the longest kept: 4 MiB of offsets, a value each)
+    def made(size: int) -> np.ndarray:
+        out = filled(size, value)
+        out.flags.writeable = False
+        return out
+    return _kept(_REPEATED, _REPEATED_MOST, value, n, made)[:n]
 
 
 def repeated_text(n: int, value: str) -> pa.Array:
     """An Arrow string array of ``n`` times ``value`` (an output row's kind): a slice of one
-    kept per value, as ``repeated`` keeps its object arrays (Arrow arrays cannot be written
-    into), so a step's millions of results do not write their kind afresh."""
-    have = _REPEATED_TEXTS.get(value)
+    kept per value, as ``repeated`` keeps its object arrays, so a step's millions of results
+    do not write their kind afresh."""
+    return _kept(_REPEATED_TEXTS, _REPEATED_TEXTS_MOST, value, n,
+                 lambda size: pa.repeat(pa.scalar(value, pa.string()), size)).slice(0, n)
+
+
+def _kept(kept: dict[Any, Any], most: int, value: Any, n: int, made: Callable[[int], Any]
+          ) -> Any:
+    """The array of ``value`` kept in ``kept``, at least ``n`` long: made anew (``made`` of a
+    length) where it is shorter, at least twice as long up to ``most`` rows, and kept where
+    it is no longer than that (a longer one is this caller's alone)."""
+    have = kept.get(value)
     if have is None or len(have) < n:
-        grown = min(2 * len(have), _REPEATED_TEXTS_MOST) if have is not None else 0
-        have = pa.repeat(pa.scalar(value, pa.string()), max(n, grown))
-        if len(have) <= _REPEATED_TEXTS_MOST:
-            _REPEATED_TEXTS[value] = have
-    return have.slice(0, n)
+        grown = min(2 * len(have), most) if have is not None else 0
+        have = made(max(n, grown))
+        if len(have) <= most:
+            kept[value] = have
+    return have
 
 
 def _repeated_value(columns: list[Any]) -> tuple[bool, Any]:
@@ -269,17 +273,23 @@ def positions_in_parts(lengths: Sequence[int], at: np.ndarray
     as its own positions (in ``at``'s order among them), and the order that puts the rows,
     taken part after part, back in ``at``'s (None where they come so: each row's part no
     earlier than the one before's)."""
-    firsts = np.cumsum(lengths) - lengths
-    which = np.searchsorted(firsts, at, side="right") - 1  # (each row's part)
+    which, local = places_in_parts(lengths, at)
     back = None
     if len(at) and (np.diff(which) < 0).any():
         by_part = np.argsort(which, kind="stable")
         back = np.empty(len(at), np.int64)
         back[by_part] = np.arange(len(at))
-        at, which = at[by_part], which[by_part]
-    local = at - firsts[which]  # (each row's place in its part)
+        which, local = which[by_part], local[by_part]
     cuts = np.searchsorted(which, np.arange(len(lengths) + 1)).tolist()
     return [local[a:b] for a, b in zip(cuts[:-1], cuts[1:], strict=True)], back
+
+
+def places_in_parts(lengths: Sequence[int], at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each of rows ``at`` of parts of these ``lengths`` laid one after the other: its part
+    (a non-empty one) and its place in that part."""
+    firsts = np.cumsum(lengths) - lengths
+    which = np.searchsorted(firsts, at, side="right") - 1
+    return which, at - firsts[which]
 
 
 def stable_order(values: np.ndarray) -> np.ndarray:

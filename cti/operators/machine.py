@@ -121,8 +121,7 @@ class QueryMachine:
         for g in group_inputs:
             memo[id(g)] = Chunk(ev, chunk.ctis, columns, keys, chunk.tags)
         out = self._eval(node.body, chunks, memo)
-        return Chunk(self._ungroup(node, out.events.copy(deep=False)), out.ctis,
-                     tags=out.tags)  # (_ungroup replaces whole columns)
+        return Chunk(self._ungroup(node, out.events), out.ctis, tags=out.tags)
 
     def _ungroup(self, node: plan.GroupApply, res: pd.DataFrame) -> pd.DataFrame:
         """The group's value goes into each output payload (a payload that has the field keeps
@@ -139,7 +138,7 @@ class QueryMachine:
             out.index = res.index
             return out
         pays, keys = [], []
-        res = frame.plain_texts(res)
+        res = frame.plain_texts(res).copy(deep=False)  # (whole columns replaced below)
         for k, p in zip(res["key"], res["payload"], strict=True):
             parts = _key_list(k)
             pays.append(payload_to_json({node.key_name: parts[-1], **payload_from_json(p)}))

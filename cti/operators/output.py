@@ -361,20 +361,18 @@ def _taken(table: pa.Table, order: np.ndarray) -> pa.Table:
     results are not written again); else one chunk gathered row by row."""
     order = order.astype(np.int64, copy=False)  # (Arrow's sort gives unsigned positions)
     batches = table.to_batches()
-    firsts = np.cumsum([0] + [b.num_rows for b in batches])
+    lengths = [b.num_rows for b in batches]
     # (a stretch ends where the rows taken stop being in a row, or at the end of a chunk)
     breaks = np.diff(order) != 1
-    breaks |= np.isin(order[1:], firsts[1:-1])
-    starts = np.flatnonzero(breaks) + 1
-    if not len(order) or len(starts) > len(order) // 256 or any(
+    breaks |= np.isin(order[1:], np.cumsum(lengths)[:-1])
+    starts = np.insert(np.flatnonzero(breaks) + 1, 0, 0)
+    if not len(order) or len(starts) > len(order) // 256 + 1 or any(
             pa.types.is_dictionary(t) for t in table.schema.types):  # (a dictionary: taken)
         return table.combine_chunks().take(order)
-    at = order[np.insert(starts, 0, 0)]
-    which = np.searchsorted(firsts, at, side="right") - 1
-    return pa.Table.from_batches([batches[b].slice(first, n) for b, first, n in zip(
-        which.tolist(), (at - firsts[which]).tolist(),
-        np.diff(np.append(np.insert(starts, 0, 0), len(order))).tolist(), strict=True)],
-        schema=table.schema)
+    which, first = frame.places_in_parts(lengths, order[starts])
+    return pa.Table.from_batches([batches[b].slice(f, n) for b, f, n in zip(
+        which.tolist(), first.tolist(), np.diff(starts, append=len(order)).tolist(),
+        strict=True)], schema=table.schema)
 
 
 COLUMNS = ("release", "kind", "start", "end", "payload")
