@@ -60,13 +60,17 @@ def test_constant_columns_stack_as_views_and_others_as_copies():
 def test_a_snapshots_endpoints_sort_as_numpys_stable_argsort(starts, data, constant):
     """The snapshot's endpoints (the rows' starts, then their ends) by time: the same
     permutation as numpy's stable sort, where the ends come in the starts' order (one
-    duration: ties between rows alike) and where they do not (an edge still open ends at
+    duration: ties between rows alike) but for the first rows (held from the step before,
+    their starts raised to the cut), and where they do not (an edge still open ends at
     MAX_TIME)."""
     from cti.operators.snapshot import _endpoints_by_time
 
     lo = np.asarray(starts, np.int64)
     if constant:
         end = lo + 5
+        # (rows held from the step before: their lo raised to the cut, their ends not)
+        lo = np.maximum(lo, np.where(np.arange(len(lo)) < data.draw(
+            st.integers(0, len(lo))), data.draw(st.integers(0, 12)), 0))
     else:
         end = lo + np.asarray(data.draw(st.lists(st.sampled_from([1, 2, 7, (1 << 63) - 20]),
                                                  min_size=len(lo), max_size=len(lo))),
@@ -74,6 +78,28 @@ def test_a_snapshots_endpoints_sort_as_numpys_stable_argsort(starts, data, const
         end = np.where(end < lo, np.iinfo(np.int64).max, end)
     times = np.concatenate([lo, end])
     assert (_endpoints_by_time(times) == np.argsort(times, kind="stable")).all()
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(values=st.lists(st.integers(0, 12), max_size=50), data=st.data())
+def test_an_order_from_one_that_nearly_sorts_is_numpys_stable_argsort(values, data):
+    """``frame.stable_order_near``: from an order that sorts the values but for some rows
+    (the snapshot's ends in its starts' order, its held rows' starts raised), from another
+    value's stable order, or from any permutation: numpy's stable sort, ties by position."""
+    v = np.asarray(values, np.int64)
+    how = data.draw(st.sampled_from(["moved", "other", "any"]))
+    if how == "moved":  # (the first rows' values raised: out of place in the order)
+        raised = v.copy()
+        raised[:data.draw(st.integers(0, len(v)))] += data.draw(st.integers(0, 6))
+        near = np.argsort(v, kind="stable")
+        v = raised
+    elif how == "other":
+        near = np.argsort(np.asarray(data.draw(st.lists(st.integers(0, 5), min_size=len(v),
+                                                        max_size=len(v))), np.int64),
+                          kind="stable")
+    else:
+        near = np.asarray(data.draw(st.permutations(range(len(v)))), np.int64)
+    assert (frame.stable_order_near(v, near) == np.argsort(v, kind="stable")).all()
 
 
 @settings(max_examples=examples(100), deadline=None)

@@ -307,6 +307,23 @@ def stable_order(values: np.ndarray) -> np.ndarray:
     return np.argsort(values, kind="stable")
 
 
+def stable_order_near(values: np.ndarray, near: np.ndarray) -> np.ndarray:
+    """``stable_order(values)`` from ``near``, an order of the rows that nearly sorts them
+    (a few rows out of place): numpy's stable sort of the values in that order, which merges
+    its long runs (a tenth of a sort afresh), then the runs of equal values out of position
+    order by position."""
+    order = near[np.argsort(values[near], kind="stable")]
+    ranked = values[order]
+    tied = ranked[1:] == ranked[:-1]
+    misplaced = np.flatnonzero(tied & (order[1:] < order[:-1]))
+    if len(misplaced):  # (only the runs of ties out of position order: sorted by it)
+        at, run = tie_runs(tied)
+        redo = np.isin(run, run[np.searchsorted(at, misplaced)])
+        at, run = at[redo], run[redo]
+        order[at] = order[at][np.lexsort((order[at], run))]
+    return order
+
+
 _MERGED_MOST = 4096  # (the longest second run ``stable_order`` merges by a search)
 
 
