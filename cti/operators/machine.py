@@ -168,7 +168,7 @@ class QueryMachine:
         self.state["cti"] = ctis[-1]
         # (a stream of points or intervals has no edge end: each row's sync time its start)
         sync = buffer["start"].to_numpy() if one_kind(self.root.shape) else frame.sync(buffer)
-        at = np.searchsorted(np.asarray(ctis, dtype=np.int64), sync, side="right")
+        at = _releasing(np.asarray(ctis, dtype=np.int64), sync)
         ready = at < len(ctis)
         # (the rows held are copied, as an operator's output may be a frame it goes on using;
         # the rows released go on now)
@@ -226,6 +226,24 @@ def _noted_key(node: plan.GroupApply) -> Any:
 
 def _key_list(key: str) -> list[Any]:
     return payload_from_json(key) if key else []
+
+
+def _releasing(ctis: np.ndarray, sync: np.ndarray) -> np.ndarray:
+    """Each row's CTI that releases it: the index of the first of the rising ``ctis`` above
+    its ``sync`` time (``len(ctis)``: none yet). Where the rows come in a few runs of rising
+    sync time (a window's results in the order they were made, after the rows held from the
+    step before), one search per CTI in each run and the stretches between them; else one
+    search per row."""
+    falls = np.flatnonzero(sync[1:] < sync[:-1]) + 1
+    if len(falls) > _RELEASE_RUNS or len(sync) < (len(falls) + 1) * len(ctis):
+        return np.searchsorted(ctis, sync, side="right")
+    numbers = np.arange(len(ctis) + 1)
+    return np.concatenate([np.repeat(numbers, np.diff(np.searchsorted(run, ctis, side="left"),
+                                                      prepend=0, append=len(run)))
+                           for run in np.split(sync, falls)])
+
+
+_RELEASE_RUNS = 8  # (the most runs of rising sync times ``_releasing`` searches run by run)
 
 
 def _rows(events: pd.DataFrame, mask: np.ndarray) -> pd.DataFrame:
