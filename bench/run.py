@@ -416,8 +416,9 @@ def _reference(data: Path, opts: argparse.Namespace) -> Path | None:
 
 def _batch_sizes(opts: argparse.Namespace) -> dict[str, list[int]] | None:
     """Micro-batch sizes that cut the events into ``--batches`` parts (None: one batch); the
-    reference rows (``--query reference``) are not capped: they come whole, as plain Spark's
-    static table is read whole."""
+    reference rows (``--query reference``) are not named: in process they come whole, as plain
+    Spark's static table is read whole, on cti's Spark runtime in its pieces of
+    ``SparkRuntime.reference_rows_per_batch``."""
     return {"events": [max(1, -(-opts.events // opts.batches))]} if opts.batches > 1 else None
 
 

@@ -177,3 +177,31 @@ def test_a_naive_load_time_is_refused_naming_the_call(call, make):
         make(datetime(2014, 12, 11))
     assert "Application(time_zone" not in str(caught.value)  # (no application applies)
     assert make(datetime(2014, 12, 11, tzinfo=UTC)) is not None
+
+
+def test_on_spark_a_large_table_loads_in_pieces_with_the_same_output(spark):
+    """A stream that imports its CTIs comes at most ``reference_rows_per_batch`` rows per
+    micro-batch unless ``batch_sizes`` names it: the table in pieces, the output the whole
+    table's in one micro-batch, and the in-process runtime's."""
+    from cti.runtime.spark import SparkRuntime
+
+    rows = [{"plate": p, "expired": "1"} for p in "ABCDEFGH"]
+    query = bind(MemoryInputAdapterFactory(), reference_data(rows, 5))
+    whole = SparkRuntime(spark, reference_rows_per_batch=None)
+    pieces = SparkRuntime(spark, reference_rows_per_batch=3)
+    named = SparkRuntime(spark, batch_sizes={"ref": [5]}, reference_rows_per_batch=3)
+    expected = query.collect("local")
+    assert query.collect(whole) == expected
+    assert query.collect(pieces) == expected
+    assert query.collect(named) == expected
+    assert [p["ref.accepted"] for p in whole.progress][:1] == [len(rows)]
+    assert [p["ref.accepted"] for p in pieces.progress][:3] == [3, 3, 2]
+    assert [p["ref.accepted"] for p in named.progress][:2] == [5, 3]  # (batch_sizes first)
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.5, True, "100"])
+def test_reference_rows_per_batch_is_a_whole_number(bad):
+    from cti.runtime.spark import SparkRuntime
+
+    with pytest.raises(ValueError, match="reference_rows_per_batch"):
+        SparkRuntime(reference_rows_per_batch=bad)

@@ -77,14 +77,25 @@ def batch_seconds(progress: Sequence[Any]) -> list[float]:
             if "durationMs" in p]
 
 
+# A stream that imports its CTIs (reference data) and that ``batch_sizes`` leaves uncapped
+# comes at most this many rows per micro-batch (``SparkRuntime``).
+REFERENCE_ROWS_PER_BATCH = 100_000
+
+
 class SparkRuntime:
     """Runs ingress on Spark: adapters as streaming sources, ingress in the state store.
 
     ``checkpoint_location``: keep the query's checkpoint there (a run with the same location
     restarts from it, exactly once); by default a fresh temporary one per run.
     ``batch_sizes``: cap each source's micro-batches to these item counts, in turn (tests,
-    back-pressure), or (a mapping) the named streams' only, by name, so that a reference
-    table still comes in whole; by default each micro-batch takes all that is available.
+    back-pressure), or (a mapping) the named streams' only, by name; by default each
+    micro-batch takes all that is available, except from a stream that imports its CTIs
+    (reference data) and that ``batch_sizes`` leaves uncapped: at most
+    ``reference_rows_per_batch`` items of it per micro-batch (None: all). A large table then
+    loads over several micro-batches, each a shard's step over its share of the piece, not
+    the whole table in one step (a worker's memory at a million rows: ``docs/performance.md``).
+    The output is the same (rows merge by their arrival, not by micro-batch); the results
+    that need the whole table wait for its last piece, as they wait for it anyway.
     After a run, ``progress`` holds the ingress metrics Spark reported per micro-batch
     (``observedMetrics["cti"]``, see ``cti.runtime.spark.metrics``) and ``batch_seconds``
     each micro-batch's time (Spark's ``triggerExecution``, in seconds; the benchmarks').
@@ -108,11 +119,13 @@ class SparkRuntime:
                  batch_sizes: BatchSizes | None = None, shards: int | None = None,
                  clock: Callable[[], int] | None = None,
                  tick_interval: Any = timedelta(seconds=1),
-                 parallelism: int | None = None) -> None:
+                 parallelism: int | None = None,
+                 reference_rows_per_batch: int | None = REFERENCE_ROWS_PER_BATCH) -> None:
         self._spark = spark
         self.clock = clock
         self.tick_interval = to_duration_ticks(tick_interval, "tick_interval")
-        for name, value in (("shards", shards), ("parallelism", parallelism)):
+        for name, value in (("shards", shards), ("parallelism", parallelism),
+                            ("reference_rows_per_batch", reference_rows_per_batch)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)
                                       or value < 1):
                 raise ValueError(f"SparkRuntime({name}=...) must be a whole number >= 1, "
@@ -123,6 +136,7 @@ class SparkRuntime:
                              "the shards would stay idle; raise shards (a new checkpoint)")
         self.shards = shards
         self.parallelism = parallelism
+        self.reference_rows_per_batch = reference_rows_per_batch
         self.checkpoint_location = checkpoint_location
         self.batch_sizes = (dict(batch_sizes) if isinstance(batch_sizes, Mapping)
                             else list(batch_sizes)) if batch_sizes else None
@@ -197,8 +211,7 @@ class SparkRuntime:
                    for g, group in enumerate(groups)
                    for i, (s, spec) in enumerate(zip(group.streams, group.specs(), strict=True))
                    if not is_dataframe_input(s)]
-        caps = stream_caps(self.batch_sizes, [groups[g].streams[i].name
-                                              for g, i, *_ in streams])
+        caps = self._caps(groups, [(g, i) for g, i, *_ in streams])
         ticking = Ticking(self.clock, self.tick_interval if long_running else None)
         frames = [packed_frame(s, g, i, routes)
                   for g, group in enumerate(groups) for i, s in enumerate(group.streams)
@@ -209,6 +222,20 @@ class SparkRuntime:
                               streams, caps, routes,
                               self.spark.sparkContext.defaultParallelism, ticking)).load())
         return reduce(DataFrame.unionByName, frames)
+
+    def _caps(self, groups: Sequence[IngressGroup], streams: Sequence[tuple[int, int]]
+              ) -> list[list[int] | None] | None:
+        """The micro-batch caps of the source's ``streams`` ((group, index) each):
+        ``batch_sizes``', and ``reference_rows_per_batch`` for a stream that imports its CTIs
+        where those leave it uncapped."""
+        caps = stream_caps(self.batch_sizes, [groups[g].streams[i].name for g, i in streams])
+        if self.reference_rows_per_batch is None:
+            return caps
+        caps = caps or [None] * len(streams)
+        imports = [groups[g].specs()[i].import_from is not None for g, i in streams]
+        caps = [[self.reference_rows_per_batch] if cap is None and imported else cap
+                for cap, imported in zip(caps, imports, strict=True)]
+        return caps if any(c is not None for c in caps) else None
 
     def ingress_frame(self, groups: Sequence[IngressGroup], long_running: bool = False
                       ) -> DataFrame:
