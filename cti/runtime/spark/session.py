@@ -13,6 +13,8 @@ from pyspark.sql import SparkSession
 
 _LOG4J = Path(__file__).with_name("log4j2.properties")
 _WORKER_ZIP = Path("python", "lib", "pyspark.zip")
+FILE_SYSTEM_CHECKPOINTS = ("org.apache.spark.sql.execution.streaming.checkpointing."
+                           "FileSystemBasedCheckpointFileManager")
 
 
 def site_spark_home() -> Path | None:
@@ -92,6 +94,11 @@ def get_spark(master: str | None = None, shuffle_partitions: int | None = None) 
         # cti's shuffles are packed rows already compressed (``packing``): compressing them
         # again cost ~10 % of a query; a local shuffle never crosses a network.
         builder = builder.config("spark.shuffle.compress", "false")
+        # Checkpoint files through Hadoop's FileSystem API, not its FileContext: on a local
+        # disk without Hadoop's native library, FileContext's rename starts a ``readlink``
+        # process per file it looks at (about 14 per micro-batch of a stateful query).
+        builder = builder.config("spark.sql.streaming.checkpointFileManagerClass",
+                                 FILE_SYSTEM_CHECKPOINTS)
     spark = (
         builder
         .appName("cti")
