@@ -1,5 +1,4 @@
-"""What any stateful Python stage costs a small micro-batch, beside plain Spark's stream-static
-join.
+"""What any stateful Python stage costs a small micro-batch, beside plain Spark's join.
 
     python bench/stateful_floor.py [--events 20000] [--keys 1000] [--batches 20]
                                    [--reference 10000] [--rounds 3]
