@@ -293,3 +293,29 @@ def test_members_by_packed_key_then_times_are_the_lexsorts_order(rows):
     assert [rows[i] for i in got] == [rows[i] for i in want]
     if len(set(rows)) == len(rows):
         assert got.tolist() == want.tolist()
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(k=st.integers(1, 5), windows=st.integers(1, 6), data=st.data())
+def test_the_members_kept_to_rank_are_those_at_or_below_their_windows_kth_least(k, windows,
+                                                                                data):
+    """``_best_only`` against each window's sorted keys: the members whose key is no greater
+    than their window's ``k``-th least (ties at the cut kept), whatever order the members
+    come in and however the bound of the k-th least falls; None only where it keeps more
+    than half or no window has more than ``k`` members."""
+    n = data.draw(st.integers(0, 80))
+    win = np.asarray(data.draw(st.lists(st.integers(0, windows - 1), min_size=n, max_size=n)),
+                     np.int64)
+    value = np.asarray(data.draw(st.lists(st.integers(0, 6), min_size=n, max_size=n)), np.int64)
+    packed = win * 7 + value
+    want = []
+    for w in range(windows):
+        mine = np.flatnonzero(win == w)
+        if len(mine):
+            kth = np.sort(value[mine])[min(len(mine), k) - 1]
+            want += mine[value[mine] <= kth].tolist()
+    got = ranking._best_only([packed], win, [np.full(n, ranking.NUMBER, np.int8)], windows, k)
+    if got is None:
+        assert not n or np.bincount(win).max() <= k or 2 * len(want) > n
+    else:
+        assert sorted(got.tolist()) == sorted(want)

@@ -201,8 +201,11 @@ def _field_key(cls: np.ndarray, num: np.ndarray, text: np.ndarray, desc: bool
                ) -> tuple[np.ndarray, int]:
     """One integer per member, from 0, that sorts as the field's values do in its direction
     (equal values equal, numbers before texts, nulls last), and how many there are."""
-    key = np.zeros(len(cls), np.int64)
-    is_num, is_text = cls == NUMBER, cls == TEXT
+    is_num = cls == NUMBER
+    if is_num.all():  # (a field of numbers alone: no member to place apart)
+        key, n = _number_key(num)
+        return (n - 1 - key if desc else key), n + 1
+    key, is_text = np.zeros(len(cls), np.int64), cls == TEXT
     key[is_num], n = _number_key(num[is_num])
     if is_text.any():
         _, codes = np.unique(text[is_text], return_inverse=True)
@@ -312,11 +315,28 @@ def _best_only(primary: list[np.ndarray], win: np.ndarray, classes: list[np.ndar
     if int(counts.max()) <= k:
         return None
     packed = primary[0]
-    ranked = np.sort(packed)  # (by window first: the window is the key's leading part)
+    # Only the members at or below a bound of their window's k-th least can rank: sort those
+    # (all of them where the bound's k parts per window would outnumber the members).
+    near = np.flatnonzero(packed <= _kth_bound(packed, win, n, k)[win]) \
+        if n * k <= len(packed) else np.arange(len(packed))
+    near_win, near_key = win[near], packed[near]
+    ranked = np.sort(near_key)  # (by window first: the window is the key's leading part)
+    counts = np.bincount(near_win, minlength=n)
     begin = np.cumsum(counts) - counts
     kth = ranked[np.where(counts > 0, begin + np.minimum(counts, k) - 1, 0)]
-    best = np.flatnonzero(packed <= kth[win])
+    best = near[near_key <= kth[near_win]]
     return best if 2 * len(best) <= len(win) else None
+
+
+def _kth_bound(packed: np.ndarray, win: np.ndarray, n: int, k: int) -> np.ndarray:
+    """Per window, a key no less than its ``k``-th least member's: the members dealt into
+    ``k`` parts by position, the largest of the parts' least keys (``k`` distinct members';
+    the largest key there is where a part is empty). With the parts' least keys low in their
+    windows, few members lie at or below it."""
+    part = np.tile(np.arange(k, dtype=np.int64), len(packed) // k + 1)[:len(packed)]
+    least = np.full(n * k, np.iinfo(np.int64).max, np.int64)
+    np.minimum.at(least, win.astype(np.int64) * k + part, packed)
+    return least.reshape(n, k).max(axis=1)
 
 
 def _with_slow(got: Ranking, members: dict[str, np.ndarray], order: np.ndarray,
