@@ -175,18 +175,36 @@ def _native_run(spark: Any, data: Path, where: str = "none", query: str = "windo
     "reference" the reference rows are a static DataFrame, Spark's stream-static join)."""
     from pyspark.sql import functions as F
 
-    checkpoint = tempfile.mkdtemp(prefix="bench-native-ckpt-")
+    t0 = time.perf_counter()
+    rows = (spark.readStream.schema("time LONG, key STRING, value LONG")
+            .option("maxFilesPerTrigger", 1).parquet(str(data)))
+    if where != "none":  # (not the end-of-stream row, whose time ends the windows)
+        rows = rows.filter(F.col("key").isNull() | (F.col("value") % 3 != 0))
+    static = spark.read.option("header", True).csv(str(reference_file(data))) \
+        if query == "reference" else None
+    return drained(native_query(query, rows, DELAY_US // 1000, static), t0)
+
+
+def drained(frame: Any, t0: float, conf: dict[str, str] | None = None
+            ) -> tuple[float, list[dict[str, Any]]]:
+    """A streaming DataFrame run to the ``noop`` sink until all available input is processed
+    (a fresh checkpoint; ``conf``: session settings while the query starts): seconds since
+    ``t0`` and its progress reports."""
+    spark, conf = frame.sparkSession, conf or {}
+    checkpoint = tempfile.mkdtemp(prefix="bench-noop-ckpt-")
     try:
-        t0 = time.perf_counter()
-        rows = (spark.readStream.schema("time LONG, key STRING, value LONG")
-                .option("maxFilesPerTrigger", 1).parquet(str(data)))
-        if where != "none":  # (not the end-of-stream row, whose time ends the windows)
-            rows = rows.filter(F.col("key").isNull() | (F.col("value") % 3 != 0))
-        static = spark.read.option("header", True).csv(str(reference_file(data))) \
-            if query == "reference" else None
-        counts = native_query(query, rows, DELAY_US // 1000, static)
-        query = (counts.writeStream.format("noop").outputMode("append")
-                 .option("checkpointLocation", checkpoint).start())
+        before = {key: spark.conf.get(key, None) for key in conf}
+        for key, value in conf.items():
+            spark.conf.set(key, value)
+        try:
+            query = (frame.writeStream.format("noop").outputMode("append")
+                     .option("checkpointLocation", checkpoint).start())
+        finally:
+            for key, value in before.items():
+                if value is None:
+                    spark.conf.unset(key)
+                else:
+                    spark.conf.set(key, value)
         try:
             query.processAllAvailable()
             elapsed = time.perf_counter() - t0

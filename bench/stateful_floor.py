@@ -76,38 +76,20 @@ def floor_run(spark: Any, data: Path, variant: str = "floor"
     from pyspark.sql import functions as F
     from pyspark.sql.streaming.state import GroupStateTimeout
 
-    checkpoint = tempfile.mkdtemp(prefix="bench-floor-ckpt-")
-    try:
-        t0 = time.perf_counter()
-        rows = (spark.readStream.schema("time LONG, key STRING, value LONG")
-                .option("maxFilesPerTrigger", 1).parquet(str(data)))
-        slotted = rows.withColumn("slot", F.pmod(F.hash("key"), F.lit(2)))
-        out = "slot INT, seen LONG"
-        if variant in ("floor", "floor-hdfs"):
-            counted = slotted.groupBy("slot").applyInPandasWithState(
-                _count, out, "seen LONG", "append", GroupStateTimeout.NoTimeout)
-        elif variant == "grouped":
-            counted = slotted.groupBy("slot").applyInPandas(_grouped, out)
-        else:
-            counted = rows.mapInArrow(_batches, out)
-        conf, key = spark.conf, "spark.sql.streaming.stateStore.providerClass"
-        before = conf.get(key)
-        if variant == "floor-hdfs":
-            conf.set(key, HDFS_STORE)
-        try:
-            query = (counted.writeStream.format("noop").outputMode("append")
-                     .option("checkpointLocation", checkpoint).start())
-        finally:
-            conf.set(key, before)
-        try:
-            query.processAllAvailable()
-            elapsed = time.perf_counter() - t0
-            progress = query.recentProgress
-        finally:
-            query.stop()
-    finally:
-        shutil.rmtree(checkpoint, ignore_errors=True)
-    return elapsed, progress
+    t0 = time.perf_counter()
+    rows = (spark.readStream.schema("time LONG, key STRING, value LONG")
+            .option("maxFilesPerTrigger", 1).parquet(str(data)))
+    slotted = rows.withColumn("slot", F.pmod(F.hash("key"), F.lit(2)))
+    out = "slot INT, seen LONG"
+    if variant in ("floor", "floor-hdfs"):
+        counted = slotted.groupBy("slot").applyInPandasWithState(
+            _count, out, "seen LONG", "append", GroupStateTimeout.NoTimeout)
+    elif variant == "grouped":
+        counted = slotted.groupBy("slot").applyInPandas(_grouped, out)
+    else:
+        counted = rows.mapInArrow(_batches, out)
+    store = {"spark.sql.streaming.stateStore.providerClass": HDFS_STORE}
+    return bench.drained(counted, t0, store if variant == "floor-hdfs" else None)
 
 
 def _line(elapsed: float, progress: list[dict[str, Any]]) -> dict[str, Any]:

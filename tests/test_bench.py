@@ -319,3 +319,17 @@ def test_query_lists_are_checked(args: list[str], message: str, capsys) -> None:
     with pytest.raises(SystemExit) as exit_:
         _bench_module().parse_args(args)
     assert exit_.value.code == 2 and message in capsys.readouterr().err
+
+
+@pytest.mark.spark
+def test_the_stateful_floor_runs_each_query_over_every_micro_batch(tmp_path: Path, spark) -> None:
+    """bench/stateful_floor.py's queries each read every row of the bench's data, one file a
+    micro-batch."""
+    bench, floor = _bench_module(), _bench_module(BENCH.parent / "stateful_floor.py")
+    data = tmp_path / "events"
+    bench.generate(EVENTS, KEYS, 0, 3, data)
+    bench.generate_reference(50, data)
+    for variant in ("floor", "floor-hdfs", "grouped", "python"):
+        _, progress = floor.floor_run(spark, data, variant)
+        assert len(bench.progress_seconds(progress)) == 3, variant
+        assert sum(p["numInputRows"] for p in progress) == EVENTS + 1, variant  # (and the EOS)
