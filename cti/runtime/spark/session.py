@@ -72,8 +72,11 @@ def get_spark(master: str | None = None, shuffle_partitions: int | None = None) 
     heap: plain Spark's 100,000-key window count ran out of the default 1 GB.) Its commits
     write a changelog of the micro-batch's changes, not a snapshot of the store (Spark's
     changelog checkpointing: a snapshot is taken in the background now and then), which
-    halved the commit of a cti query's micro-batch. A session that is already active (a
-    cluster, a notebook) is used as it is; under ``spark-submit`` the master it was given is.
+    halved the commit of a cti query's micro-batch. On a local master, checkpoint files are
+    written through Hadoop's ``FileSystem`` API (``FILE_SYSTEM_CHECKPOINTS``): its default,
+    ``FileContext``, started a ``readlink`` process per file it renamed there, a third of a
+    small micro-batch. A session that is already active (a cluster, a notebook) is used as it
+    is; under ``spark-submit`` the master it was given is.
     """
     active = SparkSession.getActiveSession()
     if active is not None:
