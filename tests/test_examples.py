@@ -86,6 +86,16 @@ def test_sensors_job_on_spark(spark, monkeypatch, capsys):
     assert "runtime: spark: checked" in out
 
 
+@pytest.mark.spark
+def test_reference_data_import_on_spark(spark, monkeypatch, capsys):
+    """The reference-data example's own checks on Spark: the same result as in process, also
+    with the registrations loaded two rows per micro-batch."""
+    monkeypatch.syspath_prepend(str(ROOT / "examples"))
+    monkeypatch.setattr(sys, "argv", ["reference_data_import.py", "--runtime", "spark"])
+    runpy.run_path(str(ROOT / "examples" / "reference_data_import.py"), run_name="__main__")
+    assert "runtime: spark" in capsys.readouterr().out
+
+
 def _cti_run_in_process(runtime: str, out: Path) -> subprocess.CompletedProcess:
     """``sensors_job.run_command`` by click's runner: the same command, in this process."""
     from click.testing import CliRunner
