@@ -51,6 +51,7 @@ from cti.runtime.spark.worker import settle
 from cti.time import positive_duration_ticks, to_duration_ticks
 
 if TYPE_CHECKING:
+    from cti.ingress.spec import StreamSpec
     from cti.query import IngressGroup, OutputBinding
 
 
@@ -207,11 +208,11 @@ class SparkRuntime:
         (``cti.runtime.spark.dataframes``). ``long_running``: a silent wall-clock stream ticks
         again every ``tick_interval`` (else only with its group's movement and once when all
         is quiet, so processing all available input ends)."""
-        streams = [(g, i, s.factory, s.config, s.shape, spec.arrival_clock == "wall")
-                   for g, group in enumerate(groups)
-                   for i, (s, spec) in enumerate(zip(group.streams, group.specs(), strict=True))
+        specs = [group.specs() for group in groups]
+        streams = [(g, i, s.factory, s.config, s.shape, specs[g][i].arrival_clock == "wall")
+                   for g, group in enumerate(groups) for i, s in enumerate(group.streams)
                    if not is_dataframe_input(s)]
-        caps = self._caps(groups, [(g, i) for g, i, *_ in streams])
+        caps = self._caps([(groups[g].streams[i].name, specs[g][i]) for g, i, *_ in streams])
         ticking = Ticking(self.clock, self.tick_interval if long_running else None)
         frames = [packed_frame(s, g, i, routes)
                   for g, group in enumerate(groups) for i, s in enumerate(group.streams)
@@ -223,18 +224,16 @@ class SparkRuntime:
                               self.spark.sparkContext.defaultParallelism, ticking)).load())
         return reduce(DataFrame.unionByName, frames)
 
-    def _caps(self, groups: Sequence[IngressGroup], streams: Sequence[tuple[int, int]]
-              ) -> list[list[int] | None] | None:
-        """The micro-batch caps of the source's ``streams`` ((group, index) each):
+    def _caps(self, streams: Sequence[tuple[str, StreamSpec]]) -> list[list[int] | None] | None:
+        """The micro-batch caps of the source's ``streams`` ((name, spec) each):
         ``batch_sizes``', and ``reference_rows_per_batch`` for a stream that imports its CTIs
         where those leave it uncapped."""
-        caps = stream_caps(self.batch_sizes, [groups[g].streams[i].name for g, i in streams])
+        caps = stream_caps(self.batch_sizes, [name for name, _ in streams])
         if self.reference_rows_per_batch is None:
             return caps
-        caps = caps or [None] * len(streams)
-        imports = [groups[g].specs()[i].import_from is not None for g, i in streams]
-        caps = [[self.reference_rows_per_batch] if cap is None and imported else cap
-                for cap, imported in zip(caps, imports, strict=True)]
+        caps = [[self.reference_rows_per_batch] if cap is None and spec.import_from is not None
+                else cap for cap, (_, spec) in zip(caps or [None] * len(streams), streams,
+                                                   strict=True)]
         return caps if any(c is not None for c in caps) else None
 
     def ingress_frame(self, groups: Sequence[IngressGroup], long_running: bool = False
