@@ -13,7 +13,9 @@ the query shard's step (a micro-batch of a query over one stream in steps of at 
 clock tick (``cti.forms.rows.clock_row``) in each later batch, and one when the run stops, from
 ``clock`` (default: the wall clock); the ticks are kept in ``ticks``. A query written to an
 output adapter keeps each micro-batch's seconds (read, step and write) in ``batch_seconds``
-(the benchmarks').
+(the benchmarks'). The process's heap keeps up to ``keep_freed_mb`` MiB of freed memory for
+the next step (``cti.engine.heap``: a step's arrays are not mapped and zeroed afresh each
+time).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from cti.engine.batch import (
     rows_table,
     text_rows,
 )
+from cti.engine.heap import checked_mib, keep_freed_memory
 from cti.engine.route import routes, stream_reads
 from cti.engine.shard import Shard, ingress_step
 from cti.events import one_kind
@@ -50,6 +53,8 @@ from cti.runtime.base import BatchSizes, query_inputs, stream_caps
 
 if TYPE_CHECKING:
     from cti.query import IngressGroup, OutputBinding
+
+KEEP_FREED_MB = 128  # freed memory the heap keeps for the next step (``cti.engine.heap``)
 
 
 def read_inputs(group: IngressGroup) -> list[list[InRow]]:
@@ -99,7 +104,9 @@ class _Input:
 
 class LocalRuntime:
     def __init__(self, batch_sizes: BatchSizes | None = None,
-                 clock: Callable[[], int] | None = None) -> None:
+                 clock: Callable[[], int] | None = None,
+                 keep_freed_mb: int | None = KEEP_FREED_MB) -> None:
+        self.keep_freed_mb = checked_mib(keep_freed_mb, "LocalRuntime")
         self.batch_sizes = (dict(batch_sizes) if isinstance(batch_sizes, Mapping)
                             else list(batch_sizes)) if batch_sizes else None
         self.clock = clock or wall_clock
@@ -175,6 +182,7 @@ class LocalRuntime:
                 ) -> Iterator[pd.DataFrame]:
         """``batches``' output rows of each batch, as the frame the ingress step gives."""
         machine = GroupRun(group.specs())
+        keep_freed_memory(self.keep_freed_mb)
         for table in self.input_batches(group, inputs):
             yield ingress_step(machine, frame.arrow_to_pandas(text_rows(table)))
 
@@ -203,6 +211,7 @@ class LocalRuntime:
         takes it (read each batch's before the next: a step's output can be let go before
         the next step runs)."""
         groups, refs = query_inputs(query)
+        keep_freed_memory(self.keep_freed_mb)
         route = routes([query], groups, [refs], 1, with_inputs, keyed=True)[0]
         read = sorted({g for g, _ in refs})
         shard = Shard(query.node, query.inputs(), refs, {g: groups[g].specs() for g in read},

@@ -1,0 +1,69 @@
+"""The process's heap kept between the engine's steps (glibc's allocator on Linux).
+
+A step works on whole columns: it allocates and frees arrays of megabytes (a sort's order, a
+gather, a cumulative sum), and the next step allocates the same sizes again. glibc maps a
+block above its mmap threshold afresh and unmaps it when freed, and returns the free memory
+at the top of its heap to the system once more than its trim threshold is free; both
+thresholds rise by themselves only up to the largest block freed so far. So every step had
+the kernel map and zero the same pages again: a snapshot window over a million events took
+~28,000 page faults a run, 15 % of its time (docs/performance.md).
+
+``keep_freed_memory`` sets the mmap threshold to glibc's own ceiling for it (32 MiB on 64-bit
+systems) and the trim threshold to ``mib``: arrays below 32 MiB come from the heap, and up
+to ``mib`` of freed memory stays for the next step. The setting is the process's: made once
+(the first runtime to ask sets it), and never where the user chose the allocator's
+thresholds (``MALLOC_*_`` variables or ``glibc.malloc`` tunables) or the C library is not
+glibc.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import platform
+from collections.abc import Mapping
+
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # (glibc's malloc.h)
+MMAP_CEILING = 32 << 20  # (glibc's DEFAULT_MMAP_THRESHOLD_MAX on 64-bit systems)
+USER_SETTINGS = ("MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TOP_PAD_",
+                 "MALLOC_MMAP_MAX_")
+
+_kept: int | None = None  # the trim threshold set (MiB), once set
+
+
+def checked_mib(value: object, owner: str) -> int | None:
+    """``value`` as a ``keep_freed_mb`` setting: a whole number of MiB >= 0, or None (0 and
+    None: the allocator left as it is); else a ValueError naming ``owner``."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{owner}(keep_freed_mb=...) must be a whole number of MiB >= 0 "
+                         f"(0 or None: glibc's allocator left as it is), not {value!r}")
+    return value
+
+
+def user_chose_allocator(environ: Mapping[str, str]) -> bool:
+    """Whether the process was started with glibc's malloc thresholds of the user's choosing."""
+    return any(name in environ for name in USER_SETTINGS) or \
+        "glibc.malloc." in environ.get("GLIBC_TUNABLES", "")
+
+
+def keep_freed_memory(mib: int | None) -> bool:
+    """Keep up to ``mib`` MiB of freed memory in the heap for the next step, and arrays below
+    ``MMAP_CEILING`` in it (once per process; not where the user set the allocator or it is
+    not glibc's). Whether the thresholds are ours now."""
+    global _kept
+    if _kept is not None:
+        return True
+    if not mib or platform.system() != "Linux" or platform.libc_ver()[0] != "glibc" or \
+            user_chose_allocator(os.environ):
+        return False
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        return False
+    if libc.mallopt(M_MMAP_THRESHOLD, MMAP_CEILING) != 1 or \
+            libc.mallopt(M_TRIM_THRESHOLD, mib << 20) != 1:
+        return False
+    _kept = mib
+    return True
