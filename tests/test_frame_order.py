@@ -37,6 +37,18 @@ def test_two_rising_runs_merge_as_numpys_stable_argsort(first, second, long_seco
     assert (frame.stable_order(v) == np.argsort(v, kind="stable")).all()
 
 
+@settings(max_examples=examples(300), deadline=None)
+@given(before=st.lists(st.integers(0, 30), max_size=12),
+       run=st.lists(st.integers(0, 30), max_size=80),
+       after=st.lists(st.integers(0, 30), max_size=12))
+def test_few_rows_around_a_rising_run_merge_as_numpys_stable_argsort(before, run, after):
+    """A long rising run with a few rows in any order before and after it (a release's held
+    rows ahead of a step's results, its CTIs behind): the same permutation as the stable
+    sort, ties between the run and the rows before it those rows first, after it last."""
+    v = np.asarray(before + sorted(run) + after, np.int64)
+    assert (frame.stable_order(v) == np.argsort(v, kind="stable")).all()
+
+
 def test_constant_columns_stack_as_views_and_others_as_copies():
     """Columns of one value that ``frame.repeated`` keeps (kinds, empty keys) stack into a
     view of it, also with a few rows of that value copied out (a release's held rows); a

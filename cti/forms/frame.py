@@ -295,13 +295,16 @@ def places_in_parts(lengths: Sequence[int], at: np.ndarray) -> tuple[np.ndarray,
 def stable_order(values: np.ndarray) -> np.ndarray:
     """``argsort(values, kind="stable")`` (numpy's radix sort of integers), by one of 32-bit
     offsets where the values span less than 2**32: half the passes of one over 64 bits; of
-    values that rise but for at most one fall (a step's results, then its CTIs), the two runs
-    merged by a search."""
-    falls = values[1:] < values[:-1]
-    if np.count_nonzero(falls) <= 1:
-        cut = int(np.argmax(falls)) + 1 if falls.any() else len(values)
-        if len(values) - cut <= _MERGED_MOST:
-            return _merged(values, cut)
+    values that rise but for a few rows out of place around one long rising run (a step's
+    results with the rows held from the step before ahead of them and their CTIs after
+    them), those few put into the run by a search (``_merged``)."""
+    falls = np.flatnonzero(values[1:] < values[:-1])
+    if len(falls) <= _MERGED_MOST:
+        edges = np.concatenate([[0], falls + 1, [len(values)]])
+        longest = int(np.argmax(np.diff(edges)))
+        lo, hi = int(edges[longest]), int(edges[longest + 1])
+        if len(values) - (hi - lo) <= _MERGED_MOST:
+            return _merged(values, lo, hi)
     if len(values) and int(values.max()) - int(values.min()) < 1 << 32:
         return np.argsort((values - values.min()).astype(np.uint32), kind="stable")
     return np.argsort(values, kind="stable")
@@ -324,20 +327,26 @@ def stable_order_near(values: np.ndarray, near: np.ndarray) -> np.ndarray:
     return order
 
 
-_MERGED_MOST = 4096  # (the longest second run ``stable_order`` merges by a search)
+_MERGED_MOST = 4096  # (the most rows out of the run that ``stable_order`` merges by a search)
 
 
-def _merged(values: np.ndarray, cut: int) -> np.ndarray:
-    """The stable order of two rising runs of ``values``, split at ``cut``: each row of the
-    second (few) after the rows of the first no greater than it, the first's stretches
-    between them as they lie."""
-    at = np.searchsorted(values[:cut], values[cut:], side="right").tolist()
-    rows, pieces, last = np.arange(len(values)), [], 0
-    for i, a in enumerate(at, cut):
-        pieces += [rows[last:a], rows[i:i + 1]]
-        last = a
-    pieces.append(rows[last:cut])
-    return np.concatenate(pieces)
+def _merged(values: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    """The stable order of ``values`` that rise from row ``lo`` to ``hi`` (the run), the few
+    rows outside it put in among the run's by a search: a row before the run ahead of the
+    run's rows of its value, a row after it behind them; the run's rows keep their order."""
+    n = len(values)
+    few = np.concatenate([np.arange(lo), np.arange(hi, n)])
+    few = few[np.argsort(values[few], kind="stable")]  # (ties: by position)
+    run = values[lo:hi]
+    at = np.where(few < lo, np.searchsorted(run, values[few], side="left"),
+                  np.searchsorted(run, values[few], side="right"))
+    order = np.empty(n, np.int64)
+    placed = at + np.arange(len(few))  # (each one's place: run rows before it, and the few)
+    order[placed] = few
+    rest = np.ones(n, bool)
+    rest[placed] = False
+    order[rest] = np.arange(lo, hi)
+    return order
 
 
 def tie_runs(tied: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

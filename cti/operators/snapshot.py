@@ -187,13 +187,16 @@ def _close_edges(state: SnapshotState, ends: pd.DataFrame) -> None:
         state.held = held
 
 
-def _sorted_by_key_time(codes: np.ndarray, times: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The order of (key code, time) pairs by time, and by key, then time: a stable sort by
-    time (``_endpoints_by_time``: the times are the rows' starts, then their ends), then a
-    stable one by key code (a radix sort of 16-bit codes where they fit)."""
+def _sorted_by_key_time(codes: np.ndarray, times: np.ndarray, n_keys: int
+                        ) -> tuple[np.ndarray, np.ndarray]:
+    """The order of the rows' endpoints (``times``: their starts, then their ends; ``codes``:
+    the rows' keys) by time, and by key, then time: a stable sort by time
+    (``_endpoints_by_time``), then a stable one by key code (a radix sort of 16-bit codes
+    where they fit)."""
     by_time = _endpoints_by_time(times)
-    small = np.uint16 if len(codes) and int(codes.max()) < 1 << 16 else np.int64
-    return by_time, by_time[np.argsort(codes[by_time].astype(small), kind="stable")]
+    small = codes.astype(np.uint16) if n_keys <= 1 << 16 else codes
+    both = np.concatenate([small, small])
+    return by_time, by_time[np.argsort(both[by_time], kind="stable")]
 
 
 def _endpoints_by_time(times: np.ndarray) -> np.ndarray:
@@ -227,11 +230,11 @@ def _boundaries(codes: np.ndarray, times: np.ndarray, n_keys: int
     """The boundaries of rows with key ``codes`` and endpoints ``times`` (their starts, then
     their ends): each endpoint's boundary number (the boundaries: the distinct (key, time)
     pairs, by key, then time), each boundary's time, each key's number of boundaries, how
-    many rows hold the window from each boundary to the next (the starts less the ends up to
-    it, summed along the sorted endpoints: a row's two share its key), and the boundaries'
-    numbers in time order."""
+    many rows hold the window from each boundary to the next (the starts less the ends at or
+    before it, summed along the boundaries: a row's two share its key, so each key's sum
+    comes back to 0 at its last), and the boundaries' numbers in time order."""
     pairs = 2 * np.bincount(codes, minlength=n_keys)
-    by_time, order = _sorted_by_key_time(np.concatenate([codes, codes]), times)
+    by_time, order = _sorted_by_key_time(codes, times, n_keys)
     t_sorted = times[order]
     new = np.empty(len(times), bool)  # (a boundary starts where the time or the key changes)
     new[:1] = True
@@ -239,15 +242,15 @@ def _boundaries(codes: np.ndarray, times: np.ndarray, n_keys: int
     firsts = (np.cumsum(pairs) - pairs)[pairs > 0]
     new[firsts] = True
     number = np.cumsum(new)
+    number -= 1
     b_of = np.empty(len(times), np.int64)
-    b_of[order] = number - 1
+    b_of[order] = number
     per_key = np.zeros(n_keys, np.int64)
     per_key[pairs > 0] = number[firsts + pairs[pairs > 0] - 1] - number[firsts] + 1
     time = t_sorted[new]
-    last = np.flatnonzero(np.append(new[1:], len(new) > 0))  # (each boundary's last endpoint)
-    # (the starts less the ends up to each: twice the starts, less the endpoints)
-    starts = np.cumsum(order < len(codes), dtype=np.int32 if len(order) < 1 << 30 else np.int64)
-    cover = 2 * starts[last] - (last + 1)
+    cover = np.bincount(b_of[:len(codes)], minlength=len(time))
+    cover -= np.bincount(b_of[len(codes):], minlength=len(time))
+    np.cumsum(cover, out=cover)
     return b_of, time, per_key, cover, _bounds_by_time(b_of[by_time], time)
 
 
@@ -276,16 +279,15 @@ def _cut(held: pd.DataFrame, table: KeyTable, c: int) -> _Cut:
     known = held["known"].to_numpy()
     known_end[i_end[known if every else known[at]]] = True
     return _Cut(at, key_codes, keys, i_lo, i_end, floors, time, b_key, known_end, cover,
-                *_holding(cover, b_key, by_time, time))
+                *_holding(cover, by_time, time))
 
 
-def _holding(cover: np.ndarray, b_key: np.ndarray, by_time: np.ndarray, time: np.ndarray
+def _holding(cover: np.ndarray, by_time: np.ndarray, time: np.ndarray
              ) -> tuple[np.ndarray, np.ndarray]:
     """The windows that hold events (from boundary ``i`` to ``i + 1`` of the same key, that
-    ``cover`` rows hold), in the order of ``by_time``, and their ends."""
-    held = np.zeros(len(b_key), bool)
-    held[:-1] = (b_key[:-1] == b_key[1:]) & (cover[:-1] > 0)
-    windows = by_time[held[by_time]]
+    ``cover`` rows hold: none at a key's last boundary), in the order of ``by_time``, and
+    their ends."""
+    windows = by_time[cover[by_time] > 0]
     return windows, time[windows + 1]
 
 
