@@ -51,13 +51,15 @@ class CountState:
 @attrs.frozen
 class _Starts:
     """The distinct (key, start) pairs of the events before the CTI, sorted by key then
-    start: each event's pair, each pair's time and its place among its key's."""
+    start: each event's pair, each pair's time and its place among its key's, and the pairs
+    in time order."""
 
     of_row: np.ndarray
     time: np.ndarray
     key: np.ndarray  # each pair's key (code)
     place: np.ndarray  # 0 for a key's first distinct start, 1 for its second, ...
     last: np.ndarray  # each pair's key's last pair (index)
+    by_time: np.ndarray  # the pairs' numbers in time order
 
 
 def _starts(key_codes: np.ndarray, start: np.ndarray) -> _Starts:
@@ -80,8 +82,10 @@ def _starts(key_codes: np.ndarray, start: np.ndarray) -> _Starts:
     heads = np.flatnonzero(np.diff(key_of, prepend=-1) != 0)  # (each key's first pair)
     sizes = np.diff(np.append(heads, len(key_of)))
     first = np.repeat(heads, sizes)
-    return _Starts(of_row, times[new], key_of, np.arange(len(key_of)) - first,
-                   first + np.repeat(sizes, sizes) - 1)
+    time = times[new]
+    return _Starts(of_row, time, key_of, np.arange(len(key_of)) - first,
+                   first + np.repeat(sizes, sizes) - 1,
+                   window_members.pairs_in_time_order(of_row[by_time], time))
 
 
 def _take_events(state: CountState, chunk: Chunk, lifetimes: bool, payloads: bool) -> None:
@@ -152,7 +156,9 @@ def count_window(node: plan.CountWindow, chunk: Chunk, state: CountState,
                         taken["key"].to_numpy(object))
         # (texts once per key; the codes are the keys' places)
         key_of_k = pd.Categorical.from_codes(starts.key, keys, validate=False)
-        got = window_members.aggregated_by_cover(node, ev, t, past, np.flatnonzero(is_new),
+        # (the windows by time: the output's order, across keys)
+        got = window_members.aggregated_by_cover(node, ev, t, past,
+                                                 starts.by_time[is_new[starts.by_time]],
                                                  key_of_k, group_field)
         if got is None:
             rows, js = window_members.expand(t, past)

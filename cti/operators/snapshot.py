@@ -215,16 +215,6 @@ def _endpoints_by_time(times: np.ndarray) -> np.ndarray:
     return np.concatenate([by_lo, by_end + m])[merged]
 
 
-def _bounds_by_time(b_of: np.ndarray, time: np.ndarray) -> np.ndarray:
-    """The boundaries' numbers in time order, from each pair's boundary in time order
-    (``b_of``): each boundary once where its pairs lie together (all but where another key's
-    pair of the same time comes between), else sorted afresh."""
-    first = np.ones(len(b_of), bool)
-    first[1:] = b_of[1:] != b_of[:-1]
-    got = b_of[first]
-    return got if len(got) == len(time) else frame.stable_order(time)
-
-
 def _boundaries(codes: np.ndarray, times: np.ndarray, n_keys: int
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The boundaries of rows with key ``codes`` and endpoints ``times`` (their starts, then
@@ -251,7 +241,7 @@ def _boundaries(codes: np.ndarray, times: np.ndarray, n_keys: int
     cover = np.bincount(b_of[:len(codes)], minlength=len(time))
     cover -= np.bincount(b_of[len(codes):], minlength=len(time))
     np.cumsum(cover, out=cover)
-    return b_of, time, per_key, cover, _bounds_by_time(b_of[by_time], time)
+    return b_of, time, per_key, cover, window_members.pairs_in_time_order(b_of[by_time], time)
 
 
 def _cut(held: pd.DataFrame, table: KeyTable, c: int) -> _Cut:

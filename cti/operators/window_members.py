@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from cti.forms import frame
 from cti.forms.rows import payload_from_json, payload_to_json
 from cti.operators import time_sensitive, window
 from cti.operators.aggregates import Aggregate
@@ -84,6 +85,18 @@ def expand(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     rows = np.repeat(np.arange(len(lo)), counts)
     offsets = np.arange(len(rows)) - np.repeat(np.cumsum(counts) - counts, counts)
     return rows, lo[rows] + offsets
+
+
+def pairs_in_time_order(pair_of: np.ndarray, time: np.ndarray) -> np.ndarray:
+    """The (key, time) pairs' numbers (``time``: each pair's, the pairs by key, then time) in
+    time order, from each row's pair in the rows' time order (``pair_of``): each pair once
+    where its rows lie together (all but where another key's row of the same time comes
+    between), else sorted afresh. A window operator's results in this order come in the
+    output's order: the release takes them as one slice, the output without a sort."""
+    first = np.ones(len(pair_of), bool)
+    first[1:] = pair_of[1:] != pair_of[:-1]
+    got = pair_of[first]
+    return got if len(got) == len(time) else frame.stable_order(time)
 
 
 def reads_payloads(node: Any) -> bool:
