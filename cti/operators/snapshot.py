@@ -277,8 +277,8 @@ def _holding(cover: np.ndarray, by_time: np.ndarray, time: np.ndarray
     """The windows that hold events (from boundary ``i`` to ``i + 1`` of the same key, that
     ``cover`` rows hold: none at a key's last boundary), in the order of ``by_time``, and
     their ends."""
-    windows = by_time[cover[by_time] > 0]
-    return windows, time[windows + 1]
+    windows = by_time[(cover > 0)[by_time]]
+    return windows, time[1:][windows]
 
 
 def _members(held: pd.DataFrame, cut: _Cut) -> pd.DataFrame:
@@ -341,8 +341,10 @@ def _out_ctis(cut: _Cut, ctis: list[int], tags: list[int], after: int
     tags."""
     held, q = cut.windows, cut.ends
     # (past the end where what ends there is not certain at it, but not past MAX_TIME)
-    reach = np.maximum.accumulate(q + (~cut.known_end[held + 1] & (q < MAX_TIME))) if len(
-        q) else q
+    unsure = ~cut.known_end[1:][held]
+    unsure &= q < MAX_TIME
+    reach = q + unsure
+    np.maximum.accumulate(reach, out=reach)
     cs = np.asarray(ctis, np.int64)
     j = np.searchsorted(reach, cs, side="right")
     first = cut.time[held[np.minimum(j, len(held) - 1)]] if len(held) else cs
