@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from cti.engine.heap import libc_function
 from cti.runtime.spark import worker
 
 
@@ -14,7 +15,7 @@ def _rss_kb() -> int:
         return next(int(line.split()[1]) for line in f if line.startswith("VmRSS"))
 
 
-@pytest.mark.skipif(worker._malloc_trim() is None, reason="no malloc_trim in this C library")
+@pytest.mark.skipif(libc_function("malloc_trim") is None, reason="no malloc_trim in this C library")
 def test_memory_freed_between_live_chunks_goes_back_to_the_system():
     # 200 MB from the heap (each below mmap's size), written so that every page is resident:
     # zeroed memory from calloc may never be touched, and untouched pages are not in the RSS
@@ -49,7 +50,7 @@ print(before - rss(), pa.default_memory_pool().backend_name)
 """
 
 
-@pytest.mark.skipif(worker._libc_function("mallopt") is None, reason="no glibc mallopt")
+@pytest.mark.skipif(libc_function("mallopt") is None, reason="no glibc mallopt")
 def test_a_settled_worker_hands_a_freed_large_block_back_at_once():
     """``settle`` (once per worker) makes the C heap map a block of ``MMAP_BYTES`` or more on
     its own, so that freeing it hands it back, whatever blocks were freed before, and Arrow

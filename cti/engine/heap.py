@@ -13,7 +13,8 @@ systems) and the trim threshold to ``mib``: arrays below 32 MiB come from the he
 to ``mib`` of freed memory stays for the next step. The setting is the process's: made once
 (the first runtime to ask sets it), and never where the user chose the allocator's
 thresholds (``MALLOC_*_`` variables or ``glibc.malloc`` tunables) or the C library is not
-glibc.
+glibc. (Spark's Python workers do the opposite, ``cti.runtime.spark.worker``: a worker runs
+task after task for many shards, and what it keeps it keeps between them.)
 
 With it, numpy's hint that its large arrays take huge pages (``madvise(MADV_HUGEPAGE)`` on
 each array of 4 MiB or more) falls on heap memory, where the kernel, under a ``defrag``
@@ -27,11 +28,13 @@ unless ``NUMPY_MADVISE_HUGEPAGE`` says otherwise.
 from __future__ import annotations
 
 import ctypes
+import ctypes.util
 import os
 import platform
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # (glibc's malloc.h)
 MMAP_CEILING = 32 << 20  # (glibc's DEFAULT_MMAP_THRESHOLD_MAX on 64-bit systems)
@@ -72,12 +75,9 @@ def keep_freed_memory(mib: int | None) -> bool:
     if not mib or platform.system() != "Linux" or platform.libc_ver()[0] != "glibc" or \
             user_chose_allocator(os.environ):
         return False
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-    except OSError:
-        return False
-    if libc.mallopt(M_MMAP_THRESHOLD, MMAP_CEILING) != 1 or \
-            libc.mallopt(M_TRIM_THRESHOLD, mib << 20) != 1:
+    mallopt = libc_function("mallopt")
+    if mallopt is None or mallopt(M_MMAP_THRESHOLD, MMAP_CEILING) != 1 or \
+            mallopt(M_TRIM_THRESHOLD, mib << 20) != 1:
         return False
     _kept = mib
     if not numpy_chose_hugepages(os.environ) and defrag_stalls(DEFRAG):
@@ -85,6 +85,20 @@ def keep_freed_memory(mib: int | None) -> bool:
         if hint is not None:
             hint(False)
     return True
+
+
+_LIBC: dict[str, Any] = {}
+
+
+def libc_function(name: str) -> Any:
+    """The C library's function ``name``, None where it has none."""
+    if name not in _LIBC:
+        try:
+            _LIBC[name] = getattr(ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6"),
+                                  name)
+        except (OSError, AttributeError):
+            _LIBC[name] = None
+    return _LIBC[name]
 
 
 def numpy_chose_hugepages(environ: Mapping[str, str]) -> bool:

@@ -19,7 +19,8 @@ allocators kept of the memory the task freed; ``lean_allocators`` (once per proc
 from __future__ import annotations
 
 import gc
-from typing import Any
+
+from cti.engine.heap import M_MMAP_THRESHOLD, libc_function
 
 _SETTLED: set[str] = set()
 
@@ -52,12 +53,9 @@ def lean_allocators() -> None:
     import pyarrow as pa
 
     pa.set_memory_pool(pa.system_memory_pool())
-    mallopt = _libc_function("mallopt")
+    mallopt = libc_function("mallopt")
     if mallopt is not None:
-        mallopt(_M_MMAP_THRESHOLD, MMAP_BYTES)
-
-
-_M_MMAP_THRESHOLD = -3  # glibc's malloc.h
+        mallopt(M_MMAP_THRESHOLD, MMAP_BYTES)
 
 
 
@@ -73,28 +71,6 @@ def release_memory() -> None:
     import pyarrow as pa
 
     pa.default_memory_pool().release_unused()
-    trim = _malloc_trim()
+    trim = libc_function("malloc_trim")
     if trim is not None:
         trim(0)
-
-
-_LIBC: dict[str, Any] = {}
-
-
-def _malloc_trim() -> Any:
-    """glibc's ``malloc_trim``, None where the C library has none."""
-    return _libc_function("malloc_trim")
-
-
-def _libc_function(name: str) -> Any:
-    """The C library's function ``name``, None where it has none."""
-    if name not in _LIBC:
-        import ctypes
-        import ctypes.util
-
-        try:
-            _LIBC[name] = getattr(ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6"),
-                                  name)
-        except (OSError, AttributeError):
-            _LIBC[name] = None
-    return _LIBC[name]
