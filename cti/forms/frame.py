@@ -298,9 +298,9 @@ def stable_order(values: np.ndarray) -> np.ndarray:
     values that rise but for a few rows out of place around one long rising run (a step's
     results with the rows held from the step before ahead of them and their CTIs after
     them), those few put into the run by a search (``_merged``)."""
-    falls = np.flatnonzero(values[1:] < values[:-1])
-    if len(falls) <= _MERGED_MOST:
-        edges = np.concatenate([[0], falls + 1, [len(values)]])
+    falling = values[1:] < values[:-1]
+    if np.count_nonzero(falling) <= _MERGED_MOST:
+        edges = np.concatenate([[0], np.flatnonzero(falling) + 1, [len(values)]])
         longest = int(np.argmax(np.diff(edges)))
         lo, hi = int(edges[longest]), int(edges[longest + 1])
         if len(values) - (hi - lo) <= _MERGED_MOST:
