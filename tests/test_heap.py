@@ -16,8 +16,8 @@ from cti.runtime.local import LocalRuntime
 REPO = Path(__file__).resolve().parents[1]
 
 # A fresh process runs a small query on a LocalRuntime, then allocates and frees 64 MiB in
-# arrays of 4 MiB: prints how much of it is still resident after the free (MiB), and whether
-# numpy's huge page hint is on.
+# arrays of 4 MiB: prints how much of it is still resident after the free (MiB), whether
+# numpy's huge page hint is on, and Arrow's memory pool.
 _FREED_AND_RESIDENT = """
 import sys
 import numpy as np
@@ -38,21 +38,23 @@ arrays = [np.ones(1 << 19) for _ in range(16)]
 del arrays
 print(round(rss() - before))
 from cti.engine.heap import _hugepage_hint
-print(_hugepage_hint()(True))
+import pyarrow as pa
+print(_hugepage_hint()(True), pa.default_memory_pool().backend_name)
 """
 
 
-def _resident_after_free(mib: int, env: dict[str, str] | None = None) -> tuple[int, bool]:
-    """MiB still resident of 64 freed, and whether numpy's huge page hint is on, after a
-    query on ``LocalRuntime(keep_freed_mb=mib)`` in a fresh process."""
-    environ = {k: v for k, v in os.environ.items()
-               if not k.startswith("MALLOC_") and k != "NUMPY_MADVISE_HUGEPAGE"}
+def _resident_after_free(mib: int, env: dict[str, str] | None = None
+                         ) -> tuple[int, bool, str]:
+    """MiB still resident of 64 freed, whether numpy's huge page hint is on and Arrow's
+    pool, after a query on ``LocalRuntime(keep_freed_mb=mib)`` in a fresh process."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")
+               and k not in ("NUMPY_MADVISE_HUGEPAGE", "ARROW_DEFAULT_MEMORY_POOL")}
     proc = subprocess.run([sys.executable, "-c", _FREED_AND_RESIDENT, str(mib)], cwd=REPO,
                           capture_output=True, text=True, check=False,
                           env={**environ, "PYTHONPATH": str(REPO), **(env or {})})
     assert proc.returncode == 0, proc.stderr
-    resident, hint = proc.stdout.split()[-2:]
-    return int(resident), hint == "True"
+    resident, hint, pool = proc.stdout.split()[-3:]
+    return int(resident), hint == "True", pool
 
 
 glibc_only = pytest.mark.skipif(
@@ -63,15 +65,21 @@ glibc_only = pytest.mark.skipif(
 @glibc_only
 def test_freed_memory_stays_for_the_next_step() -> None:
     # Kept: the 64 MiB freed stay in the heap (the next step's arrays need no new pages),
-    # and numpy's huge page hint is off where the kernel compacts for it; not kept (the
-    # setting off, or the user's own MALLOC_ threshold): given back, the hint as numpy set it.
+    # numpy's huge page hint is off where the kernel compacts for it, and Arrow allocates
+    # from the heap; not kept (the setting off, or the user's own MALLOC_ threshold): given
+    # back, the hint and the pool as numpy and Arrow set them; the user's choices stand.
     stalls = defrag_stalls(DEFRAG)
-    assert _resident_after_free(128) == (pytest.approx(64, abs=8), not stalls)
-    assert _resident_after_free(0) == (pytest.approx(0, abs=16), True)
+    arrows = subprocess.run([sys.executable, "-c", "import pyarrow as pa; "
+                             "print(pa.default_memory_pool().backend_name)"],
+                            capture_output=True, text=True, check=True).stdout.strip()
+    kept_pool = "system" if arrows == "mimalloc" else arrows
+    assert _resident_after_free(128) == (pytest.approx(64, abs=8), not stalls, kept_pool)
+    assert _resident_after_free(0) == (pytest.approx(0, abs=16), True, arrows)
     assert _resident_after_free(128, {"MALLOC_TRIM_THRESHOLD_": "131072",
                                       "MALLOC_MMAP_THRESHOLD_": "131072"}) == (
-        pytest.approx(0, abs=16), True)
+        pytest.approx(0, abs=16), True, arrows)
     assert _resident_after_free(128, {"NUMPY_MADVISE_HUGEPAGE": "1"})[1]
+    assert _resident_after_free(128, {"ARROW_DEFAULT_MEMORY_POOL": arrows})[2] == arrows
 
 
 def test_defrag_settings_that_stall(tmp_path: Path) -> None:

@@ -196,7 +196,7 @@ def _sorted_by_key_time(codes: np.ndarray, times: np.ndarray, n_keys: int
     by_time = _endpoints_by_time(times)
     small = codes.astype(np.uint16) if n_keys <= 1 << 16 else codes
     both = np.concatenate([small, small])
-    return by_time, by_time[np.argsort(both[by_time], kind="stable")]
+    return by_time, by_time.take(np.argsort(both.take(by_time), kind="stable"))
 
 
 def _endpoints_by_time(times: np.ndarray) -> np.ndarray:
@@ -211,8 +211,8 @@ def _endpoints_by_time(times: np.ndarray) -> np.ndarray:
     lo, end = times[:m], times[m:]
     by_lo = frame.stable_order(lo)
     by_end = frame.stable_order_near(end, by_lo)
-    merged = np.argsort(np.concatenate([lo[by_lo], end[by_end]]), kind="stable")
-    return np.concatenate([by_lo, by_end + m])[merged]
+    merged = np.argsort(np.concatenate([lo.take(by_lo), end.take(by_end)]), kind="stable")
+    return np.concatenate([by_lo, by_end + m]).take(merged)
 
 
 def _boundaries(codes: np.ndarray, times: np.ndarray, n_keys: int
@@ -225,7 +225,7 @@ def _boundaries(codes: np.ndarray, times: np.ndarray, n_keys: int
     comes back to 0 at its last), and the boundaries' numbers in time order."""
     pairs = 2 * np.bincount(codes, minlength=n_keys)
     by_time, order = _sorted_by_key_time(codes, times, n_keys)
-    t_sorted = times[order]
+    t_sorted = times.take(order)
     new = np.empty(len(times), bool)  # (a boundary starts where the time or the key changes)
     new[:1] = True
     np.not_equal(t_sorted[1:], t_sorted[:-1], out=new[1:])
@@ -241,7 +241,8 @@ def _boundaries(codes: np.ndarray, times: np.ndarray, n_keys: int
     cover = np.bincount(b_of[:len(codes)], minlength=len(time))
     cover -= np.bincount(b_of[len(codes):], minlength=len(time))
     np.cumsum(cover, out=cover)
-    return b_of, time, per_key, cover, window_members.pairs_in_time_order(b_of[by_time], time)
+    return b_of, time, per_key, cover, window_members.pairs_in_time_order(b_of.take(by_time),
+                                                                          time)
 
 
 def _cut(held: pd.DataFrame, table: KeyTable, c: int) -> _Cut:
@@ -277,8 +278,8 @@ def _holding(cover: np.ndarray, by_time: np.ndarray, time: np.ndarray
     """The windows that hold events (from boundary ``i`` to ``i + 1`` of the same key, that
     ``cover`` rows hold: none at a key's last boundary), in the order of ``by_time``, and
     their ends."""
-    windows = by_time[(cover > 0)[by_time]]
-    return windows, time[1:][windows]
+    windows = by_time[(cover > 0).take(by_time)]
+    return windows, time[1:].take(windows)
 
 
 def _members(held: pd.DataFrame, cut: _Cut) -> pd.DataFrame:
