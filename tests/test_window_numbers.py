@@ -134,3 +134,24 @@ def test_payload_texts_made_once_per_distinct_row_are_the_row_by_row_ones(rows, 
     assert (got is not None) == (math.prod(spans) <= len(rows))
     if got is not None:
         assert got.to_pylist() == window._texts(columns, field, keys).to_pylist()
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2), st.integers(-2, 2)), min_size=1, max_size=40),
+       st.booleans())
+def test_payload_texts_of_few_combinations_are_the_row_by_row_ones(rows, grouped):
+    """Many results per combination of values (a count per key over a few keys, as the
+    snapshot window's): a text made for each combination of the values' spans, used or not
+    (``window.FEW_COMBOS``), each row pointing at its own; the texts the same as row by row."""
+    import pandas as pd
+
+    from cti.forms.numbers import Numbers
+    from cti.operators import window
+
+    rows = rows * (window.FEW_COMBOS * 15)  # (at least FEW_COMBOS rows per combination)
+    keys = pd.Categorical.from_codes([k for k, _ in rows], categories=['["a"]', '[2]', '["c"]'])
+    columns = {"count": Numbers.of_ints(np.asarray([v for _, v in rows]),
+                                        np.ones(len(rows), bool))}
+    field = "key" if grouped else None
+    got = window._distinct_texts(columns, field, keys)
+    assert got.to_pylist() == window._texts(columns, field, keys).to_pylist()

@@ -429,6 +429,9 @@ def _texts(columns: dict[str, Numbers], group_field: str | None,
     return object_texts(texts, len(keys))
 
 
+FEW_COMBOS = 16  # rows per combination of values from which every combination has a text
+
+
 def _distinct_texts(columns: dict[str, Numbers], group_field: str | None,
                     keys: GroupKeys) -> pa.Array | None:
     """``_texts`` made once for each distinct row, each row's its index into them (a
@@ -448,7 +451,8 @@ def _distinct_texts(columns: dict[str, Numbers], group_field: str | None,
     for c in columns.values():
         least = int(c.ints.min())
         digits.append((c.ints, least, int(c.ints.max()) - least + 1))
-    if math.prod(span for _, _, span in digits) > n:
+    combos = math.prod(span for _, _, span in digits)
+    if combos > n:
         return None
     # (each row's values as one number, a digit per column; written in place)
     row = np.subtract(digits[0][0], digits[0][1], dtype=np.int64)
@@ -457,10 +461,15 @@ def _distinct_texts(columns: dict[str, Numbers], group_field: str | None,
         row += values
         if least:
             row -= least
-    present = np.zeros(math.prod(span for _, _, span in digits), bool)
-    present[row] = True
-    distinct = np.flatnonzero(present)
-    at = (np.cumsum(present) - 1)[row]
+    if combos <= n // FEW_COMBOS:
+        # (many rows per combination: a text for each, used or not, and no pass over the
+        # rows to number the used ones)
+        distinct, at = np.arange(combos), row
+    else:
+        present = np.zeros(combos, bool)
+        present[row] = True
+        distinct = np.flatnonzero(present)
+        at = (np.cumsum(present) - 1)[row]
     parts, rest = [], distinct
     for _, least, span in reversed(digits):
         parts.append(rest % span + least)
