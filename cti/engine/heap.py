@@ -51,7 +51,7 @@ USER_SETTINGS = ("MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TOP
 DEFRAG = Path("/sys/kernel/mm/transparent_hugepage/defrag")
 STALLING = ("always", "madvise", "defer+madvise")  # (compact on a fault in a hinted region)
 
-_kept: int | None = None  # the trim threshold set (MiB), once set
+_kept = False  # (the thresholds set, once per process)
 
 
 def checked_mib(value: object, owner: str) -> int | None:
@@ -78,7 +78,7 @@ def keep_freed_memory(mib: int | None) -> bool:
     allocator or it is not glibc's, nor the hint or Arrow's pool where the user chose them).
     Whether the thresholds are ours now."""
     global _kept
-    if _kept is not None:
+    if _kept:
         return True
     if not mib or platform.system() != "Linux" or platform.libc_ver()[0] != "glibc" or \
             user_chose_allocator(os.environ):
@@ -87,7 +87,7 @@ def keep_freed_memory(mib: int | None) -> bool:
     if mallopt is None or mallopt(M_MMAP_THRESHOLD, MMAP_CEILING) != 1 or \
             mallopt(M_TRIM_THRESHOLD, mib << 20) != 1:
         return False
-    _kept = mib
+    _kept = True
     if not numpy_chose_hugepages(os.environ) and defrag_stalls(DEFRAG):
         hint = _hugepage_hint()
         if hint is not None:

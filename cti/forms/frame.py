@@ -337,9 +337,9 @@ def _merged(values: np.ndarray, lo: int, hi: int) -> np.ndarray:
     n = len(values)
     few = np.concatenate([np.arange(lo), np.arange(hi, n)])
     few = few[np.argsort(values[few], kind="stable")]  # (ties: by position)
-    run = values[lo:hi]
-    at = np.where(few < lo, np.searchsorted(run, values[few], side="left"),
-                  np.searchsorted(run, values[few], side="right"))
+    run, value = values[lo:hi], values[few]
+    at = np.where(few < lo, np.searchsorted(run, value, side="left"),
+                  np.searchsorted(run, value, side="right"))
     order = np.empty(n, np.int64)
     placed = at + np.arange(len(few))  # (each one's place: run rows before it, and the few)
     order[placed] = few

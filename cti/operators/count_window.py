@@ -62,14 +62,13 @@ class _Starts:
     by_time: np.ndarray  # the pairs' numbers in time order
 
 
-def _starts(key_codes: np.ndarray, start: np.ndarray) -> _Starts:
-    """``_Starts`` of events with ``key_codes`` and ``start`` times: one stable sort of the
-    times (nearly sorted as events come) and a stable one of the key codes (a radix sort of
-    16-bit codes where they fit), the pairs where either changes; no hashing, no sort of
-    the pairs themselves."""
+def _starts(key_codes: np.ndarray, start: np.ndarray, n_keys: int) -> _Starts:
+    """``_Starts`` of events with ``key_codes`` (each below ``n_keys``) and ``start`` times:
+    one stable sort of the times (nearly sorted as events come) and a stable one of the key
+    codes (``window_members.by_key``), the pairs where either changes; no hashing, no sort
+    of the pairs themselves."""
     by_time = frame.stable_order(start)
-    small = np.uint16 if len(key_codes) and int(key_codes.max()) < 1 << 16 else np.int64
-    order = by_time[np.argsort(key_codes[by_time].astype(small), kind="stable")]
+    order = window_members.by_key(by_time, key_codes, n_keys)
     keys, times = key_codes[order], start[order]
     new = np.empty(len(order), bool)  # (a pair starts where the key or the time changes)
     new[:1] = True
@@ -143,7 +142,7 @@ def count_window(node: plan.CountWindow, chunk: Chunk, state: CountState,
     taken = held.iloc[before]
     key_codes, keys = pd.factorize(taken["key"].to_numpy(object))
     key_codes = key_codes.astype(np.int64)
-    starts = _starts(key_codes, taken["start"].to_numpy())
+    starts = _starts(key_codes, taken["start"].to_numpy(), len(keys))
     # Each event's windows: those whose last start is its own or one of the next n - 1 of
     # its key; emitted: the complete ones not emitted at an earlier CTI.
     t = starts.of_row

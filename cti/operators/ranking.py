@@ -202,18 +202,21 @@ def _field_key(cls: np.ndarray, num: np.ndarray, text: np.ndarray, desc: bool
     """One integer per member, from 0, that sorts as the field's values do in its direction
     (equal values equal, numbers before texts, nulls last), and how many there are."""
     is_num = cls == NUMBER
-    if is_num.all():  # (a field of numbers alone: no member to place apart)
+    numbers_only = bool(is_num.all())  # (no member to place apart)
+    if numbers_only:
         key, n = _number_key(num)
-        return (n - 1 - key if desc else key), n + 1
-    key, is_text = np.zeros(len(cls), np.int64), cls == TEXT
-    key[is_num], n = _number_key(num[is_num])
-    if is_text.any():
-        _, codes = np.unique(text[is_text], return_inverse=True)
-        key[is_text] = n + codes
-        n += int(codes.max()) + 1
+    else:
+        key, is_text = np.zeros(len(cls), np.int64), cls == TEXT
+        key[is_num], n = _number_key(num[is_num])
+        if is_text.any():
+            _, codes = np.unique(text[is_text], return_inverse=True)
+            key[is_text] = n + codes
+            n += int(codes.max()) + 1
     if desc:
         key = n - 1 - key
-    return np.where(cls == NULL, n, np.where(cls == OTHER, 0, key)), n + 1
+    if not numbers_only:
+        key = np.where(cls == NULL, n, np.where(cls == OTHER, 0, key))
+    return key, n + 1
 
 
 def _number_key(num: np.ndarray) -> tuple[np.ndarray, int]:

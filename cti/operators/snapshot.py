@@ -191,12 +191,9 @@ def _sorted_by_key_time(codes: np.ndarray, times: np.ndarray, n_keys: int
                         ) -> tuple[np.ndarray, np.ndarray]:
     """The order of the rows' endpoints (``times``: their starts, then their ends; ``codes``:
     the rows' keys) by time, and by key, then time: a stable sort by time
-    (``_endpoints_by_time``), then a stable one by key code (a radix sort of 16-bit codes
-    where they fit)."""
+    (``_endpoints_by_time``), then a stable one by key code (``window_members.by_key``)."""
     by_time = _endpoints_by_time(times)
-    small = codes.astype(np.uint16) if n_keys <= 1 << 16 else codes
-    both = np.concatenate([small, small])
-    return by_time, by_time.take(np.argsort(both.take(by_time), kind="stable"))
+    return by_time, window_members.by_key(by_time, np.concatenate([codes, codes]), n_keys)
 
 
 def _endpoints_by_time(times: np.ndarray) -> np.ndarray:

@@ -87,6 +87,14 @@ def expand(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return rows, lo[rows] + offsets
 
 
+def by_key(order: np.ndarray, codes: np.ndarray, n_keys: int) -> np.ndarray:
+    """``order`` (rows in time order, positions into ``codes``: their keys' codes, each below
+    ``n_keys``) stably by key: by key, then time. A radix sort of 16-bit codes where they
+    fit."""
+    small = codes.astype(np.uint16) if n_keys <= 1 << 16 else codes
+    return order.take(np.argsort(small.take(order), kind="stable"))
+
+
 def pairs_in_time_order(pair_of: np.ndarray, time: np.ndarray) -> np.ndarray:
     """The (key, time) pairs' numbers (``time``: each pair's, the pairs by key, then time) in
     time order, from each row's pair in the rows' time order (``pair_of``): each pair once
